@@ -1,0 +1,91 @@
+"""One exception root for everything reprofleet raises on purpose.
+
+Errors about user input carry where the input was (file, line, field) so that the
+command line can print one line a user can act on, and nothing runs before it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+class ReprofleetError(Exception):
+    """Root of every error reprofleet raises deliberately."""
+
+
+@dataclass(frozen=True)
+class Location:
+    """Where in a user's file a problem is: ``file:line:field``."""
+
+    file: str
+    line: int | None = None
+    field: str | None = None
+
+    def __str__(self) -> str:
+        parts = [self.file]
+        if self.line is not None:
+            parts.append(str(self.line))
+        if self.field:
+            parts.append(self.field)
+        return ":".join(parts)
+
+
+class InputError(ReprofleetError):
+    """A user-supplied file is wrong; the message starts with file:line:field."""
+
+    def __init__(self, location: Location, message: str) -> None:
+        self.location = location
+        self.reason = message
+        super().__init__(f"{location}: {message}")
+
+
+class InventoryError(InputError):
+    """An inventory (YAML, INI, group_vars/host_vars, dynamic source) is invalid."""
+
+
+class PlaybookError(InputError):
+    """A campaign playbook is invalid."""
+
+
+class ConnectError(ReprofleetError):
+    """A host could not be reached or the SSH session broke; names the host."""
+
+    def __init__(self, host: str, message: str) -> None:
+        self.host = host
+        self.reason = message
+        super().__init__(f"{host}: {message}")
+
+
+class HostKeyError(ConnectError):
+    """The host's SSH key is unknown or differs from the one on record."""
+
+
+class CommandTimedOut(ReprofleetError):
+    """A remote command did not finish within its timeout."""
+
+    def __init__(self, host: str, command: str, timeout: float) -> None:
+        self.host = host
+        self.command = command
+        self.timeout = timeout
+        super().__init__(f"{host}: command timed out after {timeout:g}s: {command}")
+
+
+class AgentError(ReprofleetError):
+    """The host agent broke its protocol or reported a failure of its own."""
+
+    def __init__(self, host: str, message: str) -> None:
+        self.host = host
+        self.reason = message
+        super().__init__(f"{host}: agent: {message}")
+
+
+class PolicyError(ReprofleetError):
+    """A GPU policy could not be applied, read back or verified."""
+
+
+class PowerError(ReprofleetError):
+    """A PDU/BMC did not do what it was asked, in time."""
+
+
+class CredentialError(ReprofleetError):
+    """A credential reference (env var or file) could not be resolved."""
