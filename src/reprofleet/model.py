@@ -197,3 +197,51 @@ class Attempt:
     host: str
     cell: Cell
     attempt_index: int
+
+
+@dataclass(frozen=True)
+class Record:
+    """One attempt, as it is written to attempts.jsonl (schema ``SCHEMA_VERSION``).
+
+    Times are ISO 8601 UTC from the controller's clock. ``policy`` holds the values read
+    back from the GPU, ``factors`` what the cell asked for.
+    """
+
+    campaign: str
+    attempt: str
+    controller: str
+    host: str
+    cell: str
+    factors: Mapping[str, Any]
+    policy: Mapping[str, Any] | None
+    runtime: Mapping[str, Any]
+    cache: str | None
+    attempt_index: int
+    attempt_in_boot: int
+    cold_boot: bool
+    boot_id: str | None
+    started: str
+    ended: str
+    outcome: Outcome
+    reason: str = ""
+    exit_code: int | None = None
+    detect_latency_s: float | None = None
+    last_heartbeat: str | None = None
+    last_phase: str | None = None
+    last_log_line: str | None = None
+    telemetry: Mapping[str, Any] | None = None
+    forensics: Mapping[str, Any] | None = None
+    facts: str | None = None  # sha256 of the host facts snapshot in facts/<host>.json
+    stream: str | None = None  # stream file, relative to the campaign directory
+    schema: int = SCHEMA_VERSION
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for name in self.__dataclass_fields__:
+            value = getattr(self, name)
+            if isinstance(value, Enum):
+                value = value.value
+            elif isinstance(value, Mapping):
+                value = dict(value)
+            out[name] = value
+        return out

@@ -1,0 +1,38 @@
+# The two set-up commands. Both work on a fresh Debian machine as root with only Python
+# and git: they install the system packages the simulated fleet needs, make .venv, install
+# the project into it, and run.
+SHELL := /bin/bash
+PYTHON ?= $(shell test -x /usr/bin/python3 && echo /usr/bin/python3 || command -v python3)
+VENV := .venv
+# openssh-server: the simulated hosts' sshd; iproute2/iptables: their namespaces and links;
+# openipmi/ipmitool: the IPMI BMC simulator; python3-venv: Debian's venv module.
+APT_PACKAGES := openssh-server openssh-client iproute2 iptables openipmi ipmitool procps python3-venv
+PYTEST_ARGS ?=
+
+.PHONY: demo test system-deps clean
+
+system-deps:
+	@if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	  missing=""; \
+	  for p in $(APT_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	  if [ -n "$$missing" ]; then \
+	    echo "installing:$$missing"; \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; \
+	  fi; \
+	else echo "not root or no apt-get: install $(APT_PACKAGES) yourself"; fi
+
+$(VENV)/.installed: pyproject.toml | system-deps
+	test -x $(VENV)/bin/python || $(PYTHON) -m venv $(VENV)
+	$(VENV)/bin/python -m pip install -q --upgrade pip
+	$(VENV)/bin/python -m pip install -q -e '.[dev]'
+	touch $@
+
+demo: system-deps $(VENV)/.installed
+	$(VENV)/bin/invoke demo
+
+test: system-deps $(VENV)/.installed
+	$(VENV)/bin/python -m pytest -q $(PYTEST_ARGS)
+
+clean:
+	-$(VENV)/bin/invoke sim.down
+	rm -rf $(VENV) .sim

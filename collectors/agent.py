@@ -1,0 +1,176 @@
+#!/usr/bin/env python3
+"""reprofleet host agent: the one program the controller runs on a test host.
+
+Standard library only (plus pynvml when the host has it); never imports reprofleet.
+Speaks JSON lines on stdout and diagnostics on stderr, per collectors/PROTOCOL.md.
+This file parses the command line and maps failures to exit statuses in one place;
+each subcommand lives in a module of its own beside it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+import traceback
+from typing import Any, Dict, List, Optional, Sequence, Tuple
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import attempt_state as state  # noqa: E402
+from agent_protocol import (  # noqa: E402
+    AgentFailure, ExitStatus, StdoutClosed, UsageError, emit, quiet_exit_on_closed_stdout, warn,
+)
+
+AGENT_PATH = os.path.abspath(__file__)
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse that raises instead of printing usage and exiting."""
+
+    def error(self, message: str) -> Any:  # type: ignore[override]
+        raise UsageError(message)
+
+
+def build_parser() -> Parser:
+    parser = Parser(prog="agent.py", description=__doc__.splitlines()[0])
+    parser.add_argument("--state-dir", default=state.default_state_dir(),
+                        help="where attempts and baselines live (default ~/.cache/reprofleet)")
+    sub = parser.add_subparsers(dest="command", parser_class=Parser)
+    sub.add_parser("facts", help="one line describing this host and its GPUs")
+    run = sub.add_parser("run", help="start a supervised attempt: run ... -- CMD ARG...")
+    run.add_argument("--id", required=True)
+    run.add_argument("--timeout", type=float, required=True)
+    run.add_argument("--cwd", default=None)
+    run.add_argument("--env", action="append", default=[], metavar="K=V")
+    run.add_argument("--gpu", type=int, default=0)
+    run.add_argument("--sample-hz", type=float, default=10.0)
+    run.add_argument("--clock-threshold", type=float, default=2800.0, metavar="MHZ")
+    run.add_argument("--hb", type=float, default=0.5)
+    run.add_argument("--kill-grace", type=float, default=5.0, help=argparse.SUPPRESS)
+    attach = sub.add_parser("attach", help="stream an attempt's events from a seq on")
+    attach.add_argument("--id", required=True)
+    attach.add_argument("--from", dest="start_seq", type=int, default=0)
+    attach.add_argument("--hb", type=float, default=0.5)
+    kill = sub.add_parser("kill", help="stop a running attempt")
+    kill.add_argument("--id", required=True)
+    supervise = sub.add_parser(state.SUPERVISOR_ARG)
+    supervise.add_argument("--id", required=True)
+    return parser
+
+
+def split_command(argv: Sequence[str]) -> Tuple[List[str], List[str]]:
+    """Agent arguments before the first ``--``, the PoC's command after it."""
+    argv = list(argv)
+    if "--" in argv:
+        at = argv.index("--")
+        return argv[:at], argv[at + 1:]
+    return argv, []
+
+
+def parse_env(pairs: Sequence[str]) -> Dict[str, str]:
+    env: Dict[str, str] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key or "\0" in pair:
+            raise UsageError("--env wants K=V, got %r" % pair)
+        env[key] = value
+    return env
+
+
+def command_run(args: argparse.Namespace, cmd: List[str]) -> int:
+    """Create the attempt, start the detached supervisor, then stream like attach."""
+    import stream_follow
+    from detach import spawn_supervisor
+
+    if not state.valid_attempt_id(args.id):
+        raise UsageError("invalid attempt id %r" % args.id)
+    if not cmd:
+        raise UsageError("run needs the PoC command after --")
+    if args.timeout <= 0 or args.hb <= 0 or args.sample_hz < 0 or args.kill_grace < 0:
+        raise UsageError("--timeout and --hb must be > 0, --sample-hz and --kill-grace >= 0")
+    env = parse_env(args.env)
+    directory = state.attempt_dir(args.state_dir, args.id)
+    cwd = os.path.abspath(args.cwd) if args.cwd else directory
+    if args.cwd and not os.path.isdir(cwd):
+        raise AgentFailure("--cwd %s is not a directory" % cwd)
+    os.makedirs(os.path.dirname(directory), exist_ok=True)
+    try:
+        os.mkdir(directory)
+    except FileExistsError:
+        raise UsageError("attempt id %r already exists" % args.id) from None
+    meta = {
+        "id": args.id, "cmd": cmd, "cwd": cwd, "env": env, "timeout": args.timeout,
+        "gpu": args.gpu, "sample_hz": args.sample_hz, "clock_threshold_mhz": args.clock_threshold,
+        "hb": args.hb, "kill_grace_s": args.kill_grace, "created": time.time(), "boot_id": state.read_boot_id(),
+        "agent": AGENT_PATH, "python": sys.executable,
+    }
+    open(os.path.join(directory, state.EVENTS), "ab").close()
+    state.write_json_atomic(os.path.join(directory, state.META), meta)
+    python = sys.executable or "python3"
+    spawn_supervisor(
+        [python, AGENT_PATH, "--state-dir", args.state_dir, state.SUPERVISOR_ARG, "--id", args.id],
+        directory, os.path.join(directory, state.SUPERVISOR_LOG),
+    )
+    stream_follow.attach(args.state_dir, args.id, 0, args.hb)
+    return ExitStatus.OK
+
+
+def dispatch(args: argparse.Namespace, cmd: List[str]) -> int:
+    if args.command == "facts":
+        import host_facts
+
+        emit(host_facts.collect())
+        return ExitStatus.OK
+    if args.command == "run":
+        return command_run(args, cmd)
+    if cmd:
+        raise UsageError("unexpected arguments after --: %s" % " ".join(cmd))
+    if args.command == "attach":
+        import stream_follow
+
+        if args.start_seq < 0 or args.hb <= 0:
+            raise UsageError("--from must be >= 0 and --hb > 0")
+        stream_follow.attach(args.state_dir, args.id, args.start_seq, args.hb)
+        return ExitStatus.OK
+    if args.command == "kill":
+        import stream_follow
+
+        emit(stream_follow.kill(args.state_dir, args.id))
+        return ExitStatus.OK
+    if args.command == state.SUPERVISOR_ARG:
+        import supervisor
+
+        return supervisor.supervise(args.state_dir, args.id)
+    raise UsageError("a subcommand is required (facts, run, attach, kill, policy, postboot)")
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    """Parse, dispatch, and turn every failure into one JSON error line and a status."""
+    agent_args, cmd = split_command(sys.argv[1:] if argv is None else argv)
+    try:
+        return int(dispatch(build_parser().parse_args(agent_args), cmd))
+    except StdoutClosed:
+        quiet_exit_on_closed_stdout()  # the SSH session is gone; the attempt goes on
+        return ExitStatus.FAILED
+    except AgentFailure as exc:
+        return _report(str(exc), exc.status)
+    except KeyboardInterrupt:
+        return 130
+    except Exception as exc:  # the agent's own bug: say so, distinct from a PoC failure
+        warn(traceback.format_exc())
+        return _report("agent crashed: %s: %s" % (type(exc).__name__, exc), ExitStatus.FAILED)
+
+
+def _report(message: str, status: int) -> int:
+    warn(message)
+    try:
+        emit({"k": "error", "error": message})
+    except StdoutClosed:
+        quiet_exit_on_closed_stdout()
+    return status
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,129 @@
+"""Where an attempt lives on the host, and how to tell whether it is still alive.
+
+Everything is under the state directory (``~/.cache/reprofleet`` unless told otherwise),
+which survives reboots: after a wedge and a power cycle, `attach` must still find the
+attempt and say, from what the files hold, that its supervisor died with the old boot.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import time
+from typing import Any, Dict, Optional
+
+STATE_DIR_ENV = "REPROFLEET_STATE_DIR"
+BOOT_ID_PATH = "/proc/sys/kernel/random/boot_id"
+ATTEMPT_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
+
+META = "meta.json"
+EVENTS = "events.jsonl"
+OUTPUT = "output.log"
+EXIT = "exit.json"
+SUPERVISOR_PID = "supervisor.pid"
+SUPERVISOR_LOG = "supervisor.log"
+KILL_REQUEST = "kill.request"
+
+SUPERVISOR_ARG = "_supervise"  # the hidden subcommand the detached supervisor runs
+
+
+def default_state_dir() -> str:
+    return os.environ.get(STATE_DIR_ENV) or os.path.expanduser("~/.cache/reprofleet")
+
+
+def valid_attempt_id(attempt_id: str) -> bool:
+    """Ids become directory names: no slashes, no leading dot, bounded length."""
+    return bool(ATTEMPT_ID.match(attempt_id))
+
+
+def attempt_dir(state_dir: str, attempt_id: str) -> str:
+    return os.path.join(state_dir, "attempts", attempt_id)
+
+
+def read_boot_id(path: str = BOOT_ID_PATH) -> Optional[str]:
+    try:
+        with open(path) as handle:
+            return handle.read().strip() or None
+    except OSError:
+        return None
+
+
+def write_atomic(path: str, text: str) -> None:
+    """Write via a temporary file and rename, so a reader never sees half a file."""
+    tmp = "%s.tmp.%d" % (path, os.getpid())
+    with open(tmp, "w") as handle:
+        handle.write(text)
+        handle.flush()
+        os.fsync(handle.fileno())
+    os.replace(tmp, path)
+
+
+def write_json_atomic(path: str, value: Dict[str, Any]) -> None:
+    write_atomic(path, json.dumps(value, sort_keys=True, indent=1) + "\n")
+
+
+def read_json(path: str) -> Optional[Dict[str, Any]]:
+    try:
+        with open(path) as handle:
+            value = json.load(handle)
+    except (OSError, ValueError):
+        return None
+    return value if isinstance(value, dict) else None
+
+
+def read_pid(path: str) -> Optional[int]:
+    try:
+        with open(path) as handle:
+            return int(handle.read().strip())
+    except (OSError, ValueError):
+        return None
+
+
+def pid_cmdline(pid: int) -> Optional[str]:
+    """The command line of a live process, NUL separators turned into spaces."""
+    try:
+        with open("/proc/%d/cmdline" % pid, "rb") as handle:
+            raw = handle.read()
+    except OSError:
+        return None
+    return raw.replace(b"\0", b" ").decode("utf-8", "replace")
+
+
+def pid_is_zombie(pid: int) -> bool:
+    try:
+        with open("/proc/%d/stat" % pid) as handle:
+            stat = handle.read()
+    except OSError:
+        return True
+    return stat.rsplit(")", 1)[-1].split()[:1] == ["Z"]
+
+
+def supervisor_alive(directory: str, attempt_id: str, meta: Dict[str, Any]) -> bool:
+    """True when this attempt's supervisor still runs in this boot.
+
+    A pid alone is not enough: after a reboot, or long after, the pid may belong to
+    another process. The boot_id recorded at start and the process's command line
+    (which names the attempt) rule both out.
+    """
+    if meta.get("boot_id") and meta.get("boot_id") != read_boot_id():
+        return False
+    pid = read_pid(os.path.join(directory, SUPERVISOR_PID))
+    if pid is None:
+        return False
+    cmdline = pid_cmdline(pid)
+    if cmdline is None or SUPERVISOR_ARG not in cmdline or attempt_id not in cmdline:
+        return False
+    return not pid_is_zombie(pid)
+
+
+def lost_reason(meta: Dict[str, Any]) -> str:
+    """Why a supervisor is gone, in words the report can show."""
+    if meta.get("boot_id") and meta.get("boot_id") != read_boot_id():
+        return "host rebooted (boot_id changed)"
+    return "supervisor died without an exit line"
+
+
+def age_s(meta: Dict[str, Any]) -> float:
+    created = meta.get("created")
+    return time.time() - created if isinstance(created, (int, float)) else float("inf")

@@ -1,0 +1,161 @@
+"""`attach` and `kill`: the SSH-side view of an attempt the supervisor owns.
+
+`attach` prints stored lines from a seq on, follows the file as it grows, and beats a
+heartbeat so the controller can tell "host alive, PoC quiet" from "host gone". It ends
+after the `exit` line, or with a synthesized `exit` (`lost: true`) when the supervisor
+is gone without writing one: the host rebooted under it, or it was killed.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from typing import Any, Dict, List, Optional, Tuple
+
+import attempt_state as state
+from agent_protocol import UsageError, emit, emit_raw, event
+from event_log import EventTail, parse_line
+from supervisor import KILL_GRACE_S, STUCK_AFTER_KILL_S
+
+POLL_S = 0.05  # how often a follower looks for new lines
+LIVENESS_EVERY_S = 0.5
+START_GRACE_S = 15.0  # a brand-new attempt may not have supervisor.pid yet
+OVERRUN_MARGIN_S = 120.0  # the supervisor stops itself long before this
+
+
+def open_attempt(state_dir: str, attempt_id: str) -> Tuple[str, Dict[str, Any]]:
+    """The attempt's directory and meta, or a usage error for an unknown id."""
+    if not state.valid_attempt_id(attempt_id):
+        raise UsageError("invalid attempt id %r" % attempt_id)
+    directory = state.attempt_dir(state_dir, attempt_id)
+    meta = state.read_json(os.path.join(directory, state.META))
+    if meta is None:
+        raise UsageError("unknown attempt id %r" % attempt_id)
+    return directory, meta
+
+
+def _alive(directory: str, attempt_id: str, meta: Dict[str, Any]) -> bool:
+    if state.supervisor_alive(directory, attempt_id, meta):
+        return True
+    starting = not os.path.exists(os.path.join(directory, state.SUPERVISOR_PID))
+    return starting and state.age_s(meta) < START_GRACE_S and meta.get("boot_id") == state.read_boot_id()
+
+
+def _is_exit(raw: bytes) -> bool:
+    if b'"k":"exit"' not in raw:
+        return False
+    line = parse_line(raw)
+    return line is not None and line.get("k") == "exit"
+
+
+def _emit_all(lines: List[bytes]) -> bool:
+    """Print stored lines; True once the exit line went out."""
+    for raw in lines:
+        emit_raw(raw)
+        if _is_exit(raw):
+            return True
+    return False
+
+
+def lost_exit(meta: Dict[str, Any], seq: int, reason: str) -> Dict[str, Any]:
+    created = meta.get("created")
+    duration = round(time.time() - created, 3) if isinstance(created, (int, float)) else None
+    return event(
+        "exit", seq=seq, rc=None, signal=None, timed_out=False, killed=False, lost=True,
+        duration_s=duration, reason=reason,
+    )
+
+
+def attach(state_dir: str, attempt_id: str, start_seq: int, hb_s: float) -> None:
+    """Follow an attempt's events from `start_seq` until its exit line (bounded in time)."""
+    directory, meta = open_attempt(state_dir, attempt_id)
+    tail = EventTail(os.path.join(directory, state.EVENTS), start_seq)
+    hb_every = max(0.05, hb_s * 0.75)  # beat early: scheduling jitter must not exceed --hb
+    budget = float(meta.get("created", time.time())) + float(meta.get("timeout", 0)) - time.time()
+    give_up = time.monotonic() + max(budget, 0.0) + OVERRUN_MARGIN_S
+    last_hb = next_check = 0.0
+    while True:
+        lines = tail.read_new()
+        if _emit_all(lines):
+            return
+        now = time.monotonic()
+        if now - last_hb >= hb_every:
+            emit(event("hb", seq=tail.position))
+            last_hb = now
+        if not lines and now >= next_check:
+            next_check = now + LIVENESS_EVERY_S
+            if not _alive(directory, attempt_id, meta) or now > give_up:
+                _finish_lost(tail, meta, "supervisor overran its deadline" if now > give_up else None)
+                return
+        if not lines:
+            time.sleep(max(0.0, min(POLL_S, last_hb + hb_every - time.monotonic())))
+
+
+def _finish_lost(tail: EventTail, meta: Dict[str, Any], reason: Optional[str]) -> None:
+    """The supervisor is gone: print what it left, then an exit it never wrote."""
+    for _ in range(1000):  # bounded: drain what was written just before it died
+        lines = tail.read_new()
+        if _emit_all(lines):
+            return
+        if not lines:
+            break
+    emit(lost_exit(meta, tail.position, reason or state.lost_reason(meta)))
+
+
+def kill(state_dir: str, attempt_id: str) -> Dict[str, Any]:
+    """Stop a running attempt; the supervisor records `killed: true`."""
+    directory, meta = open_attempt(state_dir, attempt_id)
+    if _has_exit(directory):
+        return {"k": "killed", "id": attempt_id, "was_running": False}
+    if state.supervisor_alive(directory, attempt_id, meta):
+        state.write_atomic(os.path.join(directory, state.KILL_REQUEST), "%f\n" % time.time())
+        grace = float(meta.get("kill_grace_s", KILL_GRACE_S))
+        _wait_for_exit(directory, grace + STUCK_AFTER_KILL_S + 5.0)
+        return {"k": "killed", "id": attempt_id, "was_running": True}
+    was_running = _kill_orphaned_poc(directory, meta)
+    return {"k": "killed", "id": attempt_id, "was_running": was_running}
+
+
+def _has_exit(directory: str) -> bool:
+    if os.path.exists(os.path.join(directory, state.EXIT)):
+        return True
+    tail = EventTail(os.path.join(directory, state.EVENTS))
+    return any(_is_exit(raw) for raw in tail.read_new(max_bytes=1 << 30))
+
+
+def _wait_for_exit(directory: str, timeout_s: float) -> bool:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if os.path.exists(os.path.join(directory, state.EXIT)):
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def _kill_orphaned_poc(directory: str, meta: Dict[str, Any]) -> bool:
+    """No supervisor (it was killed): stop the PoC's group ourselves, same boot only."""
+    if meta.get("boot_id") != state.read_boot_id():
+        return False
+    tail = EventTail(os.path.join(directory, state.EVENTS))
+    starts = [parse_line(raw) for raw in tail.read_new(max_bytes=1 << 30) if b'"k":"start"' in raw]
+    pgid = next((s.get("pgid") for s in starts if s and s.get("k") == "start"), None)
+    if not isinstance(pgid, int) or not _group_exists(pgid):
+        return False
+    os.killpg(pgid, signal.SIGTERM)
+    deadline = time.monotonic() + KILL_GRACE_S
+    while time.monotonic() < deadline and _group_exists(pgid):
+        time.sleep(0.05)
+    if _group_exists(pgid):
+        os.killpg(pgid, signal.SIGKILL)
+    return True
+
+
+def _group_exists(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True

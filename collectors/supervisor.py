@@ -1,0 +1,212 @@
+"""The detached supervisor: owns one attempt from start to `exit.json`.
+
+It runs the PoC in a session and process group of its own, turns the PoC's merged
+output into `log`/`phase` lines, enforces the timeout (SIGTERM to the group, SIGKILL
+`KILL_GRACE_S` later), honours kill requests, and always ends the stream with one `exit`
+line, even when something in the agent itself failed.
+"""
+
+from __future__ import annotations
+
+import os
+import select
+import signal
+import subprocess
+import sys
+import time
+import traceback
+from typing import Any, Dict, List, Optional
+
+import attempt_state as state
+from event_log import EventLog
+from text_lines import LineSplitter
+from watchers import Watchers
+
+KILL_GRACE_S = 5.0  # SIGTERM -> SIGKILL
+STUCK_AFTER_KILL_S = 10.0  # a process still there this long after SIGKILL is in D state
+DRAIN_AFTER_EXIT_S = 2.0  # output still flowing from the PoC's children after it exited
+POLL_S = 0.1
+
+
+class Termination:
+    """Why and when we started stopping the PoC; escalates SIGTERM -> SIGKILL once."""
+
+    def __init__(self, grace_s: float = KILL_GRACE_S) -> None:
+        self.reason: Optional[str] = None  # "timeout" | "kill"
+        self.grace_s = grace_s
+        self.term_at = 0.0
+        self.kill_at = 0.0
+
+    def begin(self, reason: str, pgid: int, now: float) -> None:
+        if self.reason is None:
+            self.reason, self.term_at = reason, now
+            _signal_group(pgid, signal.SIGTERM)
+
+    def escalate(self, pgid: int, now: float) -> None:
+        if self.reason is not None and not self.kill_at and now - self.term_at >= self.grace_s:
+            self.kill_at = now
+            _signal_group(pgid, signal.SIGKILL)
+
+
+def _signal_group(pgid: int, signum: int) -> None:
+    try:
+        os.killpg(pgid, signum)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+class Supervisor:
+    def __init__(self, directory: str, meta: Dict[str, Any]) -> None:
+        self.directory = directory
+        self.meta = meta
+        self.log = EventLog(os.path.join(directory, state.EVENTS))
+        self.output = open(os.path.join(directory, state.OUTPUT), "ab")
+        self.splitter = LineSplitter()
+        self.watchers = Watchers(self.log, meta)
+        self.termination = Termination(float(meta.get("kill_grace_s", KILL_GRACE_S)))
+        self.signalled = False
+        self.stragglers_killed = False
+        self.stuck = False
+        self.proc: Optional["subprocess.Popen[bytes]"] = None
+
+    # -- the attempt ---------------------------------------------------------------
+    def run(self) -> Dict[str, Any]:
+        started = time.monotonic()
+        self.watchers.start()
+        try:
+            proc = self.proc = self._start_poc()
+        except OSError as exc:
+            return self._finish(None, started, error="cannot start the PoC: %s" % exc)
+        self.log.append(
+            "start", pid=proc.pid, pgid=proc.pid, cmd=self.meta["cmd"],
+            boot_id=self.meta.get("boot_id"), cwd=self.meta["cwd"],
+        )
+        self._follow(proc, started)
+        return self._finish(proc, started)
+
+    def _start_poc(self) -> "subprocess.Popen[bytes]":
+        env = dict(os.environ)
+        env.setdefault("PYTHONUNBUFFERED", "1")
+        env.update(self.meta.get("env") or {})
+        return subprocess.Popen(
+            self.meta["cmd"], cwd=self.meta["cwd"], env=env, stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True,
+        )
+
+    def _follow(self, proc: "subprocess.Popen[bytes]", started: float) -> None:
+        """Read output until EOF and exit, enforcing deadlines; bounded in time."""
+        deadline = started + float(self.meta["timeout"])
+        hard_stop = deadline + self.termination.grace_s + STUCK_AFTER_KILL_S + DRAIN_AFTER_EXIT_S + 5.0
+        fd = proc.stdout.fileno()  # type: ignore[union-attr]
+        eof, exited_at = False, 0.0
+        while time.monotonic() < hard_stop:
+            ready, _, _ = select.select([] if eof else [fd], [], [], POLL_S)
+            now = time.monotonic()
+            if ready:
+                data = os.read(fd, 1 << 16)
+                eof = not data
+                self._take_output(data, time.time())
+            self._emit_lines(self.splitter.flush_idle(time.time()))
+            if proc.poll() is not None:
+                exited_at = exited_at or now
+                if eof:
+                    return
+                if now - exited_at >= DRAIN_AFTER_EXIT_S:
+                    self._kill_stragglers(proc.pid)
+                if now - exited_at >= DRAIN_AFTER_EXIT_S + 1.0:
+                    return
+                continue
+            self._enforce(proc.pid, now, deadline)
+            if self.termination.kill_at and now - self.termination.kill_at >= STUCK_AFTER_KILL_S:
+                self.stuck = True
+                return
+
+    def _take_output(self, data: bytes, now: float) -> None:
+        if data:
+            self.output.write(data)
+            self.output.flush()
+            self._emit_lines(self.splitter.feed(data, now))
+
+    def _emit_lines(self, lines: List[Any]) -> None:
+        for text, partial in lines:
+            extra = {"partial": True} if partial else {}
+            self.log.append("log", line=text, stream="out", **extra)
+            self.watchers.on_log_line(text)
+
+    def _enforce(self, pgid: int, now: float, deadline: float) -> None:
+        if self.signalled or os.path.exists(os.path.join(self.directory, state.KILL_REQUEST)):
+            self.termination.begin("kill", pgid, now)
+        elif now >= deadline:
+            self.termination.begin("timeout", pgid, now)
+        self.termination.escalate(pgid, now)
+
+    def _kill_stragglers(self, pgid: int) -> None:
+        """The PoC exited but children of it still hold its output: the attempt is over."""
+        if not self.stragglers_killed:
+            self.stragglers_killed = True
+            _signal_group(pgid, signal.SIGKILL)
+
+    # -- the end -------------------------------------------------------------------
+    def _finish(self, proc: Optional["subprocess.Popen[bytes]"], started: float,
+                error: Optional[str] = None) -> Dict[str, Any]:
+        self._emit_lines(self.splitter.flush())
+        rc = proc.poll() if proc is not None else None
+        fields: Dict[str, Any] = {
+            "rc": rc if rc is not None and rc >= 0 else None,
+            "signal": -rc if rc is not None and rc < 0 else None,
+            "timed_out": self.termination.reason == "timeout",
+            "killed": self.termination.reason == "kill",
+            "lost": False,
+            "duration_s": round(time.monotonic() - started, 3),
+        }
+        if self.stuck:
+            fields["stuck"] = True  # did not die after SIGKILL (uninterruptible: GPU hang?)
+        if self.stragglers_killed:
+            fields["stragglers_killed"] = True
+        if error:
+            fields["error"] = error
+        fields["telemetry"] = self.watchers.stop()
+        return self._write_exit(fields)
+
+    def _write_exit(self, fields: Dict[str, Any]) -> Dict[str, Any]:
+        line = self.log.append("exit", **fields)
+        state.write_json_atomic(os.path.join(self.directory, state.EXIT), line)
+        self.output.close()
+        self.log.close()
+        return line
+
+
+def supervise(state_dir: str, attempt_id: str) -> int:
+    """Entry point of the detached process (``agent.py _supervise --id ID``)."""
+    directory = state.attempt_dir(state_dir, attempt_id)
+    meta = state.read_json(os.path.join(directory, state.META))
+    if meta is None:
+        sys.stderr.write("supervisor: no meta.json in %s\n" % directory)
+        return 2
+    signal.signal(signal.SIGHUP, signal.SIG_IGN)
+    supervisor = Supervisor(directory, meta)
+
+    def on_term(signum: int, frame: Any) -> None:  # a shutdown or a kill: stop the PoC
+        supervisor.signalled = True
+
+    signal.signal(signal.SIGTERM, on_term)
+    try:
+        supervisor.run()
+    except Exception as exc:  # the agent failed, not the PoC: still end the stream
+        traceback.print_exc()
+        _exit_after_crash(supervisor, exc)
+        return 1
+    return 0
+
+
+def _exit_after_crash(supervisor: Supervisor, exc: Exception) -> None:
+    if supervisor.proc is not None and supervisor.proc.poll() is None:
+        _signal_group(supervisor.proc.pid, signal.SIGKILL)
+    try:
+        supervisor.watchers.stop()
+        supervisor._write_exit({
+            "rc": None, "signal": None, "timed_out": False, "killed": False, "lost": False,
+            "duration_s": None, "error": "agent failure: %s: %s" % (type(exc).__name__, exc),
+        })
+    except Exception:
+        traceback.print_exc()

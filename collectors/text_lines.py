@@ -1,0 +1,72 @@
+"""Turning a PoC's raw output bytes into log lines (pure: no I/O, the clock is passed in).
+
+Progress bars matter here more than anywhere: tqdm writes into a pipe as ``\\r<bar>``
+with no newline until the bar closes, and the seed's host froze *during* CUDA-graph
+capture, i.e. while its tqdm bar was open. So ``\\r`` ends a line too, and a fragment
+that has waited `idle_s` without a terminator is emitted as a partial line: the last
+thing a PoC printed before the host froze must reach the stream.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import List, Tuple
+
+# CSI (colours, cursor moves), OSC (titles, hyperlinks) and lone two-byte escapes.
+_TERMINATOR = re.compile(b"(\r|\n)")
+_ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[@-Z\\-_]")
+
+
+def strip_ansi(text: str) -> str:
+    return _ANSI.sub("", text)
+
+
+def decode_line(raw: bytes) -> str:
+    """Bytes of one line to text: invalid UTF-8 replaced, ANSI codes removed."""
+    return strip_ansi(raw.decode("utf-8", "replace"))
+
+
+class LineSplitter:
+    """Incremental splitter on ``\\n``, ``\\r\\n`` and ``\\r``.
+
+    `feed` returns ``(text, partial)`` pairs; ``partial`` is True only for fragments
+    emitted by `flush_idle`. The empty piece between a ``\\r`` and the ``\\n`` that follows
+    it is dropped, so ``\\r\\n`` is one terminator; a real empty line is kept.
+    """
+
+    def __init__(self, idle_s: float = 0.3, max_line: int = 65536) -> None:
+        self._buf = b""
+        self._since = 0.0
+        self._spoken = False  # this line already ended by \r or emitted as a partial
+        self._idle_s = idle_s
+        self._max_line = max_line
+
+    def feed(self, data: bytes, now: float) -> List[Tuple[str, bool]]:
+        lines: List[Tuple[str, bool]] = []
+        for piece in _TERMINATOR.split(data):
+            if piece in (b"\r", b"\n"):
+                if self._buf or (piece == b"\n" and not self._spoken):
+                    lines.append((decode_line(self._buf), False))
+                self._buf = b""
+                self._spoken = piece == b"\r"
+            elif piece:
+                if not self._buf:
+                    self._since = now
+                self._buf += piece
+                if len(self._buf) >= self._max_line:  # a runaway line: cut, never grow forever
+                    lines.extend(self.flush())
+        return lines
+
+    def flush_idle(self, now: float) -> List[Tuple[str, bool]]:
+        """The pending fragment, if it has waited `idle_s` for its terminator."""
+        if self._buf and now - self._since >= self._idle_s:
+            return self.flush()
+        return []
+
+    def flush(self) -> List[Tuple[str, bool]]:
+        """Whatever is pending (at end of output), as a partial line."""
+        if not self._buf:
+            return []
+        text, self._buf = decode_line(self._buf), b""
+        self._spoken = True
+        return [(text, True)]

@@ -1,0 +1,215 @@
+"""Following one attempt's stream to its end, and judging how it ended.
+
+The stream is written to the controller's disk line by line as it arrives. A broken SSH
+session is not an outcome: the attempt runs on under the host agent, so we reconnect and
+``attach`` from the last sequence number we have, with nothing lost or repeated. Only the
+watchdog (silence + failed independent probes) turns silence into a wedge.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable, Mapping
+
+from .agent import AgentClient, EventStream, StreamEvent
+from .errors import AgentError, ConnectError, ReprofleetError
+from .model import EventKind, Outcome
+from .records import StreamWriter
+from .watchdog import Verdict, Watchdog
+
+CONTROLLER_GRACE_S = 30.0  # past the agent's own timeout, before the controller steps in
+
+
+@dataclass
+class AttemptTrace:
+    """What the controller has seen of one attempt so far (mutable, one thread)."""
+
+    next_seq: int = 0
+    lines: int = 0
+    last_heard_wall: float | None = None
+    last_heartbeat_wall: float | None = None
+    last_phase: str | None = None
+    last_log_line: str | None = None
+    last_nvml: Mapping[str, Any] | None = None
+    phases: list[tuple[float, str]] = field(default_factory=list)
+    start: Mapping[str, Any] | None = None
+    exit: Mapping[str, Any] | None = None
+    reattached: int = 0
+
+    def observe(self, event: StreamEvent) -> None:
+        self.last_heard_wall = time.time()
+        if event.kind is EventKind.HEARTBEAT:
+            self.last_heartbeat_wall = self.last_heard_wall
+            return
+        if event.seq is not None:
+            self.next_seq = event.seq + 1
+        self.lines += 1
+        data = event.data
+        if event.kind is EventKind.LOG:
+            self.last_log_line = str(data.get("line", ""))
+        elif event.kind is EventKind.PHASE:
+            self.last_phase = str(data.get("phase"))
+            self.phases.append((event.t, self.last_phase))
+        elif event.kind is EventKind.NVML and "xid" not in data:
+            self.last_nvml = dict(data)
+        elif event.kind is EventKind.EXIT:
+            self.exit = dict(data)
+        elif event.kind.value == "start":
+            self.start = dict(data)
+
+
+def classify_exit(exit_line: Mapping[str, Any], *, boot_changed: bool) -> tuple[Outcome, str]:
+    """Outcome of an attempt whose stream ended with an ``exit`` line."""
+    if exit_line.get("lost"):
+        if boot_changed:
+            return Outcome.REBOOT, "the host rebooted by itself during the attempt"
+        return Outcome.INFRA, "the agent's supervisor vanished without recording an exit"
+    if exit_line.get("timed_out"):
+        return Outcome.HANG, "the PoC did not finish within its timeout and was killed"
+    if exit_line.get("killed"):
+        return Outcome.INFRA, "the attempt was stopped by the controller"
+    rc = exit_line.get("rc")
+    if rc == 0:
+        return Outcome.CLEAN, "exit 0"
+    if exit_line.get("signal"):
+        return Outcome.ERROR, f"killed by signal {exit_line.get('signal')}"
+    return Outcome.ERROR, f"exit {rc}"
+
+
+@dataclass(frozen=True)
+class AttemptEnd:
+    """How following an attempt ended, before it becomes a record."""
+
+    outcome: Outcome
+    reason: str
+    exit: Mapping[str, Any] | None
+    detect_latency_s: float | None = None
+    declared_wall: float | None = None
+
+
+Reconnect = Callable[[], AgentClient]
+
+
+class AttemptFollower:
+    """Reads one attempt's stream until it ends, re-attaching as often as needed."""
+
+    def __init__(
+        self,
+        agent: AgentClient,
+        attempt_id: str,
+        stream: EventStream,
+        writer: StreamWriter,
+        watchdog: Watchdog,
+        *,
+        timeout_s: float,
+        reconnect: Reconnect,
+        on_event: Callable[[StreamEvent], None] = lambda e: None,
+        stop: threading.Event | None = None,
+    ) -> None:
+        self.agent = agent
+        self.attempt_id = attempt_id
+        self._stream: EventStream | None = stream
+        self._writer = writer
+        self._watchdog = watchdog
+        self._deadline = time.monotonic() + timeout_s + CONTROLLER_GRACE_S
+        self._reconnect = reconnect
+        self._on_event = on_event
+        self._stop = stop or threading.Event()
+        self.trace = AttemptTrace()
+        self.broken_reason: str | None = None
+
+    def follow(self) -> AttemptEnd:
+        try:
+            return self._follow()
+        finally:
+            self._watchdog.close()
+            self._writer.close()
+            if self._stream is not None:
+                self._stream.close()
+
+    def _follow(self) -> AttemptEnd:
+        while True:
+            if self._stop.is_set():
+                return self._interrupted()
+            event = self._read_one()
+            if event is not None and event.kind is EventKind.EXIT:
+                outcome, reason = classify_exit(event.data, boot_changed=bool(event.data.get("lost")))
+                return AttemptEnd(outcome, reason, event.data)
+            verdict = self._watchdog.check()
+            if verdict is Verdict.WEDGED:
+                return self._wedged()
+            if verdict is Verdict.ALIVE_BUT_DETACHED or (self._stream is None and verdict is Verdict.LIVE):
+                self._try_reattach()
+            if time.monotonic() > self._deadline:
+                return self._overdue(verdict)
+
+    def _read_one(self) -> StreamEvent | None:
+        if self._stream is None:
+            time.sleep(0.2)
+            return None
+        try:
+            event = self._stream.next_event(0.25)
+        except (ConnectError, AgentError) as exc:
+            self.broken_reason = str(exc)
+            self._stream.close()
+            self._stream = None
+            return None
+        if event is None:
+            if self._stream.finished:  # the channel ended without an exit line
+                self._stream.close()
+                self._stream = None
+            return None
+        self._writer.write(event.raw)
+        self.trace.observe(event)
+        self._watchdog.heard()
+        self._on_event(event)
+        return event
+
+    def _try_reattach(self) -> None:
+        try:
+            agent = self._reconnect()
+            stream = agent.attach(self.attempt_id, self.trace.next_seq)
+        except ReprofleetError as exc:
+            self.broken_reason = str(exc)
+            return
+        if self._stream is not None:
+            self._stream.close()
+        self.agent, self._stream = agent, stream
+        self.trace.reattached += 1
+        self._watchdog.restart()
+
+    def _wedged(self) -> AttemptEnd:
+        now_wall = time.time()
+        last = self.trace.last_heard_wall
+        latency = (now_wall - last) if last else None
+        return AttemptEnd(
+            Outcome.WEDGE,
+            "host stopped answering: stream silent and every independent probe failed",
+            None,
+            detect_latency_s=latency,
+            declared_wall=now_wall,
+        )
+
+    def _interrupted(self) -> AttemptEnd:
+        """The controller is stopping (SIGINT/SIGTERM): stop the PoC, never count it."""
+        try:
+            self.agent.kill(self.attempt_id)
+        except ReprofleetError:
+            pass
+        return AttemptEnd(Outcome.INFRA, "interrupted: the campaign was stopped", None)
+
+    def _overdue(self, verdict: Verdict) -> AttemptEnd:
+        """Past the agent's timeout plus grace and still no exit line."""
+        if verdict in (Verdict.LIVE, Verdict.ALIVE_BUT_DETACHED):
+            try:
+                self.agent.kill(self.attempt_id)
+            except ReprofleetError:
+                pass
+            return AttemptEnd(Outcome.HANG, "no exit within the timeout; killed by the controller", None)
+        return AttemptEnd(
+            Outcome.INFRA,
+            f"host not answering at the attempt deadline ({self.broken_reason or 'silent'})",
+            None,
+        )

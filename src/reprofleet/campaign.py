@@ -1,0 +1,152 @@
+"""The orchestrator: hosts in parallel, each through its cells in plan order; resume; stop.
+
+One thread per host. A host that fails, freezes or is quarantined never holds the others
+back. SIGINT/SIGTERM set the stop event: every host kills its running attempt (recorded as
+``infra``, never clean), restores the GPU defaults, and the campaign returns.
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+import socket
+import threading
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Callable, Mapping, Sequence
+
+from .agent import load_bundle
+from .errors import ReprofleetError
+from .host_runner import CampaignContext, HostRunner, RunSettings
+from .model import Cell, Host, Playbook
+from .playbook import plan_order
+from .records import AttemptLog, CampaignDir, JsonlAppender, read_records
+from .watchdog import FleetLiveness
+
+
+@dataclass(frozen=True)
+class CampaignPlan:
+    campaign_id: str
+    playbook: Playbook
+    hosts: tuple[Host, ...]
+    per_host: Mapping[str, tuple[tuple[Cell, int], ...]]
+
+    @property
+    def total_attempts(self) -> int:
+        return sum(len(v) for v in self.per_host.values())
+
+    def expected_duration_s(self, typical_attempt_s: float | None = None) -> float:
+        """Wall time if every attempt ran to its timeout (hosts run in parallel): an upper bound."""
+        each = typical_attempt_s or self.playbook.timeouts.attempt
+        return max((len(v) for v in self.per_host.values()), default=0) * each
+
+
+def new_campaign_id(playbook: Playbook) -> str:
+    stamp = datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S")
+    return f"{playbook.name}-{stamp}-{secrets.token_hex(2)}"
+
+
+def make_plan(playbook: Playbook, hosts: Sequence[Host], campaign_id: str | None = None,
+              done: Mapping[tuple[str, str], int] | None = None) -> CampaignPlan:
+    """Each host's (cell, attempt index) sequence; attempts already recorded are skipped."""
+    done = done or {}
+    per_host: dict[str, tuple[tuple[Cell, int], ...]] = {}
+    for host in hosts:
+        order = plan_order(playbook, host.name)
+        per_host[host.name] = tuple(
+            (playbook.cells[c], k) for c, k in order if k >= done.get((host.name, playbook.cells[c].name), 0)
+        )
+    return CampaignPlan(campaign_id or new_campaign_id(playbook), playbook, tuple(hosts), per_host)
+
+
+def describe_plan(plan: CampaignPlan) -> str:
+    """The dry-run text: hosts, cells, attempts and the duration bound. Contacts nothing."""
+    book = plan.playbook
+    lines = [
+        f"campaign {plan.campaign_id} from {book.path}",
+        f"hosts ({len(plan.hosts)}): " + ", ".join(f"{h.name} ({h.address}:{h.port})" for h in plan.hosts),
+        f"cells ({len(book.cells)}), {book.attempts} attempts each per host, order {book.order}:",
+    ]
+    for cell in book.cells:
+        lines.append(f"  - {cell.name}: gpu {cell.gpu.as_dict() or 'default'}; runtime {cell.runtime.label}; "
+                     f"args {dict(cell.args)}; env {dict(cell.env)}")
+    lines.append(f"attempts planned: {plan.total_attempts}")
+    hours = plan.expected_duration_s() / 3600
+    lines.append(f"duration: at most {hours:.1f} h if every attempt ran to its {book.timeouts.attempt:g} s timeout")
+    return "\n".join(lines)
+
+
+def completed_counts(directory: CampaignDir) -> dict[tuple[str, str], int]:
+    counts: dict[tuple[str, str], int] = {}
+    if directory.attempts.exists():
+        for record in read_records(directory.attempts):
+            key = (record["host"], record["cell"])
+            counts[key] = counts.get(key, 0) + 1
+    return counts
+
+
+@dataclass(frozen=True)
+class CampaignResult:
+    campaign_id: str
+    directory: CampaignDir
+    records: tuple[Mapping[str, Any], ...]
+    interrupted: bool
+
+
+def _write_manifest(directory: CampaignDir, plan: CampaignPlan, settings: RunSettings) -> None:
+    if directory.manifest.exists():
+        return
+    manifest = {
+        "campaign": plan.campaign_id,
+        "playbook": plan.playbook.path,
+        "controller": settings.controller,
+        "created": datetime.now(timezone.utc).isoformat(),
+        "hosts": [{"name": h.name, "address": h.address, "port": h.port} for h in plan.hosts],
+        "cells": [{"name": c.name, "factors": dict(c.factors)} for c in plan.playbook.cells],
+        "attempts_per_cell": plan.playbook.attempts,
+        "reproductions": [o.value for o in plan.playbook.reproductions],
+    }
+    directory.manifest.write_text(json.dumps(manifest, indent=2, default=str) + "\n")
+
+
+def run_campaign(
+    plan: CampaignPlan,
+    settings: RunSettings,
+    report_root: Path,
+    *,
+    progress: Callable[..., None] = lambda host, **fields: None,
+    stop: threading.Event | None = None,
+    recovery_factory: Callable[[CampaignContext], Any] | None = None,
+) -> CampaignResult:
+    """Run every host's plan in parallel and return the records this run appended."""
+    directory = CampaignDir(report_root / plan.campaign_id).create()
+    _write_manifest(directory, plan, settings)
+    stop = stop or threading.Event()
+    poc_path = Path(plan.playbook.poc.script)
+    try:
+        poc_script = poc_path.read_bytes()
+    except OSError as exc:
+        raise ReprofleetError(f"{plan.playbook.path}: cannot read the PoC {poc_path}: {exc}") from exc
+    ctx = CampaignContext(
+        campaign_id=plan.campaign_id, directory=directory, playbook=plan.playbook, settings=settings,
+        bundle=load_bundle(), poc_script=poc_script, attempt_log=AttemptLog(directory.attempts),
+        events=JsonlAppender(directory.events), fleet=FleetLiveness(settings.watchdog.fleet_window_s),
+        stop=stop, progress=progress,
+    )
+    if recovery_factory is not None:
+        ctx.recovery = recovery_factory(ctx)
+    before = sum(1 for _ in read_records(directory.attempts)) if directory.attempts.exists() else 0
+    runners = [HostRunner(ctx, host, list(plan.per_host[host.name])) for host in plan.hosts]
+    threads = [threading.Thread(target=r.run, name=f"host-{r.host.name}", daemon=True) for r in runners]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        while thread.is_alive():
+            thread.join(0.2)
+    records = tuple(read_records(directory.attempts)) if directory.attempts.exists() else ()
+    return CampaignResult(plan.campaign_id, directory, records[before:], stop.is_set())
+
+
+def default_controller_name() -> str:
+    return socket.gethostname()

@@ -1,0 +1,129 @@
+"""Secrets for PDUs and BMCs: resolved from where the inventory says they live.
+
+An inventory never holds a password; it names where one is kept (``env:VAR`` or
+``file:/path``, a ``model.CredentialRef``). This module reads the secret at the moment a
+driver needs it and wraps it in ``Secret``, whose ``repr``/``str`` are ``***``, so that a
+secret that reaches an exception, a log line or a record by accident shows as ``***``.
+
+A credential file readable by *others* (the world bits of its mode) is refused, not just
+warned about: a password file any user of the controller can read is a leak, and a run
+that stops at once with "chmod 600 it" is cheaper than finding out later. Group-readable
+files are accepted, so a team can share one file through a group.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from pathlib import Path
+from typing import Callable, Iterable, Mapping
+from urllib.parse import quote, quote_plus
+
+from .errors import CredentialError
+from .model import CredentialRef
+
+SCHEMES = ("env", "file")
+REDACTED = "***"
+
+
+class Secret:
+    """A secret string that never prints itself; ``reveal()`` is the one way out."""
+
+    __slots__ = ("_value",)
+
+    def __init__(self, value: str) -> None:
+        self._value = value
+
+    def reveal(self) -> str:
+        return self._value
+
+    def __repr__(self) -> str:
+        return f"Secret({REDACTED})"
+
+    def __str__(self) -> str:
+        return REDACTED
+
+    def __bool__(self) -> bool:
+        return bool(self._value)
+
+    def __reduce__(self) -> tuple[object, ...]:
+        raise TypeError("a Secret cannot be pickled")
+
+
+SecretResolver = Callable[[CredentialRef], Secret]
+
+
+def parse_credential_ref(text: str) -> CredentialRef:
+    """``env:VAR`` or ``file:/path`` -> CredentialRef; anything else is a CredentialError."""
+    source, sep, name = text.partition(":")
+    if not sep or source not in SCHEMES or not name.strip():
+        # The text may be a literal secret pasted in by mistake: never echo it.
+        raise CredentialError("a credential reference must be 'env:VARIABLE' or 'file:/path/to/file'")
+    return CredentialRef(source=source, name=name.strip())
+
+
+def resolve(ref: CredentialRef, *, environ: Mapping[str, str] | None = None) -> Secret:
+    """Read the secret ``ref`` points at; errors name the reference, never the value."""
+    if ref.source == "env":
+        return _from_env(ref, os.environ if environ is None else environ)
+    if ref.source == "file":
+        return _from_file(ref)
+    raise CredentialError(f"credential {ref}: unknown source {ref.source!r}; use one of {', '.join(SCHEMES)}")
+
+
+def _from_env(ref: CredentialRef, environ: Mapping[str, str]) -> Secret:
+    value = environ.get(ref.name)
+    if value is None:
+        raise CredentialError(f"credential {ref}: environment variable {ref.name} is not set")
+    if not value:
+        raise CredentialError(f"credential {ref}: environment variable {ref.name} is empty")
+    return Secret(value)
+
+
+def _from_file(ref: CredentialRef) -> Secret:
+    path = Path(ref.name).expanduser()
+    try:
+        info = path.stat()
+    except FileNotFoundError:
+        raise CredentialError(f"credential {ref}: no such file") from None
+    except OSError as exc:
+        raise CredentialError(f"credential {ref}: cannot stat: {exc.strerror}") from None
+    if not stat.S_ISREG(info.st_mode):
+        raise CredentialError(f"credential {ref}: not a regular file")
+    if info.st_mode & stat.S_IROTH:
+        raise CredentialError(
+            f"credential {ref}: file is readable by every user (mode {stat.S_IMODE(info.st_mode):04o}); "
+            f"run: chmod o-rwx {path}"
+        )
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise CredentialError(f"credential {ref}: cannot read: {type(exc).__name__}") from None
+    value = text.rstrip("\r\n")
+    if not value:
+        raise CredentialError(f"credential {ref}: file is empty")
+    return Secret(value)
+
+
+def split_user_password(secret: Secret, default_user: str) -> tuple[str, Secret]:
+    """``user:password`` -> (user, password); a secret without ``:`` is a password alone."""
+    user, sep, password = secret.reveal().partition(":")
+    if not sep:
+        return default_user, secret
+    return (user or default_user), Secret(password)
+
+
+def scrub(text: str, secrets: Iterable[Secret | None]) -> str:
+    """Replace every secret (raw and URL-encoded) in ``text`` with ``***``.
+
+    Defence in depth: drivers build their own messages, but a library's exception text
+    (a URL with ``password=`` in its query, an echoed header) can still slip through.
+    """
+    for secret in secrets:
+        if not secret:
+            continue
+        value = secret.reveal()
+        for form in {value, quote(value, safe=""), quote_plus(value), quote(value)}:
+            if form:
+                text = text.replace(form, REDACTED)
+    return text

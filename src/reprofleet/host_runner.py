@@ -1,0 +1,277 @@
+"""One host's share of a campaign: prepare it, run its attempts in plan order, recover it.
+
+Everything that goes wrong on one host is data (an ``infra`` record, a quarantine), never
+an exception that reaches the other hosts.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+import time
+import uuid
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Any, Callable, Mapping
+
+from . import poc, policy
+from .agent import AgentBundle, AgentClient, StreamEvent
+from .attempt import AttemptEnd, AttemptFollower
+from .errors import ConnectError, PolicyError, ReprofleetError
+from .model import Cell, EventKind, GpuPolicy, Host, Outcome, Playbook, Record
+from .records import AttemptLog, CampaignDir, JsonlAppender, StreamWriter, write_facts
+from .transport import Session, TransportSettings, connect, probe_ssh_banner
+from .watchdog import FleetLiveness, Watchdog, WatchdogSettings
+
+
+def utc_now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+@dataclass(frozen=True)
+class RunSettings:
+    """Controller-side knobs of a campaign run."""
+
+    transport: TransportSettings
+    watchdog: WatchdogSettings = WatchdogSettings()
+    controller: str = "controller"
+    sample_hz: float = 10.0
+    clock_threshold_mhz: float = 2800.0
+    power_cycle_budget: int = 20
+    dwell_s: float = 10.0
+    stability_s: float = 5.0
+    reboot_grace_s: float = 30.0
+
+
+@dataclass
+class CampaignContext:
+    """What every host runner of one campaign shares."""
+
+    campaign_id: str
+    directory: CampaignDir
+    playbook: Playbook
+    settings: RunSettings
+    bundle: AgentBundle
+    poc_script: bytes
+    attempt_log: AttemptLog
+    events: JsonlAppender
+    fleet: FleetLiveness
+    stop: threading.Event
+    progress: Callable[..., None] = lambda host, **fields: None
+    recovery: Any = None  # recovery.Recovery, set by the campaign when power control exists
+
+    def event(self, host: str, what: str, **fields: Any) -> None:
+        self.events.append({"t": utc_now(), "host": host, "event": what, **fields})
+
+
+@dataclass
+class HostState:
+    """What the runner knows of its host right now."""
+
+    session: Session | None = None
+    agent: AgentClient | None = None
+    home: str = ""
+    boot_id: str | None = None
+    attempts_in_boot: int = 0
+    uptime_at_boot_check: float | None = None
+    applied: policy.PolicyState | None = None
+    facts_hash: str | None = None
+    poc_path: str = ""
+    quarantined: str | None = None
+    power_cycles: int = 0
+    counts: dict[str, int] = field(default_factory=dict)
+
+
+class HostRunner:
+    def __init__(self, ctx: CampaignContext, host: Host, plan: list[tuple[Cell, int]]) -> None:
+        self.ctx = ctx
+        self.host = host
+        self.plan = plan
+        self.state = HostState()
+
+    # -- connection ------------------------------------------------------------------
+    def connect(self) -> AgentClient:
+        """A fresh session and agent client (the old session, if any, is dropped)."""
+        if self.state.session is not None:
+            self.state.session.close()
+        session = connect(self.host, self.ctx.settings.transport)
+        self.state.session = session
+        agent = AgentClient(session, self.ctx.bundle, self.host.python)
+        agent.push()
+        self.state.agent = agent
+        if not self.state.home:
+            self.state.home = session.run('printf %s "$HOME"', timeout=15).stdout.strip()
+        return agent
+
+    def agent(self) -> AgentClient:
+        if self.state.agent is None or self.state.session is None or not self.state.session.alive:
+            return self.connect()
+        return self.state.agent
+
+    def probe(self) -> bool:
+        return probe_ssh_banner(self.host.address, self.host.port, self.ctx.settings.watchdog.probe_timeout_s)
+
+    # -- preparation -----------------------------------------------------------------
+    def prepare(self) -> None:
+        agent = self.connect()
+        facts = agent.facts()
+        self.state.facts_hash = write_facts(self.ctx.directory, self.host.name, facts)
+        self._note_boot(str(facts.get("boot_id")), float(facts.get("uptime_s") or 0.0))
+        problems = policy.check_power_limits(self.ctx.playbook, self.host, facts)
+        if problems:
+            raise PolicyError("; ".join(problems))
+        name = self.ctx.playbook.poc.script.rsplit("/", 1)[-1]
+        digest = self.ctx.bundle.digest  # a new agent or PoC gets a new folder
+        poc_digest = hashlib.sha256(self.ctx.poc_script).hexdigest()[:12]
+        rel = agent.push_file(self.ctx.poc_script, f"poc/{poc_digest}", name)
+        self.state.poc_path = f"{self.state.home}/{rel}"
+        self.ctx.event(self.host.name, "prepared", agent=digest, poc=poc_digest, boot_id=self.state.boot_id)
+
+    def _note_boot(self, boot_id: str, uptime_s: float) -> None:
+        if boot_id != self.state.boot_id:
+            self.state.boot_id = boot_id
+            self.state.attempts_in_boot = 0
+            self.state.applied = None  # the driver forgot -lgc/-pl: re-apply
+            self.state.uptime_at_boot_check = uptime_s
+
+    def current_boot(self, agent: AgentClient) -> str:
+        out = agent.session.run("cat /proc/sys/kernel/random/boot_id; cut -d' ' -f1 /proc/uptime", timeout=15)
+        lines = out.stdout.split()
+        if len(lines) < 2:
+            raise ConnectError(self.host.name, "cannot read boot_id")
+        self._note_boot(lines[0], float(lines[1]))
+        return lines[0]
+
+    # -- policy ----------------------------------------------------------------------
+    def ensure_policy(self, agent: AgentClient, wanted: GpuPolicy) -> Mapping[str, Any]:
+        if self.state.applied is None or self.state.applied.requested != wanted:
+            if wanted.is_default and self.state.applied is None and self.state.attempts_in_boot == 0:
+                readback = policy.read(agent, self.host.gpu_index)  # fresh boot: already default
+                self.state.applied = policy.PolicyState(wanted, readback)
+            else:
+                self.state.applied = policy.apply(agent, self.host.gpu_index, wanted)
+                self.ctx.event(self.host.name, "policy_applied", policy=wanted.as_dict(),
+                               readback=dict(self.state.applied.readback))
+        return policy.read(agent, self.host.gpu_index)
+
+    def restore_policy(self) -> None:
+        if self.state.applied is None or self.state.quarantined:
+            return
+        try:
+            readback = policy.restore(self.agent(), self.host.gpu_index)
+            self.ctx.event(self.host.name, "policy_restored", readback=dict(readback))
+            self.state.applied = None
+        except ReprofleetError as exc:
+            self.ctx.event(self.host.name, "policy_restore_failed", error=str(exc))
+
+    # -- one attempt -----------------------------------------------------------------
+    def run_attempt(self, cell: Cell, index: int) -> Record:
+        attempt_id = str(uuid.uuid4())
+        started = utc_now()
+        stream_rel = f"streams/{attempt_id}.jsonl"
+        readback: Mapping[str, Any] | None = None
+        follower: AttemptFollower | None = None
+        try:
+            agent = self.agent()
+            self.current_boot(agent)
+            readback = self.ensure_policy(agent, cell.gpu)
+            follower = self._start(agent, cell, attempt_id)
+            self.ctx.progress(self.host.name, cell=cell.name, attempt=index + 1, phase="starting")
+            end = follower.follow()
+        except ReprofleetError as exc:
+            end = AttemptEnd(Outcome.INFRA, str(exc), None)
+        self.state.attempts_in_boot += 1
+        return self._record(cell, index, attempt_id, started, end, readback, follower, stream_rel)
+
+    def _start(self, agent: AgentClient, cell: Cell, attempt_id: str) -> AttemptFollower:
+        state_root = f"{self.state.home}/.cache/reprofleet"
+        command = poc.build(cell, poc_path=self.state.poc_path, state_root=state_root,
+                            attempt_id=attempt_id, persistent=self.ctx.playbook.poc.cache == "persistent",
+                            gpu=self.host.gpu_index)
+        agent.session.run(f"mkdir -p '{command.cache_dir}'", timeout=15)
+        timeout = self.ctx.playbook.timeouts.attempt
+        stream = agent.run(attempt_id, list(command.argv), timeout=timeout, env=dict(command.env),
+                           gpu=self.host.gpu_index, sample_hz=self.ctx.settings.sample_hz,
+                           clock_threshold=self.ctx.settings.clock_threshold_mhz)
+        writer = StreamWriter(self.ctx.directory.stream_path(attempt_id))
+        watchdog = Watchdog(self.host.name, self.probe, self.ctx.settings.watchdog, self.ctx.fleet)
+        return AttemptFollower(agent, attempt_id, stream, writer, watchdog, timeout_s=timeout,
+                               reconnect=self.connect, on_event=self._on_event, stop=self.ctx.stop)
+
+    def _on_event(self, event: StreamEvent) -> None:
+        if event.kind is EventKind.PHASE:
+            self.ctx.progress(self.host.name, phase=str(event.data.get("phase")))
+
+    def _record(self, cell: Cell, index: int, attempt_id: str, started: str, end: AttemptEnd,
+                readback: Mapping[str, Any] | None, follower: AttemptFollower | None, stream_rel: str) -> Record:
+        trace = follower.trace if follower else None
+        exit_line = end.exit or {}
+        runtime = {"kind": cell.runtime.kind.value, "label": cell.runtime.label}
+        last_hb = trace.last_heard_wall if trace else None
+        return Record(
+            campaign=self.ctx.campaign_id, attempt=attempt_id, controller=self.ctx.settings.controller,
+            host=self.host.name, cell=cell.name, factors=dict(cell.factors), policy=readback,
+            runtime=runtime, cache=poc.cache_key(cell) if self.ctx.playbook.poc.cache == "persistent" else None,
+            attempt_index=index, attempt_in_boot=self.state.attempts_in_boot,
+            cold_boot=self.state.attempts_in_boot == 1 and (self.state.uptime_at_boot_check or 1e9) < 900,
+            boot_id=self.state.boot_id, started=started, ended=utc_now(), outcome=end.outcome,
+            reason=end.reason, exit_code=exit_line.get("rc"), detect_latency_s=end.detect_latency_s,
+            last_heartbeat=(datetime.fromtimestamp(last_hb, timezone.utc).isoformat() if last_hb else None),
+            last_phase=trace.last_phase if trace else None,
+            last_log_line=trace.last_log_line if trace else None,
+            telemetry=exit_line.get("telemetry") or ({"last_sample": trace.last_nvml} if trace and trace.last_nvml else None),
+            forensics=None, facts=self.state.facts_hash,
+            stream=stream_rel if follower else None,
+        )
+
+    # -- the whole plan --------------------------------------------------------------
+    def run(self) -> None:
+        name = self.host.name
+        try:
+            self.ctx.progress(name, status="preparing")
+            self.prepare()
+        except ReprofleetError as exc:
+            self.state.quarantined = f"could not prepare the host: {exc}"
+            self.ctx.event(name, "quarantined", reason=self.state.quarantined)
+        try:
+            for cell, index in self.plan:
+                if self.ctx.stop.is_set():
+                    break
+                if self.state.quarantined:
+                    record = self._skipped(cell, index)
+                else:
+                    self.ctx.progress(name, status="running", cell=cell.name, attempt=index + 1, phase="")
+                    record = self.run_attempt(cell, index)
+                    if record.outcome is Outcome.WEDGE:
+                        record = self.after_wedge(record)
+                self.ctx.attempt_log.append_record(record)
+                self.state.counts[record.outcome.value] = self.state.counts.get(record.outcome.value, 0) + 1
+                self.ctx.progress(name, outcome=record.outcome.value, counts=dict(self.state.counts))
+        finally:
+            self.restore_policy()
+            if self.state.session is not None:
+                self.state.session.close()
+            self.ctx.progress(name, status="quarantined" if self.state.quarantined else "done")
+
+    def _skipped(self, cell: Cell, index: int) -> Record:
+        now = utc_now()
+        return Record(
+            campaign=self.ctx.campaign_id, attempt=str(uuid.uuid4()), controller=self.ctx.settings.controller,
+            host=self.host.name, cell=cell.name, factors=dict(cell.factors), policy=None,
+            runtime={"kind": cell.runtime.kind.value, "label": cell.runtime.label}, cache=None,
+            attempt_index=index, attempt_in_boot=0, cold_boot=False, boot_id=self.state.boot_id,
+            started=now, ended=now, outcome=Outcome.INFRA, reason=f"not run: {self.state.quarantined}",
+            facts=self.state.facts_hash,
+        )
+
+    def after_wedge(self, record: Record) -> Record:
+        """Bring a wedged host back (power cycle when it has a port) and attach forensics."""
+        self.ctx.event(self.host.name, "wedge", attempt=record.attempt, latency_s=record.detect_latency_s,
+                       last_phase=record.last_phase, last_log_line=record.last_log_line)
+        if self.state.session is not None:
+            self.state.session.close()
+            self.state.session, self.state.agent = None, None
+        if self.ctx.recovery is None:
+            self.state.quarantined = "wedged, and no recovery is configured"
+            return record
+        return self.ctx.recovery.recover(self, record)

@@ -1,0 +1,68 @@
+"""The reproducer's command line on a host, from a cell's runtime, env and arguments.
+
+The same PoC script runs under docker (the seed's ``docker run ... vllm/vllm-openai``) or a
+host Python with vLLM installed; the cache folder is bind-mounted (docker) or pointed at by
+``VLLM_CACHE_ROOT`` (python) so a persistent cache carries over between attempts as in the
+seed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from .model import Cell, RuntimeKind
+
+CONTAINER_CACHE = "/root/.cache/vllm"
+CONTAINER_POC = "/poc.py"
+
+
+@dataclass(frozen=True)
+class PocCommand:
+    argv: tuple[str, ...]
+    env: tuple[tuple[str, str], ...]  # for the agent's --env (the PoC process's environment)
+    cache_dir: str
+
+
+def poc_flags(args: tuple[tuple[str, Any], ...]) -> list[str]:
+    """PoC arguments as flags: spec_tokens=9 -> --spec-tokens 9; True -> a bare flag."""
+    flags: list[str] = []
+    for key, value in args:
+        flag = "--" + key.replace("_", "-")
+        if value is True:
+            flags.append(flag)
+        elif value is False or value is None:
+            continue
+        else:
+            flags += [flag, str(value)]
+    return flags
+
+
+def cache_key(cell: Cell) -> str:
+    """One persistent cache per runtime: vLLM caches differ between versions."""
+    label = cell.runtime.label
+    slug = re.sub(r"[^A-Za-z0-9._-]+", "_", label)[-40:]
+    return f"{slug}-{hashlib.sha256(label.encode()).hexdigest()[:8]}"
+
+
+def build(cell: Cell, *, poc_path: str, state_root: str, attempt_id: str, persistent: bool, gpu: int) -> PocCommand:
+    """The argv and environment that start one attempt of ``cell`` on a host."""
+    cache_dir = f"{state_root}/cache/{cache_key(cell) if persistent else 'fresh-' + attempt_id}"
+    flags = poc_flags(cell.args)
+    env = dict(cell.env)
+    if cell.runtime.kind is RuntimeKind.DOCKER:
+        argv = ["docker", "run", "--rm", "--gpus", f"device={gpu}", *cell.runtime.docker_args]
+        for key, value in sorted(env.items()):
+            argv += ["--env", f"{key}={value}"]
+        argv += [
+            "--mount", f"type=bind,src={cache_dir},dst={CONTAINER_CACHE}",
+            "--mount", f"type=bind,src={poc_path},dst={CONTAINER_POC},readonly",
+            "--entrypoint", "python3", str(cell.runtime.image), CONTAINER_POC, *flags,
+        ]
+        return PocCommand(tuple(argv), (), cache_dir)
+    env.setdefault("VLLM_CACHE_ROOT", cache_dir)
+    env.setdefault("CUDA_VISIBLE_DEVICES", str(gpu))
+    argv = [cell.runtime.python or "python3", poc_path, *flags]
+    return PocCommand(tuple(argv), tuple(sorted(env.items())), cache_dir)

@@ -1,0 +1,161 @@
+"""Campaign records on disk: attempts.jsonl, per-attempt streams, pooling.
+
+An attempt's record is appended and fsync'd before the campaign takes its next step, so a
+controller that dies mid-campaign loses nothing already decided and can resume. Stream
+lines are flushed as they arrive, so the last seconds before a host froze are on the
+controller's disk even though the host never says goodbye.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterable, Iterator
+
+import jsonlines
+
+from .errors import ReprofleetError
+from .model import SCHEMA_VERSION, Record
+
+
+class RecordError(ReprofleetError):
+    """An attempts file cannot be read as records of a schema we know."""
+
+
+@dataclass(frozen=True)
+class CampaignDir:
+    """The files of one campaign under the report directory."""
+
+    root: Path
+
+    @property
+    def attempts(self) -> Path:
+        return self.root / "attempts.jsonl"
+
+    @property
+    def streams(self) -> Path:
+        return self.root / "streams"
+
+    @property
+    def power(self) -> Path:
+        return self.root / "power.jsonl"
+
+    @property
+    def events(self) -> Path:
+        return self.root / "events.jsonl"
+
+    @property
+    def facts(self) -> Path:
+        return self.root / "facts"
+
+    @property
+    def manifest(self) -> Path:
+        return self.root / "campaign.json"
+
+    def stream_path(self, attempt_id: str) -> Path:
+        return self.streams / f"{attempt_id}.jsonl"
+
+    def create(self) -> "CampaignDir":
+        self.streams.mkdir(parents=True, exist_ok=True)
+        self.facts.mkdir(parents=True, exist_ok=True)
+        return self
+
+
+def _fsync_append(path: Path, line: str) -> None:
+    with open(path, "a", encoding="utf-8") as handle:
+        handle.write(line + "\n")
+        handle.flush()
+        os.fsync(handle.fileno())
+
+
+class JsonlAppender:
+    """Appends JSON lines to one file, thread-safe, each line fsync'd before returning."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._lock = threading.Lock()
+
+    def append(self, entry: dict[str, Any]) -> None:
+        line = json.dumps(entry, sort_keys=True, default=str)
+        with self._lock:
+            _fsync_append(self.path, line)
+
+
+class AttemptLog(JsonlAppender):
+    """attempts.jsonl: one record per attempt."""
+
+    def append_record(self, record: Record) -> None:
+        self.append(record.to_json())
+
+
+class StreamWriter:
+    """One attempt's stream file: every line as received, flushed at once, fsync'd each second."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._handle = open(path, "a", encoding="utf-8")
+        self._last_sync = time.monotonic()
+        self.lines = 0
+
+    def write(self, raw_line: str) -> None:
+        self._handle.write(raw_line.rstrip("\n") + "\n")
+        self._handle.flush()
+        self.lines += 1
+        if time.monotonic() - self._last_sync >= 1.0:
+            os.fsync(self._handle.fileno())
+            self._last_sync = time.monotonic()
+
+    def close(self) -> None:
+        if not self._handle.closed:
+            self._handle.flush()
+            os.fsync(self._handle.fileno())
+            self._handle.close()
+
+
+def write_facts(campaign: CampaignDir, host: str, facts: dict[str, Any]) -> str:
+    """Store a host's facts snapshot and return its hash (records carry the hash)."""
+    body = json.dumps(facts, sort_keys=True, default=str)
+    digest = hashlib.sha256(body.encode()).hexdigest()
+    (campaign.facts / f"{host}.json").write_text(body + "\n", encoding="utf-8")
+    return digest
+
+
+def read_records(path: Path) -> Iterator[dict[str, Any]]:
+    """Records of one attempts.jsonl; a torn last line (controller died mid-write) is skipped."""
+    with open(path, encoding="utf-8") as handle:
+        lines = handle.read().split("\n")
+    for number, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError as exc:
+            if number >= len(lines) - 1:
+                continue  # the torn tail of an interrupted append
+            raise RecordError(f"{path}:{number}: not JSON: {exc}") from exc
+        schema = record.get("schema")
+        if not isinstance(schema, int) or schema > SCHEMA_VERSION:
+            raise RecordError(f"{path}:{number}: schema {schema!r} is not one this version reads")
+        yield record
+
+
+def pool(paths: Iterable[Path]) -> list[dict[str, Any]]:
+    """Records from many campaigns and controllers, each attempt once (by its UUID)."""
+    seen: dict[str, dict[str, Any]] = {}
+    for path in paths:
+        files = sorted(path.rglob("attempts.jsonl")) if path.is_dir() else [path]
+        for file in files:
+            for record in read_records(file):
+                seen.setdefault(record["attempt"], record)
+    return list(seen.values())
+
+
+def read_stream(path: Path) -> list[dict[str, Any]]:
+    """Every line of a stream file (for reports and tests)."""
+    with jsonlines.open(path) as reader:
+        return [line for line in reader.iter(type=dict, skip_invalid=True)]

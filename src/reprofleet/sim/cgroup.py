@@ -1,0 +1,112 @@
+"""A simulated host's processes: one cgroup v1 freezer group per host.
+
+sshd is started inside the group, so every session and every detached child of a session
+lands there too. That makes the two hardware events exact: FROZEN is a host that hangs
+(nothing runs, nothing answers), and killing every task in the group is a power cut.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from pathlib import Path
+
+from reprofleet.sim.procs import SimError, wait_until
+
+FREEZER_ROOT = Path("/sys/fs/cgroup/freezer")
+
+
+class FreezerGroup:
+    """The freezer cgroup that holds one simulated host's processes."""
+
+    def __init__(self, name: str, root: Path = FREEZER_ROOT) -> None:
+        self.name = name
+        self.path = root / name
+
+    def create(self) -> None:
+        if not self.path.parent.is_dir():
+            raise SimError(f"no cgroup v1 freezer at {self.path.parent} (needed to freeze hosts)")
+        self.path.mkdir(exist_ok=True)
+
+    def exists(self) -> bool:
+        return self.path.is_dir()
+
+    def pids(self) -> list[int]:
+        try:
+            text = (self.path / "cgroup.procs").read_text()
+        except OSError:
+            return []
+        return [int(line) for line in text.split()]
+
+    def tasks(self) -> list[int]:
+        """Every thread id (for signals that must reach all of them, e.g. SIGSTOP)."""
+        try:
+            return [int(line) for line in (self.path / "tasks").read_text().split()]
+        except OSError:
+            return []
+
+    @property
+    def state(self) -> str:
+        try:
+            return (self.path / "freezer.state").read_text().strip()
+        except OSError:
+            return "ABSENT"
+
+    def freeze(self, timeout_s: float = 2.0) -> None:
+        (self.path / "freezer.state").write_text("FROZEN")
+        wait_until(lambda: self.state == "FROZEN", timeout_s, f"cgroup {self.name} to freeze")
+
+    def thaw(self, timeout_s: float = 2.0) -> None:
+        if not self.exists():
+            return
+        (self.path / "freezer.state").write_text("THAWED")
+        wait_until(lambda: self.state == "THAWED", timeout_s, f"cgroup {self.name} to thaw")
+
+    def kill_all(self, timeout_s: float = 5.0) -> None:
+        """Power cut: freeze (no new forks), SIGKILL everyone, thaw so they die, repeat."""
+        if not self.exists():
+            return
+        deadline = time.monotonic() + timeout_s
+        for _ in range(50):  # bounded: each round kills everything that existed at its start
+            pids = self.pids()
+            if not pids:
+                return
+            self.freeze()
+            for pid in self.pids():
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+            self.thaw()
+            if wait_until(lambda: not self.pids(), 0.5, "tasks to die", fail=False):
+                return
+            if time.monotonic() >= deadline:
+                break
+        raise SimError(f"cgroup {self.name} still has tasks {self.pids()} after {timeout_s:g}s")
+
+    def join(self, pid: int) -> None:
+        (self.path / "cgroup.procs").write_text(str(pid))
+
+    def remove(self) -> None:
+        if not self.exists():
+            return
+        self.kill_all()
+        # rmdir of an emptied cgroup can briefly fail with EBUSY while the last task exits.
+        wait_until(lambda: _try_rmdir(self.path), 5.0, f"cgroup {self.name} to be removable")
+
+
+def _try_rmdir(path: Path) -> bool:
+    try:
+        path.rmdir()
+    except FileNotFoundError:
+        return True
+    except OSError:
+        return False
+    return True
+
+
+def groups_with_prefix(prefix: str, root: Path = FREEZER_ROOT) -> list[str]:
+    if not root.is_dir():
+        return []
+    return sorted(p.name for p in root.iterdir() if p.is_dir() and p.name.startswith(prefix))

@@ -1,0 +1,137 @@
+"""Pointing a user at a mistake in their file: where it is, and what they probably meant.
+
+Inventories and playbooks are hand-written YAML, so every error about them has to name a
+real ``file:line:field``. PyYAML's ``safe_load`` throws node positions away; the loader
+here keeps them on the containers it builds (``LineMap.key_lines``, ``LineList.item_lines``)
+while the data stays ordinary dicts and lists that the rest of the code can use as is.
+"""
+
+from __future__ import annotations
+
+import difflib
+from typing import Any, Callable, Iterable
+
+import yaml
+
+from reprofleet.errors import InputError, Location
+
+
+class LineMap(dict):  # type: ignore[type-arg]
+    """A YAML mapping that remembers the line of itself and of each of its keys."""
+
+    line: int | None = None
+    key_lines: dict[Any, int]
+
+
+class LineList(list):  # type: ignore[type-arg]
+    """A YAML sequence that remembers the line of itself and of each item."""
+
+    line: int | None = None
+    item_lines: list[int]
+
+
+def line_of(container: Any, key: Any = None) -> int | None:
+    """Line (1-based) where ``key`` (or ``container`` itself) was written, if known."""
+    if key is None:
+        return getattr(container, "line", None)
+    if isinstance(container, LineMap):
+        return container.key_lines.get(key, container.line)
+    if isinstance(container, LineList) and isinstance(key, int):
+        if 0 <= key < len(container.item_lines):
+            return container.item_lines[key]
+        return container.line
+    return None
+
+
+def did_you_mean(word: object, choices: Iterable[str]) -> str:
+    """`` (did you mean 'attempts'?)`` for the closest choice, or ``""`` when none is close."""
+    if not isinstance(word, str):
+        return ""
+    close = difflib.get_close_matches(word, list(choices), n=1, cutoff=0.6)
+    if not close:
+        close = [c for c in choices if c.lower() == word.lower()]
+    return f" (did you mean {close[0]!r}?)" if close else ""
+
+
+def plain(value: Any) -> Any:
+    """A deep copy of ``value`` as plain dicts and lists (no line bookkeeping)."""
+    if isinstance(value, dict):
+        return {k: plain(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [plain(v) for v in value]
+    return value
+
+
+class LocatedLoader(yaml.SafeLoader):
+    """SafeLoader that builds LineMap/LineList; subclasses may add tags or reject duplicates."""
+
+    #: called as ``on_duplicate(key, line)`` for a key written twice in one mapping
+    on_duplicate: Callable[[Any, int], None] | None = None
+
+    def construct_located_mapping(self, node: yaml.MappingNode) -> LineMap:
+        explicit = sum(1 for k, _ in node.value if k.tag != "tag:yaml.org,2002:merge")
+        self.flatten_mapping(node)  # resolves '<<: *anchor' merge keys first
+        merged = len(node.value) - explicit
+        mapping = LineMap()
+        mapping.line = node.start_mark.line + 1
+        mapping.key_lines = {}
+        explicit_keys: set[Any] = set()
+        for position, (key_node, value_node) in enumerate(node.value):
+            key = self.construct_object(key_node, deep=True)
+            line = key_node.start_mark.line + 1
+            try:
+                hash(key)
+            except TypeError:
+                raise yaml.constructor.ConstructorError(
+                    None, None, "a mapping key must be a plain value", key_node.start_mark
+                ) from None
+            if position >= merged:  # keys from a merged anchor may be overridden
+                if key in explicit_keys and self.on_duplicate is not None:
+                    self.on_duplicate(key, line)
+                explicit_keys.add(key)
+            mapping[key] = self.construct_object(value_node, deep=True)
+            mapping.key_lines[key] = line
+        return mapping
+
+    def construct_located_sequence(self, node: yaml.SequenceNode) -> LineList:
+        items = LineList(self.construct_object(child, deep=True) for child in node.value)
+        items.line = node.start_mark.line + 1
+        items.item_lines = [child.start_mark.line + 1 for child in node.value]
+        return items
+
+
+LocatedLoader.add_constructor("tag:yaml.org,2002:map", LocatedLoader.construct_located_mapping)
+LocatedLoader.add_constructor("tag:yaml.org,2002:seq", LocatedLoader.construct_located_sequence)
+
+
+def load_located_yaml(
+    text: str,
+    file: str,
+    error: type[InputError],
+    *,
+    loader: type[LocatedLoader] = LocatedLoader,
+    reject_duplicates: bool = False,
+) -> Any:
+    """Parse one YAML document; syntax errors become ``error`` at the line YAML names.
+
+    ``reject_duplicates`` turns a key written twice in one mapping into an error (YAML
+    silently keeps the last one, which hides a pasted-twice ``env:`` block).
+    """
+
+    def duplicate(key: Any, line: int) -> None:
+        raise error(Location(file, line, str(key)), f"key {key!r} is written twice in this mapping")
+
+    instance = loader(text)
+    if reject_duplicates:
+        instance.on_duplicate = duplicate
+    try:
+        return instance.get_single_data()
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        line = mark.line + 1 if mark is not None else None
+        what = " ".join(str(part) for part in (exc.context, exc.problem) if part)
+        raise error(Location(file, line), f"YAML syntax: {what}") from None
+    except yaml.YAMLError as exc:
+        raise error(Location(file), f"YAML syntax: {exc}") from None
+    finally:
+        instance.dispose()

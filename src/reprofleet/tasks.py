@@ -1,0 +1,217 @@
+"""Invoke tasks: thin wrappers that parse flags and call the modules that do the work.
+
+Project defaults live in ``invoke.yaml`` under ``reprofleet:`` (Invoke's own layering:
+defaults < project file < env ``INVOKE_REPROFLEET_...`` < flags). Every task turns a
+ReprofleetError into one line on stderr and an exit code (see :mod:`reprofleet.cli`).
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import sys
+import threading
+from pathlib import Path
+from typing import Any
+
+from invoke import Collection, task
+from rich.console import Console
+
+from .cli import ExitStatus, handled
+from .errors import ReprofleetError
+
+DEFAULTS: dict[str, Any] = {
+    "reports": "reports",
+    "known_hosts": "~/.ssh/known_hosts",
+    "accept_new_host_keys": False,
+    "sample_hz": 10.0,
+    "clock_threshold_mhz": 2800.0,
+    "silence_s": 3.0,
+    "confirm_s": 5.0,
+    "power_cycle_budget": 20,
+    "dwell_s": 10.0,
+    "controller": None,
+    "sim_dir": ".sim",
+}
+
+
+def _conf(c: Any) -> dict[str, Any]:
+    merged = dict(DEFAULTS)
+    merged.update(dict(c.config.get("reprofleet", {}) or {}))
+    return merged
+
+
+def _settings(c: Any, accept_new: bool | None = None):  # -> RunSettings
+    from .campaign import default_controller_name
+    from .host_runner import RunSettings
+    from .transport import TransportSettings
+    from .watchdog import WatchdogSettings
+
+    conf = _conf(c)
+    transport = TransportSettings(
+        known_hosts=Path(str(conf["known_hosts"])).expanduser(),
+        accept_new_host_keys=bool(conf["accept_new_host_keys"] if accept_new is None else accept_new),
+    )
+    return RunSettings(
+        transport=transport,
+        watchdog=WatchdogSettings(silence_s=float(conf["silence_s"]), confirm_s=float(conf["confirm_s"])),
+        controller=conf["controller"] or default_controller_name(),
+        sample_hz=float(conf["sample_hz"]),
+        clock_threshold_mhz=float(conf["clock_threshold_mhz"]),
+        power_cycle_budget=int(conf["power_cycle_budget"]),
+        dwell_s=float(conf["dwell_s"]),
+    )
+
+
+def _install_stop_handlers(stop: threading.Event) -> None:
+    def _stop(signum: int, _frame: Any) -> None:
+        if stop.is_set():
+            raise KeyboardInterrupt
+        Console(stderr=True).print(f"[yellow]{signal.Signals(signum).name}: stopping — killing running "
+                                   "attempts and restoring GPU defaults (again to force)[/]")
+        stop.set()
+
+    signal.signal(signal.SIGINT, _stop)
+    signal.signal(signal.SIGTERM, _stop)
+
+
+def run_and_report(c: Any, hosts: str, playbook: str, attempts: int | None, dry_run: bool,
+                   resume: str | None, accept_new: bool | None) -> ExitStatus:
+    """Load and validate everything, then run (or describe) the campaign and summarize it."""
+    from . import campaign as campaign_mod
+    from .inventory import load_inventory
+    from .playbook import load_playbook
+    from .progress import LiveProgress, summary_table
+    from .records import CampaignDir
+    from .recovery import recovery_factory
+
+    inventory = load_inventory(hosts)
+    book = load_playbook(playbook, attempts_override=attempts)
+    report_root = Path(_conf(c)["reports"])
+    done: dict[tuple[str, str], int] = {}
+    campaign_id = None
+    if resume:
+        directory = CampaignDir(Path(resume))
+        done = campaign_mod.completed_counts(directory)
+        campaign_id = directory.root.name
+        report_root = directory.root.parent
+    plan = campaign_mod.make_plan(book, inventory.hosts, campaign_id, done)
+    console = Console()
+    if dry_run:
+        console.print(campaign_mod.describe_plan(plan))
+        return ExitStatus.OK
+    settings = _settings(c, accept_new)
+    stop = threading.Event()
+    _install_stop_handlers(stop)
+    planned = {h: len(v) for h, v in plan.per_host.items()}
+    with LiveProgress(planned.keys(), planned, console) as progress:
+        result = campaign_mod.run_campaign(plan, settings, report_root, progress=progress, stop=stop,
+                                           recovery_factory=recovery_factory)
+    from .records import read_records
+
+    records = list(read_records(result.directory.attempts)) if result.directory.attempts.exists() else []
+    console.print(summary_table(records, book.reproductions, f"campaign {result.campaign_id}"))
+    console.print(f"records: {result.directory.attempts}")
+    return ExitStatus.INTERRUPTED if result.interrupted else ExitStatus.OK
+
+
+@task(help={
+    "hosts": "Ansible inventory (YAML, INI, or any source ansible-inventory reads)",
+    "playbook": "campaign YAML (default playbooks/sm120-hostwedge.yml)",
+    "attempts": "attempts per cell per host (overrides the playbook)",
+    "dry-run": "print the plan and contact nothing",
+    "resume": "continue the campaign in this report folder",
+    "accept-new-host-keys": "record unknown host keys instead of refusing them",
+})
+@handled
+def campaign(c, hosts, playbook="playbooks/sm120-hostwedge.yml", attempts=None, dry_run=False,
+             resume=None, accept_new_host_keys=False):
+    """Run a reproduction campaign on every host of an inventory."""
+    return run_and_report(c, hosts, playbook, int(attempts) if attempts else None, dry_run, resume,
+                          accept_new_host_keys or None)
+
+
+@task(help={"hosts": "Ansible inventory", "json": "print JSON lines instead of a table"})
+@handled
+def facts(c, hosts, json_=False):
+    """Collect and show each host's facts (GPU, driver, OS, BIOS, boot_id)."""
+    from .facts import collect_facts, facts_table
+
+    inventory_hosts = __import__("reprofleet.inventory", fromlist=["x"]).load_inventory(hosts).hosts
+    results = collect_facts(inventory_hosts, _settings(c))
+    if json_:
+        for name, value in results.items():
+            print(json.dumps({"host": name, **(value if isinstance(value, dict) else {"error": str(value)})}))
+    else:
+        Console().print(facts_table(results))
+    return ExitStatus.OK if all(isinstance(v, dict) for v in results.values()) else ExitStatus.SOME_HOSTS_FAILED
+
+
+@task(help={"hosts": "number of simulated hosts", "config": "fleet YAML (default: the demo fleet)"})
+@handled
+def sim_up(c, hosts=3, config=None):
+    """Start a simulated fleet (real sshd in network namespaces) and write its inventory."""
+    from .sim import simctl
+
+    fleet = simctl.up(int(hosts), config, Path(_conf(c)["sim_dir"]))
+    print(f"fleet up: {len(fleet.hosts)} hosts; inventory: {fleet.inventory_path}")
+    return ExitStatus.OK
+
+
+@task
+@handled
+def sim_status(c):
+    """Show the simulated fleet's hosts: address, power, frozen, boot_id, GPU policy."""
+    from .sim import simctl
+
+    Console().print(simctl.status_table(Path(_conf(c)["sim_dir"])))
+    return ExitStatus.OK
+
+
+@task
+@handled
+def sim_down(c):
+    """Tear the simulated fleet down (every process, namespace, bridge and cgroup)."""
+    from .sim import simctl
+
+    simctl.down(Path(_conf(c)["sim_dir"]))
+    print("fleet down")
+    return ExitStatus.OK
+
+
+@task(help={"hosts": "number of simulated hosts", "playbook": "demo campaign YAML"})
+@handled
+def demo(c, hosts=3, playbook="playbooks/demo.yml"):
+    """Simulated fleet up, a campaign over it, the summary, fleet down."""
+    from .sim import simctl
+
+    sim_dir = Path(_conf(c)["sim_dir"])
+    fleet = simctl.up(int(hosts), None, sim_dir)
+    try:
+        return run_and_report(c, str(fleet.inventory_path), playbook, None, False, None, None)
+    finally:
+        simctl.down(sim_dir)
+
+
+sim = Collection("sim")
+sim.add_task(sim_up, "up")
+sim.add_task(sim_status, "status")
+sim.add_task(sim_down, "down")
+
+ns = Collection(campaign, facts, demo, sim)
+ns.configure({"reprofleet": DEFAULTS})
+
+
+def _extend(namespace: Collection) -> None:
+    """Tasks of later issues register here so that this module stays the one entry point."""
+    for module_name in ("reprofleet.power_tasks", "reprofleet.policy_tasks", "reprofleet.report_tasks"):
+        try:
+            module = __import__(module_name, fromlist=["register"])
+        except ImportError:
+            continue
+        module.register(namespace)
+
+
+_extend(ns)
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit("use: invoke --list")

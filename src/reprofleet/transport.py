@@ -1,0 +1,306 @@
+"""SSH to one host: the only module that touches Fabric and paramiko.
+
+Why so much care: measured on real sshd hosts, Fabric's defaults never notice a frozen
+host, and paramiko's ``set_keepalive`` sends requests that want no reply, so it notices
+nothing either. Here every open connection has a liveness monitor that sends an SSH global
+request *with want-reply* every ``liveness_interval`` seconds and records when the last
+reply came; callers read :meth:`Session.silent_for` and decide. Host keys are checked
+strictly against a known_hosts file; accepting a new key is an explicit opt-in. Every
+SSH or socket failure leaves this module as one :class:`~reprofleet.errors.ConnectError`
+naming the host.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import socket
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterator
+
+import invoke
+import paramiko
+from fabric import Config, Connection
+
+from .errors import CommandTimedOut, ConnectError, HostKeyError
+from .model import Host
+
+_KEEPALIVE_REQUEST = "keepalive@openssh.com"  # OpenSSH answers it (with a failure: still a reply)
+
+
+@dataclass(frozen=True)
+class TransportSettings:
+    """Timeouts and host-key policy for every connection a campaign opens."""
+
+    known_hosts: Path
+    accept_new_host_keys: bool = False
+    connect_timeout: float = 10.0
+    banner_timeout: float = 10.0
+    auth_timeout: float = 10.0
+    command_timeout: float = 60.0
+    liveness_interval: float = 1.0
+
+
+@dataclass(frozen=True)
+class CommandResult:
+    """What a short remote command returned."""
+
+    command: str
+    exit_code: int
+    stdout: str
+    stderr: str
+
+    @property
+    def ok(self) -> bool:
+        return self.exit_code == 0
+
+    def json_lines(self) -> list[dict]:
+        """Each stdout line parsed as JSON (the host agent's output format)."""
+        return [json.loads(line) for line in self.stdout.splitlines() if line.strip()]
+
+
+class _AcceptNewPolicy(paramiko.MissingHostKeyPolicy):
+    """Record a host key we have never seen (like OpenSSH's StrictHostKeyChecking=accept-new)."""
+
+    def __init__(self, known_hosts: Path) -> None:
+        self._known_hosts = known_hosts
+
+    def missing_host_key(self, client: paramiko.SSHClient, hostname: str, key: paramiko.PKey) -> None:
+        client.get_host_keys().add(hostname, key.get_name(), key)
+        self._known_hosts.parent.mkdir(parents=True, exist_ok=True)
+        client.save_host_keys(str(self._known_hosts))
+
+
+class _LivenessMonitor(threading.Thread):
+    """Asks the server for a reply every interval; remembers when the last one came."""
+
+    def __init__(self, transport: paramiko.Transport, interval: float) -> None:
+        super().__init__(daemon=True, name="ssh-liveness")
+        self._transport = transport
+        self._interval = interval
+        self._stop = threading.Event()
+        self.last_reply = time.monotonic()
+
+    def run(self) -> None:
+        while not self._stop.is_set() and self._transport.is_active():
+            sent = time.monotonic()
+            try:
+                self._transport.global_request(_KEEPALIVE_REQUEST, wait=True)
+            except Exception:  # the transport died under us; the session notices on its own
+                return
+            if self._transport.is_active():
+                self.last_reply = time.monotonic()
+            self._stop.wait(max(0.0, self._interval - (time.monotonic() - sent)))
+
+    def stop(self) -> None:
+        self._stop.set()
+
+
+class LineStream:
+    """Lines of one remote command's stdout as they arrive, with a read timeout.
+
+    ``next_line(timeout)`` returns a line, ``None`` when nothing came in time, and raises
+    ConnectError when the channel closed without an exit status (the connection died).
+    ``finished`` becomes true once the command exited and every line was read.
+    """
+
+    def __init__(self, session: "Session", channel: paramiko.Channel) -> None:
+        self._session = session
+        self._channel = channel
+        self._buffer = b""
+        self.stderr_tail = b""
+        self.exit_code: int | None = None
+
+    @property
+    def finished(self) -> bool:
+        return self.exit_code is not None and b"\n" not in self._buffer
+
+    def next_line(self, timeout: float) -> str | None:
+        deadline = time.monotonic() + timeout
+        while b"\n" not in self._buffer:
+            if self._channel.exit_status_ready() and not self._channel.recv_ready():
+                self._finish()
+                if self._buffer:
+                    tail, self._buffer = self._buffer, b""
+                    return tail.decode("utf-8", "replace")
+                return None
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return None
+            if not self._read_chunk(min(remaining, 0.2)):
+                continue
+        raw, _, self._buffer = self._buffer.partition(b"\n")
+        return raw.decode("utf-8", "replace")
+
+    def _read_chunk(self, timeout: float) -> bool:
+        while self._channel.recv_stderr_ready():  # drained so it never blocks the remote side
+            self.stderr_tail = (self.stderr_tail + self._channel.recv_stderr(65536))[-8192:]
+        self._channel.settimeout(timeout)
+        try:
+            chunk = self._channel.recv(65536)
+        except socket.timeout:
+            return False
+        except (OSError, paramiko.SSHException) as exc:
+            raise ConnectError(self._session.host.name, f"stream broke: {exc}") from exc
+        if not chunk:
+            if not self._channel.exit_status_ready():
+                raise ConnectError(self._session.host.name, "stream closed without an exit status")
+            return False
+        self._buffer += chunk
+        return True
+
+    def _finish(self) -> None:
+        self.exit_code = self._channel.recv_exit_status()
+
+    def close(self) -> None:
+        try:
+            self._channel.close()
+        except Exception:
+            pass
+
+
+class Session:
+    """One open SSH connection to one host."""
+
+    def __init__(self, host: Host, connection: Connection, settings: TransportSettings) -> None:
+        self.host = host
+        self._connection = connection
+        self._settings = settings
+        transport = connection.client.get_transport()
+        if transport is None:
+            raise ConnectError(host.name, "no SSH transport after connect")
+        self._transport = transport
+        self._monitor = _LivenessMonitor(transport, settings.liveness_interval)
+        self._monitor.start()
+
+    @property
+    def alive(self) -> bool:
+        return self._transport.is_active()
+
+    def silent_for(self) -> float:
+        """Seconds since the server last answered a liveness request."""
+        return time.monotonic() - self._monitor.last_reply
+
+    def run(self, command: str, timeout: float | None = None, stdin: str | None = None) -> CommandResult:
+        """Run a short command and return its output; never raises on a non-zero exit."""
+        limit = timeout if timeout is not None else self._settings.command_timeout
+        try:
+            result = self._connection.run(
+                command,
+                hide=True,
+                warn=True,
+                timeout=limit,
+                in_stream=io.StringIO(stdin) if stdin is not None else False,
+            )
+        except invoke.exceptions.CommandTimedOut as exc:
+            raise CommandTimedOut(self.host.name, command, limit) from exc
+        except (paramiko.SSHException, OSError, EOFError) as exc:
+            raise ConnectError(self.host.name, f"command failed to run: {exc}") from exc
+        return CommandResult(command, result.exited, result.stdout, result.stderr)
+
+    def stream(self, command: str) -> LineStream:
+        """Start a long-running command and read its stdout line by line."""
+        try:
+            channel = self._transport.open_session(timeout=self._settings.connect_timeout)
+            channel.set_combine_stderr(False)
+            channel.exec_command(command)
+        except (paramiko.SSHException, OSError, EOFError) as exc:
+            raise ConnectError(self.host.name, f"could not start a stream: {exc}") from exc
+        return LineStream(self, channel)
+
+    def put_bytes(self, content: bytes, remote_path: str, mode: int = 0o644) -> None:
+        """Write a file on the host through SFTP."""
+        try:
+            sftp = self._connection.sftp()
+            with sftp.open(remote_path, "wb") as handle:
+                handle.write(content)
+            sftp.chmod(remote_path, mode)
+        except (paramiko.SSHException, OSError, EOFError) as exc:
+            raise ConnectError(self.host.name, f"upload of {remote_path} failed: {exc}") from exc
+
+    def close(self) -> None:
+        self._monitor.stop()
+        try:
+            self._connection.close()
+        except Exception:
+            pass
+
+
+def _fabric_connection(host: Host, settings: TransportSettings) -> Connection:
+    connect_kwargs: dict[str, object] = {
+        "banner_timeout": settings.banner_timeout,
+        "auth_timeout": settings.auth_timeout,
+    }
+    if host.key_file:
+        connect_kwargs["key_filename"] = str(Path(host.key_file).expanduser())
+        connect_kwargs["look_for_keys"] = False
+        connect_kwargs["allow_agent"] = False
+    config = Config(overrides={"run": {"hide": True, "warn": True}})
+    connection = Connection(
+        host.address,
+        user=host.user,
+        port=host.port,
+        config=config,
+        connect_timeout=max(1, int(settings.connect_timeout)),
+        connect_kwargs=connect_kwargs,
+    )
+    client = connection.client
+    known_hosts = Path(host.vars.get("reprofleet_known_hosts") or settings.known_hosts).expanduser()
+    if known_hosts.exists():
+        client.load_host_keys(str(known_hosts))
+    if settings.accept_new_host_keys:
+        client.set_missing_host_key_policy(_AcceptNewPolicy(known_hosts))
+    else:
+        client.set_missing_host_key_policy(paramiko.RejectPolicy())
+    return connection
+
+
+def connect(host: Host, settings: TransportSettings) -> Session:
+    """Open an SSH connection with every timeout set and the host key checked."""
+    connection = _fabric_connection(host, settings)
+    try:
+        connection.open()
+    except paramiko.BadHostKeyException as exc:
+        raise HostKeyError(
+            host.name,
+            f"host key CHANGED for {host.address}:{host.port} (known_hosts says otherwise); "
+            "refusing to connect",
+        ) from exc
+    except paramiko.SSHException as exc:
+        if "not found in known_hosts" in str(exc):
+            raise HostKeyError(
+                host.name,
+                f"unknown host key for {host.address}:{host.port}; "
+                "run with --accept-new-host-keys to record it",
+            ) from exc
+        raise ConnectError(host.name, f"SSH failed: {exc}") from exc
+    except (socket.timeout, TimeoutError) as exc:
+        raise ConnectError(host.name, f"connect to {host.address}:{host.port} timed out") from exc
+    except (OSError, EOFError) as exc:
+        raise ConnectError(host.name, f"connect to {host.address}:{host.port} failed: {exc}") from exc
+    return Session(host, connection, settings)
+
+
+def probe_ssh_banner(address: str, port: int, timeout: float) -> bool:
+    """An independent liveness probe: a fresh TCP connect that must yield an SSH banner.
+
+    A frozen host answers neither (no RST, no banner); a host whose sshd is merely busy
+    still completes the handshake and sends ``SSH-`` within the timeout.
+    """
+    try:
+        with socket.create_connection((address, port), timeout=timeout) as sock:
+            sock.settimeout(timeout)
+            return sock.recv(4).startswith(b"SSH-")
+    except OSError:
+        return False
+
+
+def iter_lines(stream: LineStream, timeout: float) -> Iterator[str]:
+    """Every line of a stream until it ends (for short commands that stream)."""
+    while not stream.finished:
+        line = stream.next_line(timeout)
+        if line is not None:
+            yield line
