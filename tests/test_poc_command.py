@@ -1,0 +1,50 @@
+"""The PoC's command line on a host, for docker and for a host Python."""
+
+from __future__ import annotations
+
+from reprofleet import poc
+from reprofleet.model import Cell, Runtime, RuntimeKind
+
+
+def _cell(runtime: Runtime) -> Cell:
+    return Cell(
+        name="spec-8", index=0, factors={},
+        env=(("CUDA_LAUNCH_BLOCKING", "1"), ("HF_HUB_OFFLINE", "1")),
+        args=(("enforce_eager", True), ("gpu_memory_utilization", 0.87), ("moe_backend", None), ("spec_tokens", 8)),
+        runtime=runtime,
+    )
+
+
+def test_docker_runtime_mounts_cache_and_poc_like_the_seed() -> None:
+    cell = _cell(Runtime(RuntimeKind.DOCKER, image="vllm/vllm-openai:v0.25.1", docker_args=("--ipc", "host")))
+    command = poc.build(cell, poc_path="/root/p.py", state_root="/root/.cache/reprofleet",
+                        attempt_id="a1", persistent=True, gpu=1)
+    argv = list(command.argv)
+    assert argv[:5] == ["docker", "run", "--rm", "--gpus", "device=1"]
+    assert argv[5:7] == ["--ipc", "host"]
+    assert "--env" in argv and "CUDA_LAUNCH_BLOCKING=1" in argv
+    assert f"type=bind,src={command.cache_dir},dst=/root/.cache/vllm" in argv
+    assert "type=bind,src=/root/p.py,dst=/poc.py,readonly" in argv
+    image_at = argv.index("vllm/vllm-openai:v0.25.1")
+    assert argv[image_at - 2:image_at] == ["--entrypoint", "python3"]
+    assert argv[image_at + 1:] == ["/poc.py", "--enforce-eager", "--gpu-memory-utilization", "0.87",
+                                   "--spec-tokens", "8"]
+    assert command.env == ()
+
+
+def test_persistent_cache_is_shared_per_runtime_and_fresh_cache_per_attempt() -> None:
+    a = _cell(Runtime(RuntimeKind.DOCKER, image="vllm/vllm-openai:v0.25.1"))
+    b = _cell(Runtime(RuntimeKind.DOCKER, image="vllm/vllm-openai:v0.26.0"))
+    kw = dict(poc_path="/p.py", state_root="/s", persistent=True, gpu=0)
+    assert poc.build(a, attempt_id="x", **kw).cache_dir == poc.build(a, attempt_id="y", **kw).cache_dir
+    assert poc.build(a, attempt_id="x", **kw).cache_dir != poc.build(b, attempt_id="x", **kw).cache_dir
+    fresh = poc.build(a, attempt_id="x", poc_path="/p.py", state_root="/s", persistent=False, gpu=0)
+    assert fresh.cache_dir.endswith("fresh-x")
+
+
+def test_python_runtime_passes_env_and_cache_root() -> None:
+    cell = _cell(Runtime(RuntimeKind.PYTHON, python="/opt/vllm/bin/python"))
+    command = poc.build(cell, poc_path="/p.py", state_root="/s", attempt_id="a", persistent=True, gpu=2)
+    assert command.argv[:2] == ("/opt/vllm/bin/python", "/p.py")
+    env = dict(command.env)
+    assert env["CUDA_VISIBLE_DEVICES"] == "2" and env["VLLM_CACHE_ROOT"] == command.cache_dir

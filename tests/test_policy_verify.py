@@ -1,0 +1,42 @@
+"""A policy counts as applied only when the GPU reports it back."""
+
+from __future__ import annotations
+
+from types import MappingProxyType
+
+from reprofleet.model import Cell, GpuPolicy, Host, Playbook, Poc, Timeouts
+from reprofleet.policy import check_power_limits, verify
+
+
+def test_read_back_within_tolerance_verifies() -> None:
+    wanted = GpuPolicy(graphics_clocks=(180, 2800), power_limit_w=350)
+    assert verify(wanted, {"graphics_clocks": [180, 2805], "power_limit_w": 350.0}) == []
+
+
+def test_a_clock_lock_the_gpu_does_not_report_is_a_problem() -> None:
+    wanted = GpuPolicy(graphics_clocks=(180, 2800))
+    problems = verify(wanted, {"graphics_clocks": [180, 3090]})
+    assert problems and "graphics_clocks" in problems[0]
+    assert verify(wanted, {}) != []
+
+
+def test_power_limit_and_persistence_are_checked() -> None:
+    assert verify(GpuPolicy(power_limit_w=350), {"power_limit_w": 600.0})
+    assert verify(GpuPolicy(persistence=True), {"persistence": False})
+
+
+def _book(*limits: float | None) -> Playbook:
+    cells = tuple(Cell(f"c{i}", i, {}, gpu=GpuPolicy(power_limit_w=w)) for i, w in enumerate(limits))
+    return Playbook("b", "b.yml", Poc("/p.py"), 1, Timeouts(), cells)
+
+
+def test_out_of_range_power_limit_is_refused_from_cached_facts() -> None:
+    host = Host("ws01", "10.0.0.1")
+    facts = {"gpus": [{"index": 0, "power_limit_w": {"min": 150.0, "max": 600.0}}]}
+    problems = check_power_limits(_book(None, 350, 700), host, facts)
+    assert len(problems) == 1 and "c2" in problems[0] and "700" in problems[0]
+
+
+def test_inventory_power_limit_range_overrides_facts() -> None:
+    host = Host("ws01", "10.0.0.1", vars=MappingProxyType({"gpu_power_limits": [150, 300]}))
+    assert check_power_limits(_book(350), host, None)

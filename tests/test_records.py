@@ -1,0 +1,84 @@
+"""Records are appended durably, survive a torn write, and pool without duplicates."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from reprofleet.attempt import classify_exit
+from reprofleet.model import Outcome, Record
+from reprofleet.records import AttemptLog, RecordError, StreamWriter, pool, read_records
+
+
+def _record(attempt: str, outcome: Outcome = Outcome.CLEAN) -> Record:
+    return Record(campaign="c", attempt=attempt, controller="ctl", host="ws01", cell="default",
+                  factors={"graphics_clocks": [180, 2800]}, policy={"power_limit_w": 600.0},
+                  runtime={"kind": "docker"}, cache=None, attempt_index=0, attempt_in_boot=1,
+                  cold_boot=True, boot_id="b", started="s", ended="e", outcome=outcome)
+
+
+def test_a_record_has_every_key_the_design_names(tmp_path: Path) -> None:
+    log = AttemptLog(tmp_path / "attempts.jsonl")
+    log.append_record(_record("a1", Outcome.WEDGE))
+    (line,) = (tmp_path / "attempts.jsonl").read_text().splitlines()
+    record = json.loads(line)
+    for key in ("schema", "campaign", "attempt", "controller", "host", "cell", "factors", "policy",
+                "runtime", "cache", "attempt_index", "attempt_in_boot", "cold_boot", "boot_id",
+                "started", "ended", "outcome", "detect_latency_s", "last_phase", "last_log_line",
+                "telemetry", "forensics", "facts", "stream"):
+        assert key in record, key
+    assert record["outcome"] == "wedge" and record["schema"] == 1
+
+
+def test_a_torn_last_line_is_skipped_but_a_torn_middle_is_an_error(tmp_path: Path) -> None:
+    path = tmp_path / "attempts.jsonl"
+    AttemptLog(path).append_record(_record("a1"))
+    with open(path, "a") as handle:
+        handle.write('{"schema": 1, "attem')
+    assert [r["attempt"] for r in read_records(path)] == ["a1"]
+    with open(path, "a") as handle:
+        handle.write("\n")
+    AttemptLog(path).append_record(_record("a2"))
+    with pytest.raises(RecordError, match=":2:"):
+        list(read_records(path))
+
+
+def test_pooling_campaigns_counts_each_attempt_once(tmp_path: Path) -> None:
+    for name in ("one", "two"):
+        (tmp_path / name).mkdir()
+        log = AttemptLog(tmp_path / name / "attempts.jsonl")
+        log.append_record(_record("shared"))
+        log.append_record(_record(f"own-{name}"))
+    assert sorted(r["attempt"] for r in pool([tmp_path])) == ["own-one", "own-two", "shared"]
+
+
+def test_a_newer_schema_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "attempts.jsonl"
+    path.write_text(json.dumps({"schema": 99, "attempt": "x"}) + "\n")
+    with pytest.raises(RecordError, match="schema 99"):
+        list(read_records(path))
+
+
+def test_stream_lines_are_on_disk_as_soon_as_written(tmp_path: Path) -> None:
+    writer = StreamWriter(tmp_path / "s.jsonl")
+    writer.write('{"k":"log","line":"x"}\n')
+    assert (tmp_path / "s.jsonl").read_text() == '{"k":"log","line":"x"}\n'
+    writer.close()
+
+
+@pytest.mark.parametrize("exit_line, outcome", [
+    ({"rc": 0}, Outcome.CLEAN),
+    ({"rc": 1}, Outcome.ERROR),
+    ({"rc": None, "signal": 9}, Outcome.ERROR),
+    ({"rc": None, "timed_out": True}, Outcome.HANG),
+    ({"rc": None, "killed": True}, Outcome.INFRA),
+    ({"rc": None, "lost": True}, Outcome.INFRA),
+])
+def test_exit_lines_classify(exit_line: dict, outcome: Outcome) -> None:
+    assert classify_exit(exit_line, boot_changed=False)[0] is outcome
+
+
+def test_a_lost_supervisor_on_a_new_boot_is_a_reboot() -> None:
+    assert classify_exit({"lost": True}, boot_changed=True)[0] is Outcome.REBOOT
