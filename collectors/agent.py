@@ -55,6 +55,10 @@ def build_parser() -> Parser:
     attach.add_argument("--hb", type=float, default=0.5)
     kill = sub.add_parser("kill", help="stop a running attempt")
     kill.add_argument("--id", required=True)
+    policy = sub.add_parser("policy", help="apply, read or restore a GPU policy")
+    policy.add_argument("action", choices=("apply", "read", "restore"))
+    policy.add_argument("--gpu", type=int, default=0)
+    policy.add_argument("--json", default=None, help="GpuPolicy fields (apply only)")
     supervise = sub.add_parser(state.SUPERVISOR_ARG)
     supervise.add_argument("--id", required=True)
     return parser
@@ -117,6 +121,25 @@ def command_run(args: argparse.Namespace, cmd: List[str]) -> int:
     return ExitStatus.OK
 
 
+def command_policy(args: argparse.Namespace) -> int:
+    """One `policy` line; exit 1 when the card did not take the policy (details inside)."""
+    import gpu_policy
+    import policy_plan
+
+    if args.gpu < 0:
+        raise UsageError("--gpu must be >= 0")
+    if args.action == "apply":
+        report = gpu_policy.apply(args.state_dir, args.gpu, policy_plan.parse_policy(args.json))
+    elif args.json is not None:
+        raise UsageError("--json is for `policy apply` only")
+    elif args.action == "read":
+        report = gpu_policy.read(args.gpu)
+    else:
+        report = gpu_policy.restore(args.state_dir, args.gpu)
+    emit(report)
+    return ExitStatus.OK if report["ok"] else ExitStatus.FAILED
+
+
 def dispatch(args: argparse.Namespace, cmd: List[str]) -> int:
     if args.command == "facts":
         import host_facts
@@ -139,6 +162,8 @@ def dispatch(args: argparse.Namespace, cmd: List[str]) -> int:
 
         emit(stream_follow.kill(args.state_dir, args.id))
         return ExitStatus.OK
+    if args.command == "policy":
+        return command_policy(args)
     if args.command == state.SUPERVISOR_ARG:
         import supervisor
 

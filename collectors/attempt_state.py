@@ -11,7 +11,7 @@ import json
 import os
 import re
 import time
-from typing import Any, Dict, Optional
+from typing import Any, Dict, List, Optional
 
 STATE_DIR_ENV = "REPROFLEET_STATE_DIR"
 BOOT_ID_PATH = "/proc/sys/kernel/random/boot_id"
@@ -26,6 +26,7 @@ SUPERVISOR_LOG = "supervisor.log"
 KILL_REQUEST = "kill.request"
 
 SUPERVISOR_ARG = "_supervise"  # the hidden subcommand the detached supervisor runs
+ATTEMPT_ENV = "REPROFLEET_ATTEMPT"  # set in the PoC's environment: marks its processes as ours
 
 
 def default_state_dir() -> str:
@@ -97,6 +98,42 @@ def pid_is_zombie(pid: int) -> bool:
     except OSError:
         return True
     return stat.rsplit(")", 1)[-1].split()[:1] == ["Z"]
+
+
+def group_members(pgid: int) -> List[int]:
+    """Pids whose process group is `pgid` (scanned from /proc)."""
+    members = []
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            try:
+                with open("/proc/%s/stat" % name) as handle:
+                    fields = handle.read().rsplit(")", 1)[-1].split()
+            except OSError:
+                continue
+            if len(fields) > 2 and fields[2] == str(pgid):
+                members.append(int(name))
+    return members
+
+
+def attempt_processes(pgid: int, attempt_id: str) -> List[int]:
+    """Members of `pgid` that carry this attempt's marker in their environment.
+
+    A recorded pgid is only a number: once the PoC is gone it may name someone else's
+    group. Only processes that inherited our marker are ever signalled.
+    """
+    if pgid <= 1:
+        return []
+    marker = ("%s=%s" % (ATTEMPT_ENV, attempt_id)).encode()
+    owned = []
+    for pid in group_members(pgid):
+        try:
+            with open("/proc/%d/environ" % pid, "rb") as handle:
+                environ = handle.read().split(b"\0")
+        except OSError:
+            continue
+        if marker in environ:
+            owned.append(pid)
+    return owned
 
 
 def supervisor_alive(directory: str, attempt_id: str, meta: Dict[str, Any]) -> bool:

@@ -113,7 +113,7 @@ def kill(state_dir: str, attempt_id: str) -> Dict[str, Any]:
         grace = float(meta.get("kill_grace_s", KILL_GRACE_S))
         _wait_for_exit(directory, grace + STUCK_AFTER_KILL_S + 5.0)
         return {"k": "killed", "id": attempt_id, "was_running": True}
-    was_running = _kill_orphaned_poc(directory, meta)
+    was_running = _kill_orphaned_poc(directory, attempt_id, meta)
     return {"k": "killed", "id": attempt_id, "was_running": was_running}
 
 
@@ -133,29 +133,19 @@ def _wait_for_exit(directory: str, timeout_s: float) -> bool:
     return False
 
 
-def _kill_orphaned_poc(directory: str, meta: Dict[str, Any]) -> bool:
+def _kill_orphaned_poc(directory: str, attempt_id: str, meta: Dict[str, Any]) -> bool:
     """No supervisor (it was killed): stop the PoC's group ourselves, same boot only."""
     if meta.get("boot_id") != state.read_boot_id():
         return False
     tail = EventTail(os.path.join(directory, state.EVENTS))
     starts = [parse_line(raw) for raw in tail.read_new(max_bytes=1 << 30) if b'"k":"start"' in raw]
     pgid = next((s.get("pgid") for s in starts if s and s.get("k") == "start"), None)
-    if not isinstance(pgid, int) or not _group_exists(pgid):
+    if not isinstance(pgid, int) or not state.attempt_processes(pgid, attempt_id):
         return False
     os.killpg(pgid, signal.SIGTERM)
-    deadline = time.monotonic() + KILL_GRACE_S
-    while time.monotonic() < deadline and _group_exists(pgid):
+    deadline = time.monotonic() + float(meta.get("kill_grace_s", KILL_GRACE_S))
+    while time.monotonic() < deadline and state.attempt_processes(pgid, attempt_id):
         time.sleep(0.05)
-    if _group_exists(pgid):
+    if state.attempt_processes(pgid, attempt_id):
         os.killpg(pgid, signal.SIGKILL)
-    return True
-
-
-def _group_exists(pgid: int) -> bool:
-    try:
-        os.killpg(pgid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
     return True

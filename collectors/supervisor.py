@@ -49,6 +49,8 @@ class Termination:
 
 
 def _signal_group(pgid: int, signum: int) -> None:
+    if pgid <= 1:  # never: killpg(0) is our own group, killpg(1) init's
+        return
     try:
         os.killpg(pgid, signum)
     except (ProcessLookupError, PermissionError):
@@ -88,6 +90,7 @@ class Supervisor:
         env = dict(os.environ)
         env.setdefault("PYTHONUNBUFFERED", "1")
         env.update(self.meta.get("env") or {})
+        env[state.ATTEMPT_ENV] = str(self.meta["id"])
         return subprocess.Popen(
             self.meta["cmd"], cwd=self.meta["cwd"], env=env, stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True,

@@ -1,0 +1,165 @@
+"""End to end over real SSH: a campaign on simulated hosts, streams, re-attach, host keys."""
+
+from __future__ import annotations
+
+import dataclasses
+import shutil
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from reprofleet.agent import AgentClient, load_bundle
+from reprofleet.campaign import make_plan, run_campaign
+from reprofleet.errors import HostKeyError
+from reprofleet.host_runner import RunSettings
+from reprofleet.inventory import load_inventory
+from reprofleet.model import EventKind, Outcome
+from reprofleet.playbook import load_playbook
+from reprofleet.records import read_stream
+from reprofleet.recovery import recovery_factory
+from reprofleet.sim.spec import SimHostSpec
+from reprofleet.transport import TransportSettings, connect
+from reprofleet.watchdog import WatchdogSettings
+
+pytestmark = pytest.mark.fleet
+
+REPO = Path(__file__).resolve().parents[1]
+POC = REPO / "playbooks" / "poc" / "sm120_hostwedge.py"
+
+
+def write_playbook(folder: Path, *, attempts: int, attempt_timeout: float = 20, cells: str = "  - name: default\n",
+                   extra: str = "") -> Path:
+    (folder / "poc").mkdir(parents=True, exist_ok=True)
+    shutil.copy(POC, folder / "poc" / POC.name)
+    path = folder / "book.yml"
+    path.write_text(
+        "name: fleet-test\n"
+        f"poc: {{script: poc/{POC.name}}}\n"
+        "runtime: {kind: docker, image: 'vllm/vllm-openai:v{vllm}', docker_args: [--ipc, host]}\n"
+        f"attempts: {attempts}\n"
+        f"timeouts: {{attempt: {attempt_timeout}, boot: 60}}\n"
+        "defaults:\n  vars: {vllm: '0.25.1'}\n  args: {spec_tokens: 9, gpu_memory_utilization: 0.87}\n"
+        f"{extra}"
+        "matrix:\n" + cells
+    )
+    return path
+
+
+def settings_for(fleet: Any, **overrides: Any) -> RunSettings:
+    base = dict(
+        transport=TransportSettings(known_hosts=Path(fleet.known_hosts_path)),
+        watchdog=WatchdogSettings(),
+        controller="pytest",
+        sample_hz=5.0,
+        dwell_s=1.0,
+        stability_s=1.0,
+        reboot_grace_s=1.0,
+    )
+    base.update(overrides)
+    return RunSettings(**base)
+
+
+def run(fleet: Any, book_path: Path, reports: Path, **overrides: Any):
+    inventory = load_inventory(fleet.inventory_path)
+    plan = make_plan(load_playbook(book_path), inventory.hosts)
+    return run_campaign(plan, settings_for(fleet, **overrides), reports, recovery_factory=recovery_factory)
+
+
+def test_facts_come_from_every_host_over_ssh(sim_fleet) -> None:
+    fleet = sim_fleet([SimHostSpec(name="fa"), SimHostSpec(name="fb")])
+    hosts = load_inventory(fleet.inventory_path).hosts
+    seen = {}
+    for host in hosts:
+        session = connect(host, TransportSettings(known_hosts=Path(fleet.known_hosts_path)))
+        try:
+            agent = AgentClient(session, load_bundle(), host.python)
+            agent.push()
+            seen[host.name] = agent.facts()
+        finally:
+            session.close()
+    assert set(seen) == {"fa", "fb"}
+    assert seen["fa"]["boot_id"] != seen["fb"]["boot_id"]
+    assert seen["fa"]["hostname"] == "fa"
+    gpu = seen["fa"]["gpus"][0]
+    assert "RTX PRO 6000 Blackwell" in gpu["name"]
+    assert gpu["power_limit_w"]["max"] == pytest.approx(600.0)
+
+
+def test_clean_error_and_hang_attempts_are_classified(sim_fleet, tmp_path: Path) -> None:
+    fleet = sim_fleet([SimHostSpec(name="cls", script=("clean", "error", "hang"))])
+    book = write_playbook(tmp_path, attempts=3, attempt_timeout=12)
+    result = run(fleet, book, tmp_path / "reports")
+    outcomes = [r["outcome"] for r in sorted(result.records, key=lambda r: r["attempt_index"])]
+    assert outcomes == ["clean", "error", "hang"]
+    error = next(r for r in result.records if r["outcome"] == "error")
+    assert error["exit_code"] == 1 and "Traceback" not in (error["last_log_line"] or "Traceback")
+    for record in result.records:
+        assert record["policy"] is not None  # read back from the (simulated) GPU
+        assert record["boot_id"] and record["stream"]
+
+
+def test_the_stream_holds_every_line_the_poc_printed_in_order(sim_fleet, tmp_path: Path) -> None:
+    fleet = sim_fleet([SimHostSpec(name="str", script=("clean",))])
+    book = write_playbook(tmp_path, attempts=1)
+    result = run(fleet, book, tmp_path / "reports")
+    (record,) = result.records
+    assert record["outcome"] == Outcome.CLEAN.value
+    stream = read_stream(result.directory.root / record["stream"])
+    logged = [line["line"] for line in stream if line["k"] == EventKind.LOG.value]
+    host = load_inventory(fleet.inventory_path).hosts[0]
+    session = connect(host, TransportSettings(known_hosts=Path(fleet.known_hosts_path)))
+    try:
+        printed = session.run(f'cat "$HOME"/.cache/reprofleet/attempts/{record["attempt"]}/output.log').stdout
+    finally:
+        session.close()
+    assert logged == printed.rstrip("\n").split("\n")
+    assert len(logged) > 20
+    phases = [line["phase"] for line in stream if line["k"] == "phase"]
+    assert phases[0] == "engine_init" and "cuda_graph_capture" in phases
+    seqs = [line["seq"] for line in stream if "seq" in line and line["k"] != "hb"]
+    assert seqs == list(range(len(seqs)))
+
+
+def test_a_dropped_ssh_session_does_not_stop_the_poc_and_attach_loses_nothing(sim_fleet, tmp_path: Path) -> None:
+    fleet = sim_fleet([SimHostSpec(name="drop", script=("clean",), time_scale=0.08)])
+    book = write_playbook(tmp_path, attempts=1)
+    dropped = threading.Event()
+
+    def drop_when_started(host: str, **fields: Any) -> None:
+        if fields.get("phase") == "model_load" and not dropped.is_set():
+            dropped.set()
+            fleet.hosts[0].drop_ssh_sessions()
+
+    inventory = load_inventory(fleet.inventory_path)
+    plan = make_plan(load_playbook(book), inventory.hosts)
+    result = run_campaign(plan, settings_for(fleet), tmp_path / "reports", progress=drop_when_started,
+                          recovery_factory=recovery_factory)
+    assert dropped.is_set()
+    (record,) = result.records
+    assert record["outcome"] == "clean"
+    stream = read_stream(result.directory.root / record["stream"])
+    seqs = [line["seq"] for line in stream if line["k"] != "hb"]
+    assert seqs == list(range(len(seqs))), "a line was lost or repeated across the re-attach"
+    assert stream[-1]["k"] == "exit" or any(line["k"] == "exit" for line in stream)
+
+
+def test_a_host_whose_key_changed_is_refused(sim_fleet, tmp_path: Path) -> None:
+    fleet = sim_fleet([SimHostSpec(name="key")])
+    host = dataclasses.replace(load_inventory(fleet.inventory_path).hosts[0], vars={})  # use the file we give
+    known = Path(fleet.known_hosts_path).read_text().splitlines()
+    other_key = "AAAAC3NzaC1lZDI1NTE5AAAAIOr4Ew1Yc1o7GnGJbXo9zqYy1o2Xq8m2qOa0pQ6u9Xb3"
+    forged = [" ".join(line.split()[:1] + ["ssh-ed25519", other_key]) for line in known if line.strip()]
+    bad = tmp_path / "known_hosts"
+    bad.write_text("\n".join(forged) + "\n")
+    with pytest.raises(HostKeyError, match="CHANGED"):
+        connect(host, TransportSettings(known_hosts=bad))
+    with pytest.raises(HostKeyError, match="unknown host key"):
+        connect(host, TransportSettings(known_hosts=tmp_path / "empty_known_hosts"))
+    started = time.monotonic()
+    session = connect(host, TransportSettings(known_hosts=tmp_path / "new_known_hosts", accept_new_host_keys=True))
+    session.close()
+    assert (tmp_path / "new_known_hosts").read_text().strip()
+    assert time.monotonic() - started < 10
