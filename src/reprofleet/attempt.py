@@ -56,7 +56,7 @@ class AttemptTrace:
             self.last_nvml = dict(data)
         elif event.kind is EventKind.EXIT:
             self.exit = dict(data)
-        elif event.kind.value == "start":
+        elif event.kind is EventKind.START:
             self.start = dict(data)
 
 

@@ -51,6 +51,7 @@ class EventKind(str, Enum):
     """The ``k`` field of one JSON line on an attempt stream (collectors/PROTOCOL.md)."""
 
     HEARTBEAT = "hb"
+    START = "start"
     LOG = "log"
     PHASE = "phase"
     NVML = "nvml"

@@ -16,14 +16,14 @@ import yaml
 from reprofleet.errors import InputError, Location
 
 
-class LineMap(dict):  # type: ignore[type-arg]
+class LineMap(dict[Any, Any]):
     """A YAML mapping that remembers the line of itself and of each of its keys."""
 
     line: int | None = None
     key_lines: dict[Any, int]
 
 
-class LineList(list):  # type: ignore[type-arg]
+class LineList(list[Any]):
     """A YAML sequence that remembers the line of itself and of each item."""
 
     line: int | None = None
@@ -130,6 +130,8 @@ def load_located_yaml(
         mark = exc.problem_mark or exc.context_mark
         line = mark.line + 1 if mark is not None else None
         what = " ".join(str(part) for part in (exc.context, exc.problem) if part)
+        if exc.context_mark is not None and mark is not None and exc.context_mark.line != mark.line:
+            what += f" (it began on line {exc.context_mark.line + 1})"
         raise error(Location(file, line), f"YAML syntax: {what}") from None
     except yaml.YAMLError as exc:
         raise error(Location(file), f"YAML syntax: {exc}") from None
