@@ -5,8 +5,10 @@ SHELL := /bin/bash
 PYTHON ?= $(shell test -x /usr/bin/python3 && echo /usr/bin/python3 || command -v python3)
 VENV := .venv
 # openssh-server: the simulated hosts' sshd; iproute2/iptables: their namespaces and links;
-# openipmi/ipmitool: the IPMI BMC simulator; python3-venv: Debian's venv module.
-APT_PACKAGES := openssh-server openssh-client iproute2 iptables openipmi ipmitool procps python3-venv
+# openipmi/ipmitool: the IPMI BMC simulator; python3-venv: Debian's venv module;
+# libsystemd-dev/pkg-config/gcc/python3-dev: to build pdudaemon's systemd binding.
+APT_PACKAGES := openssh-server openssh-client iproute2 iptables openipmi ipmitool procps python3-venv \
+	libsystemd-dev pkg-config gcc python3-dev
 PYTEST_ARGS ?=
 
 .PHONY: demo test system-deps clean

@@ -29,7 +29,7 @@ AGENT_PATH = os.path.abspath(__file__)
 class Parser(argparse.ArgumentParser):
     """argparse that raises instead of printing usage and exiting."""
 
-    def error(self, message: str) -> Any:  # type: ignore[override]
+    def error(self, message: str) -> Any:
         raise UsageError(message)
 
 
@@ -49,6 +49,7 @@ def build_parser() -> Parser:
     run.add_argument("--clock-threshold", type=float, default=2800.0, metavar="MHZ")
     run.add_argument("--hb", type=float, default=0.5)
     run.add_argument("--kill-grace", type=float, default=5.0, help=argparse.SUPPRESS)
+    run.add_argument("--kmsg", default="/dev/kmsg", help=argparse.SUPPRESS)  # "" = no kernel log
     attach = sub.add_parser("attach", help="stream an attempt's events from a seq on")
     attach.add_argument("--id", required=True)
     attach.add_argument("--from", dest="start_seq", type=int, default=0)
@@ -59,6 +60,8 @@ def build_parser() -> Parser:
     policy.add_argument("action", choices=("apply", "read", "restore"))
     policy.add_argument("--gpu", type=int, default=0)
     policy.add_argument("--json", default=None, help="GpuPolicy fields (apply only)")
+    postboot = sub.add_parser("postboot", help="what the previous boot left behind")
+    postboot.add_argument("--pstore", default="/sys/fs/pstore", help=argparse.SUPPRESS)
     supervise = sub.add_parser(state.SUPERVISOR_ARG)
     supervise.add_argument("--id", required=True)
     return parser
@@ -107,7 +110,8 @@ def command_run(args: argparse.Namespace, cmd: List[str]) -> int:
     meta = {
         "id": args.id, "cmd": cmd, "cwd": cwd, "env": env, "timeout": args.timeout,
         "gpu": args.gpu, "sample_hz": args.sample_hz, "clock_threshold_mhz": args.clock_threshold,
-        "hb": args.hb, "kill_grace_s": args.kill_grace, "created": time.time(), "boot_id": state.read_boot_id(),
+        "hb": args.hb, "kill_grace_s": args.kill_grace,
+        "kmsg_path": args.kmsg, "created": time.time(), "boot_id": state.read_boot_id(),
         "agent": AGENT_PATH, "python": sys.executable,
     }
     open(os.path.join(directory, state.EVENTS), "ab").close()
@@ -141,6 +145,7 @@ def command_policy(args: argparse.Namespace) -> int:
 
 
 def dispatch(args: argparse.Namespace, cmd: List[str]) -> int:
+    args.state_dir = os.path.abspath(os.path.expanduser(args.state_dir))  # the supervisor chdirs
     if args.command == "facts":
         import host_facts
 
@@ -164,6 +169,11 @@ def dispatch(args: argparse.Namespace, cmd: List[str]) -> int:
         return ExitStatus.OK
     if args.command == "policy":
         return command_policy(args)
+    if args.command == "postboot":
+        import postboot
+
+        emit(postboot.collect(args.pstore))
+        return ExitStatus.OK
     if args.command == state.SUPERVISOR_ARG:
         import supervisor
 

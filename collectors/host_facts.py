@@ -98,7 +98,7 @@ def _read(path: str) -> str:
         return handle.read()
 
 
-def _journald_texts() -> List[str]:
+def journald_texts() -> List[str]:
     """Main file, then drop-ins sorted by file name; /etc masks /run masks /usr/lib."""
     dropins: Dict[str, str] = {}
     for directory in JOURNALD_DROPIN_DIRS:
@@ -157,7 +157,7 @@ def collect() -> Dict[str, Any]:
     facts["dmi"] = _dmi()
     facts["python"] = platform.python_version()
     facts["journal_persistent"] = fact("journal_persistent", lambda: journal_persistent(
-        journald_storage(_journald_texts()), os.path.isdir("/var/log/journal")))
+        journald_storage(journald_texts()), os.path.isdir("/var/log/journal")))
     facts["docker"] = fact("docker", docker_version)
     facts["nvidia_smi"] = shutil.which("nvidia-smi")
     facts.update(nvml_facts.collect(notes))

@@ -22,7 +22,7 @@ def load() -> Tuple[Any, Optional[str]]:
     """
     global _users
     try:
-        import pynvml  # type: ignore[import-not-found]
+        import pynvml
     except ImportError as exc:
         return None, "pynvml not importable: %s" % exc
     with _lock:

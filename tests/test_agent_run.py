@@ -72,8 +72,10 @@ def test_a_clean_poc_streams_start_every_line_in_order_and_its_exit(state_dir: P
     rc, lines, _ = h.run_agent(state_dir, "run", "--id", "a1", "--timeout", "20", "--", "sh", "-c", script)
     assert rc == 0
     events = h.without_hb(lines)
-    assert events[0]["k"] == "start" and events[0]["pgid"] == events[0]["pid"]
-    assert events[0]["boot_id"] == Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+    start = next(e for e in events if e["k"] == "start")
+    assert {e["k"] for e in events[:events.index(start)]} <= {"notice", "nvml", "kmsg"}  # telemetry first
+    assert start["pgid"] == start["pid"] and start["cmd"] == ["sh", "-c", script]
+    assert start["boot_id"] == Path("/proc/sys/kernel/random/boot_id").read_text().strip()
     assert [e["line"] for e in events if e["k"] == "log"] == [f"line-{i}" for i in range(1, 6)] + ["to-stderr"]
     assert events[-1]["k"] == "exit"
     assert (events[-1]["rc"], events[-1]["timed_out"], events[-1]["killed"], events[-1]["lost"]) == (0, False, False, False)

@@ -15,7 +15,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any, Dict, Iterator, List
+from typing import Any, Callable, Dict, Iterator, List
 
 import pytest
 
@@ -112,6 +112,15 @@ def _remote_run_pids(attempt_id: str) -> List[int]:
     return pids
 
 
+def _wait_until(condition: Callable[[], bool], what: str, deadline_s: float = 10.0) -> None:
+    deadline = time.monotonic() + deadline_s
+    while time.monotonic() < deadline:
+        if condition():
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"waited {deadline_s}s for {what}")
+
+
 def test_an_attempt_survives_its_ssh_session_dropping_and_attach_resumes(
         loopback_ssh: LoopbackSsh, tmp_path: Path) -> None:
     run = subprocess.Popen(loopback_ssh.agent(tmp_path, "run", "--id", "ssh1", "--timeout", "30",
@@ -120,6 +129,7 @@ def test_an_attempt_survives_its_ssh_session_dropping_and_attach_resumes(
     seen = _stream_until(run, "n3")
     run.kill()  # the controller's side of the connection is gone
     run.communicate(timeout=10)
+    _wait_until(lambda: not _remote_run_pids("ssh1"), "the host-side `run` to notice and exit")
     received = h.without_hb(seen)
     result = subprocess.run(loopback_ssh.agent(tmp_path, "attach", "--id", "ssh1", "--from",
                                                str(received[-1]["seq"] + 1)),

@@ -32,6 +32,7 @@ class PowerEvent:
     duration_s: float
     error: str | None = None
     tries: int = 1
+    note: str | None = None  # e.g. "this driver cannot read the outlet state"
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)

@@ -1,0 +1,91 @@
+"""`postboot`: what the previous boot left behind, read after a wedge and a power cycle.
+
+The seed's freeze left nothing (no Xid, NVRM, AER, MCE, watchdog); saying so with
+evidence ("the previous boot's kernel log is available and has no findings") is as much
+a result as a finding. Sources: the persistent journal's kernel log of boot -1, and
+pstore (what the kernel wrote to firmware-backed storage as it died).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from typing import Any, Dict, Iterable, List, Optional, Tuple
+
+import attempt_state as state
+import host_facts
+from kernel_log import tags_of
+
+PSTORE_DIR = "/sys/fs/pstore"
+FINDING_TAGS = ("xid", "nvrm", "aer", "mce", "watchdog", "hung_task", "panic", "oops")
+JOURNAL_TIMEOUT_S = 30.0
+TAIL_LINES = 50
+MAX_FINDINGS = 200
+MAX_PSTORE_BYTES = 1 << 20
+
+
+def extract_findings(lines: Iterable[str], limit: int = MAX_FINDINGS) -> List[Dict[str, Any]]:
+    """Lines that carry a failure signature, with their tags (pure; first `limit` only)."""
+    findings: List[Dict[str, Any]] = []
+    for line in lines:
+        tags = [tag for tag in tags_of(line) if tag in FINDING_TAGS]
+        if tags:
+            findings.append({"tags": tags, "line": line})
+            if len(findings) >= limit:
+                break
+    return findings
+
+
+def previous_boot_journal() -> Tuple[Optional[List[str]], Optional[str]]:
+    """The kernel log of boot -1 as lines, or (None, why it is not available)."""
+    argv = ["journalctl", "-k", "-b", "-1", "-o", "short-iso", "--no-pager"]
+    try:
+        result = subprocess.run(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, timeout=JOURNAL_TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        return None, "journalctl timed out after %gs" % JOURNAL_TIMEOUT_S
+    except OSError as exc:
+        return None, "journalctl: %s" % exc
+    if result.returncode != 0:
+        return None, result.stderr.decode("utf-8", "replace").strip() or "journalctl exit %d" % result.returncode
+    lines = result.stdout.decode("utf-8", "replace").splitlines()
+    return [line for line in lines if line.strip() and line.strip() != "-- No entries --"], None
+
+
+def previous_boot() -> Dict[str, Any]:
+    lines, reason = previous_boot_journal()
+    if lines is None:
+        return {"available": False, "reason": reason, "lines": 0, "findings": [], "tail": []}
+    return {"available": True, "lines": len(lines), "findings": extract_findings(lines),
+            "tail": lines[-TAIL_LINES:]}
+
+
+def pstore(directory: str = PSTORE_DIR) -> List[Dict[str, Any]]:
+    """Each pstore file (dmesg-ramoops-N, dmesg-efi-..., console-ramoops) with findings."""
+    try:
+        names = sorted(os.listdir(directory))
+    except OSError:
+        return []
+    records: List[Dict[str, Any]] = []
+    for name in names:
+        path = os.path.join(directory, name)
+        try:
+            with open(path, "rb") as handle:
+                text = handle.read(MAX_PSTORE_BYTES).decode("utf-8", "replace")
+        except OSError as exc:
+            records.append({"file": path, "error": str(exc), "findings": []})
+            continue
+        lines = text.splitlines()
+        records.append({"file": path, "lines": len(lines), "findings": extract_findings(lines),
+                        "tail": lines[-TAIL_LINES:]})
+    return records
+
+
+def collect(pstore_dir: str = PSTORE_DIR) -> Dict[str, Any]:
+    try:
+        persistent: Optional[bool] = host_facts.journal_persistent(
+            host_facts.journald_storage(host_facts.journald_texts()), os.path.isdir("/var/log/journal"))
+    except OSError:
+        persistent = None
+    return {"k": "postboot", "boot_id": state.read_boot_id(), "journal_persistent": persistent,
+            "previous_boot": previous_boot(), "pstore": pstore(pstore_dir)}

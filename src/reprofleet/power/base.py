@@ -1,0 +1,307 @@
+"""What every power driver does the same way: timeouts, retries, read-back, one command
+per PDU at a time, and a log line per action.
+
+A driver module only says how to switch and how to read one outlet (``_set``/``_read``,
+one request each). Everything that makes a power cycle trustworthy lives here once:
+
+- every request has a timeout (``timeout_s``) and transient failures (no answer, HTTP 5xx,
+  connection refused) are retried a bounded number of times with exponential backoff;
+- after every set the state is read back until it matches or ``settle_s`` passes: some
+  devices apply late (a Redfish BMC may take seconds), and a set that "succeeded" but did
+  not switch anything is an error, not a success;
+- commands to one PDU are serialised by a lock keyed by its address, shared by every
+  driver and outlet in the process: cheap PDUs drop or garble concurrent requests;
+- ``cycle`` is off, read back off, dwell, on, read back on; a device's own "reboot" is never
+  trusted without reading back;
+- every action becomes one ``PowerEvent`` in the campaign's power.jsonl, with secrets
+  scrubbed from any error text.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from abc import ABC, abstractmethod
+from contextlib import contextmanager
+from dataclasses import dataclass, replace
+from enum import Enum, unique
+from typing import Callable, ClassVar, Iterator, TypeVar
+
+from ..credentials import Secret, scrub
+from ..errors import PowerError, ReprofleetError
+from ..model import PowerPort
+from .log import PowerEvent, PowerLog, utc_now_iso
+from .options import Options, PowerConfigError
+
+__all__ = [
+    "DriverSettings", "PowerActionError", "PowerConfigError", "PowerDriver", "PowerLog",
+    "PowerState", "TransientPowerError", "backoff_delays", "pdu_lock",
+]
+
+T = TypeVar("T")
+
+
+@unique
+class PowerState(str, Enum):
+    """What an outlet or a system is doing, as the device reports it."""
+
+    ON = "on"
+    OFF = "off"
+    UNKNOWN = "unknown"
+
+
+class TransientPowerError(PowerError):
+    """A failure worth retrying: no answer in time, connection refused, HTTP 5xx."""
+
+
+class PowerActionError(PowerError):
+    """A power action failed; the message names host, driver, address, outlet and why."""
+
+    def __init__(self, where: str, action: str, reason: str) -> None:
+        self.where = where
+        self.action = action
+        self.reason = reason
+        super().__init__(f"{where}: {action} failed: {reason}")
+
+
+@dataclass(frozen=True)
+class DriverSettings:
+    """Deadlines and retry bounds of one driver (each overridable per ``pdu:`` block)."""
+
+    timeout_s: float = 5.0  # one request
+    settle_s: float = 10.0  # read-back deadline after a set
+    tries: int = 3  # attempts per request when failures are transient
+    poll_s: float = 0.25  # read-back poll interval
+    backoff_s: float = 0.5  # first retry delay; doubles, capped at backoff_cap_s
+    backoff_cap_s: float = 5.0
+    lock_wait_s: float = 120.0  # waiting for another command to the same PDU
+
+
+def backoff_delays(tries: int, base_s: float = 0.5, factor: float = 2.0, cap_s: float = 5.0) -> tuple[float, ...]:
+    """The sleeps between ``tries`` attempts: base, base*factor, ... each capped."""
+    delays: list[float] = []
+    delay = base_s
+    for _ in range(max(0, tries - 1)):
+        delays.append(min(cap_s, delay))
+        delay *= factor
+    return tuple(delays)
+
+
+_LOCKS: dict[str, threading.Lock] = {}
+_LOCKS_GUARD = threading.Lock()
+
+
+def lock_key(address: str) -> str:
+    """One key per physical device: scheme, trailing slash and case do not matter."""
+    key = address.strip().lower()
+    if "://" in key:
+        key = key.split("://", 1)[1]
+    return key.rstrip("/")
+
+
+def pdu_lock(address: str) -> threading.Lock:
+    """The process-wide lock of the PDU/BMC at ``address``."""
+    with _LOCKS_GUARD:
+        return _LOCKS.setdefault(lock_key(address), threading.Lock())
+
+
+@dataclass
+class _Action:
+    """Mutable notes about the action in progress, turned into a PowerEvent at its end."""
+
+    state: PowerState | None = None
+    tries: int = 0
+    note: str | None = None
+
+
+class PowerDriver(ABC):
+    """Switches one outlet (or one BMC's system) on, off, reads it, and power-cycles it."""
+
+    name: ClassVar[str] = ""
+    option_names: ClassVar[tuple[str, ...]] = ()
+    defaults: ClassVar[DriverSettings] = DriverSettings()
+    reads_state: bool = True  # False: the device cannot report state (status is UNKNOWN)
+    flips_back: bool = False  # True: _set_off_flipping_back is implemented
+
+    def __init__(self, port: PowerPort, host: str, log: PowerLog, *, secret: Secret | None = None) -> None:
+        self.port = port
+        self.host = host
+        self.log = log
+        self.where = f"{host}: pdu {port.driver} {port.address}" + (f" outlet {port.outlet}" if port.outlet else "")
+        self.options = Options(port.options, self.where, self.option_names)
+        self.settings = self._settings(self.options)
+        self._secrets: list[Secret] = [secret] if secret else []
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {self.where}>"
+
+    def _settings(self, options: Options) -> DriverSettings:
+        base = self.defaults
+        return replace(
+            base,
+            timeout_s=options.number("timeout_s", base.timeout_s, minimum=0.05),
+            settle_s=options.number("settle_s", base.settle_s),
+            tries=options.integer("tries", base.tries, minimum=1),
+            poll_s=options.number("poll_s", base.poll_s, minimum=0.01),
+        )
+
+    # -- what a driver module implements ------------------------------------------------
+
+    @abstractmethod
+    def _set(self, state: PowerState) -> None:
+        """Ask the device to switch to ``state`` (ON or OFF): one request, no read-back."""
+
+    @abstractmethod
+    def _read(self) -> PowerState:
+        """Ask the device for the current state: one request."""
+
+    def _set_off_flipping_back(self, dwell_s: float) -> None:
+        """Switch off with the device's own timer set to switch back on after ``dwell_s``.
+
+        Only for devices with such a timer (``flips_back = True``): a host is then not left
+        off if the controller dies mid-cycle. The cycle still reads back both states.
+        """
+        raise NotImplementedError
+
+    # -- the public interface -----------------------------------------------------------
+
+    def status(self) -> PowerState:
+        """The state the device reports now (UNKNOWN when it cannot report state)."""
+        with self._logged("status") as action:
+            if not self.reads_state:
+                action.note = "this driver cannot read the outlet state"
+                action.state = PowerState.UNKNOWN
+                return PowerState.UNKNOWN
+            action.state = self._request(action, "read state", self._read)
+            return action.state
+
+    def on(self) -> PowerState:
+        return self._switch(PowerState.ON)
+
+    def off(self) -> PowerState:
+        return self._switch(PowerState.OFF)
+
+    def cycle(self, dwell_s: float) -> PowerState:
+        """Off, read back off, wait ``dwell_s``, on, read back on; returns the final state.
+
+        Once the outlet is off, "on" is attempted even if the dwell is interrupted
+        (Ctrl-C, a stopping campaign): a host is never left off on purpose.
+        """
+        dwell_s = max(0.0, dwell_s)
+        with self._logged("cycle") as action:
+            if self.reads_state and self.flips_back:
+                return self._cycle_flipping_back(dwell_s, action)
+            self.off()
+            try:
+                time.sleep(dwell_s)
+            finally:
+                action.state = self.on()
+            return action.state
+
+    # -- the machinery ------------------------------------------------------------------
+
+    def _switch(self, target: PowerState) -> PowerState:
+        with self._logged(target.value) as action:
+            self._request(action, f"switch {target.value}", lambda: self._set(target))
+            if not self.reads_state:
+                action.note = "this driver cannot read the outlet state: not verified"
+                action.state = PowerState.UNKNOWN
+                return PowerState.UNKNOWN
+            action.state = self._expect(action, target, self.settings.settle_s)
+            return action.state
+
+    def _cycle_flipping_back(self, dwell_s: float, cycle: _Action) -> PowerState:
+        """Off with the device's flip-back timer, read back off, dwell, read back on.
+
+        If the timer has not switched the outlet back on by ``settle_s`` after the dwell,
+        switch it on ourselves (and read that back).
+        """
+        with self._logged("off") as action:
+            self._request(action, "switch off (flipping back)", lambda: self._set_off_flipping_back(dwell_s))
+            action.note = f"device timer set to switch back on after {dwell_s:g}s"
+            action.state = self._expect(action, PowerState.OFF, self.settings.settle_s)
+        time.sleep(dwell_s)
+        if self._poll_for(cycle, PowerState.ON, self.settings.settle_s) is PowerState.ON:
+            cycle.note = "switched back on by the device's own timer"
+            cycle.state = PowerState.ON
+        else:
+            cycle.note = "the device's timer did not switch back on: switched on explicitly"
+            cycle.state = self.on()
+        return cycle.state
+
+    def _expect(self, action: _Action, target: PowerState, settle_s: float) -> PowerState:
+        state = self._poll_for(action, target, settle_s)
+        if state is not target:
+            raise PowerError(f"asked {target.value}, the device still reports {state.value} after {settle_s:g}s")
+        return state
+
+    def _poll_for(self, action: _Action, target: PowerState, settle_s: float) -> PowerState:
+        """Read until the state is ``target`` or ``settle_s`` passes; returns the last state."""
+        deadline = time.monotonic() + settle_s
+        state = PowerState.UNKNOWN
+        for _ in range(int(settle_s / self.settings.poll_s) + 2):
+            state = self._request(action, "read back", self._read)
+            remaining = deadline - time.monotonic()
+            if state is target or remaining <= 0:
+                return state
+            time.sleep(min(self.settings.poll_s, remaining))
+        return state
+
+    def _request(self, action: _Action, what: str, call: Callable[[], T]) -> T:
+        """One device request under the PDU lock, retried with backoff when transient."""
+        s = self.settings
+        delays = backoff_delays(s.tries, s.backoff_s, 2.0, s.backoff_cap_s)
+        last: TransientPowerError | None = None
+        for attempt in range(s.tries):
+            action.tries = max(action.tries, attempt + 1)
+            lock = pdu_lock(self.port.address)
+            if not lock.acquire(timeout=s.lock_wait_s):
+                raise PowerError(f"{what}: another command held this PDU for more than {s.lock_wait_s:g}s")
+            try:
+                return call()
+            except TransientPowerError as exc:
+                last = exc
+            finally:
+                lock.release()
+            if attempt < len(delays):
+                time.sleep(delays[attempt])
+        raise PowerError(f"{what}: {last} (gave up after {s.tries} tries)")
+
+    def _scrub(self, text: str) -> str:
+        return scrub(text, self._secrets)
+
+    @contextmanager
+    def _logged(self, name: str) -> Iterator[_Action]:
+        """Log the action when it ends; turn any failure into one scrubbed PowerActionError."""
+        action = _Action()
+        started_at, started = utc_now_iso(), time.monotonic()
+        try:
+            yield action
+        except PowerActionError as exc:  # a nested action failed and was logged already
+            self._append(name, started_at, started, action, self._scrub(str(exc)))
+            raise
+        except ReprofleetError as exc:
+            error = PowerActionError(self.where, name, self._scrub(str(exc)))
+            self._append(name, started_at, started, action, error.reason)
+            raise error from None
+        except Exception as exc:  # a library error a driver did not map: never leak it raw
+            error = PowerActionError(self.where, name, self._scrub(f"{type(exc).__name__}: {exc}"))
+            self._append(name, started_at, started, action, error.reason)
+            raise error from None
+        else:
+            self._append(name, started_at, started, action, None)
+
+    def _append(self, name: str, started_at: str, started: float, action: _Action, error: str | None) -> None:
+        if error is not None:
+            result = "failed"
+        elif not self.reads_state:
+            result = "unverified"
+        else:
+            result = "ok"
+        self.log.append(PowerEvent(
+            time=started_at, host=self.host, driver=self.port.driver, address=self.port.address,
+            outlet=self.port.outlet, action=name, result=result,
+            state=action.state.value if action.state else None,
+            duration_s=round(time.monotonic() - started, 3), error=error, tries=max(1, action.tries),
+            note=action.note,
+        ))

@@ -1,0 +1,102 @@
+"""Server BMCs over IPMI 2.0 (RMCP+ LAN), with pyghmi.
+
+Selected by an inventory ``pdu:`` block like::
+
+    pdu:
+      driver: ipmi
+      address: 10.0.0.61             # or 10.0.0.61:623
+      credentials: env:WS01_IPMI     # "user:password"
+      # timeout_s: 5  settle_s: 20
+
+Chassis control ``power off`` (hard) and ``power on``, with ``get_power`` read back.
+pyghmi has no per-call timeout of its own that we can set, and logs in synchronously, so
+every pyghmi call runs in a worker thread joined with our deadline; a call past it is
+reported as no answer (the worker ends on pyghmi's own timeout).
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any, Callable
+
+from pyghmi.exceptions import IpmiException
+from pyghmi.ipmi import command as ipmi_command
+
+from ..credentials import Secret, split_user_password
+from ..errors import PowerError
+from ..model import PowerPort
+from .base import DriverSettings, PowerDriver, PowerState, TransientPowerError
+from .log import PowerLog
+from .options import PowerConfigError
+from .snmp import split_host_port
+
+AUTH_MARKERS = ("password", "unauthorized", "privilege", "authentication", "rakp")
+
+
+def classify_ipmi_error(exc: BaseException) -> PowerError:
+    """pyghmi's exception -> an auth/permanent PowerError or a transient one."""
+    text = str(exc) if str(exc) not in ("", "None") else "no answer"
+    if any(marker in text.lower() for marker in AUTH_MARKERS):
+        return PowerError(f"the BMC refused the login: {text}")
+    return TransientPowerError(f"IPMI: {text}")
+
+
+def call_with_deadline(call: Callable[[], Any], timeout_s: float, what: str) -> Any:
+    """Run ``call`` in a daemon thread; past ``timeout_s`` raise TransientPowerError."""
+    outcome: dict[str, Any] = {}
+
+    def run() -> None:
+        try:
+            outcome["value"] = call()
+        except BaseException as exc:  # handed to the caller's thread below
+            outcome["error"] = exc
+
+    worker = threading.Thread(target=run, name=f"ipmi {what}", daemon=True)
+    worker.start()
+    worker.join(timeout_s)
+    if worker.is_alive():
+        raise TransientPowerError(f"{what}: no answer within {timeout_s:g}s")
+    if "error" in outcome:
+        raise outcome["error"]
+    return outcome.get("value")
+
+
+class IpmiDriver(PowerDriver):
+    name = "ipmi"
+    defaults = DriverSettings(timeout_s=8.0, settle_s=20.0, poll_s=0.5)
+
+    def __init__(self, port: PowerPort, host: str, log: PowerLog, *, secret: Secret | None = None) -> None:
+        super().__init__(port, host, log, secret=secret)
+        if secret is None:
+            raise PowerConfigError(f"{self.where}: ipmi needs credentials (\"user:password\")")
+        self._user, self._password = split_user_password(secret, "admin")
+        self._secrets.append(self._password)
+        self.bmc, self.udp_port = split_host_port(port.address, 623)
+        self._command: Any = None
+
+    def _session(self) -> Any:
+        if self._command is None:
+            self._command = ipmi_command.Command(bmc=self.bmc, userid=self._user,
+                                                 password=self._password.reveal(), port=self.udp_port)
+        return self._command
+
+    def _ipmi(self, what: str, call: Callable[[Any], Any]) -> Any:
+        try:
+            return call_with_deadline(lambda: call(self._session()), self.settings.timeout_s, what)
+        except IpmiException as exc:
+            self._command = None  # a broken session is not reused
+            raise classify_ipmi_error(exc) from None
+        except TransientPowerError:
+            self._command = None
+            raise
+        except OSError as exc:
+            self._command = None
+            raise TransientPowerError(f"{what}: {exc.strerror or type(exc).__name__}") from None
+
+    def _set(self, state: PowerState) -> None:
+        self._ipmi(f"set power {state.value}", lambda c: c.set_power(state.value, wait=False))
+
+    def _read(self) -> PowerState:
+        reply = self._ipmi("get power", lambda c: c.get_power())
+        value = reply.get("powerstate") if isinstance(reply, dict) else None
+        return {"on": PowerState.ON, "off": PowerState.OFF}.get(str(value), PowerState.UNKNOWN)

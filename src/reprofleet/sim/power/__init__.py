@@ -1,0 +1,30 @@
+"""Power simulators that speak the real protocols, wired to simulated hosts' switches.
+
+Each simulated host's power switch is the file ``<host>/hw/power`` (``on``/``off``); the
+fleet's hardware daemon boots or kills the host when it changes. A simulator here flips
+that file when a real client switches its outlet, and reports the outlet's state from it:
+
+- ``HttpPlugServer``: Tasmota, Shelly Gen1 and Gen2 HTTP APIs (our own stdlib server);
+- ``SnmpPdu``: snmpsim with APC rPDU/sPDU and Raritan PX outlet OIDs, plus a watcher;
+- ``RedfishBmc``: sushy-tools' emulator (fake driver), one system per host, plus a watcher;
+- ``IpmiBmc``: OpenIPMI's ipmi_sim, one per host, whose chassis control is the switch;
+- ``PdudaemonServer``: the real pdudaemon with a localcmdline PDU writing the switches.
+
+Every one binds 127.0.0.1 on a free port, records the PIDs it starts, waits for
+readiness with a deadline, and stops by PID (also from another process:
+``stop_simulator(workdir)``). ``pdu_block(outlet)`` gives the inventory
+``pdu:`` mapping that points a host at it; ``power_port(outlet)`` the same as a PowerPort.
+"""
+
+from __future__ import annotations
+
+from .daemons import PowerSim, stop_simulator
+from .http_plug import HttpPlugServer
+from .ipmi_bmc import IpmiBmc
+from .pdudaemon_server import PdudaemonServer
+from .redfish_bmc import RedfishBmc
+from .snmp_pdu import SnmpPdu
+from .switch import Outlets, read_switch, write_switch
+
+__all__ = ["HttpPlugServer", "IpmiBmc", "Outlets", "PdudaemonServer", "PowerSim", "RedfishBmc", "SnmpPdu",
+           "read_switch", "stop_simulator", "write_switch"]

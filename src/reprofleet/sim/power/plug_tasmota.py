@@ -1,0 +1,46 @@
+"""A Tasmota device's web command API (``/cm``), as its documentation and source describe.
+
+``GET /cm?cmnd=Power<N> On|Off|Toggle|1|0|2`` switches relay N (``Power`` alone is relay 1),
+``cmnd=Power<N>`` reads it. A one-relay device answers ``{"POWER":"ON"}``, a multi-relay one
+``{"POWER<N>":"ON"}``. With a web password set, a request without the right
+``user=&password=`` gets HTTP 200 and ``{"WARNING":"Need user=<username>&password=<password>"}``
+(Tasmota's xdrv_01_webserver). Unknown commands and relays answer ``{"Command":"Unknown"}``.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Mapping
+
+from .plug_device import PlugDevice, Reply, json_reply, text_reply
+
+POWER_COMMAND = re.compile(r"power(\d*)(?:\s+(\S+))?", re.IGNORECASE)
+ON_ARGS, OFF_ARGS, TOGGLE_ARGS = ("on", "1", "true"), ("off", "0", "false"), ("toggle", "2")
+
+
+def handle(device: PlugDevice, method: str, path: str, query: Mapping[str, str], headers: Mapping[str, str],
+           body: bytes) -> Reply:
+    if path != "/cm":
+        return text_reply(404, "Not Found")
+    if device.password is not None and (query.get("user") != (device.user or "admin")
+                                        or query.get("password") != device.password):
+        return json_reply({"WARNING": "Need user=<username>&password=<password>"})
+    command = query.get("cmnd", "").strip()
+    if not command:
+        return json_reply({"WARNING": "Enter command cmnd="})
+    match = POWER_COMMAND.fullmatch(command)
+    relay = (match.group(1) or "1") if match else ""
+    if not match or relay not in device.outlets:
+        return json_reply({"Command": "Unknown"})
+    argument = (match.group(2) or "").lower()
+    if argument:
+        if argument in ON_ARGS:
+            device.switch(relay, True)
+        elif argument in OFF_ARGS:
+            device.switch(relay, False)
+        elif argument in TOGGLE_ARGS:
+            device.switch(relay, not device.is_on(relay))
+        else:
+            return json_reply({"Command": "Unknown"})
+    key = "POWER" if len(device.outlets) == 1 else f"POWER{relay}"
+    return json_reply({key: "ON" if device.is_on(relay) else "OFF"})

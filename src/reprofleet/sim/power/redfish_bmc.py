@@ -1,0 +1,124 @@
+"""``RedfishBmc``: sushy-tools' Redfish emulator (fake driver), one system per host.
+
+    bmc = RedfishBmc(workdir, {"ws01": host_a / "hw/power"}, user="root", password="s3cret").start()
+    bmc.pdu_block("ws01", credentials="env:WS01_BMC")   # system: ws01
+
+One emulator serves every host (each a ComputerSystem named after it, with a UUID derived
+from the name); a fresh state directory per start; basic auth through an htpasswd file
+(bcrypt, the only scheme the emulator accepts) when a password is given. Plus the
+``redfish_watch`` daemon that wires each system's PowerState to its host's switch file.
+The emulator applies resets 1-11 s late: clients must read back with a deadline. The
+BMC's PowerState is the truth; the host's switch follows it within the watcher's poll
+interval (0.2 s), so a client may read "On" a moment before the host starts booting.
+"""
+
+from __future__ import annotations
+
+import shutil
+import sys
+import uuid
+from pathlib import Path
+from typing import Any
+
+import requests
+
+from ..procs import SimError
+from .daemons import LOOPBACK, PYTHON, PowerSim, free_port, write_json
+from .switch import Outlets, outlets_to_json, read_switch
+
+UUID_NAMESPACE = uuid.UUID("6d0c2a4e-5b1f-4f4e-9a53-2f8a0c6b7e11")
+
+
+def system_uuid(name: str) -> str:
+    return str(uuid.uuid5(UUID_NAMESPACE, name))
+
+
+def emulator_path() -> str:
+    beside = Path(sys.executable).parent / "sushy-emulator"
+    found = str(beside) if beside.exists() else shutil.which("sushy-emulator")
+    if not found:
+        raise SimError("sushy-emulator not found: pip install sushy-tools")
+    return found
+
+
+def htpasswd_line(user: str, password: str) -> str:
+    import bcrypt  # sushy-tools depends on it; only the simulator needs it
+
+    return f"{user}:{bcrypt.hashpw(password.encode(), bcrypt.gensalt(rounds=4)).decode()}\n"
+
+
+class RedfishBmc(PowerSim):
+    """A Redfish service with one ComputerSystem per simulated host."""
+
+    driver = "redfish"
+
+    def __init__(self, workdir: Path | str, systems: Outlets, *, user: str = "root", password: str | None = None,
+                 port: int = 0, poll_s: float = 0.2) -> None:
+        super().__init__(workdir)
+        self.systems = {str(k): Path(v) for k, v in systems.items()}
+        self.user = user
+        self.password = password
+        self.port = port or None
+        self.poll_s = poll_s
+
+    @property
+    def secret(self) -> str | None:
+        return f"{self.user}:{self.password}" if self.password is not None else None
+
+    @property
+    def address(self) -> str:
+        if self.port is None:
+            raise SimError("the BMC is not started")
+        return f"http://{LOOPBACK}:{self.port}"
+
+    def _block_options(self, outlet: str) -> dict[str, Any]:
+        return {"system": outlet}
+
+    def pdu_block(self, outlet: str | None, credentials: str | None = None) -> dict[str, Any]:
+        block = super().pdu_block(None, credentials)  # a BMC has no outlet: the system names the host
+        block.update(self._block_options(str(outlet)))
+        return block
+
+    def _config_text(self, state_dir: Path, auth_file: Path | None) -> str:
+        systems = [{"uuid": system_uuid(name), "name": name, "power_state": "On" if read_switch(path) else "Off",
+                    "nics": [{"mac": "52:54:00:%02x:%02x:%02x" % tuple(uuid.uuid5(UUID_NAMESPACE, name).bytes[:3]),
+                              "ip": "10.213.0.%d" % (10 + index)}]}
+                   for index, (name, path) in enumerate(self.systems.items())]
+        lines = [f"SUSHY_EMULATOR_LISTEN_IP = {LOOPBACK!r}", f"SUSHY_EMULATOR_LISTEN_PORT = {self.port}",
+                 "SUSHY_EMULATOR_FAKE_DRIVER = True", f"SUSHY_EMULATOR_STATE_DIR = {str(state_dir)!r}",
+                 f"SUSHY_EMULATOR_FAKE_SYSTEMS = {systems!r}"]
+        if auth_file:
+            lines.append(f"SUSHY_EMULATOR_AUTH_FILE = {str(auth_file)!r}")
+        return "\n".join(lines) + "\n"
+
+    def _launch(self) -> None:
+        self.port = self.port or free_port()
+        state_dir = self.workdir / "state"
+        shutil.rmtree(state_dir, ignore_errors=True)
+        state_dir.mkdir()
+        auth_file = None
+        if self.password is not None:
+            auth_file = self.workdir / "htpasswd"
+            auth_file.write_text(htpasswd_line(self.user, self.password))
+            auth_file.chmod(0o600)
+        config = self.workdir / "emulator.conf"
+        config.write_text(self._config_text(state_dir, auth_file))
+        self.daemons.spawn("emulator", [emulator_path(), "--config", str(config)])
+        self.daemons.wait_ready("emulator", self._answers, 30.0, "the Redfish emulator to answer /redfish/v1")
+        self._start_watcher()
+
+    def _answers(self) -> bool:
+        try:
+            return requests.get(f"{self.address}/redfish/v1", timeout=1).status_code == 200
+        except requests.RequestException:
+            return False
+
+    def _start_watcher(self) -> None:
+        ready = self.workdir / "watch.ready"
+        ready.unlink(missing_ok=True)
+        config = self.workdir / "watch.json"
+        write_json(config, {"base": self.address, "user": self.user, "password": self.password,
+                            "systems": outlets_to_json({system_uuid(n): p for n, p in self.systems.items()}),
+                            "poll_s": self.poll_s, "ready": str(ready)})
+        self.daemons.spawn("watcher", [PYTHON, "-m", "reprofleet.sim.power.redfish_watch", str(config)])
+        self.daemons.wait_ready("watcher", ready.exists, 20.0, "the BMC watcher's first poll")

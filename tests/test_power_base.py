@@ -1,0 +1,163 @@
+"""The logic every driver shares: read-back, bounded retries, backoff, locks, the power log.
+
+A scripted in-memory device stands in for the protocol here (pure logic); the protocols
+themselves are tested against their simulators in the other test_power_* modules.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from reprofleet.credentials import Secret
+from reprofleet.errors import PowerError
+from reprofleet.model import PowerPort, frozen_mapping
+from reprofleet.power import PowerLog, PowerState, TransientPowerError
+from reprofleet.power.base import PowerActionError, PowerDriver, backoff_delays, lock_key, pdu_lock
+from reprofleet.power.options import PowerConfigError
+
+SECRET = "p4ss-3e1d"
+
+
+class ScriptedDevice(PowerDriver):
+    """A device whose behaviour a test sets: apply late, never apply, fail N times."""
+
+    name = "scripted"
+
+    def __init__(self, log: PowerLog, *, applies_after_reads: int = 0, applies: bool = True,
+                 transient_failures: int = 0, flips_back: bool = False, **options: object) -> None:
+        options = {"settle_s": 0.2, "poll_s": 0.01, **options}
+        port = PowerPort("scripted", "10.9.9.9", "3", options=frozen_mapping(options))
+        super().__init__(port, "ws01", log, secret=Secret(SECRET))
+        self.settings = replace(self.settings, backoff_s=0.001)
+        self.state = PowerState.ON
+        self.pending: PowerState | None = None
+        self.reads_until_applied = 0
+        self.applies_after_reads = applies_after_reads
+        self.applies = applies
+        self.transient_failures = transient_failures
+        self.flips_back = flips_back
+        self.requests: list[str] = []
+
+    def _fail_maybe(self) -> None:
+        if self.transient_failures:
+            self.transient_failures -= 1
+            raise TransientPowerError(f"no answer (password={SECRET})")
+
+    def _set(self, state: PowerState) -> None:
+        self.requests.append(f"set {state.value}")
+        self._fail_maybe()
+        if self.applies:
+            self.pending, self.reads_until_applied = state, self.applies_after_reads
+
+    def _set_off_flipping_back(self, dwell_s: float) -> None:
+        self.requests.append(f"set off flip-back {dwell_s:g}")
+        self.pending, self.reads_until_applied = PowerState.OFF, 0
+        self.flip_to_on_after_reads = 2
+
+    def _read(self) -> PowerState:
+        self.requests.append("read")
+        self._fail_maybe()
+        if self.pending is not None:
+            if self.reads_until_applied <= 0:
+                self.state, self.pending = self.pending, None
+            else:
+                self.reads_until_applied -= 1
+        elif getattr(self, "flip_to_on_after_reads", 0):
+            self.flip_to_on_after_reads -= 1
+            if not self.flip_to_on_after_reads:
+                self.state = PowerState.ON
+        return self.state
+
+
+@pytest.fixture
+def log(tmp_path: Path) -> PowerLog:
+    return PowerLog.for_campaign(tmp_path, "c1")
+
+
+def test_backoff_doubles_and_is_capped() -> None:
+    assert backoff_delays(1) == ()
+    assert backoff_delays(4, base_s=0.5, factor=2.0, cap_s=1.5) == (0.5, 1.0, 1.5)
+    assert backoff_delays(0) == ()
+
+
+def test_one_lock_per_pdu_whatever_the_address_spelling() -> None:
+    assert lock_key("HTTP://10.0.0.5/") == lock_key("10.0.0.5") == "10.0.0.5"
+    assert pdu_lock("http://10.0.0.5") is pdu_lock("10.0.0.5/")
+    assert pdu_lock("10.0.0.5") is not pdu_lock("10.0.0.6")
+
+
+def test_a_set_is_read_back_until_the_device_applies_it(log: PowerLog) -> None:
+    device = ScriptedDevice(log, applies_after_reads=3)
+    assert device.off() is PowerState.OFF
+    assert device.requests == ["set off", "read", "read", "read", "read"]
+
+
+def test_a_set_the_device_never_applies_is_a_power_error(log: PowerLog) -> None:
+    device = ScriptedDevice(log, applies=False)
+    with pytest.raises(PowerActionError, match="off failed: asked off, the device still reports on after 0.2s"):
+        device.off()
+    assert log.read()[-1]["result"] == "failed"
+
+
+def test_transient_failures_are_retried_a_bounded_number_of_times(log: PowerLog) -> None:
+    device = ScriptedDevice(log, transient_failures=2, tries=3)
+    assert device.on() is PowerState.ON
+    device = ScriptedDevice(log, transient_failures=5, tries=3)
+    with pytest.raises(PowerActionError, match=r"gave up after 3 tries") as caught:
+        device.off()
+    assert device.requests == ["set off"] * 3
+    assert SECRET not in str(caught.value)
+    assert "***" in str(caught.value)
+
+
+def test_a_cycle_reads_back_off_then_on_and_logs_each_step(log: PowerLog) -> None:
+    device = ScriptedDevice(log, applies_after_reads=1)
+    assert device.cycle(0.01) is PowerState.ON
+    lines = log.read()
+    assert [(line["action"], line["state"], line["result"]) for line in lines] == [
+        ("off", "off", "ok"), ("on", "on", "ok"), ("cycle", "on", "ok")]
+    assert all(line["host"] == "ws01" and line["outlet"] == "3" and line["driver"] == "scripted" for line in lines)
+
+
+def test_a_flip_back_cycle_waits_for_the_device_timer(log: PowerLog) -> None:
+    device = ScriptedDevice(log, flips_back=True)
+    assert device.cycle(0.01) is PowerState.ON
+    assert "set on" not in device.requests
+    assert log.read()[-1]["note"] == "switched back on by the device's own timer"
+
+
+def test_a_flip_back_timer_that_does_not_fire_is_backed_up_by_an_explicit_on(log: PowerLog) -> None:
+    device = ScriptedDevice(log, flips_back=True)
+    device._set_off_flipping_back = lambda dwell_s: setattr(device, "state", PowerState.OFF)  # type: ignore[method-assign]
+    assert device.cycle(0.01) is PowerState.ON
+    assert device.requests[-2:] == ["set on", "read"]
+
+
+def test_power_log_lines_carry_what_happened_and_no_secret(log: PowerLog) -> None:
+    device = ScriptedDevice(log, transient_failures=9, tries=2)
+    with pytest.raises(PowerError):
+        device.status()
+    raw = Path(str(log.path)).read_text()
+    assert SECRET not in raw
+    line = json.loads(raw.splitlines()[-1])
+    assert {"time", "host", "driver", "address", "outlet", "action", "result", "state", "duration_s", "error",
+            "tries"} <= set(line)
+    assert (line["action"], line["result"], line["tries"]) == ("status", "failed", 2)
+    assert log.events[-1].error == line["error"]
+
+
+def test_a_misspelt_option_is_refused_listing_the_known_ones(log: PowerLog) -> None:
+    with pytest.raises(PowerConfigError, match="unknown pdu option.*setle_s.*knows: timeout_s, settle_s"):
+        ScriptedDevice(log, setle_s=3)
+    with pytest.raises(PowerConfigError, match="tries must be an integer >= 1"):
+        ScriptedDevice(log, tries=0)
+
+
+def test_a_driver_repr_names_the_outlet_not_the_secret(log: PowerLog) -> None:
+    device = ScriptedDevice(log)
+    assert repr(device) == "<ScriptedDevice ws01: pdu scripted 10.9.9.9 outlet 3>"
+    assert SECRET not in repr(device.__dict__)

@@ -1,0 +1,96 @@
+"""The pdudaemon driver against a real pdudaemon; the command driver against shell commands."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+import pytest
+
+from conftest_power import Switches, SwitchRecorder
+from reprofleet.errors import PowerError
+from reprofleet.model import CredentialRef, PowerPort, frozen_mapping
+from reprofleet.power import PowerLog, PowerState, driver_for
+from reprofleet.power.base import PowerDriver
+from reprofleet.sim.power import PdudaemonServer
+from reprofleet.sim.power.daemons import free_port
+
+
+def pdud(server: PdudaemonServer, outlet: str, log: PowerLog, **options: Any) -> PowerDriver:
+    return driver_for(server.power_port(outlet, None, **{"timeout_s": 10.0, **options}), f"ws0{outlet}", log)
+
+
+@pytest.mark.fleet
+def test_pdudaemon_switches_the_host_but_cannot_say_so(pdudaemon_server: PdudaemonServer, switches: Switches,
+                                                       power_log: PowerLog) -> None:
+    ws02 = pdud(pdudaemon_server, "2", power_log)
+    assert ws02.off() is PowerState.UNKNOWN
+    assert not switches.is_on("ws02") and switches.is_on("ws01")
+    assert ws02.on() is PowerState.UNKNOWN and switches.is_on("ws02")
+    assert ws02.status() is PowerState.UNKNOWN
+    lines = power_log.read()
+    assert {line["result"] for line in lines} == {"unverified"}
+    assert lines[-1]["note"] == "this driver cannot read the outlet state"
+
+
+@pytest.mark.fleet
+def test_pdudaemon_cycle_goes_off_then_on(pdudaemon_server: PdudaemonServer, switches: Switches,
+                                          power_log: PowerLog, record_switch: Callable[..., SwitchRecorder]) -> None:
+    recorder = record_switch(switches["ws03"])
+    pdud(pdudaemon_server, "3", power_log).cycle(0.2)
+    assert recorder.stop() == [True, False, True]
+
+
+@pytest.mark.fleet
+def test_pdudaemon_refusing_an_unknown_pdu_is_a_clear_error(pdudaemon_server: PdudaemonServer,
+                                                            power_log: PowerLog) -> None:
+    with pytest.raises(PowerError, match="HTTP 500: pdudaemon says 'Invalid request'"):
+        pdud(pdudaemon_server, "1", power_log, pdu="no-such-pdu").off()
+
+
+@pytest.mark.fleet
+def test_pdudaemon_not_listening_is_a_power_error_in_bounded_time(power_log: PowerLog) -> None:
+    port = PowerPort("pdudaemon", f"127.0.0.1:{free_port()}", "1",
+                     options=frozen_mapping({"pdu": "x", "timeout_s": 0.5, "tries": 2}))
+    started = time.monotonic()
+    with pytest.raises(PowerError, match="connection refused.*gave up after 2 tries"):
+        driver_for(port, "ws01", power_log).off()
+    assert time.monotonic() - started < 5.0
+
+
+def command_port(switch: Path, **options: Any) -> PowerPort:
+    write = "printf '%s\\n' {state} > " + str(switch)
+    return PowerPort("command", "pdu-local", "3", credentials=CredentialRef("env", "RF_TEST_CMD_SECRET"),
+                     options=frozen_mapping({
+                         "on_command": f"test \"$REPROFLEET_POWER_SECRET\" = cmd-pw-0b7 && {write.format(state='on')}",
+                         "off_command": write.format(state="off"),
+                         "status_command": f"cat {switch}", "poll_s": 0.02, "settle_s": 1.0, **options}))
+
+
+def test_command_driver_runs_the_users_commands_with_the_secret_in_the_environment(
+        tmp_path: Path, power_log: PowerLog, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("RF_TEST_CMD_SECRET", "cmd-pw-0b7")
+    switch = tmp_path / "power"
+    switch.write_text("on\n")
+    driver = driver_for(command_port(switch), "ws01", power_log)
+    assert driver.off() is PowerState.OFF and switch.read_text() == "off\n"
+    assert driver.cycle(0.05) is PowerState.ON and switch.read_text() == "on\n"
+    assert "cmd-pw-0b7" not in power_log.path.read_text()  # type: ignore[union-attr]
+
+
+def test_command_driver_exit_code_status_and_failing_commands(tmp_path: Path, power_log: PowerLog,
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("RF_TEST_CMD_SECRET", "wrong")
+    switch = tmp_path / "power"
+    switch.write_text("off\n")
+    by_exit = driver_for(command_port(switch, status_command=f"grep -q on {switch}", status_from="exit_code",
+                                      tries=2), "ws01", power_log)
+    assert by_exit.status() is PowerState.OFF
+    with pytest.raises(PowerError, match=r"on command exited 1.*gave up after 2 tries"):
+        by_exit.on()  # the on command checks the secret, which is wrong here
+    hung = driver_for(command_port(switch, off_command="sleep 30", timeout_s=0.2, tries=1), "ws01", power_log)
+    started = time.monotonic()
+    with pytest.raises(PowerError, match="did not finish within 0.2s"):
+        hung.off()
+    assert time.monotonic() - started < 5.0

@@ -1,0 +1,188 @@
+"""Pure pieces of each protocol: URLs, replies, OID tables, options, the registry."""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+import pytest
+
+from reprofleet.credentials import Secret
+from reprofleet.errors import CredentialError, PowerError
+from reprofleet.model import CredentialRef, PowerPort, frozen_mapping
+from reprofleet.power import DRIVERS, PowerConfigError, PowerLog, PowerState, driver_for
+from reprofleet.power.command import parse_status_exit, parse_status_output, render
+from reprofleet.power.http import base_url
+from reprofleet.power.pdudaemon import control_query
+from reprofleet.power.redfish import parse_power_state, reset_type_for
+from reprofleet.power.shelly import flip_back_seconds, generation_of
+from reprofleet.power.snmp import split_host_port
+from reprofleet.power.snmp_oids import OUTLET_MODELS, is_oid
+from reprofleet.power.tasmota import command_query, parse_power_reply
+
+
+def port(driver: str, address: str = "10.0.0.5", outlet: str | None = "1", **options: Any) -> PowerPort:
+    creds = options.pop("credentials", None)
+    return PowerPort(driver, address, outlet, credentials=creds, options=frozen_mapping(options))
+
+
+def make(p: PowerPort, secret: str = "user:pw") -> Any:
+    """The driver for ``p`` with credentials (a stand-in reference resolved to ``secret``)."""
+    if p.credentials is None:
+        p = PowerPort(p.driver, p.address, p.outlet, CredentialRef("env", "UNUSED"), p.options)
+    return driver_for(p, "ws01", PowerLog(None), secrets=lambda ref: Secret(secret))
+
+
+def test_every_driver_module_documents_the_yaml_that_selects_it() -> None:
+    for name, cls in DRIVERS.items():
+        module = importlib.import_module(cls.__module__)
+        assert f"driver: {name}" in (module.__doc__ or ""), name
+
+
+def test_an_unknown_driver_lists_the_known_ones() -> None:
+    with pytest.raises(PowerConfigError, match="ws01: unknown pdu driver 'apc'; known drivers: command, ipmi, "
+                                               "pdudaemon, redfish, shelly, snmp, tasmota"):
+        driver_for(port("apc"), "ws01", PowerLog(None))
+
+
+def test_a_missing_credential_stops_before_anything_is_switched() -> None:
+    p = port("tasmota", credentials=CredentialRef("env", "RF_TEST_NO_SUCH_VAR_71"))
+    with pytest.raises(CredentialError, match="env:RF_TEST_NO_SUCH_VAR_71"):
+        driver_for(p, "ws01", PowerLog(None))
+
+
+def test_addresses_become_urls() -> None:
+    assert base_url("10.0.0.5") == "http://10.0.0.5"
+    assert base_url("bmc:8443", "https") == "https://bmc:8443"
+    assert base_url("http://plug/ ") == "http://plug"
+
+
+def test_tasmota_commands_and_replies() -> None:
+    assert command_query("Power2 Off", None, None) == "cmnd=Power2%20Off"
+    assert command_query("Power1", "admin", "a&b c") == "cmnd=Power1&user=admin&password=a%26b%20c"
+    assert parse_power_reply({"POWER": "ON"}, "1") is PowerState.ON
+    assert parse_power_reply({"POWER3": "OFF"}, "3") is PowerState.OFF
+    with pytest.raises(PowerError, match="no relay 5"):
+        parse_power_reply({"Command": "Unknown"}, "5")
+    with pytest.raises(PowerError, match="refused the credentials"):
+        parse_power_reply({"WARNING": "Need user=<username>&password=<password>"}, "1")
+    with pytest.raises(PowerError, match="no state for relay 2"):
+        parse_power_reply({"POWER": "ON"}, "2")
+
+
+def test_tasmota_outlets_are_relay_numbers() -> None:
+    with pytest.raises(PowerConfigError, match="relay number"):
+        make(port("tasmota", outlet="a"))
+
+
+def test_shelly_generation_and_flip_back_timer() -> None:
+    assert generation_of({"type": "SHSW-1", "fw": "x"}) == 1
+    assert generation_of({"gen": 2, "id": "shellyplus1"}) == 2
+    assert generation_of({"gen": 3}) == 3
+    assert flip_back_seconds(0.2) == 1
+    assert flip_back_seconds(10.2) == 11
+    with pytest.raises(PowerConfigError, match="gen must be one of 1, 2, 3, 4"):
+        make(port("shelly", gen=5))
+
+
+def test_snmp_oid_tables_fill_outlet_and_pdu() -> None:
+    assert OUTLET_MODELS["apc_rpdu"].control("7") == "1.3.6.1.4.1.318.1.1.12.3.3.1.1.4.7"
+    assert OUTLET_MODELS["apc_rpdu"].status("7") == "1.3.6.1.4.1.318.1.1.12.3.5.1.1.4.7"
+    assert OUTLET_MODELS["apc_spdu"].control("2") == OUTLET_MODELS["apc_spdu"].status("2")
+    raritan = OUTLET_MODELS["raritan_px"]
+    assert raritan.control("4", "2") == "1.3.6.1.4.1.13742.6.4.1.2.1.2.2.4"
+    assert (raritan.set_on, raritan.set_off, raritan.state_on, raritan.state_off) == (1, 0, 7, 8)
+    for model in OUTLET_MODELS.values():
+        assert is_oid(model.control("1")) and is_oid(model.status("1"))
+
+
+def test_snmp_needs_a_model_a_numeric_outlet_and_a_community() -> None:
+    with pytest.raises(PowerConfigError, match="model is required"):
+        make(port("snmp"))
+    with pytest.raises(PowerConfigError, match="model must be one of apc_rpdu"):
+        make(port("snmp", model="cisco"))
+    with pytest.raises(PowerConfigError, match="an SNMP outlet is a number"):
+        make(port("snmp", outlet="A1", model="apc_rpdu"))
+    with pytest.raises(PowerConfigError, match="needs credentials"):
+        driver_for(port("snmp", model="apc_rpdu"), "ws01", PowerLog(None))
+
+
+def test_snmp_generic_model_takes_the_users_oids() -> None:
+    driver = make(port("snmp", outlet="5", model="generic", control_oid="1.3.6.1.4.1.99.1.{outlet}",
+                       status_oid="1.3.6.1.4.1.99.2.{outlet}", on_value=1, off_value=0))
+    assert driver.oids.control("5") == "1.3.6.1.4.1.99.1.5"
+    assert (driver.oids.state_on, driver.oids.state_off) == (1, 0)
+    with pytest.raises(PowerConfigError, match="not a numeric OID"):
+        make(port("snmp", model="generic", control_oid="sPDUOutletCtl.{outlet}"))
+
+
+def test_host_port_splitting() -> None:
+    assert split_host_port("10.0.0.5", 161) == ("10.0.0.5", 161)
+    assert split_host_port("10.0.0.5:1161", 161) == ("10.0.0.5", 1161)
+    assert split_host_port("[fe80::1]:623", 161) == ("fe80::1", 623)
+    assert split_host_port("fe80::1", 623) == ("fe80::1", 623)
+
+
+def test_redfish_power_states_and_reset_types() -> None:
+    assert parse_power_state({"PowerState": "On"}) is PowerState.ON
+    assert parse_power_state({"PowerState": "PoweringOff"}) is PowerState.UNKNOWN
+    assert reset_type_for(PowerState.OFF, ["On", "ForceOff", "GracefulShutdown"]) == "ForceOff"
+    assert reset_type_for(PowerState.ON, ["ForceOn"]) == "ForceOn"
+    assert reset_type_for(PowerState.OFF, None) == "ForceOff"
+    with pytest.raises(PowerError, match="allows no reset to off"):
+        reset_type_for(PowerState.OFF, ["On", "Nmi"])
+
+
+def test_pdudaemon_requests_and_its_blindness() -> None:
+    assert control_query("pdu-3", "4", None) == "hostname=pdu-3&port=4"
+    assert control_query(None, None, "ws04") == "alias=ws04"
+    assert make(port("pdudaemon", pdu="pdu-3")).reads_state is False
+    with pytest.raises(PowerConfigError, match="needs pdu"):
+        make(port("pdudaemon"))
+
+
+def test_command_templates_quote_their_values() -> None:
+    assert render("tool --outlet {outlet} {address}", "ws01", "pdu 7", "3") == "tool --outlet 3 'pdu 7'"
+    with pytest.raises(PowerConfigError, match="bad placeholder"):
+        render("tool {port}", "ws01", "pdu", "3")
+
+
+def test_command_status_parsing() -> None:
+    assert parse_status_output("ON\n") is PowerState.ON
+    assert parse_status_output("off (since 12:00)") is PowerState.OFF
+    assert parse_status_output("Outlet 3: on") is PowerState.UNKNOWN
+    assert parse_status_exit(0) is PowerState.ON
+    assert parse_status_exit(1) is PowerState.OFF
+    with pytest.raises(PowerError, match="exited 2"):
+        parse_status_exit(2)
+
+
+def test_command_driver_needs_on_and_off_and_reads_state_only_with_a_status_command() -> None:
+    with pytest.raises(PowerConfigError, match="on_command is required"):
+        make(port("command"))
+    blind = make(port("command", on_command="true", off_command="true"))
+    assert blind.reads_state is False
+    seeing = make(port("command", on_command="true", off_command="true", status_command="echo on"))
+    assert seeing.reads_state is True
+
+
+def test_redfish_and_ipmi_need_credentials_shaped_right() -> None:
+    with pytest.raises(PowerConfigError, match="ipmi needs credentials"):
+        driver_for(port("ipmi", outlet=None), "ws01", PowerLog(None))
+    redfish = make(port("redfish", address="bmc.lab", outlet=None, verify_tls=False))
+    assert redfish.device.base == "https://bmc.lab"
+    assert redfish.device.session.verify is False
+
+
+def test_every_pdu_block_of_the_example_inventory_makes_a_driver() -> None:
+    from pathlib import Path
+
+    from reprofleet.inventory import load_inventory
+
+    example = Path(__file__).resolve().parent.parent / "inventory" / "blackwell.yml"
+    hosts = [host for host in load_inventory(example).hosts if host.pdu is not None]
+    assert hosts
+    for host in hosts:
+        assert host.pdu is not None
+        driver = driver_for(host.pdu, host.name, PowerLog(None), secrets=lambda ref: Secret("user:pw"))
+        assert driver.port is host.pdu

@@ -1,0 +1,98 @@
+"""The SNMP driver (APC rPDU, APC sPDU, Raritan PX) against snmpsim with a relay watcher."""
+
+from __future__ import annotations
+
+import time
+from typing import Any, Callable
+
+import pytest
+
+from conftest_power import Switches, SwitchRecorder
+from reprofleet.errors import PowerError
+from reprofleet.power import PowerLog, PowerState, driver_for
+from reprofleet.power.base import PowerDriver
+from reprofleet.sim.power import SnmpPdu
+from reprofleet.sim.power.switch import write_switch
+
+pytestmark = pytest.mark.fleet
+
+MODELS = ("apc_rpdu", "apc_spdu", "raritan_px")
+FAST = {"timeout_s": 0.5, "tries": 2, "settle_s": 2.0, "poll_s": 0.05}
+
+
+def driver(pdu: SnmpPdu, outlet: str, log: PowerLog, monkeypatch: pytest.MonkeyPatch, model: str = "apc_rpdu",
+           community: str | None = None, **options: Any) -> PowerDriver:
+    monkeypatch.setenv("RF_TEST_COMMUNITY", community or pdu.secret)
+    host = f"ws0{outlet}" if outlet in "123" else "ws01"
+    return driver_for(pdu.power_port(outlet, "env:RF_TEST_COMMUNITY", **{**FAST, "model": model, **options}),
+                      host, log)
+
+
+@pytest.mark.parametrize("model", MODELS)
+def test_each_pdu_family_switches_its_outlet(model: str, snmp_pdu: SnmpPdu, switches: Switches,
+                                             power_log: PowerLog, monkeypatch: pytest.MonkeyPatch) -> None:
+    ws02 = driver(snmp_pdu, "2", power_log, monkeypatch, model=model)
+    assert ws02.status() is PowerState.ON
+    assert ws02.off() is PowerState.OFF
+    assert not switches.is_on("ws02") and switches.is_on("ws01") and switches.is_on("ws03")
+    assert ws02.on() is PowerState.ON
+    assert switches.is_on("ws02")
+
+
+def test_a_cycle_switches_the_host_off_then_on(snmp_pdu: SnmpPdu, switches: Switches, power_log: PowerLog,
+                                               monkeypatch: pytest.MonkeyPatch,
+                                               record_switch: Callable[..., SwitchRecorder]) -> None:
+    recorder = record_switch(switches["ws03"])
+    assert driver(snmp_pdu, "3", power_log, monkeypatch, model="raritan_px").cycle(0.2) is PowerState.ON
+    assert recorder.stop() == [True, False, True]
+    assert [(e["action"], e["state"]) for e in power_log.read()] == [("off", "off"), ("on", "on"), ("cycle", "on")]
+
+
+def test_a_switch_flipped_elsewhere_is_what_the_pdu_reports(snmp_pdu: SnmpPdu, switches: Switches,
+                                                            power_log: PowerLog,
+                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    write_switch(switches["ws01"], False)  # e.g. SimHost.power_off() in a fleet test
+    ws01 = driver(snmp_pdu, "1", power_log, monkeypatch, model="apc_spdu")
+    deadline = time.monotonic() + 3.0
+    while ws01.status() is not PowerState.OFF and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert ws01.status() is PowerState.OFF
+    assert ws01.on() is PowerState.ON and switches.is_on("ws01")
+
+
+def test_an_outlet_the_pdu_does_not_have_is_a_clear_error(snmp_pdu: SnmpPdu, power_log: PowerLog,
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    with pytest.raises(PowerError, match="outlet 9 does not exist for model apc_rpdu"):
+        driver(snmp_pdu, "9", power_log, monkeypatch).off()
+
+
+def test_a_wrong_community_is_a_bounded_error_that_does_not_show_it(snmp_pdu: SnmpPdu, switches: Switches,
+                                                                     power_log: PowerLog,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    started = time.monotonic()
+    with pytest.raises(PowerError, match="no SNMP answer.*wrong community") as caught:
+        driver(snmp_pdu, "1", power_log, monkeypatch, community="not-it-4c2b", timeout_s=0.3).off()
+    assert time.monotonic() - started < 5.0
+    assert switches.is_on("ws01")
+    assert "not-it-4c2b" not in str(caught.value)
+    raw = power_log.path.read_text()  # type: ignore[union-attr]
+    assert "not-it-4c2b" not in raw and snmp_pdu.secret not in raw
+
+
+def test_an_out_of_range_command_is_refused_by_the_agent(snmp_pdu: SnmpPdu, power_log: PowerLog,
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    generic = driver(snmp_pdu, "1", power_log, monkeypatch, model="generic",
+                     control_oid="1.3.6.1.4.1.318.1.1.12.3.3.1.1.4.{outlet}",
+                     status_oid="1.3.6.1.4.1.318.1.1.12.3.5.1.1.4.{outlet}", on_value=1, off_value=9)
+    with pytest.raises(PowerError, match="wrongValue"):
+        generic.off()
+
+
+def test_a_dead_pdu_is_a_power_error_in_bounded_time(tmp_path: Any, switches: Switches, power_log: PowerLog,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    gone = SnmpPdu(tmp_path / "gone", {"1": switches["ws01"]}).start()
+    gone.stop()
+    started = time.monotonic()
+    with pytest.raises(PowerError, match="gave up after 2 tries"):
+        driver(gone, "1", power_log, monkeypatch, timeout_s=0.3).status()
+    assert time.monotonic() - started < 5.0
