@@ -60,20 +60,35 @@ def make_plan(playbook: Playbook, hosts: Sequence[Host], campaign_id: str | None
     return CampaignPlan(campaign_id or new_campaign_id(playbook), playbook, tuple(hosts), per_host)
 
 
+def _shared(cells: Sequence[Cell], attr: str) -> dict[str, Any]:
+    """Items every cell has with the same value (printed once, not per cell)."""
+    dicts = [dict(getattr(cell, attr)) for cell in cells]
+    return {k: v for k, v in dicts[0].items() if all(d.get(k, object()) == v for d in dicts[1:])} if dicts else {}
+
+
 def describe_plan(plan: CampaignPlan) -> str:
     """The dry-run text: hosts, cells, attempts and the duration bound. Contacts nothing."""
     book = plan.playbook
+    env, args = _shared(book.cells, "env"), _shared(book.cells, "args")
     lines = [
-        f"campaign {plan.campaign_id} from {book.path}",
+        f"campaign {plan.campaign_id}",
+        f"playbook {book.path}",
         f"hosts ({len(plan.hosts)}): " + ", ".join(f"{h.name} ({h.address}:{h.port})" for h in plan.hosts),
+        f"every cell: env {env}; args {args}",
         f"cells ({len(book.cells)}), {book.attempts} attempts each per host, order {book.order}:",
     ]
     for cell in book.cells:
-        lines.append(f"  - {cell.name}: gpu {cell.gpu.as_dict() or 'default'}; runtime {cell.runtime.label}; "
-                     f"args {dict(cell.args)}; env {dict(cell.env)}")
-    lines.append(f"attempts planned: {plan.total_attempts}")
+        own_env = {k: v for k, v in cell.env if k not in env}
+        own_args = {k: v for k, v in cell.args if k not in args}
+        parts = [f"gpu {cell.gpu.as_dict() or 'default'}", f"runtime {cell.runtime.label}"]
+        parts += [f"env {own_env}"] if own_env else []
+        parts += [f"args {own_args}"] if own_args else []
+        lines.append(f"  - {cell.name}: " + "; ".join(parts))
+    lines.append(f"attempts planned: {plan.total_attempts} "
+                 f"({', '.join(f'{h}: {len(v)}' for h, v in plan.per_host.items())})")
     hours = plan.expected_duration_s() / 3600
-    lines.append(f"duration: at most {hours:.1f} h if every attempt ran to its {book.timeouts.attempt:g} s timeout")
+    lines.append(f"duration: at most {hours:.1f} h if every attempt ran to its {book.timeouts.attempt:g} s timeout "
+                 "(plus power cycles and boots)")
     return "\n".join(lines)
 
 

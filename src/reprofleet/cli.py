@@ -2,8 +2,7 @@
 
 Tasks are wrapped in :func:`handled`: a ReprofleetError (bad inventory, unreachable host,
 PDU failure ...) becomes its message and an exit code; ``REPROFLEET_TRACEBACK=1`` shows
-the traceback as well. The ``reprofleet`` console script is Invoke's program over the same
-task collection, so ``reprofleet campaign ...`` and ``invoke campaign ...`` are one thing.
+the traceback as well.
 """
 
 from __future__ import annotations
@@ -20,6 +19,10 @@ from invoke import Exit
 from .errors import InputError, ReprofleetError
 
 
+class BadArgument(ReprofleetError):
+    """A command-line argument is wrong (exit status 2, like bad input files)."""
+
+
 @unique
 class ExitStatus(IntEnum):
     OK = 0
@@ -30,7 +33,7 @@ class ExitStatus(IntEnum):
 
 
 def exit_status_for(error: BaseException) -> ExitStatus:
-    if isinstance(error, InputError):
+    if isinstance(error, (InputError, BadArgument)):
         return ExitStatus.BAD_INPUT
     if isinstance(error, KeyboardInterrupt):
         return ExitStatus.INTERRUPTED
@@ -53,12 +56,3 @@ def handled(body: Callable[..., Any]) -> Callable[..., Any]:
             raise Exit(code=int(status))
 
     return wrapper
-
-
-def main() -> None:  # pragma: no cover - thin
-    from invoke import Program
-
-    from . import __version__
-    from .tasks import ns
-
-    Program(namespace=ns, version=__version__, name="reprofleet", binary="reprofleet").run(sys.argv)

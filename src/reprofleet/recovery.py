@@ -137,13 +137,13 @@ class Recovery:
         assert runner.host.pdu is not None
         driver = driver_for(runner.host.pdu, runner.host.name, self.power_log)
         runner.state.power_cycles += 1
-        driver.off()
+        dwell = self.ctx.settings.dwell_s
+        # cycle() = off, read back off, dwell, on, read back on (and a device-side
+        # flip-back timer where the device has one, so no host is left off if we die).
+        driver.cycle(dwell)
         seq.transition(RecoveryState.OFF, outlet=runner.host.pdu.outlet, driver=runner.host.pdu.driver)
-        seq.transition(RecoveryState.DWELL, seconds=self.ctx.settings.dwell_s)
-        if self.ctx.stop.wait(self.ctx.settings.dwell_s):
-            pass  # stopping: still power the host back on, never leave it off
-        driver.on()
-        seq.transition(RecoveryState.ON)
+        seq.transition(RecoveryState.DWELL, seconds=dwell)
+        seq.transition(RecoveryState.ON, power_cycles=runner.state.power_cycles)
 
     def _wait_for_person(self, runner: "HostRunner", seq: Sequence) -> None:
         self.ctx.event(runner.host.name, "needs_person",

@@ -17,8 +17,7 @@ from typing import Any
 from invoke import Collection, task
 from rich.console import Console
 
-from .cli import ExitStatus, handled
-from .errors import ReprofleetError
+from .cli import BadArgument, ExitStatus, handled
 
 DEFAULTS: dict[str, Any] = {
     "reports": "reports",
@@ -98,7 +97,7 @@ def run_and_report(c: Any, hosts: str, playbook: str, attempts: int | None, dry_
     plan = campaign_mod.make_plan(book, inventory.hosts, campaign_id, done)
     console = Console()
     if dry_run:
-        console.print(campaign_mod.describe_plan(plan))
+        print(campaign_mod.describe_plan(plan))
         return ExitStatus.OK
     settings = _settings(c, accept_new)
     stop = threading.Event()
@@ -193,25 +192,46 @@ def demo(c, hosts=3, playbook="playbooks/demo.yml"):
         simctl.down(sim_dir)
 
 
+@task(help={"host": "host name from the inventory", "action": "on | off | status | cycle",
+            "hosts": "Ansible inventory", "yes": "do not ask for confirmation", "dwell": "seconds off in a cycle"})
+@handled
+def power(c, host, action, hosts, yes=False, dwell=None):
+    """Switch one host's power through its PDU/BMC (asks first unless --yes)."""
+    from .power_control import power_action
+
+    if action not in ("on", "off", "status", "cycle"):
+        raise BadArgument(f"action must be on, off, status or cycle, not {action!r}")
+    if action != "status" and not yes and not _confirm(f"power {action} {host}? [y/N] "):
+        print("nothing done")
+        return ExitStatus.OK
+    state = power_action(hosts, host, action, Path(_conf(c)["reports"]),
+                         float(dwell if dwell is not None else _conf(c)["dwell_s"]))
+    print(f"{host}: {state}")
+    return ExitStatus.OK
+
+
+@task(name="policy", help={"hosts": "Ansible inventory", "restore": "put every GPU back to its defaults",
+                           "read": "show what each GPU reports (default)"})
+@handled
+def policy_task(c, hosts, restore=False, read=False):
+    """Read, or restore to defaults, the GPU policy of every host."""
+    from .policy_control import policy_everywhere, policy_table
+
+    results = policy_everywhere(hosts, _settings(c), "restore" if restore else "read")
+    Console().print(policy_table(results))
+    return ExitStatus.OK if all(isinstance(v, dict) for v in results.values()) else ExitStatus.SOME_HOSTS_FAILED
+
+
+def _confirm(question: str) -> bool:
+    if not sys.stdin.isatty():
+        return False
+    return input(question).strip().lower() in ("y", "yes")
+
+
 sim = Collection("sim")
 sim.add_task(sim_up, "up")
 sim.add_task(sim_status, "status")
 sim.add_task(sim_down, "down")
 
-ns = Collection(campaign, facts, demo, sim)
+ns = Collection(campaign, facts, demo, power, policy_task, sim)
 ns.configure({"reprofleet": DEFAULTS})
-
-
-def _extend(namespace: Collection) -> None:
-    """Tasks of later issues register here so that this module stays the one entry point."""
-    for module_name in ("reprofleet.power_tasks", "reprofleet.policy_tasks", "reprofleet.report_tasks"):
-        try:
-            module = __import__(module_name, fromlist=["register"])
-        except ImportError:
-            continue
-        module.register(namespace)
-
-
-_extend(ns)
-if __name__ == "__main__":  # pragma: no cover
-    sys.exit("use: invoke --list")

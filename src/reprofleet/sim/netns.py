@@ -86,17 +86,13 @@ def create_bridge(name: str, gateway: ipaddress.IPv4Interface) -> None:
     _ip("link", "set", name, "up")
 
 
-def create_host_network(
-    netns: str, veth: str, bridge: str, address: ipaddress.IPv4Interface, gateway: str
-) -> None:
+def create_host_network(netns: str, veth: str, bridge: str, address: ipaddress.IPv4Interface) -> None:
     """Namespace + veth pair (root end on the bridge, eth0 inside) + our iptables chains."""
     _ip("netns", "add", netns)
     _ip("link", "add", veth, "type", "veth", "peer", "name", HOST_IF, "netns", netns)
     _ip("link", "set", veth, "master", bridge, "up")
     _ip("-n", netns, "link", "set", "lo", "up")
-    _ip("-n", netns, "addr", "add", str(address), "dev", HOST_IF)
-    _ip("-n", netns, "link", "set", HOST_IF, "up")
-    _ip("-n", netns, "route", "add", "default", "via", gateway)
+    _ip("-n", netns, "addr", "add", str(address), "dev", HOST_IF)  # link stays down: powered off
     iptables_restore(
         netns,
         [
@@ -116,7 +112,9 @@ def iptables_restore(netns: str, rules: list[str]) -> None:
 
 
 def drop_everything(netns: str) -> None:
+    """A hung host: no IP packet in or out (no RST, no ICMP) and no ARP answers either."""
     iptables_restore(netns, [f"-A {WEDGE_CHAIN} -j DROP"])
+    _ip("-n", netns, "link", "set", HOST_IF, "arp", "off")
 
 
 def clear_wedge(netns: str) -> None:
@@ -136,6 +134,18 @@ def set_loss(netns: str, fraction: float) -> None:
 def wedge_rules_present(netns: str) -> bool:
     text = run(["ip", "netns", "exec", netns, "iptables", "-S", WEDGE_CHAIN], timeout_s=5.0)
     return "-j DROP" in text
+
+
+def set_host_link(netns: str, up: bool, gateway: str, address: str) -> None:
+    """The host's own NIC: down while it has no power (no ARP, no RST: silence), up at boot.
+
+    At boot the root namespace forgets a failed ARP entry for the host, so the first
+    connection after power-on does not wait out the kernel's ARP retry timer.
+    """
+    _ip("-n", netns, "link", "set", HOST_IF, "up" if up else "down", "arp", "on")
+    if up:
+        _ip("-n", netns, "route", "replace", "default", "via", gateway)
+        _ip("neigh", "flush", "to", address, check=False)
 
 
 def set_link(name: str, up: bool) -> None:

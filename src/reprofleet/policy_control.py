@@ -1,0 +1,55 @@
+"""`invoke policy`: read or restore every host's GPU policy, outside a campaign.
+
+The restore path is the one a user reaches for after a controller crash left GPUs locked:
+every host in parallel, failures reported per host.
+"""
+
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, Mapping
+
+from rich.table import Table
+
+from . import policy
+from .agent import AgentClient, load_bundle
+from .errors import ReprofleetError
+from .inventory import load_inventory
+from .model import Host
+from .transport import connect
+
+
+def _one(host: Host, settings: Any, action: str) -> dict[str, Any] | ReprofleetError:
+    try:
+        session = connect(host, settings.transport)
+    except ReprofleetError as exc:
+        return exc
+    try:
+        agent = AgentClient(session, load_bundle(), host.python)
+        agent.push()
+        readback = policy.restore(agent, host.gpu_index) if action == "restore" else policy.read(agent, host.gpu_index)
+        return dict(readback)
+    except ReprofleetError as exc:
+        return exc
+    finally:
+        session.close()
+
+
+def policy_everywhere(inventory_path: str, settings: Any, action: str) -> dict[str, dict[str, Any] | ReprofleetError]:
+    hosts = load_inventory(inventory_path).hosts
+    with ThreadPoolExecutor(max_workers=max(1, min(16, len(hosts)))) as pool:
+        return dict(zip((h.name for h in hosts), pool.map(lambda h: _one(h, settings, action), hosts)))
+
+
+def policy_table(results: Mapping[str, Mapping[str, Any] | ReprofleetError]) -> Table:
+    table = Table(title="GPU policy (read back through NVML)")
+    for column in ("host", "graphics clocks", "memory clocks", "power limit", "persistence", "app clocks"):
+        table.add_column(column)
+    for name, readback in sorted(results.items()):
+        if isinstance(readback, ReprofleetError):
+            table.add_row(name, f"[red]{readback}[/]", "", "", "", "")
+            continue
+        table.add_row(name, str(readback.get("graphics_clocks")), str(readback.get("memory_clocks")),
+                      f"{readback.get('power_limit_w')} W", str(readback.get("persistence")),
+                      str(readback.get("application_clocks")))
+    return table

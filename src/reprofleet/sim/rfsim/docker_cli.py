@@ -1,0 +1,213 @@
+"""``docker`` on a simulated host: ``docker version`` and ``docker run`` with the seed's flags.
+
+``docker run`` starts the entrypoint in a private mount + UTS namespace of its own (real
+``unshare``), with its own root built by rfsim.container: the host's system directories,
+a fresh /root and /tmp, and the bind mounts applied. The image tag sets the fake vLLM
+version (vllm/vllm-openai:v0.25.1 -> 0.25.1). The exit code is the entrypoint's; SIGTERM to
+docker ends the container.
+
+Host-side module: standard library only.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import secrets
+import signal
+import subprocess
+import sys
+from dataclasses import asdict, dataclass, field
+from typing import Dict, List, Optional, Tuple
+
+SERVER_VERSION = "28.3.2"
+RC_DOCKER_ERROR = 125
+FLAGS_WITH_VALUE = {
+    "--gpus", "--ipc", "--env", "-e", "--mount", "-v", "--volume", "--entrypoint", "--name",
+    "--network", "--net", "--shm-size", "-w", "--workdir", "--user", "-u", "--ulimit", "--cap-add",
+    "--runtime", "--pull", "--env-file", "--hostname", "-h", "--label", "-l",
+}
+FLAGS_BOOL = {"--rm", "-i", "-t", "-it", "-ti", "--interactive", "--tty", "--init", "--privileged", "-d", "--detach"}
+
+
+class DockerUsage(Exception):
+    pass
+
+
+@dataclass(frozen=True)
+class Mount:
+    source: str
+    target: str
+    readonly: bool = False
+    create: bool = False  # -v creates a missing host directory; --mount refuses it
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    image: str
+    command: Tuple[str, ...]
+    entrypoint: Optional[str] = None
+    env: Tuple[Tuple[str, str], ...] = ()
+    mounts: Tuple[Mount, ...] = ()
+    workdir: Optional[str] = None
+    gpus: Optional[str] = None
+    remove: bool = False
+    name: Optional[str] = None
+    flags: Dict[str, str] = field(default_factory=dict)
+
+    @property
+    def vllm_version(self) -> Optional[str]:
+        match = re.search(r":v?(\d+\.\d+\.\d+(?:\.\w+)?)$", self.image)
+        return match.group(1) if match else None
+
+
+def parse_mount(text: str) -> Mount:
+    """``--mount type=bind,src=/a,dst=/b[,readonly]`` (also source/target/destination, ro)."""
+    values: Dict[str, str] = {}
+    for part in text.split(","):
+        key, sep, value = part.partition("=")
+        values[key.strip()] = value.strip() if sep else "true"
+    if values.get("type", "volume") != "bind":
+        raise DockerUsage(f"invalid argument \"{text}\" for \"--mount\" flag: only type=bind is simulated")
+    source = values.get("src") or values.get("source")
+    target = values.get("dst") or values.get("target") or values.get("destination")
+    if not source or not target:
+        raise DockerUsage(f"invalid argument \"{text}\" for \"--mount\" flag: field source/target must not be empty")
+    readonly = values.get("readonly", values.get("ro", "false")).lower() in ("true", "1")
+    return Mount(source, target, readonly)
+
+
+def parse_volume(text: str) -> Mount:
+    parts = text.split(":")
+    if len(parts) < 2 or not parts[0].startswith("/"):
+        raise DockerUsage(f"invalid argument \"{text}\" for \"-v, --volume\" flag: only host paths are simulated")
+    return Mount(parts[0], parts[1], len(parts) > 2 and "ro" in parts[2].split(","), create=True)
+
+
+def parse_env(text: str, environ: Dict[str, str]) -> Optional[Tuple[str, str]]:
+    key, sep, value = text.partition("=")
+    if sep:
+        return key, value
+    return (key, environ[key]) if key in environ else None
+
+
+def parse_run(args: List[str], environ: Dict[str, str]) -> RunSpec:
+    rest = list(args)
+    env: List[Tuple[str, str]] = []
+    mounts: List[Mount] = []
+    flags: Dict[str, str] = {}
+    while rest and rest[0].startswith("-"):
+        token = rest.pop(0)
+        flag, sep, value = token.partition("=")
+        if flag in FLAGS_BOOL and not sep:
+            flags[flag] = "true"
+            continue
+        if flag not in FLAGS_WITH_VALUE:
+            raise DockerUsage(f"unknown flag: {flag}")
+        if not sep:
+            if not rest:
+                raise DockerUsage(f"flag needs an argument: {flag}")
+            value = rest.pop(0)
+        if flag in ("-e", "--env"):
+            pair = parse_env(value, environ)
+            if pair:
+                env.append(pair)
+        elif flag == "--mount":
+            mounts.append(parse_mount(value))
+        elif flag in ("-v", "--volume"):
+            mounts.append(parse_volume(value))
+        else:
+            flags[flag] = value
+    if not rest:
+        raise DockerUsage("\"docker run\" requires at least 1 argument.")
+    return RunSpec(
+        image=rest[0], command=tuple(rest[1:]), entrypoint=flags.get("--entrypoint"), env=tuple(env),
+        mounts=tuple(mounts), workdir=flags.get("-w") or flags.get("--workdir"), gpus=flags.get("--gpus"),
+        remove="--rm" in flags, name=flags.get("--name"), flags=flags,
+    )
+
+
+def container_env(spec: RunSpec, container_id: str, default_vllm: str) -> Dict[str, str]:
+    """The image's environment, then the -e values, plus the simulation's version marker."""
+    env = {
+        "PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+        "HOME": "/root", "HOSTNAME": container_id[:12], "LANG": "C.UTF-8",
+        "RFSIM_VLLM_VERSION": spec.vllm_version or default_vllm,
+    }
+    if spec.gpus:
+        env["NVIDIA_VISIBLE_DEVICES"] = "all"
+    env.update(dict(spec.env))
+    return env
+
+
+def run_container(spec: RunSpec) -> int:
+    from . import hwio  # late: `docker version` must work without the hw dir
+
+    for mount in spec.mounts:
+        if not os.path.exists(mount.source):
+            if mount.create:
+                os.makedirs(mount.source, exist_ok=True)
+            else:
+                _err(f"docker: Error response from daemon: invalid mount config for type \"bind\": "
+                     f"bind source path does not exist: {mount.source}.")
+                return RC_DOCKER_ERROR
+    argv = ([spec.entrypoint] if spec.entrypoint else []) + list(spec.command)
+    if not argv:
+        _err("docker: Error response from daemon: no command specified.")
+        return RC_DOCKER_ERROR
+    container_id = secrets.token_hex(32)
+    plan = {"id": container_id, "argv": argv, "mounts": [asdict(m) for m in spec.mounts],
+            "workdir": spec.workdir or "/",
+            "env": container_env(spec, container_id, str(hwio.host_config().get("vllm_version", "0.25.1")))}
+    child = subprocess.Popen(
+        ["unshare", "--mount", "--uts", "--propagation", "private", "--",
+         sys.executable, "-m", "rfsim.container", json.dumps(plan)],
+        stdin=subprocess.DEVNULL,
+    )
+    for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        signal.signal(signum, lambda s, _f: _forward(child, s))
+    rc = child.wait()
+    _cleanup(container_id)
+    return rc if rc >= 0 else 128 - rc
+
+
+def _forward(child: "subprocess.Popen[bytes]", signum: int) -> None:
+    try:
+        child.send_signal(signum)
+    except ProcessLookupError:
+        pass
+
+
+def _cleanup(container_id: str) -> None:
+    try:
+        os.rmdir(f"/tmp/.rfsim-ctr-{container_id[:12]}")
+    except OSError:
+        pass
+
+
+def _err(message: str) -> None:
+    sys.stderr.write(message + "\n")
+    sys.stderr.flush()
+
+
+def main(argv: List[str]) -> int:
+    if not argv:
+        _err("Usage:  docker [OPTIONS] COMMAND")
+        return 0
+    if argv[0] == "version":
+        if argv[1:3] == ["--format", "{{.Server.Version}}"] or argv[1:] == ["--format={{.Server.Version}}"]:
+            print(SERVER_VERSION)
+        else:
+            print(f"Client:\n Version:           {SERVER_VERSION}\n\nServer: Docker Engine - Community\n"
+                  f" Engine:\n  Version:          {SERVER_VERSION}")
+        return 0
+    if argv[0] != "run":
+        _err(f"docker: '{argv[0]}' is not a docker command (simulated docker knows: version, run).")
+        return 1
+    try:
+        spec = parse_run(argv[1:], dict(os.environ))
+    except DockerUsage as exc:
+        _err(f"docker: {exc}\nSee 'docker run --help'.")
+        return RC_DOCKER_ERROR
+    return run_container(spec)

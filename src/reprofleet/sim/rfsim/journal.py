@@ -1,0 +1,146 @@
+"""``journalctl`` on a simulated host: kernel messages of this boot and, when the journal
+is persistent (/var/log/journal exists), of earlier boots; otherwise a previous boot is
+"not available", with systemd 252's message and exit status 1.
+
+Supports what post-boot forensics use: ``-k``, ``-b [N|ID]``, ``--list-boots``,
+``-o short|short-iso|short-unix|cat``, ``-n N``, ``-f``, ``--no-pager``.
+
+Host-side module: standard library only.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Dict, List, Optional
+
+from . import boots, hwio
+
+FLAGS_WITH_VALUE = {"-b", "--boot", "-o", "--output", "-n", "--lines"}
+
+
+def journal_persistent() -> bool:
+    return Path(os.environ.get("RFSIM_JOURNAL_DIR", "/var/log/journal")).is_dir()
+
+
+def parse(argv: List[str]) -> Dict[str, Optional[str]]:
+    parsed: Dict[str, Optional[str]] = {}
+    args = list(argv)
+    while args:
+        token = args.pop(0)
+        flag, sep, value = token.partition("=")
+        if flag in ("-k", "--dmesg"):
+            parsed["kernel"] = ""
+        elif flag in ("-f", "--follow"):
+            parsed["follow"] = ""
+        elif flag == "-kf" or flag == "-fk":
+            parsed["kernel"] = parsed["follow"] = ""
+        elif flag in ("--no-pager", "-q", "--quiet", "--no-hostname", "-a", "--all"):
+            parsed[flag.lstrip("-")] = ""
+        elif flag == "--list-boots":
+            parsed["list-boots"] = ""
+        elif flag in FLAGS_WITH_VALUE:
+            if not sep:
+                optional = flag in ("-b", "--boot")
+                value = args.pop(0) if args and (not optional or not args[0].startswith("-") or _is_offset(args[0])) else "0"
+            parsed[{"-b": "boot", "--boot": "boot", "-o": "output", "--output": "output",
+                    "-n": "lines", "--lines": "lines"}[flag]] = value
+        else:
+            raise ValueError(token)
+    return parsed
+
+
+def _is_offset(text: str) -> bool:
+    return text.lstrip("-+").isdigit()
+
+
+def select_boot(spec: str, known: List[boots.Boot]) -> Optional[boots.Boot]:
+    if not known:
+        return None
+    if _is_offset(spec):
+        offset = int(spec)
+        position = len(known) - 1 + offset if offset <= 0 else offset - 1
+        return known[position] if 0 <= position < len(known) else None
+    wanted = spec.replace("-", "").lower()
+    return next((b for b in known if b.boot_id.replace("-", "") == wanted), None)
+
+
+def visible_boots(boots_dir: Path) -> List[boots.Boot]:
+    """A volatile journal only knows the running boot."""
+    known = boots.all_boots(boots_dir)
+    return known if journal_persistent() else known[-1:]
+
+
+def format_line(boot: boots.Boot, record: Dict[str, object], output: str) -> str:
+    stamp = boot.started + int(record["usec"]) / 1e6  # type: ignore[call-overload]
+    message = str(record["message"])
+    if output == "cat":
+        return message
+    if output == "short-unix":
+        prefix = f"{stamp:.6f}"
+    elif output == "short-iso":
+        prefix = time.strftime("%Y-%m-%dT%H:%M:%S%z", time.localtime(stamp))
+    else:
+        prefix = time.strftime("%b %d %H:%M:%S", time.localtime(stamp))
+    return f"{prefix} {boot.hostname} kernel: {message}"
+
+
+def list_boots(known: List[boots.Boot]) -> List[str]:
+    lines = ["IDX BOOT ID                          FIRST ENTRY                 LAST ENTRY"]
+    for position, boot in enumerate(known):
+        first = time.strftime("%a %Y-%m-%d %H:%M:%S %Z", time.localtime(boot.started))
+        last = time.strftime("%a %Y-%m-%d %H:%M:%S %Z", time.localtime(boot.ended or time.time()))
+        lines.append(f"{position - len(known) + 1:>3} {boot.boot_id.replace('-', '')} {first} {last}")
+    return lines
+
+
+def main(argv: List[str]) -> int:
+    try:
+        parsed = parse(argv)
+    except (ValueError, IndexError) as exc:
+        sys.stderr.write(f"journalctl: unrecognized option '{exc}'\n")
+        return 1
+    boots_dir = hwio.hw_dir() / "boots"
+    known = visible_boots(boots_dir)
+    if "list-boots" in parsed:
+        _print(list_boots(known))
+        return 0
+    spec = parsed.get("boot") or "0"
+    boot = select_boot(spec, known)
+    if boot is None:
+        sys.stderr.write(f"Data from the specified boot ({spec}) is not available: No such boot ID in journal\n")
+        return 1
+    output = parsed.get("output") or "short"
+    records = boots.parse_kmsg((boots_dir / boot.kmsg_name).read_text())
+    if parsed.get("lines"):
+        records = records[-int(parsed["lines"] or 10):]
+    if not records and "follow" not in parsed:
+        _print(["-- No entries --"])
+        return 0
+    _print([format_line(boot, r, output) for r in records])
+    if "follow" in parsed:
+        return follow(boot, boots_dir / boot.kmsg_name, len(records), output)
+    return 0
+
+
+FOLLOW_LIMIT_S = 7 * 24 * 3600.0
+
+
+def follow(boot: boots.Boot, path: Path, seen: int, output: str) -> int:
+    """Print records as they are appended until killed (as `journalctl -f` does; a week at most)."""
+    deadline = time.monotonic() + FOLLOW_LIMIT_S
+    while time.monotonic() < deadline:
+        records = boots.parse_kmsg(path.read_text())
+        if len(records) > seen:
+            _print([format_line(boot, r, output) for r in records[seen:]])
+            seen = len(records)
+        time.sleep(0.2)
+    return 0
+
+
+def _print(lines: List[str]) -> None:
+    for line in lines:
+        sys.stdout.write(line + "\n")
+    sys.stdout.flush()

@@ -1,0 +1,83 @@
+"""A host frozen mid-attempt is declared a wedge, power-cycled through its PDU/BMC, comes
+back, gets its policy re-applied, and the campaign completes every planned attempt."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Callable
+
+import pytest
+
+from reprofleet.campaign import make_plan, run_campaign
+from reprofleet.inventory import load_inventory
+from reprofleet.playbook import load_playbook
+from reprofleet.records import read_records
+from reprofleet.recovery import recovery_factory
+from reprofleet.sim.power import HttpPlugServer, IpmiBmc, PdudaemonServer, RedfishBmc, SnmpPdu
+from reprofleet.sim.spec import SimHostSpec
+from test_fleet_campaign import settings_for, write_playbook
+
+pytestmark = pytest.mark.fleet
+
+LGC_CELL = "  - name: lgc-2800\n    graphics_clocks: [180, 2800]\n"
+
+
+def _plug(kind: str) -> Callable[[Path, dict[str, Path]], Any]:
+    return lambda workdir, outlets: HttpPlugServer(workdir, kind, outlets, password="s3cret-plug")
+
+
+SIMULATORS: dict[str, Callable[[Path, dict[str, Path]], Any]] = {
+    "tasmota": _plug("tasmota"),
+    "shelly-gen1": _plug("shelly1"),
+    "shelly-gen2": _plug("shelly2"),
+    "snmp-apc": lambda workdir, outlets: SnmpPdu(workdir, outlets),
+    "ipmi": lambda workdir, outlets: IpmiBmc(workdir, outlets),
+    "redfish": lambda workdir, outlets: RedfishBmc(workdir, outlets),
+    "pdudaemon": lambda workdir, outlets: PdudaemonServer(workdir, outlets),
+}
+
+
+def run_wedge_campaign(sim_fleet: Any, sim_inventory: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                       simulator: str) -> tuple[list[dict], Any, Path]:
+    fleet = sim_fleet([SimHostSpec(f"wg-{simulator[:6]}".rstrip("-"), script=("wedge", "clean"), boot_delay_s=0.5)])
+    host = fleet.hosts[0]
+    outlet = "1"
+    sim = SIMULATORS[simulator](tmp_path / "pdu", {outlet: host.paths.power}).start()
+    try:
+        credentials = None
+        if sim.secret is not None:
+            monkeypatch.setenv("RF_FLEET_PDU_SECRET", sim.secret)
+            credentials = "env:RF_FLEET_PDU_SECRET"
+        block = sim.pdu_block(outlet, credentials)
+        inventory = sim_inventory(fleet, pdu={host.name: block})
+        book = write_playbook(tmp_path / "book", attempts=2, attempt_timeout=30, cells=LGC_CELL)
+        plan = make_plan(load_playbook(book), load_inventory(inventory).hosts)
+        result = run_campaign(plan, settings_for(fleet), tmp_path / "reports", recovery_factory=recovery_factory)
+    finally:
+        sim.stop()
+    records = sorted(read_records(result.directory.attempts), key=lambda r: r["attempt_index"])
+    return records, result, host
+
+
+@pytest.mark.parametrize("simulator", sorted(SIMULATORS))
+def test_a_wedged_host_is_power_cycled_and_the_campaign_completes(
+        simulator: str, sim_fleet: Any, sim_inventory: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    if simulator == "pdudaemon":
+        pytest.importorskip("pdudaemon")
+    records, result, host = run_wedge_campaign(sim_fleet, sim_inventory, tmp_path, monkeypatch, simulator)
+    assert [r["outcome"] for r in records] == ["wedge", "clean"]
+    wedge, after = records
+    assert wedge["detect_latency_s"] is not None and wedge["detect_latency_s"] < 15
+    assert wedge["last_phase"] and wedge["last_log_line"]
+    assert wedge["forensics"]["previous_boot_available"] is True
+    assert after["boot_id"] != wedge["boot_id"]
+    # the driver forgot -lgc at the power cycle: it was re-applied and read back
+    assert after["policy"]["graphics_clocks"] == [180, 2800]
+    power = [json.loads(line) for line in result.directory.power.read_text().splitlines()]
+    assert any(p["action"] in ("cycle", "off") for p in power)
+    for entry in power:
+        assert "s3cret" not in json.dumps(entry)
+    events = [json.loads(line) for line in result.directory.events.read_text().splitlines()]
+    states = [e["to"] for e in events if e["event"] == "recovery"]
+    assert states == ["off", "dwell", "on", "booting", "booted", "stable", "forensics", "ready"]
