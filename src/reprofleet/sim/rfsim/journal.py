@@ -18,37 +18,33 @@ from typing import Dict, List, Optional
 
 from . import boots, hwio
 
-FLAGS_WITH_VALUE = {"-b", "--boot", "-o", "--output", "-n", "--lines"}
-
-
 def journal_persistent() -> bool:
     return Path(os.environ.get("RFSIM_JOURNAL_DIR", "/var/log/journal")).is_dir()
 
 
+VALUE_FLAGS = {"-b": "boot", "--boot": "boot", "-o": "output", "--output": "output",
+               "-n": "lines", "--lines": "lines"}
+SWITCHES = {"-k": ("kernel",), "--dmesg": ("kernel",), "-f": ("follow",), "--follow": ("follow",),
+            "-kf": ("kernel", "follow"), "-fk": ("kernel", "follow"), "--list-boots": ("list-boots",),
+            "--no-pager": (), "-q": (), "--quiet": (), "--no-hostname": (), "-a": (), "--all": ()}
+
+
 def parse(argv: List[str]) -> Dict[str, Optional[str]]:
+    """journalctl's forms: ``-b -1``, ``-b`` alone (this boot), ``--boot=ID``, ``-o short-iso``."""
     parsed: Dict[str, Optional[str]] = {}
     args = list(argv)
     while args:
-        token = args.pop(0)
-        flag, sep, value = token.partition("=")
-        if flag in ("-k", "--dmesg"):
-            parsed["kernel"] = ""
-        elif flag in ("-f", "--follow"):
-            parsed["follow"] = ""
-        elif flag == "-kf" or flag == "-fk":
-            parsed["kernel"] = parsed["follow"] = ""
-        elif flag in ("--no-pager", "-q", "--quiet", "--no-hostname", "-a", "--all"):
-            parsed[flag.lstrip("-")] = ""
-        elif flag == "--list-boots":
-            parsed["list-boots"] = ""
-        elif flag in FLAGS_WITH_VALUE:
-            if not sep:
-                optional = flag in ("-b", "--boot")
-                value = args.pop(0) if args and (not optional or not args[0].startswith("-") or _is_offset(args[0])) else "0"
-            parsed[{"-b": "boot", "--boot": "boot", "-o": "output", "--output": "output",
-                    "-n": "lines", "--lines": "lines"}[flag]] = value
-        else:
-            raise ValueError(token)
+        flag, sep, value = args.pop(0).partition("=")
+        if flag in SWITCHES and not sep:
+            parsed.update((name, "") for name in SWITCHES[flag])
+            continue
+        if flag not in VALUE_FLAGS:
+            raise ValueError(flag)
+        if not sep:
+            boot_without_value = flag in ("-b", "--boot") and (not args or (args[0].startswith("-")
+                                                                             and not _is_offset(args[0])))
+            value = "0" if boot_without_value else args.pop(0)
+        parsed[VALUE_FLAGS[flag]] = value
     return parsed
 
 
