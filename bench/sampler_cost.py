@@ -56,6 +56,8 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--seconds", type=float, default=20.0)
     parser.add_argument("--rates", default="0,10,50")
+    parser.add_argument("--results", help="rewrite this RESULTS.md's sampler section")
+    parser.add_argument("--where", default="this host", help="words for RESULTS.md: where it ran")
     args = parser.parse_args()
     rates = [float(r) for r in args.rates.split(",")]
     with tempfile.TemporaryDirectory() as state_dir:
@@ -64,7 +66,18 @@ def main() -> int:
     for run in runs:
         run["cpu_percent_of_one_core"] = round(100 * run["supervisor_cpu_s"] / run["wall_s"], 2)
         run["sampler_cpu_percent_above_baseline"] = round(100 * (run["supervisor_cpu_s"] - baseline) / run["wall_s"], 2)
-    print(json.dumps({"host": os.uname().nodename, "runs": runs}, indent=2))
+    report = {"host": os.uname().nodename, "runs": runs}
+    print(json.dumps(report, indent=2))
+    if args.results:
+        sys.path.insert(0, str(Path(__file__).resolve().parent))
+        from results import rewrite_section
+
+        rows = ["| rate | supervisor CPU (% of one core) | sampler cost above the 0 Hz baseline |", "| --- | --- | --- |"]
+        rows += [f"| {r['rate_hz']:g} Hz | {r['cpu_percent_of_one_core']:.2f} % | "
+                 f"{r['sampler_cpu_percent_above_baseline']:.2f} % |" for r in runs]
+        body = (f"Command: `python3 bench/sampler_cost.py --seconds {args.seconds:g} --rates {args.rates} --results "
+                f"bench/RESULTS.md` on {args.where}; {args.seconds:g} s per rate.\n\n" + "\n".join(rows))
+        rewrite_section(Path(args.results), "sampler", "NVML sampler CPU cost on the host (bench/sampler_cost.py)", body)
     return 0
 
 

@@ -106,6 +106,7 @@ class AttemptFollower:
         timeout_s: float,
         reconnect: Reconnect,
         on_event: Callable[[StreamEvent], None] = lambda e: None,
+        on_pause: Callable[[bool], None] = lambda paused: None,
         stop: threading.Event | None = None,
     ) -> None:
         self.agent = agent
@@ -119,6 +120,8 @@ class AttemptFollower:
         self._stop = stop or threading.Event()
         self.trace = AttemptTrace()
         self.broken_reason: str | None = None
+        self._paused_since: float | None = None
+        self._on_pause = on_pause
 
     def follow(self) -> AttemptEnd:
         try:
@@ -140,9 +143,10 @@ class AttemptFollower:
             verdict = self._watchdog.check()
             if verdict is Verdict.WEDGED:
                 return self._wedged()
+            self._note_controller_network(verdict)
             if verdict is Verdict.ALIVE_BUT_DETACHED or (self._stream is None and verdict is Verdict.LIVE):
                 self._try_reattach()
-            if time.monotonic() > self._deadline:
+            if time.monotonic() > self._deadline and self._paused_since is None:
                 return self._overdue(verdict)
 
     def _read_one(self) -> StreamEvent | None:
@@ -166,6 +170,22 @@ class AttemptFollower:
         self._watchdog.heard()
         self._on_event(event)
         return event
+
+    def _note_controller_network(self, verdict: Verdict) -> None:
+        """Every host silent at once: our own network is the suspect. Cycle nothing; wait.
+
+        The time paused does not count against the attempt: the hosts are presumably still
+        running it, and re-attaching afterwards recovers every line they streamed meanwhile.
+        """
+        now = time.monotonic()
+        if verdict is Verdict.CONTROLLER_NETWORK:
+            if self._paused_since is None:
+                self._paused_since = now
+                self._on_pause(True)
+        elif self._paused_since is not None:
+            self._deadline += now - self._paused_since
+            self._paused_since = None
+            self._on_pause(False)
 
     def _try_reattach(self) -> None:
         try:

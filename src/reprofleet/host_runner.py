@@ -20,7 +20,7 @@ from .attempt import AttemptEnd, AttemptFollower
 from .errors import ConnectError, PolicyError, ReprofleetError
 from .model import Cell, EventKind, GpuPolicy, Host, Outcome, Playbook, Record
 from .records import AttemptLog, CampaignDir, JsonlAppender, StreamWriter, write_facts
-from .transport import Session, TransportSettings, connect, probe_ssh_banner
+from .transport import Session, TransportSettings, connect, probe_icmp_echo, probe_ssh_banner
 from .watchdog import FleetLiveness, Watchdog, WatchdogSettings
 
 
@@ -109,7 +109,11 @@ class HostRunner:
         return self.state.agent
 
     def probe(self) -> bool:
-        return probe_ssh_banner(self.host.address, self.host.port, self.ctx.settings.watchdog.probe_timeout_s)
+        """Independent of the attempt's connection: a fresh SSH banner, else an ICMP echo."""
+        timeout = self.ctx.settings.watchdog.probe_timeout_s
+        if probe_ssh_banner(self.host.address, self.host.port, timeout):
+            return True
+        return bool(probe_icmp_echo(self.host.address, timeout))
 
     # -- preparation -----------------------------------------------------------------
     def prepare(self) -> None:
@@ -196,7 +200,18 @@ class HostRunner:
         writer = StreamWriter(self.ctx.directory.stream_path(attempt_id))
         watchdog = Watchdog(self.host.name, self.probe, self.ctx.settings.watchdog, self.ctx.fleet)
         return AttemptFollower(agent, attempt_id, stream, writer, watchdog, timeout_s=timeout,
-                               reconnect=self.connect, on_event=self._on_event, stop=self.ctx.stop)
+                               reconnect=self.connect, on_event=self._on_event, on_pause=self._on_pause,
+                               stop=self.ctx.stop)
+
+    def _on_pause(self, paused: bool) -> None:
+        if paused:
+            self.ctx.event(self.host.name, "controller_network_suspect",
+                           message="every host went silent at once: suspecting the controller's own network; "
+                                   "no power action, waiting for hosts to answer")
+            self.ctx.progress(self.host.name, status="paused: controller network?")
+        else:
+            self.ctx.event(self.host.name, "controller_network_back")
+            self.ctx.progress(self.host.name, status="running")
 
     def _on_event(self, event: StreamEvent) -> None:
         if event.kind is EventKind.PHASE:

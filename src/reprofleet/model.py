@@ -139,7 +139,7 @@ class Runtime:
 
     @property
     def label(self) -> str:
-        return self.image if self.kind is RuntimeKind.DOCKER else (self.python or "python3")
+        return (self.image or "?") if self.kind is RuntimeKind.DOCKER else (self.python or "python3")
 
 
 @dataclass(frozen=True)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import threading
 import time
-from typing import Any, Iterable, Mapping
+from typing import Any, Iterable, Mapping, Sequence
 
 from rich.console import Console
 from rich.live import Live
@@ -69,7 +69,7 @@ class LiveProgress:
             self._live = None
 
 
-def summary_table(records: list[Mapping[str, Any]], reproductions: tuple[Outcome, ...], title: str) -> Table:
+def summary_table(records: Sequence[Mapping[str, Any]], reproductions: tuple[Outcome, ...], title: str) -> Table:
     """Per cell and host: attempts, each outcome, reproduction rate with its exact 95% CI."""
     table = Table(title=title)
     for column in ("cell", "host", "judged", "clean", "error", "hang", "wedge", "reboot", "infra",

@@ -12,12 +12,15 @@ import signal
 import sys
 import threading
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
-from invoke import Collection, task
+from invoke import Collection, Context, Task, task
 from rich.console import Console
 
 from .cli import BadArgument, ExitStatus, handled
+
+if TYPE_CHECKING:
+    from .host_runner import RunSettings
 
 DEFAULTS: dict[str, Any] = {
     "reports": "reports",
@@ -29,6 +32,8 @@ DEFAULTS: dict[str, Any] = {
     "confirm_s": 5.0,
     "power_cycle_budget": 20,
     "dwell_s": 10.0,
+    "stability_s": 5.0,
+    "reboot_grace_s": 30.0,
     "controller": None,
     "sim_dir": ".sim",
 }
@@ -40,13 +45,17 @@ def _conf(c: Any) -> dict[str, Any]:
     return merged
 
 
-def _settings(c: Any, accept_new: bool | None = None):  # -> RunSettings
+# The demo's hosts boot in seconds: no need to wait as long as for a real workstation.
+DEMO_OVERRIDES = {"dwell_s": 2.0, "stability_s": 1.0, "reboot_grace_s": 2.0}
+
+
+def _settings(c: Any, accept_new: bool | None = None, overrides: dict[str, Any] | None = None) -> "RunSettings":
     from .campaign import default_controller_name
     from .host_runner import RunSettings
     from .transport import TransportSettings
     from .watchdog import WatchdogSettings
 
-    conf = _conf(c)
+    conf = {**_conf(c), **(overrides or {})}
     transport = TransportSettings(
         known_hosts=Path(str(conf["known_hosts"])).expanduser(),
         accept_new_host_keys=bool(conf["accept_new_host_keys"] if accept_new is None else accept_new),
@@ -59,6 +68,8 @@ def _settings(c: Any, accept_new: bool | None = None):  # -> RunSettings
         clock_threshold_mhz=float(conf["clock_threshold_mhz"]),
         power_cycle_budget=int(conf["power_cycle_budget"]),
         dwell_s=float(conf["dwell_s"]),
+        stability_s=float(conf["stability_s"]),
+        reboot_grace_s=float(conf["reboot_grace_s"]),
     )
 
 
@@ -75,7 +86,8 @@ def _install_stop_handlers(stop: threading.Event) -> None:
 
 
 def run_and_report(c: Any, hosts: str, playbook: str, attempts: int | None, dry_run: bool,
-                   resume: str | None, accept_new: bool | None) -> ExitStatus:
+                   resume: str | None, accept_new: bool | None,
+                   overrides: dict[str, Any] | None = None) -> ExitStatus:
     """Load and validate everything, then run (or describe) the campaign and summarize it."""
     from . import campaign as campaign_mod
     from .inventory import load_inventory
@@ -99,7 +111,7 @@ def run_and_report(c: Any, hosts: str, playbook: str, attempts: int | None, dry_
     if dry_run:
         print(campaign_mod.describe_plan(plan))
         return ExitStatus.OK
-    settings = _settings(c, accept_new)
+    settings = _settings(c, accept_new, overrides)
     stop = threading.Event()
     _install_stop_handlers(stop)
     planned = {h: len(v) for h, v in plan.per_host.items()}
@@ -109,7 +121,7 @@ def run_and_report(c: Any, hosts: str, playbook: str, attempts: int | None, dry_
     from .records import read_records
 
     records = list(read_records(result.directory.attempts)) if result.directory.attempts.exists() else []
-    console.print(summary_table(records, book.reproductions, f"campaign {result.campaign_id}"))
+    console.print(summary_table(list(records), book.reproductions, f"campaign {result.campaign_id}"))
     console.print(f"records: {result.directory.attempts}")
     return ExitStatus.INTERRUPTED if result.interrupted else ExitStatus.OK
 
@@ -123,8 +135,8 @@ def run_and_report(c: Any, hosts: str, playbook: str, attempts: int | None, dry_
     "accept-new-host-keys": "record unknown host keys instead of refusing them",
 })
 @handled
-def campaign(c, hosts, playbook="playbooks/sm120-hostwedge.yml", attempts=None, dry_run=False,
-             resume=None, accept_new_host_keys=False):
+def campaign(c: Context, hosts: str, playbook: str = "playbooks/sm120-hostwedge.yml", attempts: str | None = None,
+             dry_run: bool = False, resume: str | None = None, accept_new_host_keys: bool = False) -> ExitStatus:
     """Run a reproduction campaign on every host of an inventory."""
     return run_and_report(c, hosts, playbook, int(attempts) if attempts else None, dry_run, resume,
                           accept_new_host_keys or None)
@@ -132,7 +144,7 @@ def campaign(c, hosts, playbook="playbooks/sm120-hostwedge.yml", attempts=None, 
 
 @task(help={"hosts": "Ansible inventory", "json": "print JSON lines instead of a table"})
 @handled
-def facts(c, hosts, json_=False):
+def facts(c: Context, hosts: str, json_: bool = False) -> ExitStatus:
     """Collect and show each host's facts (GPU, driver, OS, BIOS, boot_id)."""
     from .facts import collect_facts, facts_table
 
@@ -148,7 +160,7 @@ def facts(c, hosts, json_=False):
 
 @task(help={"hosts": "number of simulated hosts", "config": "fleet YAML (default: the demo fleet)"})
 @handled
-def sim_up(c, hosts=3, config=None):
+def sim_up(c: Context, hosts: int = 3, config: str | None = None) -> ExitStatus:
     """Start a simulated fleet (real sshd in network namespaces) and write its inventory."""
     from .sim import simctl
 
@@ -159,7 +171,7 @@ def sim_up(c, hosts=3, config=None):
 
 @task
 @handled
-def sim_status(c):
+def sim_status(c: Context) -> ExitStatus:
     """Show the simulated fleet's hosts: address, power, frozen, boot_id, GPU policy."""
     from .sim import simctl
 
@@ -169,7 +181,7 @@ def sim_status(c):
 
 @task
 @handled
-def sim_down(c):
+def sim_down(c: Context) -> ExitStatus:
     """Tear the simulated fleet down (every process, namespace, bridge and cgroup)."""
     from .sim import simctl
 
@@ -180,14 +192,14 @@ def sim_down(c):
 
 @task(help={"hosts": "number of simulated hosts", "playbook": "demo campaign YAML"})
 @handled
-def demo(c, hosts=3, playbook="playbooks/demo.yml"):
+def demo(c: Context, hosts: int = 3, playbook: str = "playbooks/demo.yml") -> ExitStatus:
     """Simulated fleet up, a campaign over it, the summary, fleet down."""
     from .sim import simctl
 
     sim_dir = Path(_conf(c)["sim_dir"])
     fleet = simctl.up(int(hosts), None, sim_dir)
     try:
-        return run_and_report(c, str(fleet.inventory_path), playbook, None, False, None, None)
+        return run_and_report(c, str(fleet.inventory_path), playbook, None, False, None, None, DEMO_OVERRIDES)
     finally:
         simctl.down(sim_dir)
 
@@ -195,7 +207,7 @@ def demo(c, hosts=3, playbook="playbooks/demo.yml"):
 @task(help={"host": "host name from the inventory", "action": "on | off | status | cycle",
             "hosts": "Ansible inventory", "yes": "do not ask for confirmation", "dwell": "seconds off in a cycle"})
 @handled
-def power(c, host, action, hosts, yes=False, dwell=None):
+def power(c: Context, host: str, action: str, hosts: str, yes: bool = False, dwell: str | None = None) -> ExitStatus:
     """Switch one host's power through its PDU/BMC (asks first unless --yes)."""
     from .power_control import power_action
 
@@ -213,7 +225,7 @@ def power(c, host, action, hosts, yes=False, dwell=None):
 @task(name="policy", help={"hosts": "Ansible inventory", "restore": "put every GPU back to its defaults",
                            "read": "show what each GPU reports (default)"})
 @handled
-def policy_task(c, hosts, restore=False, read=False):
+def policy_task(c: Context, hosts: str, restore: bool = False, read: bool = False) -> ExitStatus:
     """Read, or restore to defaults, the GPU policy of every host."""
     from .policy_control import policy_everywhere, policy_table
 
@@ -229,9 +241,9 @@ def _confirm(question: str) -> bool:
 
 
 sim = Collection("sim")
-sim.add_task(sim_up, "up")
-sim.add_task(sim_status, "status")
-sim.add_task(sim_down, "down")
+sim.add_task(cast(Task, sim_up), "up")
+sim.add_task(cast(Task, sim_status), "status")
+sim.add_task(cast(Task, sim_down), "down")
 
 ns = Collection(campaign, facts, demo, power, policy_task, sim)
 ns.configure({"reprofleet": DEFAULTS})

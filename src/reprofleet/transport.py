@@ -298,6 +298,50 @@ def probe_ssh_banner(address: str, port: int, timeout: float) -> bool:
         return False
 
 
+def probe_icmp_echo(address: str, timeout: float) -> bool | None:
+    """A second independent probe: one ICMP echo. None where raw sockets are not permitted.
+
+    A frozen host answers no ping either; a host whose kernel still runs does, even when its
+    sshd is stuck, which is exactly the case that must not be power-cycled.
+    """
+    import os
+    import struct
+
+    try:
+        sock = socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.getprotobyname("icmp"))
+    except (PermissionError, OSError):
+        return None
+    ident = os.getpid() & 0xFFFF
+    header = struct.pack("!BBHHH", 8, 0, 0, ident, 1)
+    payload = b"reprofleet-probe"
+    checksum = _icmp_checksum(header + payload)
+    packet = struct.pack("!BBHHH", 8, 0, checksum, ident, 1) + payload
+    deadline = time.monotonic() + timeout
+    try:
+        sock.sendto(packet, (address, 0))
+        while (remaining := deadline - time.monotonic()) > 0:
+            sock.settimeout(remaining)
+            reply, (source, _) = sock.recvfrom(2048)
+            offset = (reply[0] & 0x0F) * 4  # skip the IP header
+            kind, _, _, reply_ident, _ = struct.unpack("!BBHHH", reply[offset:offset + 8])
+            if source == address and kind == 0 and reply_ident == ident:
+                return True
+    except OSError:
+        return False
+    finally:
+        sock.close()
+    return False
+
+
+def _icmp_checksum(data: bytes) -> int:
+    if len(data) % 2:
+        data += b"\0"
+    total = sum(int.from_bytes(data[i:i + 2], "big") for i in range(0, len(data), 2))
+    total = (total >> 16) + (total & 0xFFFF)
+    total += total >> 16
+    return ~total & 0xFFFF
+
+
 def iter_lines(stream: LineStream, timeout: float) -> Iterator[str]:
     """Every line of a stream until it ends (for short commands that stream)."""
     while not stream.finished:
