@@ -40,7 +40,7 @@ from reprofleet.inventory import load_inventory  # noqa: E402
 from reprofleet.model import Host, Outcome  # noqa: E402
 from reprofleet.records import StreamWriter  # noqa: E402
 from reprofleet.sim import Fleet, SimHostSpec  # noqa: E402
-from reprofleet.transport import TransportSettings, connect, probe_icmp_echo, probe_ssh_banner  # noqa: E402
+from reprofleet.transport import TransportSettings, connect, probe_host  # noqa: E402
 from reprofleet.watchdog import FleetLiveness, Watchdog, WatchdogSettings  # noqa: E402
 
 CAP_S = 60.0  # how long a trial waits for a tool that may never notice
@@ -82,10 +82,11 @@ def _reprofleet(host: Host, transport: TransportSettings, fleet_liveness: FleetL
     settings = WatchdogSettings()
 
     def probe() -> bool:
-        return probe_ssh_banner(host.address, host.port, settings.probe_timeout_s) or bool(
-            probe_icmp_echo(host.address, settings.probe_timeout_s))
+        return probe_host(host.address, host.port, settings.probe_timeout_s)
 
-    watchdog = Watchdog(host.name, probe, settings, fleet_liveness)
+    # Every host of a round freezes at once, which a campaign would (rightly) read as its own
+    # network failing: each host is watched on its own here.
+    watchdog = Watchdog(host.name, probe, settings, None)
     writer = StreamWriter(workdir / f"{attempt_id}.jsonl")
 
     def reconnect() -> AgentClient:
@@ -114,8 +115,8 @@ def run_round(fleet: Fleet, hosts: list[Host], transport: TransportSettings, inv
                     "-o", "ServerAliveInterval=1", "-o", "ServerAliveCountMax=3",
                     f"root@{host.address}", "sleep 600"]
         ansible_argv = [str(Path(sys.executable).with_name("ansible")), host.name, "-i", str(inventory),
-                        "-m", "shell", "-a", "sleep 600", "--ssh-common-args",
-                        f"-o UserKnownHostsFile={fleet.known_hosts_path}"]
+                        "-m", "shell", "-a", "sleep 600",
+                        f"--ssh-common-args=-o UserKnownHostsFile={fleet.known_hosts_path}"]
         tool_out: dict[str, float | None] = {}
         ssh_thread = threading.Thread(target=_watch_process, args=(ssh_argv, env, ssh_started, tool_out, "openssh",
                                                                    freeze), daemon=True)
@@ -125,8 +126,6 @@ def run_round(fleet: Fleet, hosts: list[Host], transport: TransportSettings, inv
             thread.start()
         threads.append((host, reprofleet_thread, ssh_thread, ansible_thread, ready, out, tool_out, freeze))
     time.sleep(4.0)  # every tool is connected and its remote command runs
-    for host, *_ in threads:
-        pass
     for host, _, _, _, ready, _, _, freeze in threads:
         ready.wait(10)
         fleet.host(host.name).freeze()

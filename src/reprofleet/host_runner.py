@@ -20,7 +20,7 @@ from .attempt import AttemptEnd, AttemptFollower
 from .errors import ConnectError, PolicyError, ReprofleetError
 from .model import Cell, EventKind, GpuPolicy, Host, Outcome, Playbook, Record
 from .records import AttemptLog, CampaignDir, JsonlAppender, StreamWriter, write_facts
-from .transport import Session, TransportSettings, connect, probe_icmp_echo, probe_ssh_banner
+from .transport import Session, TransportSettings, connect, probe_host
 from .watchdog import FleetLiveness, Watchdog, WatchdogSettings
 
 
@@ -110,10 +110,7 @@ class HostRunner:
 
     def probe(self) -> bool:
         """Independent of the attempt's connection: a fresh SSH banner, else an ICMP echo."""
-        timeout = self.ctx.settings.watchdog.probe_timeout_s
-        if probe_ssh_banner(self.host.address, self.host.port, timeout):
-            return True
-        return bool(probe_icmp_echo(self.host.address, timeout))
+        return probe_host(self.host.address, self.host.port, self.ctx.settings.watchdog.probe_timeout_s)
 
     # -- preparation -----------------------------------------------------------------
     def prepare(self) -> None:

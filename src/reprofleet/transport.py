@@ -342,6 +342,16 @@ def _icmp_checksum(data: bytes) -> int:
     return ~total & 0xFFFF
 
 
+def probe_host(address: str, port: int, timeout: float) -> bool:
+    """Both independent probes at once (SSH banner, ICMP echo); alive if either answers."""
+    answers: list[bool | None] = []
+    icmp = threading.Thread(target=lambda: answers.append(probe_icmp_echo(address, timeout)), daemon=True)
+    icmp.start()
+    banner = probe_ssh_banner(address, port, timeout)
+    icmp.join(timeout + 1.0)
+    return banner or any(answers)
+
+
 def iter_lines(stream: LineStream, timeout: float) -> Iterator[str]:
     """Every line of a stream until it ends (for short commands that stream)."""
     while not stream.finished:
