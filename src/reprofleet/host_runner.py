@@ -19,6 +19,7 @@ from .agent import AgentBundle, AgentClient, StreamEvent
 from .attempt import AttemptEnd, AttemptFollower
 from .errors import ConnectError, PolicyError, ReprofleetError
 from .model import Cell, EventKind, GpuPolicy, Host, Outcome, Playbook, Record
+from .preflight import cache_facts
 from .records import AttemptLog, CampaignDir, JsonlAppender, StreamWriter, write_facts
 from .transport import Session, TransportSettings, connect, probe_host
 from .watchdog import FleetLiveness, Watchdog, WatchdogSettings
@@ -117,6 +118,7 @@ class HostRunner:
         agent = self.connect()
         facts = agent.facts()
         self.state.facts_hash = write_facts(self.ctx.directory, self.host.name, facts)
+        cache_facts(self.ctx.directory.root.parent, self.host.name, facts)
         self._note_boot(str(facts.get("boot_id")), float(facts.get("uptime_s") or 0.0))
         problems = policy.check_power_limits(self.ctx.playbook, self.host, facts)
         if problems:

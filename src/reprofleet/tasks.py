@@ -94,6 +94,7 @@ def run_and_report(c: Any, hosts: str, playbook: str, attempts: int | None, dry_
     from .playbook import load_playbook
     from .progress import LiveProgress, summary_table
     from .records import CampaignDir
+    from .preflight import check_playbook_against_hosts
     from .recovery import recovery_factory
 
     inventory = load_inventory(hosts)
@@ -106,6 +107,7 @@ def run_and_report(c: Any, hosts: str, playbook: str, attempts: int | None, dry_
         done = campaign_mod.completed_counts(directory)
         campaign_id = directory.root.name
         report_root = directory.root.parent
+    check_playbook_against_hosts(book, inventory.hosts, report_root)
     plan = campaign_mod.make_plan(book, inventory.hosts, campaign_id, done)
     console = Console()
     if dry_run:
@@ -147,9 +149,13 @@ def campaign(c: Context, hosts: str, playbook: str = "playbooks/sm120-hostwedge.
 def facts(c: Context, hosts: str, json_: bool = False) -> ExitStatus:
     """Collect and show each host's facts (GPU, driver, OS, BIOS, boot_id)."""
     from .facts import collect_facts, facts_table
+    from .preflight import cache_facts
 
     inventory_hosts = __import__("reprofleet.inventory", fromlist=["x"]).load_inventory(hosts).hosts
     results = collect_facts(inventory_hosts, _settings(c))
+    for name, value in results.items():
+        if isinstance(value, dict):
+            cache_facts(Path(_conf(c)["reports"]), name, value)
     if json_:
         for name, value in results.items():
             print(json.dumps({"host": name, **(value if isinstance(value, dict) else {"error": str(value)})}))

@@ -1,0 +1,88 @@
+"""Policies are restored when the controller is interrupted, and refused up front when no
+card can take them."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from reprofleet.records import read_records
+from reprofleet.sim.spec import SimHostSpec
+from test_fleet_campaign import write_playbook
+
+REPO = Path(__file__).resolve().parents[1]
+LGC_AND_PL = "  - name: lgc-2800\n    graphics_clocks: [180, 2800]\n  - name: pl-700\n    power_limit: 700\n"
+
+
+def reprofleet(*args: str, cwd: Path, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "reprofleet", *args], cwd=cwd, capture_output=True, text=True,
+                          timeout=timeout)
+
+
+def test_an_out_of_range_power_limit_is_refused_before_any_host_is_contacted(tmp_path: Path) -> None:
+    # An address nobody answers on: contacting it would take the connect timeout.
+    inventory = tmp_path / "hosts.yml"
+    inventory.write_text("all:\n  hosts:\n    ws01:\n      ansible_host: 10.213.254.254\n")
+    facts_cache = tmp_path / "reports" / ".facts"
+    facts_cache.mkdir(parents=True)
+    (facts_cache / "ws01.json").write_text(json.dumps(
+        {"gpus": [{"index": 0, "power_limit_w": {"min": 150.0, "max": 600.0}}]}))
+    book = write_playbook(tmp_path / "book", attempts=1, cells=LGC_AND_PL)
+    started = time.monotonic()
+    result = reprofleet("campaign", "--hosts", str(inventory), "--playbook", str(book), cwd=tmp_path)
+    assert time.monotonic() - started < 8
+    assert result.returncode == 2
+    (line,) = result.stderr.strip().splitlines()
+    assert "matrix[1].power_limit" in line and "700" in line and "150-600" in line
+    assert not list((tmp_path / "reports").glob("*/attempts.jsonl"))
+
+
+def test_the_inventory_can_give_the_power_limit_range(tmp_path: Path) -> None:
+    inventory = tmp_path / "hosts.ini"
+    inventory.write_text("[lab]\nws01 ansible_host=10.213.254.254 gpu_power_limits='[150, 600]'\n")
+    book = write_playbook(tmp_path / "book", attempts=1, cells=LGC_AND_PL)
+    result = reprofleet("campaign", "--hosts", str(inventory), "--playbook", str(book), cwd=tmp_path)
+    assert result.returncode == 2 and "matrix[1].power_limit" in result.stderr
+
+
+@pytest.mark.fleet
+def test_sigint_mid_campaign_puts_every_gpu_back_to_its_defaults(sim_fleet: Any, tmp_path: Path) -> None:
+    fleet = sim_fleet([SimHostSpec("int-a", script=("clean",) * 6, time_scale=0.3),
+                       SimHostSpec("int-b", script=("clean",) * 6, time_scale=0.3)])
+    book = write_playbook(tmp_path / "book", attempts=3, attempt_timeout=60,
+                          cells="  - name: lgc-2800\n    graphics_clocks: [180, 2800]\n    power_limit: 450\n")
+    env = dict(os.environ, PYTHONUNBUFFERED="1")
+    proc = subprocess.Popen([sys.executable, "-m", "reprofleet", "campaign", "--hosts", str(fleet.inventory_path),
+                             "--playbook", str(book)], cwd=tmp_path, env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            states = [h.gpu_state() for h in fleet.hosts]
+            if all(s["locked_graphics"] and s["load"] for s in states):
+                break
+            time.sleep(0.2)
+        assert all(h.gpu_state()["locked_graphics"] for h in fleet.hosts), "the policy was never applied"
+        proc.send_signal(signal.SIGINT)
+        _, stderr = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 130, stderr
+    for host in fleet.hosts:
+        state = host.gpu_state()
+        assert state["locked_graphics"] is None and state["power_limit_w"] == 600.0, host.name
+    (campaign_dir,) = [p for p in (tmp_path / "reports").iterdir() if not p.name.startswith(".")]
+    records = list(read_records(campaign_dir / "attempts.jsonl"))
+    assert len(records) == 2 and {r["outcome"] for r in records} == {"infra"}
+    assert all("interrupted" in r["reason"] for r in records)
+    events = [json.loads(line) for line in (campaign_dir / "events.jsonl").read_text().splitlines()]
+    assert {e["host"] for e in events if e["event"] == "policy_restored"} == {"int-a", "int-b"}
