@@ -25,6 +25,12 @@ from .transport import Session, TransportSettings, connect, probe_host
 from .watchdog import FleetLiveness, Watchdog, WatchdogSettings
 
 
+def _iso(unix_time: float | None) -> str | None:
+    if unix_time is None:
+        return None
+    return datetime.fromtimestamp(unix_time, timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
 def utc_now() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
@@ -230,7 +236,8 @@ class HostRunner:
             cold_boot=self.state.attempts_in_boot == 1 and (self.state.uptime_at_boot_check or 1e9) < 900,
             boot_id=self.state.boot_id, started=started, ended=utc_now(), outcome=end.outcome,
             reason=end.reason, exit_code=exit_line.get("rc"), detect_latency_s=end.detect_latency_s,
-            last_heartbeat=(datetime.fromtimestamp(last_hb, timezone.utc).isoformat() if last_hb else None),
+            last_heartbeat=_iso(last_hb),
+            wedge_declared=_iso(end.declared_wall),
             last_phase=trace.last_phase if trace else None,
             last_log_line=trace.last_log_line if trace else None,
             telemetry=exit_line.get("telemetry") or ({"last_sample": trace.last_nvml} if trace and trace.last_nvml else None),

@@ -227,7 +227,8 @@ class Record:
     reason: str = ""
     exit_code: int | None = None
     detect_latency_s: float | None = None
-    last_heartbeat: str | None = None
+    last_heartbeat: str | None = None  # the last line heard from the host (heartbeats included)
+    wedge_declared: str | None = None
     last_phase: str | None = None
     last_log_line: str | None = None
     telemetry: Mapping[str, Any] | None = None

@@ -1,0 +1,55 @@
+"""Bad input stops everything with one line naming file:line:field; a dry run contacts nobody."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from test_fleet_campaign import write_playbook
+
+
+def reprofleet(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "reprofleet", *args], cwd=cwd, capture_output=True, text=True,
+                          timeout=60)
+
+
+def _inventory(tmp_path: Path, body: str) -> Path:
+    path = tmp_path / "hosts.yml"
+    path.write_text(body)
+    return path
+
+
+def test_a_malformed_inventory_is_one_line_with_file_line_field_and_exit_2(tmp_path: Path) -> None:
+    inventory = _inventory(tmp_path, "all:\n  hosts:\n    ws01:\n      ansible_host: 10.213.254.254\n"
+                                     "    ws02:\n      ansible_port: twenty-two\n")
+    book = write_playbook(tmp_path / "book", attempts=1)
+    result = reprofleet("campaign", "--hosts", str(inventory), "--playbook", str(book), cwd=tmp_path)
+    assert result.returncode == 2
+    (line,) = result.stderr.strip().splitlines()
+    assert f"{inventory}:6:ansible_port" in line
+    assert not (tmp_path / "reports").exists()
+
+
+def test_a_misspelt_playbook_key_is_refused_with_a_suggestion(tmp_path: Path) -> None:
+    inventory = _inventory(tmp_path, "all:\n  hosts:\n    ws01:\n      ansible_host: 10.213.254.254\n")
+    book = write_playbook(tmp_path / "book", attempts=1, extra="atempts: 3\n")
+    result = reprofleet("campaign", "--hosts", str(inventory), "--playbook", str(book), cwd=tmp_path)
+    assert result.returncode == 2
+    (line,) = result.stderr.strip().splitlines()
+    assert "atempts" in line and "did you mean 'attempts'" in line and str(book) in line
+
+
+def test_a_dry_run_prints_the_plan_and_contacts_nothing(tmp_path: Path) -> None:
+    inventory = _inventory(tmp_path, "all:\n  hosts:\n    ws01:\n      ansible_host: 10.213.254.254\n"
+                                     "    ws02:\n      ansible_host: 10.213.254.253\n")
+    book = write_playbook(tmp_path / "book", attempts=3,
+                          cells="  - name: default\n  - name: lgc\n    graphics_clocks: [180, 2800]\n")
+    started = time.monotonic()
+    result = reprofleet("campaign", "--hosts", str(inventory), "--playbook", str(book), "--dry-run", cwd=tmp_path)
+    assert time.monotonic() - started < 10  # a connect to those addresses would take the timeout
+    assert result.returncode == 0, result.stderr
+    assert "attempts planned: 12" in result.stdout
+    assert "lgc: gpu {'graphics_clocks': [180, 2800]}" in result.stdout
+    assert not (tmp_path / "reports").exists()
