@@ -124,7 +124,11 @@ def run_and_report(c: Any, hosts: str, playbook: str, attempts: int | None, dry_
 
     records = list(read_records(result.directory.attempts)) if result.directory.attempts.exists() else []
     console.print(summary_table(list(records), book.reproductions, f"campaign {result.campaign_id}"))
-    console.print(f"records: {result.directory.attempts}")
+    from .report import render_markdown
+
+    report_path = result.directory.root / "report.md"
+    report_path.write_text(render_markdown(records, book.reproductions, f"Campaign {result.campaign_id}"))
+    console.print(f"records: {result.directory.attempts}\nreport:  {report_path}")
     return ExitStatus.INTERRUPTED if result.interrupted else ExitStatus.OK
 
 
@@ -240,6 +244,28 @@ def policy_task(c: Context, hosts: str, restore: bool = False, read: bool = Fals
     return ExitStatus.OK if all(isinstance(v, dict) for v in results.values()) else ExitStatus.SOME_HOSTS_FAILED
 
 
+@task(help={"paths": "campaign folders or attempts.jsonl files (default: every campaign under reports/)",
+            "reproductions": "outcomes counted as reproductions (default wedge)", "out": "write Markdown here"})
+@handled
+def report(c: Context, paths: str = "", reproductions: str = "wedge", out: str = "") -> ExitStatus:
+    """Pool records from many campaigns and controllers and compare wedge rates."""
+    from .model import Outcome
+    from .progress import summary_table
+    from .records import pool
+    from .report import render_markdown
+
+    sources = [Path(p) for p in paths.split(",") if p] or [Path(_conf(c)["reports"])]
+    records = pool(sources)
+    counted = tuple(Outcome(o.strip()) for o in reproductions.split(",") if o.strip())
+    Console().print(summary_table(records, counted, f"{len(records)} attempts pooled"))
+    text = render_markdown(records, counted, "reprofleet report")
+    if out:
+        Path(out).write_text(text)
+    else:
+        print(text)
+    return ExitStatus.OK
+
+
 def _confirm(question: str) -> bool:
     if not sys.stdin.isatty():
         return False
@@ -251,5 +277,5 @@ sim.add_task(cast(Task, sim_up), "up")
 sim.add_task(cast(Task, sim_status), "status")
 sim.add_task(cast(Task, sim_down), "down")
 
-ns = Collection(campaign, facts, demo, power, policy_task, sim)
+ns = Collection(campaign, facts, demo, power, policy_task, report, sim)
 ns.configure({"reprofleet": DEFAULTS})
