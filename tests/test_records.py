@@ -82,3 +82,18 @@ def test_exit_lines_classify(exit_line: dict, outcome: Outcome) -> None:
 
 def test_a_lost_supervisor_on_a_new_boot_is_a_reboot() -> None:
     assert classify_exit({"lost": True}, boot_changed=True)[0] is Outcome.REBOOT
+
+
+def test_resume_reruns_interrupted_attempts_but_not_judged_ones(tmp_path: Path) -> None:
+    from dataclasses import replace
+
+    from reprofleet.campaign import completed_counts
+    from reprofleet.records import CampaignDir
+
+    directory = CampaignDir(tmp_path).create()
+    log = AttemptLog(directory.attempts)
+    log.append_record(_record("a1", Outcome.WEDGE))
+    log.append_record(_record("a2", Outcome.CLEAN))
+    log.append_record(replace(_record("a3", Outcome.INFRA), reason="interrupted: the campaign was stopped"))
+    log.append_record(replace(_record("a4", Outcome.INFRA), reason="host not answering at the attempt deadline"))
+    assert completed_counts(directory) == {("ws01", "default"): 3}

@@ -92,10 +92,16 @@ def describe_plan(plan: CampaignPlan) -> str:
     return "\n".join(lines)
 
 
+RERUN_ON_RESUME = ("interrupted", "not run")  # infra reasons that say nothing about the host
+
+
 def completed_counts(directory: CampaignDir) -> dict[tuple[str, str], int]:
+    """Attempts per (host, cell) already done; stopped or skipped ones run again on resume."""
     counts: dict[tuple[str, str], int] = {}
     if directory.attempts.exists():
         for record in read_records(directory.attempts):
+            if record["outcome"] == "infra" and str(record.get("reason", "")).startswith(RERUN_ON_RESUME):
+                continue
             key = (record["host"], record["cell"])
             counts[key] = counts.get(key, 0) + 1
     return counts
