@@ -155,7 +155,9 @@ def facts(c: Context, hosts: str, json_: bool = False) -> ExitStatus:
     from .facts import collect_facts, facts_table
     from .preflight import cache_facts
 
-    inventory_hosts = __import__("reprofleet.inventory", fromlist=["x"]).load_inventory(hosts).hosts
+    from .inventory import load_inventory
+
+    inventory_hosts = load_inventory(hosts).hosts
     results = collect_facts(inventory_hosts, _settings(c))
     for name, value in results.items():
         if isinstance(value, dict):

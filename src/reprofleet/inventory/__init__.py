@@ -1,0 +1,43 @@
+"""Ansible inventories as users already have them -> the hosts a campaign runs on.
+
+A fleet owner already describes their machines in an Ansible inventory, so we read that
+format as Ansible does instead of inventing one: YAML and INI files are parsed here (with
+real line numbers for every error), ``group_vars/`` and ``host_vars/`` beside the file are
+merged in Ansible's precedence order, and any other source (a directory, a dynamic
+inventory script, a plugin config) is handed to ``ansible-inventory --list`` when it is
+installed. Ansible itself is never imported: it is an optional tool, not a library we
+depend on. ``tests/test_inventory.py`` checks our reading against ``ansible-inventory``.
+
+    from reprofleet.inventory import load_inventory
+    inventory = load_inventory("inventory/blackwell.yml")
+
+Modules: ``load`` (which reader a path needs), ``graph`` (groups and hosts), ``ranges``
+(host patterns and ranges), ``yaml_format`` and ``ini_format`` (the parsers),
+``vars_files`` (group_vars/host_vars), ``hosts`` (precedence and Host construction),
+``listing`` (the ``ansible-inventory`` path), ``values`` (what they share).
+"""
+
+from __future__ import annotations
+
+from .hosts import (
+    ADDRESS_VARS,
+    KEY_FILE_VARS,
+    PDU_SECRET_KEYS,
+    PORT_VARS,
+    USER_VARS,
+    Inventory,
+    credential_ref,
+    host_from_vars,
+    power_port,
+)
+from .ini_format import ini_value
+from .listing import ANSIBLE_INVENTORY_TIMEOUT_S, ansible_inventory_command
+from .load import load_inventory
+from .ranges import expand_host_pattern, expand_host_ranges
+from .values import YAML_SUFFIXES, VaultEncrypted
+
+__all__ = [
+    "ADDRESS_VARS", "ANSIBLE_INVENTORY_TIMEOUT_S", "Inventory", "KEY_FILE_VARS", "PDU_SECRET_KEYS", "PORT_VARS",
+    "USER_VARS", "VaultEncrypted", "YAML_SUFFIXES", "ansible_inventory_command", "credential_ref",
+    "expand_host_pattern", "expand_host_ranges", "host_from_vars", "ini_value", "load_inventory", "power_port",
+]

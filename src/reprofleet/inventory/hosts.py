@@ -1,0 +1,172 @@
+"""Precedence of variables and the Host built from them: connection settings, GPU and PDU.
+
+Variables merge in Ansible's default order, so a host gets the settings an Ansible run
+would give it; then the few we use are checked and turned into a ``Host``. Secrets
+never sit in the inventory: a PDU names them by reference (``env:VAR``, ``file:/path``).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any, Iterable, Mapping
+
+from reprofleet.errors import InventoryError, Location
+from reprofleet.model import CredentialRef, Host, PowerPort, frozen_mapping
+from reprofleet.suggest import did_you_mean, line_of, plain
+
+from .graph import Graph
+from .values import Sourced, as_int, as_text
+from .vars_files import VarsFiles
+
+# Later names win, as in Ansible's ssh connection plugin option definitions.
+ADDRESS_VARS = ("ansible_host", "ansible_ssh_host")
+PORT_VARS = ("ansible_port", "ansible_ssh_port")
+USER_VARS = ("ansible_user", "ansible_ssh_user")
+KEY_FILE_VARS = ("ansible_private_key_file", "ansible_ssh_private_key_file")
+PDU_SECRET_KEYS = frozenset(
+    {"password", "passwd", "pass", "secret", "token", "api_key", "apikey", "community",
+     "auth_key", "priv_key", "auth_password", "priv_password"}
+)
+
+
+@dataclass(frozen=True)
+class Inventory:
+    """Hosts to run on, group membership (transitive, including ``all``), and where from.
+
+    ``warnings`` carries what Ansible would only warn about (an unexpected key in a YAML
+    group, a vault-encrypted vars file we cannot read), for the command line to print.
+    """
+
+    hosts: tuple[Host, ...]
+    groups: Mapping[str, tuple[str, ...]]
+    source: str
+    warnings: tuple[str, ...] = ()
+
+    def host(self, name: str) -> Host:
+        """The host called ``name``; KeyError naming the known ones otherwise."""
+        for host in self.hosts:
+            if host.name == name:
+                return host
+        raise KeyError(f"no host {name!r} in {self.source}{did_you_mean(name, self.names)}")
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return tuple(host.name for host in self.hosts)
+
+
+def inventory_from_graph(graph: Graph, files: VarsFiles, source: str) -> Inventory:
+    if not graph.hosts:
+        raise InventoryError(Location(source), "the inventory has no hosts")
+    depth = graph.depths()
+    hosts = []
+    for name in graph.hosts:
+        groups = graph.ancestors(name)
+        hosts.append(host_from_vars(name, _host_layers(graph, files, name, groups, depth), groups))
+    return Inventory(
+        hosts=tuple(hosts),
+        groups=frozen_mapping(graph.members()),
+        source=source,
+        warnings=tuple(graph.warnings + files.warnings),
+    )
+
+
+def _host_layers(
+    graph: Graph, files: VarsFiles, host: str, groups: set[str], depth: Mapping[str, int]
+) -> dict[str, Sourced]:
+    """Ansible's default order: all < groups (shallow first) < group_vars files alike < host < host_vars."""
+    ordered = sorted(
+        (graph.groups[g] for g in groups if g != "all"), key=lambda g: (depth[g.name], g.priority, g.name)
+    )
+    merged: dict[str, Sourced] = dict(graph.groups["all"].vars)
+    for group in ordered:
+        merged.update(group.vars)
+    for name in ["all", *(g.name for g in ordered)]:
+        merged.update(files.vars("group_vars", name))
+    merged.update(graph.hosts[host].vars)
+    merged.update(files.vars("host_vars", host))
+    return merged
+
+
+def host_from_vars(name: str, merged: Mapping[str, Sourced], groups: Iterable[str]) -> Host:
+    """Connection settings, GPU and PDU of one host from its merged variables."""
+    address = _last(merged, ADDRESS_VARS)
+    port = _last(merged, PORT_VARS)
+    user = _last(merged, USER_VARS)
+    key_file = _last(merged, KEY_FILE_VARS)
+    python = _last(merged, ("ansible_python_interpreter",))
+    gpu = _last(merged, ("gpu_index",))
+    pdu = _last(merged, ("pdu",))
+    return Host(
+        name=name,
+        address=as_text(address) if address else name,
+        port=_port(port) if port else 22,
+        user=as_text(user) if user else None,
+        key_file=as_text(key_file) if key_file else None,
+        python=_interpreter(python) if python else "python3",
+        gpu_index=as_int(gpu.value, gpu.where, "a GPU index (0, 1, ...)", low=0) if gpu else 0,
+        pdu=power_port(pdu.value, pdu.where) if pdu else None,
+        groups=tuple(sorted(g for g in groups if g != "all")),
+        vars=frozen_mapping({key: plain(item.value) for key, item in merged.items()}),
+    )
+
+
+def _last(merged: Mapping[str, Sourced], names: tuple[str, ...]) -> Sourced | None:
+    present = [merged[n] for n in names if n in merged and merged[n].value is not None]
+    return present[-1] if present else None
+
+
+def _port(item: Sourced) -> int:
+    return as_int(item.value, item.where, "a port number (1-65535)", low=1, high=65535)
+
+
+def _interpreter(item: Sourced) -> str:
+    value = as_text(item)
+    return "python3" if value.startswith("auto") else value  # Ansible's discovery modes
+
+
+def power_port(pdu: Any, where: Location) -> PowerPort:
+    """The ``pdu:`` block of a host: driver and address required, secrets only by reference."""
+    if not isinstance(pdu, dict):
+        raise InventoryError(where, "must be a mapping with driver, address, outlet, credentials")
+
+    def at(key: str) -> Location:
+        return Location(where.file, line_of(pdu, key) or where.line, f"pdu.{key}")
+
+    for key in pdu:
+        if str(key).lower() in PDU_SECRET_KEYS:  # never echo the value: it is a secret
+            raise InventoryError(
+                at(key), "secrets never go into the inventory: use 'credentials: env:VAR' or 'file:/path'"
+            )
+    for key in ("driver", "address"):
+        if key not in pdu:
+            raise InventoryError(where, f"pdu needs '{key}'")
+    outlet = pdu.get("outlet")
+    if isinstance(outlet, bool) or not isinstance(outlet, (str, int, type(None))):
+        raise InventoryError(at("outlet"), f"must be an outlet name or number, got {outlet!r}")
+    credentials = pdu.get("credentials")
+    return PowerPort(
+        driver=as_text(Sourced(pdu["driver"], at("driver"))),
+        address=as_text(Sourced(pdu["address"], at("address"))),
+        outlet=None if outlet is None else str(outlet),
+        credentials=None if credentials is None else credential_ref(credentials, at("credentials")),
+        options=frozen_mapping(
+            {k: plain(v) for k, v in pdu.items() if k not in ("driver", "address", "outlet", "credentials")}
+        ),
+    )
+
+
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+def credential_ref(value: Any, where: Location) -> CredentialRef:
+    """``env:VAR`` or ``file:/path``; the message never repeats the value (it may be a secret)."""
+    scheme, _, name = value.partition(":") if isinstance(value, str) else ("", "", "")
+    if scheme == "env" and _ENV_NAME.match(name):
+        return CredentialRef("env", name)
+    if scheme == "file" and name:
+        return CredentialRef("file", name)
+    if scheme in ("env", "file"):
+        raise InventoryError(where, f"'{scheme}:' needs a {'variable name' if scheme == 'env' else 'path'}")
+    known = f"unknown scheme {scheme!r}" if name and scheme.isalpha() and len(scheme) < 12 else "not a reference"
+    raise InventoryError(where, f"{known}: credentials are 'env:VAR' or 'file:/path'")

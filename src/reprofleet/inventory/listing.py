@@ -1,0 +1,112 @@
+"""Any other inventory source (a folder, a dynamic script, a plugin config) via ``ansible-inventory``.
+
+Only Ansible can run its plugins and scripts, so we run ``ansible-inventory --list``
+(bounded by a timeout, in its own session so a hung script dies with it) and read its
+JSON: variables come already merged, group membership does not.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any, Mapping
+
+from reprofleet.errors import InventoryError, Location
+from reprofleet.model import frozen_mapping
+
+from .hosts import Inventory, host_from_vars
+from .values import Sourced, VaultEncrypted
+
+ANSIBLE_INVENTORY_TIMEOUT_S = 60.0
+
+
+def ansible_inventory_command() -> str | None:
+    """``ansible-inventory`` on PATH, or beside this interpreter (an unactivated venv)."""
+    found = shutil.which("ansible-inventory")
+    if found:
+        return found
+    beside = Path(sys.executable).parent / "ansible-inventory"
+    return str(beside) if beside.is_file() and os.access(beside, os.X_OK) else None
+
+
+def ansible_list(source: str, timeout_s: float) -> Any:
+    command = ansible_inventory_command()
+    if command is None:
+        raise InventoryError(
+            Location(source),
+            "a plugin config, script or folder needs ansible-inventory (pip install ansible-core)",
+        )
+    env = dict(os.environ, ANSIBLE_INVENTORY_UNPARSED_FAILED="1", ANSIBLE_INVENTORY_ANY_UNPARSED_IS_FAILED="1",
+               ANSIBLE_NOCOLOR="1", ANSIBLE_FORCE_COLOR="0")
+    process = subprocess.Popen(
+        [command, "-i", source, "--list"], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE, text=True, env=env, start_new_session=True,
+    )
+    try:
+        stdout, stderr = process.communicate(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)  # its own session: takes the script along
+        process.communicate()
+        raise InventoryError(Location(source), f"ansible-inventory gave no answer within {timeout_s:g}s") from None
+    if process.returncode != 0:
+        tail = " ".join(stderr.strip().splitlines()[-3:])
+        raise InventoryError(Location(source), f"ansible-inventory failed ({process.returncode}): {tail}")
+    try:
+        return json.loads(stdout)
+    except ValueError as exc:
+        raise InventoryError(Location(source), f"ansible-inventory printed no JSON: {exc}") from None
+
+
+def inventory_from_listing(listing: Any, source: str) -> Inventory:
+    """``ansible-inventory --list`` JSON: hostvars are already merged; membership is not."""
+    if not isinstance(listing, dict):
+        raise InventoryError(Location(source), "ansible-inventory printed something other than a mapping")
+    hostvars = (listing.get("_meta") or {}).get("hostvars") or {}
+    groups = {name: body for name, body in listing.items() if name != "_meta" and isinstance(body, dict)}
+    direct = {name: list(body.get("hosts") or []) for name, body in groups.items()}
+    children = {name: list(body.get("children") or []) for name, body in groups.items()}
+    order = list(dict.fromkeys([h for hosts in direct.values() for h in hosts] + list(hostvars)))
+    if not order:
+        raise InventoryError(Location(source), "the inventory has no hosts")
+    members = {name: _closure(name, direct, children) for name in set(groups) | {"all"}}
+    members["all"] = set(order)
+    hosts = []
+    for name in order:
+        merged = {k: Sourced(_unwrap(v), Location(source, None, k)) for k, v in (hostvars.get(name) or {}).items()}
+        hosts.append(host_from_vars(name, merged, [g for g, m in members.items() if name in m]))
+    return Inventory(
+        hosts=tuple(hosts),
+        groups=frozen_mapping({g: tuple(h for h in order if h in m) for g, m in members.items()}),
+        source=source,
+    )
+
+
+def _unwrap(value: Any) -> Any:
+    """ansible-inventory's JSON marks ``!unsafe`` and ``!vault`` values as one-key objects."""
+    if isinstance(value, dict):
+        if set(value) == {"__ansible_unsafe"}:
+            return _unwrap(value["__ansible_unsafe"])
+        if set(value) == {"__ansible_vault"}:
+            return VaultEncrypted(value["__ansible_vault"])
+        return {k: _unwrap(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_unwrap(v) for v in value]
+    return value
+
+
+def _closure(group: str, direct: Mapping[str, list[str]], children: Mapping[str, list[str]]) -> set[str]:
+    found: set[str] = set()
+    seen: set[str] = set()
+    stack = [group]
+    while stack:
+        name = stack.pop()
+        if name not in seen:
+            seen.add(name)
+            found.update(direct.get(name, []))
+            stack.extend(children.get(name, []))
+    return found

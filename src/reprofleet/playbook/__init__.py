@@ -1,0 +1,40 @@
+"""Campaign YAML -> validated matrix cells, before any host is contacted.
+
+A campaign runs for hours on machines that freeze, so a typo found after the first power
+cycle costs an evening. Everything here is checked up front: unknown keys (with the
+closest valid one suggested), value types and ranges, the PoC file, and every runtime
+placeholder of every cell. Errors are PlaybookError at ``file:line:field.path``.
+
+Factors merge in three layers: top-level ``runtime`` < ``defaults`` < the cell. ``env``,
+``args``, ``vars`` and ``runtime`` merge key by key; a key set to ``null`` in a later layer
+removes it (a cell can drop a default env flag); GPU factors set to ``null`` mean "leave
+the card at its default".
+
+    from reprofleet.playbook import load_playbook, plan_order
+    playbook = load_playbook("playbooks/sm120-hostwedge.yml")
+
+Modules: ``load`` (the file and its top-level settings), ``cells`` (the matrix),
+``factors`` (GPU, env/args/vars, runtime and placeholders), ``order`` (attempt order on
+one host), ``document`` (locations and the checks they share).
+"""
+
+from __future__ import annotations
+
+from .cells import CELL_KEYS
+from .document import NAME
+from .factors import FACTOR_KEYS, GPU_FACTORS, IDENTIFIER, MAP_FACTORS, RUNTIME_KEYS
+from .load import (
+    CACHE_MODES,
+    ORDERS,
+    POC_KEYS,
+    REPRODUCTION_OUTCOMES,
+    TIMEOUT_KEYS,
+    TOP_KEYS,
+    load_playbook,
+)
+from .order import plan_order
+
+__all__ = [
+    "CACHE_MODES", "CELL_KEYS", "FACTOR_KEYS", "GPU_FACTORS", "IDENTIFIER", "MAP_FACTORS", "NAME", "ORDERS",
+    "POC_KEYS", "REPRODUCTION_OUTCOMES", "RUNTIME_KEYS", "TIMEOUT_KEYS", "TOP_KEYS", "load_playbook", "plan_order",
+]

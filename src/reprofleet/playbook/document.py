@@ -1,0 +1,51 @@
+"""The playbook file as errors see it: every message at ``file:line:field.path``.
+
+A typo found after the first power cycle costs an evening, so every check names the
+line and the dotted field it is about, and an unknown key comes with the closest valid
+one. The checks shared by top-level settings and cells live here too.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from reprofleet.errors import Location, PlaybookError
+from reprofleet.suggest import did_you_mean, line_of
+
+NAME = re.compile(r"^[A-Za-z0-9._-]+$")
+
+
+class Doc:
+    """The playbook file: builds locations from containers and dotted field paths."""
+
+    def __init__(self, file: str) -> None:
+        self.file = file
+
+    def at(self, container: Any, key: Any, path: str) -> Location:
+        return Location(self.file, line_of(container, key), path)
+
+    def fail(self, container: Any, key: Any, path: str, message: str) -> PlaybookError:
+        return PlaybookError(self.at(container, key, path), message)
+
+    def check_keys(self, mapping: Any, allowed: tuple[str, ...], path: str) -> None:
+        if not isinstance(mapping, dict):
+            raise PlaybookError(Location(self.file, line_of(mapping), path or None), "must be a mapping")
+        for key in mapping:
+            if key not in allowed:
+                where = f"{path}.{key}" if path else str(key)
+                raise self.fail(mapping, key, where, f"unknown key {key!r}{did_you_mean(key, allowed)}")
+
+
+def valid_name(doc: Doc, mapping: Any, key: str, path: str) -> str:
+    value = mapping.get(key)
+    if not isinstance(value, str) or not NAME.match(value):
+        raise doc.fail(mapping, key, path, f"must be letters, digits, '.', '_' or '-', got {value!r}")
+    return value
+
+
+def positive(doc: Doc, mapping: Any, key: Any, path: str) -> float:
+    value = mapping[key]
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
+        raise doc.fail(mapping, key, path, f"must be a number > 0, got {value!r}")
+    return float(value)
