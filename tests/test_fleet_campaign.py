@@ -163,3 +163,19 @@ def test_a_host_whose_key_changed_is_refused(sim_fleet, tmp_path: Path) -> None:
     session.close()
     assert (tmp_path / "new_known_hosts").read_text().strip()
     assert time.monotonic() - started < 10
+
+
+def test_clock_lock_and_power_limit_cells_record_what_the_gpu_read_back(sim_fleet, tmp_path: Path) -> None:
+    fleet = sim_fleet([SimHostSpec(name="pol", script=("clean", "clean", "clean"))])
+    cells = ("  - name: lgc-2800\n    graphics_clocks: [180, 2800]\n"
+             "  - name: pl-350\n    power_limit: 350\n  - name: default\n")
+    book = write_playbook(tmp_path, attempts=1, cells=cells)
+    result = run(fleet, book, tmp_path / "reports")
+    by_cell = {r["cell"]: r for r in result.records}
+    assert by_cell["lgc-2800"]["policy"]["graphics_clocks"] == [180, 2800]
+    assert by_cell["lgc-2800"]["factors"]["graphics_clocks"] == [180, 2800]
+    assert by_cell["pl-350"]["policy"]["power_limit_w"] == 350.0
+    assert by_cell["pl-350"]["policy"]["graphics_clocks"][1] > 2800  # the lock of the cell before was reset
+    assert by_cell["default"]["policy"]["power_limit_w"] == 600.0
+    telemetry = by_cell["lgc-2800"]["telemetry"]
+    assert telemetry["gfx_mhz_peak"] <= 2800 and telemetry["samples"] > 0

@@ -83,3 +83,26 @@ def test_a_wedged_host_is_power_cycled_and_the_campaign_completes(
     events = [json.loads(line) for line in result.directory.events.read_text().splitlines()]
     states = [e["to"] for e in events if e["event"] == "recovery"]
     assert states == ["off", "dwell", "on", "booting", "booted", "stable", "forensics", "ready"]
+
+
+def test_forensics_find_an_xid_and_warn_about_a_volatile_journal(
+        sim_fleet: Any, sim_inventory: Any, tmp_path: Path) -> None:
+    fleet = sim_fleet([SimHostSpec("xid", script=("wedge", "clean"), xid_on_wedge=True, boot_delay_s=0.3),
+                       SimHostSpec("volatile", script=("wedge", "clean"), journal_persistent=False,
+                                   boot_delay_s=0.3)])
+    plug = HttpPlugServer(tmp_path / "plug", "tasmota", {str(i + 1): h.paths.power for i, h in enumerate(fleet.hosts)})
+    plug.start()
+    try:
+        inventory = sim_inventory(fleet, pdu={h.name: plug.pdu_block(str(i + 1)) for i, h in enumerate(fleet.hosts)})
+        book = write_playbook(tmp_path / "book", attempts=2, attempt_timeout=30)
+        plan = make_plan(load_playbook(book), load_inventory(inventory).hosts)
+        result = run_campaign(plan, settings_for(fleet), tmp_path / "reports", recovery_factory=recovery_factory)
+    finally:
+        plug.stop()
+    wedges = {r["host"]: r for r in read_records(result.directory.attempts) if r["outcome"] == "wedge"}
+    assert set(wedges) == {"xid", "volatile"}
+    findings = wedges["xid"]["forensics"]["findings"]
+    assert any("xid" in f["tags"] for f in findings), findings
+    assert wedges["volatile"]["forensics"]["journal_persistent"] is False
+    assert "not persistent" in wedges["volatile"]["forensics"]["warning"]
+    assert wedges["volatile"]["forensics"]["previous_boot_available"] is False

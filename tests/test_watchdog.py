@@ -105,3 +105,46 @@ def test_a_probe_that_raises_counts_as_failed() -> None:
     clock.now += 6.0
     assert dog.check() is Verdict.WEDGED
     dog.close()
+
+
+def test_hosts_that_wedge_together_are_wedges_when_a_witness_says_our_network_works() -> None:
+    clock = FakeClock()
+    fleet = FleetLiveness(window_s=5.0, network_ok=lambda: True)
+    dogs = [Watchdog(f"ws0{i}", lambda: False, FAST, fleet=fleet, clock=clock) for i in range(2)]
+    clock.now += 4.0
+    for dog in dogs:
+        dog.check()
+        _wait_probes(dog, 3)
+    clock.now += 6.0
+    assert [d.check() for d in dogs] == [Verdict.WEDGED, Verdict.WEDGED]
+    for dog in dogs:
+        dog.close()
+
+
+def test_a_cached_witness_is_asked_at_most_once_per_ttl() -> None:
+    from reprofleet.witness import CachedWitness
+
+    asked = []
+    witness = CachedWitness(lambda: asked.append(1) or True, ttl_s=60)
+    assert witness() and witness() and len(asked) == 1
+
+
+def test_when_our_network_comes_back_each_host_gets_a_fresh_confirm_window() -> None:
+    clock = FakeClock()
+    network = {"ok": False}
+    fleet = FleetLiveness(window_s=5.0, network_ok=lambda: network["ok"])
+    dogs = [Watchdog(f"ws0{i}", lambda: False, FAST, fleet=fleet, clock=clock) for i in range(2)]
+    clock.now += 4.0
+    for dog in dogs:
+        dog.check()
+        _wait_probes(dog, 3)
+    clock.now += 60.0
+    assert [d.check() for d in dogs] == [Verdict.CONTROLLER_NETWORK] * 2
+    network["ok"] = True
+    assert [d.check() for d in dogs] == [Verdict.SUSPECT] * 2  # not wedged at once
+    for dog in dogs:
+        _wait_probes(dog, 3)
+    clock.now += 5.5
+    assert [d.check() for d in dogs] == [Verdict.WEDGED] * 2
+    for dog in dogs:
+        dog.close()

@@ -22,7 +22,9 @@ from .host_runner import CampaignContext, HostRunner, RunSettings
 from .model import Cell, Host, Playbook
 from .playbook import plan_order
 from .records import AttemptLog, CampaignDir, JsonlAppender, read_records
+from .power import PowerLog
 from .watchdog import FleetLiveness
+from .witness import CachedWitness, controller_network_ok
 
 
 @dataclass(frozen=True)
@@ -152,7 +154,9 @@ def run_campaign(
     ctx = CampaignContext(
         campaign_id=plan.campaign_id, directory=directory, playbook=plan.playbook, settings=settings,
         bundle=load_bundle(), poc_script=poc_script, attempt_log=AttemptLog(directory.attempts),
-        events=JsonlAppender(directory.events), fleet=FleetLiveness(settings.watchdog.fleet_window_s),
+        events=JsonlAppender(directory.events),
+        fleet=FleetLiveness(settings.watchdog.fleet_window_s,
+                            CachedWitness(lambda: controller_network_ok(plan.hosts, PowerLog(directory.power)))),
         stop=stop, progress=progress,
     )
     if recovery_factory is not None:

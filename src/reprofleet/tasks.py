@@ -109,7 +109,7 @@ def run_and_report(c: Any, hosts: str, playbook: str, attempts: int | None, dry_
         report_root = directory.root.parent
     check_playbook_against_hosts(book, inventory.hosts, report_root)
     plan = campaign_mod.make_plan(book, inventory.hosts, campaign_id, done)
-    console = Console()
+    console = Console() if sys.stdout.isatty() else Console(width=160)  # logs and CI: no squeezed tables
     if dry_run:
         print(campaign_mod.describe_plan(plan))
         return ExitStatus.OK

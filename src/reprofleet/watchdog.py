@@ -73,8 +73,9 @@ class _ProbeThread(threading.Thread):
 class FleetLiveness:
     """Shared by the hosts of one campaign: who is silent, since when."""
 
-    def __init__(self, window_s: float) -> None:
+    def __init__(self, window_s: float, network_ok: Callable[[], bool] | None = None) -> None:
         self._window = window_s
+        self._network_ok = network_ok
         self._lock = threading.Lock()
         self._watched: set[str] = set()
         self._silent_since: dict[str, float] = {}
@@ -92,6 +93,12 @@ class FleetLiveness:
     def heard(self, host: str) -> None:
         with self._lock:
             self._silent_since.pop(host, None)
+
+    def controller_suspect(self) -> bool:
+        """Everyone is silent and no witness says our own network works (see witness.py)."""
+        if not self.everyone_silent():
+            return False
+        return self._network_ok is None or not self._network_ok()
 
     def everyone_silent(self) -> bool:
         """True when more than one host is watched and all went silent within one window."""
@@ -121,6 +128,7 @@ class Watchdog:
         self.last_heard = clock()
         self.suspect_since: float | None = None
         self._prober: _ProbeThread | None = None
+        self._paused = False
         if fleet:
             fleet.watching(host, True)
 
@@ -143,11 +151,23 @@ class Watchdog:
         assert self._prober is not None
         if self._prober.answered.is_set():
             return Verdict.ALIVE_BUT_DETACHED
-        if self._fleet and self._fleet.everyone_silent():
+        if self._fleet and self._fleet.controller_suspect():
+            self._paused = True
             return Verdict.CONTROLLER_NETWORK
+        if self._paused:  # our network is back: give the host a whole fresh confirm window
+            self._paused = False
+            self._restart_probes(now)
+            return Verdict.SUSPECT
         if now - self.suspect_since >= self.settings.confirm_s and self._prober.probes >= 2:
             return Verdict.WEDGED
         return Verdict.SUSPECT
+
+    def _restart_probes(self, now: float) -> None:
+        if self._prober is not None:
+            self._prober.stop()
+        self.suspect_since = now
+        self._prober = _ProbeThread(self._probe, self.settings.probe_interval_s)
+        self._prober.start()
 
     def restart(self) -> None:
         """After a re-attach: the host is heard from again, start afresh."""
