@@ -154,9 +154,14 @@ def supervisor_alive(directory: str, attempt_id: str, meta: Dict[str, Any]) -> b
     return not pid_is_zombie(pid)
 
 
+def rebooted_since(meta: Dict[str, Any]) -> bool:
+    """The host booted again since the attempt started (its boot_id changed)."""
+    return bool(meta.get("boot_id")) and meta.get("boot_id") != read_boot_id()
+
+
 def lost_reason(meta: Dict[str, Any]) -> str:
     """Why a supervisor is gone, in words the report can show."""
-    if meta.get("boot_id") and meta.get("boot_id") != read_boot_id():
+    if rebooted_since(meta):
         return "host rebooted (boot_id changed)"
     return "supervisor died without an exit line"
 

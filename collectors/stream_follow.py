@@ -63,7 +63,7 @@ def lost_exit(meta: Dict[str, Any], seq: int, reason: str) -> Dict[str, Any]:
     duration = round(time.time() - created, 3) if isinstance(created, (int, float)) else None
     return event(
         "exit", seq=seq, rc=None, signal=None, timed_out=False, killed=False, lost=True,
-        duration_s=duration, reason=reason,
+        duration_s=duration, reason=reason, rebooted=state.rebooted_since(meta),
     )
 
 

@@ -138,7 +138,7 @@ class AttemptFollower:
                 return self._interrupted()
             event = self._read_one()
             if event is not None and event.kind is EventKind.EXIT:
-                outcome, reason = classify_exit(event.data, boot_changed=bool(event.data.get("lost")))
+                outcome, reason = classify_exit(event.data, boot_changed=bool(event.data.get("rebooted")))
                 return AttemptEnd(outcome, reason, event.data)
             verdict = self._watchdog.check()
             if verdict is Verdict.WEDGED:

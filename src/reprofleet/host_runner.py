@@ -9,8 +9,9 @@ from __future__ import annotations
 import hashlib
 import threading
 import time
+import time
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from typing import Any, Callable, Mapping
 
@@ -265,6 +266,8 @@ class HostRunner:
                     record = self.run_attempt(cell, index)
                     if record.outcome is Outcome.WEDGE:
                         record = self.after_wedge(record)
+                    elif record.stream is None and not self.ctx.stop.is_set() and self.stays_silent():
+                        record = self.after_unreachable(record)
                 self.ctx.attempt_log.append_record(record)
                 self.state.counts[record.outcome.value] = self.state.counts.get(record.outcome.value, 0) + 1
                 self.ctx.progress(name, outcome=record.outcome.value, counts=dict(self.state.counts))
@@ -284,6 +287,29 @@ class HostRunner:
             started=now, ended=now, outcome=Outcome.INFRA, reason=f"not run: {self.state.quarantined}",
             facts=self.state.facts_hash,
         )
+
+    def stays_silent(self) -> bool:
+        """The attempt could not even start: is the host gone (every probe failing for the window)?"""
+        settings = self.ctx.settings.watchdog
+        deadline = time.monotonic() + settings.confirm_s
+        while time.monotonic() < deadline:
+            if self.probe():
+                return False
+            self.ctx.stop.wait(settings.probe_interval_s)
+        return True
+
+    def after_unreachable(self, record: Record) -> Record:
+        """A host that froze between attempts: recover it like a wedge; the slot stays infra."""
+        self.ctx.event(self.host.name, "unreachable", attempt=record.attempt, reason=record.reason)
+        if self.state.session is not None:
+            self.state.session.close()
+            self.state.session, self.state.agent = None, None
+        if self.ctx.recovery is None:
+            self.state.quarantined = "unreachable, and no recovery is configured"
+            return record
+        recovered = self.ctx.recovery.recover(self, record)
+        return replace(recovered, outcome=Outcome.INFRA,
+                       reason=f"{record.reason} (the host was unreachable before the attempt; recovered)")
 
     def after_wedge(self, record: Record) -> Record:
         """Bring a wedged host back (power cycle when it has a port) and attach forensics."""

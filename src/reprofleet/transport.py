@@ -42,6 +42,9 @@ class TransportSettings:
     auth_timeout: float = 10.0
     command_timeout: float = 60.0
     liveness_interval: float = 1.0
+    # A connection whose server has not answered for this long is closed, which unblocks
+    # every call waiting on it (paramiko's channel opens have no timeout of their own).
+    dead_after: float = 15.0
 
 
 @dataclass(frozen=True)
@@ -94,6 +97,26 @@ class _LivenessMonitor(threading.Thread):
             if self._transport.is_active():
                 self.last_reply = time.monotonic()
             self._stop.wait(max(0.0, self._interval - (time.monotonic() - sent)))
+
+    def stop(self) -> None:
+        self._stop.set()
+
+
+class _Reaper(threading.Thread):
+    """Closes a connection whose server stopped answering liveness requests."""
+
+    def __init__(self, transport: paramiko.Transport, monitor: _LivenessMonitor, dead_after: float) -> None:
+        super().__init__(daemon=True, name="ssh-reaper")
+        self._transport = transport
+        self._monitor = monitor
+        self._dead_after = dead_after
+        self._stop = threading.Event()
+
+    def run(self) -> None:
+        while not self._stop.wait(0.5) and self._transport.is_active():
+            if time.monotonic() - self._monitor.last_reply > self._dead_after:
+                self._transport.close()
+                return
 
     def stop(self) -> None:
         self._stop.set()
@@ -175,10 +198,13 @@ class Session:
         self._transport = transport
         self._monitor = _LivenessMonitor(transport, settings.liveness_interval)
         self._monitor.start()
+        self._reaper = _Reaper(transport, self._monitor, settings.dead_after)
+        self._reaper.start()
 
     @property
     def alive(self) -> bool:
-        return self._transport.is_active()
+        """Open, and the server answered a liveness request within the last few intervals."""
+        return self._transport.is_active() and self.silent_for() < 3 * self._settings.liveness_interval + 1
 
     def silent_for(self) -> float:
         """Seconds since the server last answered a liveness request."""
@@ -223,6 +249,7 @@ class Session:
 
     def close(self) -> None:
         self._monitor.stop()
+        self._reaper.stop()
         try:
             self._connection.close()
         except Exception:
