@@ -40,7 +40,8 @@ from reprofleet.inventory import load_inventory  # noqa: E402
 from reprofleet.model import Host, Outcome  # noqa: E402
 from reprofleet.records import StreamWriter  # noqa: E402
 from reprofleet.sim import Fleet, SimHostSpec  # noqa: E402
-from reprofleet.transport import TransportSettings, connect, probe_host  # noqa: E402
+from reprofleet.probes import probe_host  # noqa: E402
+from reprofleet.transport import TransportSettings, connect  # noqa: E402
 from reprofleet.watchdog import FleetLiveness, Watchdog, WatchdogSettings  # noqa: E402
 
 CAP_S = 60.0  # how long a trial waits for a tool that may never notice

@@ -22,7 +22,8 @@ from .errors import ConnectError, PolicyError, ReprofleetError
 from .model import Cell, EventKind, GpuPolicy, Host, Outcome, Playbook, Record
 from .preflight import cache_facts
 from .records import AttemptLog, CampaignDir, JsonlAppender, StreamWriter, write_facts
-from .transport import Session, TransportSettings, connect, probe_host
+from .probes import probe_host
+from .transport import Session, TransportSettings, connect
 from .watchdog import FleetLiveness, Watchdog, WatchdogSettings
 
 

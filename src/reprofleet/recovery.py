@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from .errors import PowerError, ReprofleetError
 from .model import Outcome, Record
-from .transport import probe_ssh_banner
+from .probes import probe_ssh_banner
 
 if TYPE_CHECKING:
     from .host_runner import CampaignContext, HostRunner
