@@ -230,7 +230,7 @@ def power(c: Context, host: str, action: str, hosts: str, yes: bool = False, dwe
         return ExitStatus.OK
     state = power_action(hosts, host, action, Path(_conf(c)["reports"]),
                          float(dwell if dwell is not None else _conf(c)["dwell_s"]))
-    print(f"{host}: {state}")
+    print(f"{host}: {state.value}")
     return ExitStatus.OK
 
 

@@ -1,0 +1,49 @@
+"""The by-hand tasks: `power` (asks first) and `policy --restore`, against the simulated fleet."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from reprofleet.sim.power import HttpPlugServer
+from reprofleet.sim.spec import SimHostSpec
+
+pytestmark = pytest.mark.fleet
+
+
+def reprofleet(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "reprofleet", *args], cwd=cwd, capture_output=True, text=True,
+                          timeout=90, stdin=subprocess.DEVNULL)
+
+
+def test_power_asks_before_switching_and_switches_with_yes(sim_fleet: Any, sim_inventory: Any, tmp_path: Path) -> None:
+    fleet = sim_fleet([SimHostSpec("pwr", boot_delay_s=0.3)])
+    host = fleet.hosts[0]
+    with HttpPlugServer(tmp_path / "plug", "tasmota", {"1": host.paths.power}) as plug:
+        inventory = str(sim_inventory(fleet, pdu={host.name: plug.pdu_block("1")}))
+        status = reprofleet("power", "pwr", "status", "--hosts", inventory, cwd=tmp_path)
+        assert status.returncode == 0 and "pwr: on" in status.stdout.lower()
+        unconfirmed = reprofleet("power", "pwr", "off", "--hosts", inventory, cwd=tmp_path)
+        assert unconfirmed.returncode == 0 and "nothing done" in unconfirmed.stdout
+        assert host.power == "on"
+        first_boot = host.boot_id
+        cycled = reprofleet("power", "pwr", "cycle", "--hosts", inventory, "--yes", "--dwell", "0.5", cwd=tmp_path)
+        assert cycled.returncode == 0, cycled.stderr
+    host.wait_ssh(timeout_s=20)
+    assert host.boot_id != first_boot
+    assert (tmp_path / "reports" / "manual-power.jsonl").read_text().count('"action": "cycle"') == 1
+
+
+def test_policy_restore_puts_a_locked_gpu_back_to_its_defaults(sim_fleet: Any, tmp_path: Path) -> None:
+    fleet = sim_fleet([SimHostSpec("rst-pol")])
+    host = fleet.hosts[0]
+    locked = host.ssh("nvidia-smi -lgc 180,2800 && nvidia-smi -pl 400")
+    assert host.gpu_state()["locked_graphics"] and host.gpu_state()["power_limit_w"] == 400.0, locked
+    result = reprofleet("policy", "--hosts", str(fleet.inventory_path), "--restore", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    state = host.gpu_state()
+    assert state["locked_graphics"] is None and state["power_limit_w"] == 600.0
