@@ -47,3 +47,15 @@ def test_policy_restore_puts_a_locked_gpu_back_to_its_defaults(sim_fleet: Any, t
     assert result.returncode == 0, result.stderr
     state = host.gpu_state()
     assert state["locked_graphics"] is None and state["power_limit_w"] == 600.0
+
+
+def test_facts_prints_every_host_and_caches_them_for_preflight(sim_fleet: Any, tmp_path: Path) -> None:
+    import json
+
+    fleet = sim_fleet([SimHostSpec("fct-a"), SimHostSpec("fct-b")])
+    result = reprofleet("facts", "--hosts", str(fleet.inventory_path), "--json", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    lines = [json.loads(line) for line in result.stdout.splitlines() if line.startswith("{")]
+    assert sorted(line["host"] for line in lines) == ["fct-a", "fct-b"]
+    assert all(line["gpus"][0]["power_limit_w"]["max"] == 600.0 for line in lines)
+    assert (tmp_path / "reports" / ".facts" / "fct-a.json").exists()

@@ -148,9 +148,10 @@ def campaign(c: Context, hosts: str, playbook: str = "playbooks/sm120-hostwedge.
                           accept_new_host_keys or None)
 
 
-@task(help={"hosts": "Ansible inventory", "json": "print JSON lines instead of a table"})
+@task(help={"hosts": "Ansible inventory", "json": "print JSON lines instead of a table",
+            "accept-new-host-keys": "record unknown host keys instead of refusing them"})
 @handled
-def facts(c: Context, hosts: str, json_: bool = False) -> ExitStatus:
+def facts(c: Context, hosts: str, json_: bool = False, accept_new_host_keys: bool = False) -> ExitStatus:
     """Collect and show each host's facts (GPU, driver, OS, BIOS, boot_id)."""
     from .facts import collect_facts, facts_table
     from .preflight import cache_facts
@@ -158,7 +159,7 @@ def facts(c: Context, hosts: str, json_: bool = False) -> ExitStatus:
     from .inventory import load_inventory
 
     inventory_hosts = load_inventory(hosts).hosts
-    results = collect_facts(inventory_hosts, _settings(c))
+    results = collect_facts(inventory_hosts, _settings(c, accept_new_host_keys or None))
     for name, value in results.items():
         if isinstance(value, dict):
             cache_facts(Path(_conf(c)["reports"]), name, value)
