@@ -37,4 +37,4 @@ test: system-deps $(VENV)/.installed
 
 clean:
 	-$(VENV)/bin/invoke sim.down
-	rm -rf $(VENV) .sim
+	rm -rf $(VENV)

@@ -35,7 +35,7 @@ DEFAULTS: dict[str, Any] = {
     "stability_s": 5.0,
     "reboot_grace_s": 30.0,
     "controller": None,
-    "sim_dir": ".sim",
+    "sim_dir": "/var/lib/reprofleet-sim/cli",  # not under /tmp, /root or /var/tmp: simulated hosts shadow those
 }
 
 
