@@ -179,3 +179,23 @@ def test_clock_lock_and_power_limit_cells_record_what_the_gpu_read_back(sim_flee
     assert by_cell["default"]["policy"]["power_limit_w"] == 600.0
     telemetry = by_cell["lgc-2800"]["telemetry"]
     assert telemetry["gfx_mhz_peak"] <= 2800 and telemetry["samples"] > 0
+
+
+def test_a_starting_cache_is_pushed_once_and_each_record_says_what_cache_it_saw(sim_fleet, tmp_path: Path) -> None:
+    fleet = sim_fleet([SimHostSpec(name="cch", script=("clean", "clean"))])
+    seed = tmp_path / "book" / "seed-cache"
+    (seed / "flashinfer").mkdir(parents=True)
+    (seed / "flashinfer" / "autotune.json").write_text('{"configs": 42}\n')
+    book = write_playbook(tmp_path / "book", attempts=2)
+    book.write_text(book.read_text().replace("poc: {script:", "poc: {cache_source: seed-cache, script:"))
+    result = run(fleet, book, tmp_path / "reports")
+    first, second = sorted(result.records, key=lambda r: r["attempt_index"])
+    assert first["cache"] and second["cache"] and first["cache"] != second["cache"]  # the first run warmed it
+    host = load_inventory(fleet.inventory_path).hosts[0]
+    session = connect(host, TransportSettings(known_hosts=Path(fleet.known_hosts_path)))
+    try:
+        key = first["runtime"]["cache_key"]
+        seeded = session.run(f'cat "$HOME"/.cache/reprofleet/cache/{key}/flashinfer/autotune.json').stdout
+    finally:
+        session.close()
+    assert seeded == '{"configs": 42}\n'

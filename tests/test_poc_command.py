@@ -48,3 +48,24 @@ def test_python_runtime_passes_env_and_cache_root() -> None:
     assert command.argv[:2] == ("/opt/vllm/bin/python", "/p.py")
     env = dict(command.env)
     assert env["CUDA_VISIBLE_DEVICES"] == "2" and env["VLLM_CACHE_ROOT"] == command.cache_dir
+
+
+def test_the_starting_cache_archive_is_reproducible(tmp_path) -> None:
+    import io
+    import os
+    import tarfile
+
+    (tmp_path / "a").mkdir()
+    (tmp_path / "a" / "x.bin").write_bytes(b"1" * 100)
+    (tmp_path / "b.json").write_text("{}")
+    first, digest = poc.cache_seed_archive(str(tmp_path))
+    os.utime(tmp_path / "b.json", (1, 1))
+    again, digest_again = poc.cache_seed_archive(str(tmp_path))
+    assert digest == digest_again and first == again
+    with tarfile.open(fileobj=io.BytesIO(first)) as archive:
+        assert sorted(archive.getnames()) == ["a/x.bin", "b.json"]
+
+
+def test_seeding_never_overwrites_a_warm_cache() -> None:
+    command = poc.seed_cache_command("/c/key", "/s/seed.tar.gz")
+    assert command.startswith("mkdir -p /c/key && if [ -z \"$(ls -A /c/key)\" ]; then tar -xzf /s/seed.tar.gz")

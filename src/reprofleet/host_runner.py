@@ -18,7 +18,7 @@ from typing import Any, Callable, Mapping
 from . import poc, policy
 from .agent import AgentBundle, AgentClient, StreamEvent
 from .attempt import AttemptEnd, AttemptFollower
-from .errors import ConnectError, PolicyError, ReprofleetError
+from .errors import AgentError, ConnectError, PolicyError, ReprofleetError
 from .model import Cell, EventKind, GpuPolicy, Host, Outcome, Playbook, Record
 from .preflight import cache_facts
 from .records import AttemptLog, CampaignDir, JsonlAppender, StreamWriter, write_facts
@@ -87,6 +87,8 @@ class HostState:
     facts_hash: str | None = None
     poc_path: str = ""
     quarantined: str | None = None
+    cache_seed: str | None = None  # path of the uploaded starting cache on the host
+    cache_manifest: str | None = None
     power_cycles: int = 0
     counts: dict[str, int] = field(default_factory=dict)
 
@@ -136,6 +138,10 @@ class HostRunner:
         poc_digest = hashlib.sha256(self.ctx.poc_script).hexdigest()[:12]
         rel = agent.push_file(self.ctx.poc_script, f"poc/{poc_digest}", name)
         self.state.poc_path = f"{self.state.home}/{rel}"
+        if self.ctx.playbook.poc.cache_source:
+            archive, seed_digest = poc.cache_seed_archive(self.ctx.playbook.poc.cache_source)
+            seed_rel = agent.push_file(archive, "cache-seed", f"{seed_digest}.tar.gz")
+            self.state.cache_seed = f"{self.state.home}/{seed_rel}"
         self.ctx.event(self.host.name, "prepared", agent=digest, poc=poc_digest, boot_id=self.state.boot_id)
 
     def _note_boot(self, boot_id: str, uptime_s: float) -> None:
@@ -199,7 +205,13 @@ class HostRunner:
         command = poc.build(cell, poc_path=self.state.poc_path, state_root=state_root,
                             attempt_id=attempt_id, persistent=self.ctx.playbook.poc.cache == "persistent",
                             gpu=self.host.gpu_index)
-        agent.session.run(f"mkdir -p '{command.cache_dir}'", timeout=15)
+        prepared = agent.session.run(
+            poc.seed_cache_command(command.cache_dir, self.state.cache_seed) if self.state.cache_seed
+            else f"mkdir -p '{command.cache_dir}'", timeout=120)
+        if not prepared.ok:
+            raise AgentError(self.host.name, f"cannot prepare the cache {command.cache_dir}: {prepared.stderr.strip()}")
+        manifest = agent.session.run(poc.cache_manifest_command(command.cache_dir), timeout=60)
+        self.state.cache_manifest = manifest.stdout.strip() or None
         timeout = self.ctx.playbook.timeouts.attempt
         stream = agent.run(attempt_id, list(command.argv), timeout=timeout, env=dict(command.env),
                            gpu=self.host.gpu_index, sample_hz=self.ctx.settings.sample_hz,
@@ -228,12 +240,13 @@ class HostRunner:
                 readback: Mapping[str, Any] | None, follower: AttemptFollower | None, stream_rel: str) -> Record:
         trace = follower.trace if follower else None
         exit_line = end.exit or {}
-        runtime = {"kind": cell.runtime.kind.value, "label": cell.runtime.label}
+        runtime = {"kind": cell.runtime.kind.value, "label": cell.runtime.label, "cache_key": poc.cache_key(cell)}
         last_hb = trace.last_heard_wall if trace else None
         return Record(
             campaign=self.ctx.campaign_id, attempt=attempt_id, controller=self.ctx.settings.controller,
             host=self.host.name, cell=cell.name, factors=dict(cell.factors), policy=readback,
-            runtime=runtime, cache=poc.cache_key(cell) if self.ctx.playbook.poc.cache == "persistent" else None,
+            runtime=runtime,
+            cache=self.state.cache_manifest if self.ctx.playbook.poc.cache == "persistent" and follower else None,
             attempt_index=index, attempt_in_boot=self.state.attempts_in_boot,
             cold_boot=self.state.attempts_in_boot == 1 and (self.state.uptime_at_boot_check or 1e9) < 900,
             boot_id=self.state.boot_id, started=started, ended=utc_now(), outcome=end.outcome,

@@ -9,8 +9,12 @@ seed.
 from __future__ import annotations
 
 import hashlib
+import io
 import re
+import shlex
+import tarfile
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from .model import Cell, RuntimeKind
@@ -66,3 +70,29 @@ def build(cell: Cell, *, poc_path: str, state_root: str, attempt_id: str, persis
     env.setdefault("CUDA_VISIBLE_DEVICES", str(gpu))
     argv = [cell.runtime.python or "python3", poc_path, *flags]
     return PocCommand(tuple(argv), tuple(sorted(env.items())), cache_dir)
+
+
+def cache_seed_archive(folder: str) -> tuple[bytes, str]:
+    """The playbook's starting cache as a reproducible tar.gz, and its hash (names the upload)."""
+    buffer = io.BytesIO()
+    root = Path(folder)
+    with tarfile.open(fileobj=buffer, mode="w:gz", compresslevel=6) as archive:
+        for path in sorted(p for p in root.rglob("*") if p.is_file()):
+            info = archive.gettarinfo(str(path), arcname=str(path.relative_to(root)))
+            info.mtime, info.uid, info.gid, info.uname, info.gname = 0, 0, 0, "", ""
+            with open(path, "rb") as handle:
+                archive.addfile(info, handle)
+    content = buffer.getvalue()
+    return content, hashlib.sha256(content).hexdigest()[:12]
+
+
+def seed_cache_command(cache_dir: str, archive_path: str) -> str:
+    """Unpack the starting cache into a cache folder that is still empty (never over a warm one)."""
+    folder, archive = shlex.quote(cache_dir), shlex.quote(archive_path)
+    return f'mkdir -p {folder} && if [ -z "$(ls -A {folder})" ]; then tar -xzf {archive} -C {folder}; fi'
+
+
+def cache_manifest_command(cache_dir: str) -> str:
+    """A hash of the cache's entries (type, name, size): tells a cold cache from a warm one, cheaply."""
+    folder = shlex.quote(cache_dir)
+    return f"cd {folder} && find . -mindepth 1 -printf '%y %P %s\\n' | LC_ALL=C sort | sha256sum | cut -c1-16"
