@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
+import signal
 import statistics
 import subprocess
 import sys
@@ -60,12 +61,15 @@ class Trial:
 
 def _watch_process(argv: list[str], env: dict[str, str], started: threading.Event,
                    result: dict[str, float | None], key: str, freeze_time: list[float]) -> None:
-    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
+    # Its own session, so that the whole tree (Ansible forks workers and ssh masters) is
+    # killed by PID group when a tool never notices.
+    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env,
+                            start_new_session=True)
     started.set()
     try:
         proc.wait(timeout=CAP_S + 30)
     except subprocess.TimeoutExpired:
-        proc.kill()
+        os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()
         result[key] = None
         return
