@@ -59,6 +59,23 @@ class Trial:
     notes: list[str] = field(default_factory=list)
 
 
+BENCH_MARK = f"REPROFLEET_BENCH={uuid.uuid4().hex}"
+
+
+def kill_marked_processes() -> None:
+    """SIGKILL every process that inherited this bench's marker (Ansible's setsid'd workers and
+    ssh masters leave the process group); found by PID through /proc, never by name."""
+    needle = BENCH_MARK.encode()
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            if needle in (entry / "environ").read_bytes().split(b"\0"):
+                os.kill(int(entry.name), signal.SIGKILL)
+        except (OSError, ProcessLookupError):
+            continue
+
+
 def _watch_process(argv: list[str], env: dict[str, str], started: threading.Event,
                    result: dict[str, float | None], key: str, freeze_time: list[float]) -> None:
     # Its own session, so that the whole tree (Ansible forks workers and ssh masters) is
@@ -108,7 +125,9 @@ def _reprofleet(host: Host, transport: TransportSettings, fleet_liveness: FleetL
 def run_round(fleet: Fleet, hosts: list[Host], transport: TransportSettings, inventory: Path,
               workdir: Path) -> list[Trial]:
     fleet_liveness = FleetLiveness(WatchdogSettings().fleet_window_s)
-    env = dict(os.environ, ANSIBLE_HOST_KEY_CHECKING="False", ANSIBLE_PYTHON_INTERPRETER="/usr/bin/python3")
+    marker_name, marker_value = BENCH_MARK.split("=", 1)
+    env = dict(os.environ, ANSIBLE_HOST_KEY_CHECKING="False", ANSIBLE_PYTHON_INTERPRETER="/usr/bin/python3",
+               **{marker_name: marker_value})
     trials, threads, outputs, freezes = [], [], [], []
     for host in hosts:
         ready, out, freeze = threading.Event(), {}, []
@@ -149,6 +168,7 @@ def run_round(fleet: Fleet, hosts: list[Host], transport: TransportSettings, inv
         trial.openssh = tool_out.get("openssh")
         trial.ansible = tool_out.get("ansible")
         trials.append(trial)
+    kill_marked_processes()
     for host in hosts:
         fleet.host(host.name).power_cycle(dwell_s=0.2)
     return trials
@@ -186,6 +206,7 @@ def main() -> int:
             trials += run_round(fleet, hosts, transport, inventory, workdir)
             print(f"round {round_index + 1}/{args.rounds}: {len(trials)} wedges", flush=True)
     finally:
+        kill_marked_processes()
         fleet.down()
         shutil.rmtree(workdir, ignore_errors=True)
     body = [
