@@ -39,6 +39,11 @@ DEFAULTS: dict[str, Any] = {
 }
 
 
+def _console() -> Console:
+    """A terminal's own width; 160 columns in logs and CI, where rich would squeeze to 80."""
+    return Console() if sys.stdout.isatty() else Console(width=160)
+
+
 def _conf(c: Any) -> dict[str, Any]:
     merged = dict(DEFAULTS)
     merged.update(dict(c.config.get("reprofleet", {}) or {}))
@@ -109,7 +114,7 @@ def run_and_report(c: Any, hosts: str, playbook: str, attempts: int | None, dry_
         report_root = directory.root.parent
     check_playbook_against_hosts(book, inventory.hosts, report_root)
     plan = campaign_mod.make_plan(book, inventory.hosts, campaign_id, done)
-    console = Console() if sys.stdout.isatty() else Console(width=160)  # logs and CI: no squeezed tables
+    console = _console()
     if dry_run:
         print(campaign_mod.describe_plan(plan))
         return ExitStatus.OK
@@ -167,7 +172,7 @@ def facts(c: Context, hosts: str, json_: bool = False, accept_new_host_keys: boo
         for name, value in results.items():
             print(json.dumps({"host": name, **(value if isinstance(value, dict) else {"error": str(value)})}))
     else:
-        Console().print(facts_table(results))
+        _console().print(facts_table(results))
     return ExitStatus.OK if all(isinstance(v, dict) for v in results.values()) else ExitStatus.SOME_HOSTS_FAILED
 
 
@@ -188,7 +193,7 @@ def sim_status(c: Context) -> ExitStatus:
     """Show the simulated fleet's hosts: address, power, frozen, boot_id, GPU policy."""
     from .sim import simctl
 
-    Console().print(simctl.status_table(Path(_conf(c)["sim_dir"])))
+    _console().print(simctl.status_table(Path(_conf(c)["sim_dir"])))
     return ExitStatus.OK
 
 
@@ -243,7 +248,7 @@ def policy_task(c: Context, hosts: str, restore: bool = False, read: bool = Fals
     from .policy_control import policy_everywhere, policy_table
 
     results = policy_everywhere(hosts, _settings(c), "restore" if restore else "read")
-    Console().print(policy_table(results))
+    _console().print(policy_table(results))
     return ExitStatus.OK if all(isinstance(v, dict) for v in results.values()) else ExitStatus.SOME_HOSTS_FAILED
 
 
@@ -260,7 +265,7 @@ def report(c: Context, paths: str = "", reproductions: str = "wedge", out: str =
     sources = [Path(p) for p in paths.split(",") if p] or [Path(_conf(c)["reports"])]
     records = pool(sources)
     counted = tuple(Outcome(o.strip()) for o in reproductions.split(",") if o.strip())
-    Console().print(summary_table(records, counted, f"{len(records)} attempts pooled"))
+    _console().print(summary_table(records, counted, f"{len(records)} attempts pooled"))
     text = render_markdown(records, counted, "reprofleet report")
     if out:
         Path(out).write_text(text)
