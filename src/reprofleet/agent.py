@@ -171,11 +171,7 @@ class AgentClient:
         args = ["policy", action, "--gpu", str(gpu)]
         if settings is not None:
             args += ["--json", json.dumps(dict(settings))]
-        lines = self.call(args, timeout=120)
-        for line in lines:
-            if line.get("k") == "policy":
-                return line
-        raise AgentError(self.host, f"policy {action}: no policy line in the agent's output")
+        return self.one(args, "policy", timeout=120)
 
     def run(
         self,

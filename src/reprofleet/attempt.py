@@ -27,7 +27,6 @@ class AttemptTrace:
     """What the controller has seen of one attempt so far (mutable, one thread)."""
 
     next_seq: int = 0
-    lines: int = 0
     last_heard_wall: float | None = None
     last_heartbeat_wall: float | None = None
     last_phase: str | None = None
@@ -45,7 +44,6 @@ class AttemptTrace:
             return
         if event.seq is not None:
             self.next_seq = event.seq + 1
-        self.lines += 1
         data = event.data
         if event.kind is EventKind.LOG:
             self.last_log_line = str(data.get("line", ""))

@@ -11,7 +11,7 @@ import json
 import secrets
 import socket
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
@@ -143,6 +143,9 @@ def run_campaign(
     recovery_factory: Callable[[CampaignContext], Any] | None = None,
 ) -> CampaignResult:
     """Run every host's plan in parallel and return the records this run appended."""
+    # The playbook's connect timeout governs every connection of this campaign.
+    settings = replace(settings, transport=replace(settings.transport,
+                                                   connect_timeout=plan.playbook.timeouts.connect))
     directory = CampaignDir(report_root / plan.campaign_id).create()
     _write_manifest(directory, plan, settings)
     stop = stop or threading.Event()

@@ -12,7 +12,6 @@ import time
 import time
 import uuid
 from dataclasses import dataclass, field, replace
-from datetime import datetime, timezone
 from typing import Any, Callable, Mapping
 
 from . import poc, policy
@@ -21,20 +20,10 @@ from .attempt import AttemptEnd, AttemptFollower
 from .errors import AgentError, ConnectError, PolicyError, ReprofleetError
 from .model import Cell, EventKind, GpuPolicy, Host, Outcome, Playbook, Record
 from .preflight import cache_facts
-from .records import AttemptLog, CampaignDir, JsonlAppender, StreamWriter, write_facts
+from .records import AttemptLog, CampaignDir, JsonlAppender, StreamWriter, iso_utc, utc_now, write_facts
 from .probes import probe_host
 from .transport import Session, TransportSettings, connect
 from .watchdog import FleetLiveness, Watchdog, WatchdogSettings
-
-
-def _iso(unix_time: float | None) -> str | None:
-    if unix_time is None:
-        return None
-    return datetime.fromtimestamp(unix_time, timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
-
-
-def utc_now() -> str:
-    return datetime.now(timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 @dataclass(frozen=True)
@@ -161,15 +150,16 @@ class HostRunner:
 
     # -- policy ----------------------------------------------------------------------
     def ensure_policy(self, agent: AgentClient, wanted: GpuPolicy) -> Mapping[str, Any]:
-        if self.state.applied is None or self.state.applied.requested != wanted:
-            if wanted.is_default and self.state.applied is None and self.state.attempts_in_boot == 0:
-                readback = policy.read(agent, self.host.gpu_index)  # fresh boot: already default
-                self.state.applied = policy.PolicyState(wanted, readback)
-            else:
-                self.state.applied = policy.apply(agent, self.host.gpu_index, wanted)
-                self.ctx.event(self.host.name, "policy_applied", policy=wanted.as_dict(),
-                               readback=dict(self.state.applied.readback))
-        return policy.read(agent, self.host.gpu_index)
+        """The cell's policy in force, and what the GPU reports right now (one read per attempt)."""
+        if self.state.applied is not None and self.state.applied.requested == wanted:
+            return policy.read(agent, self.host.gpu_index)
+        if wanted.is_default and self.state.applied is None and self.state.attempts_in_boot == 0:
+            state = policy.PolicyState(wanted, policy.read(agent, self.host.gpu_index))  # fresh boot: default
+        else:
+            state = policy.apply(agent, self.host.gpu_index, wanted)  # its read-back is fresh
+            self.ctx.event(self.host.name, "policy_applied", policy=wanted.as_dict(), readback=dict(state.readback))
+        self.state.applied = state
+        return state.readback
 
     def restore_policy(self) -> None:
         if self.state.applied is None or self.state.quarantined:
@@ -251,8 +241,8 @@ class HostRunner:
             cold_boot=self.state.attempts_in_boot == 1 and (self.state.uptime_at_boot_check or 1e9) < 900,
             boot_id=self.state.boot_id, started=started, ended=utc_now(), outcome=end.outcome,
             reason=end.reason, exit_code=exit_line.get("rc"), detect_latency_s=end.detect_latency_s,
-            last_heartbeat=_iso(last_hb),
-            wedge_declared=_iso(end.declared_wall),
+            last_heartbeat=iso_utc(last_hb),
+            wedge_declared=iso_utc(end.declared_wall),
             last_phase=trace.last_phase if trace else None,
             last_log_line=trace.last_log_line if trace else None,
             telemetry=exit_line.get("telemetry") or ({"last_sample": trace.last_nvml} if trace and trace.last_nvml else None),

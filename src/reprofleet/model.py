@@ -190,17 +190,6 @@ class Playbook:
 
 
 @dataclass(frozen=True)
-class Attempt:
-    """One planned run of the PoC: a host, a cell and its index within that cell."""
-
-    campaign: str
-    attempt_id: str
-    host: str
-    cell: Cell
-    attempt_index: int
-
-
-@dataclass(frozen=True)
 class Record:
     """One attempt, as it is written to attempts.jsonl (schema ``SCHEMA_VERSION``).
 

@@ -12,7 +12,7 @@ from typing import Any, Mapping
 
 from .agent import AgentClient
 from .errors import PolicyError
-from .model import GpuPolicy, Host, Playbook
+from .model import Cell, GpuPolicy, Host, Playbook
 
 CLOCK_TOLERANCE_MHZ = 15
 POWER_TOLERANCE_W = 1.0
@@ -81,15 +81,19 @@ def power_limit_range(host: Host, facts: Mapping[str, Any] | None) -> tuple[floa
     return None
 
 
-def check_power_limits(playbook: Playbook, host: Host, facts: Mapping[str, Any] | None) -> list[str]:
-    """Cells whose power limit is outside this host's card range (checked before anything runs)."""
+def cells_out_of_range(playbook: Playbook, host: Host,
+                       facts: Mapping[str, Any] | None) -> list[tuple[Cell, float, float]]:
+    """Cells whose power limit this host's card cannot take, with the card's range."""
     limits = power_limit_range(host, facts)
     if limits is None:
         return []
     low, high = limits
-    return [
-        f"{host.name}: cell {cell.name!r} asks power_limit {cell.gpu.power_limit_w:g} W, "
-        f"outside the card's range {low:g}-{high:g} W"
-        for cell in playbook.cells
-        if cell.gpu.power_limit_w is not None and not low <= cell.gpu.power_limit_w <= high
-    ]
+    return [(cell, low, high) for cell in playbook.cells
+            if cell.gpu.power_limit_w is not None and not low <= cell.gpu.power_limit_w <= high]
+
+
+def check_power_limits(playbook: Playbook, host: Host, facts: Mapping[str, Any] | None) -> list[str]:
+    """The same, as messages (for a host whose facts were only learnt by connecting)."""
+    return [f"{host.name}: cell {cell.name!r} asks power_limit {cell.gpu.power_limit_w:g} W, "
+            f"outside the card's range {low:g}-{high:g} W"
+            for cell, low, high in cells_out_of_range(playbook, host, facts)]

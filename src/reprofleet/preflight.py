@@ -14,7 +14,7 @@ from typing import Any, Mapping
 
 from .errors import Location, PlaybookError
 from .model import Host, Playbook
-from .policy import power_limit_range
+from .policy import cells_out_of_range
 
 FACTS_CACHE = ".facts"
 
@@ -36,14 +36,8 @@ def cache_facts(report_root: Path, host: str, facts: Mapping[str, Any]) -> None:
 def check_playbook_against_hosts(playbook: Playbook, hosts: tuple[Host, ...], report_root: Path) -> None:
     """Raise PlaybookError (file:cell:field) for the first cell no host's card can take."""
     for host in hosts:
-        limits = power_limit_range(host, cached_facts(report_root, host.name))
-        if limits is None:
-            continue
-        low, high = limits
-        for cell in playbook.cells:
-            wanted = cell.gpu.power_limit_w
-            if wanted is not None and not low <= wanted <= high:
-                raise PlaybookError(
-                    Location(playbook.path, None, f"matrix[{cell.index}].power_limit"),
-                    f"cell {cell.name!r} asks {wanted:g} W, but {host.name}'s GPU takes {low:g}-{high:g} W",
-                )
+        for cell, low, high in cells_out_of_range(playbook, host, cached_facts(report_root, host.name)):
+            raise PlaybookError(
+                Location(playbook.path, None, f"matrix[{cell.index}].power_limit"),
+                f"cell {cell.name!r} asks {cell.gpu.power_limit_w:g} W, but {host.name}'s GPU takes {low:g}-{high:g} W",
+            )

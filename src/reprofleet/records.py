@@ -13,6 +13,7 @@ import json
 import os
 import threading
 import time
+from datetime import datetime, timezone
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Iterator
@@ -66,6 +67,17 @@ class CampaignDir:
         return self
 
 
+def iso_utc(unix_time: float | None) -> str | None:
+    """The timestamp format of every record: ISO 8601 UTC, milliseconds, ``Z``."""
+    if unix_time is None:
+        return None
+    return datetime.fromtimestamp(unix_time, timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def utc_now() -> str:
+    return str(iso_utc(time.time()))
+
+
 def _fsync_append(path: Path, line: str) -> None:
     with open(path, "a", encoding="utf-8") as handle:
         handle.write(line + "\n")
@@ -100,12 +112,10 @@ class StreamWriter:
         self.path = path
         self._handle = open(path, "a", encoding="utf-8")
         self._last_sync = time.monotonic()
-        self.lines = 0
 
     def write(self, raw_line: str) -> None:
         self._handle.write(raw_line.rstrip("\n") + "\n")
         self._handle.flush()
-        self.lines += 1
         if time.monotonic() - self._last_sync >= 1.0:
             os.fsync(self._handle.fileno())
             self._last_sync = time.monotonic()

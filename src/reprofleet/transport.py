@@ -19,7 +19,6 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator
 
 import invoke
 import paramiko
@@ -309,11 +308,3 @@ def connect(host: Host, settings: TransportSettings) -> Session:
     except (OSError, EOFError) as exc:
         raise ConnectError(host.name, f"connect to {host.address}:{host.port} failed: {exc}") from exc
     return Session(host, connection, settings)
-
-
-def iter_lines(stream: LineStream, timeout: float) -> Iterator[str]:
-    """Every line of a stream until it ends (for short commands that stream)."""
-    while not stream.finished:
-        line = stream.next_line(timeout)
-        if line is not None:
-            yield line

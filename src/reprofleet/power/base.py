@@ -121,7 +121,7 @@ class PowerDriver(ABC):
     option_names: ClassVar[tuple[str, ...]] = ()
     defaults: ClassVar[DriverSettings] = DriverSettings()
     reads_state: bool = True  # False: the device cannot report state (status is UNKNOWN)
-    flips_back: bool = False  # True: _set_off_flipping_back is implemented
+    flips_back: bool = False  # True: the device's own timer switches back on (_set_off_flipping_back)
 
     def __init__(self, port: PowerPort, host: str, log: PowerLog, *, secret: Secret | None = None) -> None:
         self.port = port
@@ -158,10 +158,11 @@ class PowerDriver(ABC):
     def _set_off_flipping_back(self, dwell_s: float) -> None:
         """Switch off with the device's own timer set to switch back on after ``dwell_s``.
 
-        Only for devices with such a timer (``flips_back = True``): a host is then not left
-        off if the controller dies mid-cycle. The cycle still reads back both states.
+        Devices with such a timer override this (and set ``flips_back``): a host is then not
+        left off if the controller dies mid-cycle. Without one this is a plain "off", and the
+        cycle switches the outlet back on itself; either way it reads back both states.
         """
-        raise NotImplementedError
+        self._set(PowerState.OFF)
 
     # -- the public interface -----------------------------------------------------------
 

@@ -12,9 +12,10 @@ import json
 import os
 import threading
 from dataclasses import asdict, dataclass
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
+
+from ..records import utc_now
 
 
 @dataclass(frozen=True)
@@ -39,7 +40,7 @@ class PowerEvent:
 
 
 def utc_now_iso() -> str:
-    return datetime.now(timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    return utc_now()  # one timestamp format for records, events and power actions
 
 
 class PowerLog:

@@ -9,6 +9,8 @@ signalled.
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
+
 import json
 import os
 import socket
@@ -108,7 +110,7 @@ def tcp_accepts(port: int) -> bool:
         return False
 
 
-class PowerSim:
+class PowerSim(ABC):
     """Base of the simulators: ``start()``/``stop()``, a context manager, a pdu block."""
 
     driver = ""
@@ -135,12 +137,14 @@ class PowerSim:
     def __exit__(self, *exc: object) -> None:
         self.stop()
 
+    @abstractmethod
     def _launch(self) -> None:
-        raise NotImplementedError
+        """Start the simulator's processes and wait until they answer."""
 
     @property
+    @abstractmethod
     def address(self) -> str:
-        raise NotImplementedError
+        """Where a real client reaches the simulator (the inventory's ``address``)."""
 
     def _block_options(self, outlet: str) -> dict[str, Any]:
         return {}
