@@ -46,7 +46,7 @@ def run_wedge_campaign(sim_fleet: Any, sim_inventory: Any, tmp_path: Path, monke
     sim = SIMULATORS[simulator](tmp_path / "pdu", {outlet: host.paths.power}).start()
     try:
         credentials = None
-        if getattr(sim, "secret", None) is not None:
+        if sim.secret is not None:
             monkeypatch.setenv("RF_FLEET_PDU_SECRET", sim.secret)
             credentials = "env:RF_FLEET_PDU_SECRET"
         block = sim.pdu_block(outlet, credentials)

@@ -142,6 +142,11 @@ class PowerSim(ABC):
         """Start the simulator's processes and wait until they answer."""
 
     @property
+    def secret(self) -> str | None:
+        """What the driver's credentials must hold; None for a device that takes none."""
+        return None
+
+    @property
     @abstractmethod
     def address(self) -> str:
         """Where a real client reaches the simulator (the inventory's ``address``)."""
