@@ -16,6 +16,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
+from . import poc
 from .agent import load_bundle
 from .errors import ReprofleetError
 from .host_runner import CampaignContext, HostRunner, RunSettings
@@ -161,6 +162,7 @@ def run_campaign(
         fleet=FleetLiveness(settings.watchdog.fleet_window_s,
                             CachedWitness(lambda: controller_network_ok(plan.hosts, PowerLog(directory.power)))),
         stop=stop, progress=progress,
+        cache_seed=poc.cache_seed_archive(plan.playbook.poc.cache_source) if plan.playbook.poc.cache_source else None,
     )
     if recovery_factory is not None:
         ctx.recovery = recovery_factory(ctx)

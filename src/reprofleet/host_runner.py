@@ -57,6 +57,7 @@ class CampaignContext:
     stop: threading.Event
     progress: Callable[..., None] = lambda host, **fields: None
     recovery: Any = None  # recovery.Recovery, set by the campaign when power control exists
+    cache_seed: tuple[bytes, str] | None = None  # the starting cache, packed once for every host
 
     def event(self, host: str, what: str, **fields: Any) -> None:
         self.events.append({"t": utc_now(), "host": host, "event": what, **fields})
@@ -123,15 +124,15 @@ class HostRunner:
         if problems:
             raise PolicyError("; ".join(problems))
         name = self.ctx.playbook.poc.script.rsplit("/", 1)[-1]
-        digest = self.ctx.bundle.digest  # a new agent or PoC gets a new folder
-        poc_digest = hashlib.sha256(self.ctx.poc_script).hexdigest()[:12]
+        poc_digest = hashlib.sha256(self.ctx.poc_script).hexdigest()[:12]  # a new PoC gets a new folder
         rel = agent.push_file(self.ctx.poc_script, f"poc/{poc_digest}", name)
         self.state.poc_path = f"{self.state.home}/{rel}"
-        if self.ctx.playbook.poc.cache_source:
-            archive, seed_digest = poc.cache_seed_archive(self.ctx.playbook.poc.cache_source)
+        if self.ctx.cache_seed is not None:
+            archive, seed_digest = self.ctx.cache_seed
             seed_rel = agent.push_file(archive, "cache-seed", f"{seed_digest}.tar.gz")
             self.state.cache_seed = f"{self.state.home}/{seed_rel}"
-        self.ctx.event(self.host.name, "prepared", agent=digest, poc=poc_digest, boot_id=self.state.boot_id)
+        self.ctx.event(self.host.name, "prepared", agent=self.ctx.bundle.digest, poc=poc_digest,
+                       boot_id=self.state.boot_id)
 
     def _note_boot(self, boot_id: str, uptime_s: float) -> None:
         if boot_id != self.state.boot_id:
