@@ -96,8 +96,14 @@ class Recovery:
         old_boot = runner.state.boot_id
         try:
             came_back = self._grace_for_self_reboot(runner, old_boot)
-            if came_back is not None:
-                return came_back_record(record, came_back)
+            if came_back is not None:  # a reboot, whatever the checks below find; forensics as for a wedge
+                record = came_back_record(record, came_back)
+                seq.transition(RecoveryState.BOOTING, by="itself")
+                seq.transition(RecoveryState.BOOTED, boot_id=came_back)
+                self._check_stable(runner, seq)
+                forensics = self._forensics(runner, seq)
+                seq.transition(RecoveryState.READY)
+                return replace(record, forensics=forensics)
             if runner.host.pdu is None:
                 self._wait_for_person(runner, seq)
             else:
@@ -208,9 +214,13 @@ class Recovery:
 
 
 def came_back_record(record: Record, boot_id: str) -> Record:
-    """A host that returned by itself with a new boot_id rebooted; it did not wedge."""
-    return replace(record, outcome=Outcome.REBOOT, detect_latency_s=None,
-                   reason=f"the host went silent and came back by itself (new boot_id {boot_id})")
+    """A host that returned by itself with a new boot_id rebooted; it did not wedge.
+
+    A record that is a reboot already (the agent saw the new boot on re-attach) keeps its reason.
+    """
+    reason = record.reason if record.outcome is Outcome.REBOOT else \
+        f"the host went silent and came back by itself (new boot_id {boot_id})"
+    return replace(record, outcome=Outcome.REBOOT, detect_latency_s=None, reason=reason)
 
 
 def recovery_factory(ctx: "CampaignContext") -> Recovery:
