@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from reprofleet.errors import PlaybookError
-from reprofleet.model import GpuPolicy, Host, Outcome, Runtime, RuntimeKind, Timeouts
+from reprofleet.model import GpuPolicy, Host, Outcome, Runtime, RuntimeKind, StopRule, Timeouts
 from reprofleet.playbook import load_playbook, plan_order
 
 FIXTURES = Path(__file__).parent / "fixtures" / "playbooks"
@@ -92,7 +92,9 @@ def test_a_minimal_playbook_gets_the_documented_defaults(tmp_path: Path) -> None
         matrix: [{name: only}]
     """))
     assert (book.order, book.reproductions, book.timeouts, book.poc.cache) == (
-        "interleaved", (Outcome.WEDGE,), Timeouts(), "persistent")
+        "blocks", (Outcome.WEDGE, Outcome.REBOOT), Timeouts(), "persistent")
+    assert (book.reference, book.at_risk_phase, book.max_excluded_share, book.stop) == (
+        "only", None, 0.2, StopRule())
     cell = book.cells[0]
     assert (cell.gpu, cell.env, cell.args, cell.runtime) == (GpuPolicy(), (), (), Runtime(RuntimeKind.PYTHON))
 

@@ -14,8 +14,9 @@ the card at its default".
     playbook = load_playbook("playbooks/sm120-hostwedge.yml")
 
 Modules: ``load`` (the file and its top-level settings), ``cells`` (the matrix),
-``factors`` (GPU, env/args/vars, runtime and placeholders), ``order`` (attempt order on
-one host), ``document`` (locations and the checks they share).
+``factors`` (GPU, env/args/vars, runtime and placeholders), ``judging`` (reproductions,
+the reference cell, the phase at risk, ``stop:`` rules), ``order`` (attempt order on one
+host, with each cell's slots), ``document`` (locations and the checks they share).
 """
 
 from __future__ import annotations
@@ -23,18 +24,12 @@ from __future__ import annotations
 from .cells import CELL_KEYS
 from .document import NAME
 from .factors import FACTOR_KEYS, GPU_FACTORS, IDENTIFIER, MAP_FACTORS, RUNTIME_KEYS
-from .load import (
-    CACHE_MODES,
-    ORDERS,
-    POC_KEYS,
-    REPRODUCTION_OUTCOMES,
-    TIMEOUT_KEYS,
-    TOP_KEYS,
-    load_playbook,
-)
-from .order import plan_order
+from .load import CACHE_MODES, ORDERS, POC_KEYS, TIMEOUT_KEYS, TOP_KEYS, load_playbook
+from .order import cell_slots, plan_order
+from .judging import PHASES, REPRODUCTION_OUTCOMES, STOP_RULES
 
 __all__ = [
     "CACHE_MODES", "CELL_KEYS", "FACTOR_KEYS", "GPU_FACTORS", "IDENTIFIER", "MAP_FACTORS", "NAME", "ORDERS",
-    "POC_KEYS", "REPRODUCTION_OUTCOMES", "RUNTIME_KEYS", "TIMEOUT_KEYS", "TOP_KEYS", "load_playbook", "plan_order",
+    "PHASES", "POC_KEYS", "REPRODUCTION_OUTCOMES", "RUNTIME_KEYS", "STOP_RULES", "TIMEOUT_KEYS", "TOP_KEYS",
+    "cell_slots", "load_playbook", "plan_order",
 ]

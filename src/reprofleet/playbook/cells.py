@@ -1,19 +1,21 @@
 """The ``matrix`` -> Cells: names checked unique, each cell's factors merged over the defaults.
 
 A cell's recorded ``factors`` hold every resolved setting, so a report can say exactly
-what differed between cells.
+what differed between cells. A cell's ``stop:`` is how long it runs, not what it runs, so
+it is no factor: it is not in ``factors``, and ``defaults`` cannot set it.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from reprofleet.model import Cell, GpuPolicy, frozen_mapping
+from reprofleet.model import Cell, GpuPolicy, StopRule, frozen_mapping
 
 from .document import Doc, valid_name
 from .factors import FACTOR_KEYS, GPU_FACTORS, Layer, read_layer, runtime_for, runtime_layer
+from .judging import stop_rule
 
-CELL_KEYS = ("name", *FACTOR_KEYS)
+CELL_KEYS = ("name", "stop", *FACTOR_KEYS)
 
 
 def parse_cells(doc: Doc, top: Any) -> tuple[Cell, ...]:
@@ -22,6 +24,9 @@ def parse_cells(doc: Doc, top: Any) -> tuple[Cell, ...]:
         base.maps["runtime"] = runtime_layer(doc, top["runtime"], "runtime")
     defaults = top.get("defaults")
     if defaults is not None:
+        if isinstance(defaults, dict) and "stop" in defaults:
+            raise doc.fail(defaults, "stop", "defaults.stop", "'stop' is not a factor: write the campaign-wide "
+                                                              "rule as a top-level 'stop:', or one cell's in that cell")
         doc.check_keys(defaults, FACTOR_KEYS, "defaults")
         base = read_layer(doc, defaults, "defaults").over(base)
     matrix = top["matrix"]
@@ -39,11 +44,12 @@ def parse_cells(doc: Doc, top: Any) -> tuple[Cell, ...]:
         for earlier in cells:
             if earlier.name == name:
                 raise doc.fail(entry, "name", f"{path}.name", f"cell name {name!r} is already used by matrix[{earlier.index}]")
-        cells.append(_cell(doc, name, index, read_layer(doc, entry, path).over(base)))
+        stop = stop_rule(doc, entry, "stop", f"{path}.stop") if entry.get("stop") is not None else None
+        cells.append(_cell(doc, name, index, read_layer(doc, entry, path).over(base), stop))
     return tuple(cells)
 
 
-def _cell(doc: Doc, name: str, index: int, layer: Layer) -> Cell:
+def _cell(doc: Doc, name: str, index: int, layer: Layer, stop: StopRule | None) -> Cell:
     gpu = {key: layer.gpu[key].value if key in layer.gpu else None for key in GPU_FACTORS}
     env, args, template_vars = layer.values("env"), layer.values("args"), layer.values("vars")
     runtime = runtime_for(layer.maps["runtime"], template_vars, f"cell {name!r} (matrix[{index}])")
@@ -64,4 +70,5 @@ def _cell(doc: Doc, name: str, index: int, layer: Layer) -> Cell:
         env=tuple(sorted(env.items())),
         args=tuple(sorted(args.items())),
         runtime=runtime,
+        stop=stop,
     )

@@ -1,7 +1,8 @@
-"""Campaign YAML -> a validated Playbook: top-level settings (name, PoC, attempts, timeouts).
+"""Campaign YAML -> a validated Playbook: top-level settings (name, PoC, attempts, timeouts, order).
 
 Everything is checked before any host is contacted; the matrix of cells is read by
-``cells`` and their factors by ``factors``.
+``cells``, their factors by ``factors``, and what the counts mean (reproductions, the
+reference, ``stop:``) by ``judging``.
 """
 
 from __future__ import annotations
@@ -10,19 +11,19 @@ from pathlib import Path
 from typing import Any
 
 from reprofleet.errors import Location, PlaybookError
-from reprofleet.model import Outcome, Playbook, Poc, Timeouts
+from reprofleet.model import DEFAULT_MAX_EXCLUDED_SHARE, Playbook, Poc, StopRule, Timeouts
 from reprofleet.suggest import did_you_mean, line_of, load_located_yaml
 
+from . import judging
 from .cells import parse_cells
 from .document import Doc, positive, valid_name
 
 TOP_KEYS = ("name", "description", "poc", "runtime", "attempts", "timeouts", "order", "seed",
-            "reproductions", "defaults", "matrix")
+            "reproductions", "reference", "at_risk_phase", "max_excluded_share", "stop", "defaults", "matrix")
 POC_KEYS = ("script", "cache", "cache_source")
 TIMEOUT_KEYS = ("attempt", "boot", "connect")
-ORDERS = ("interleaved", "sequential", "shuffled")
+ORDERS = ("blocks", "interleaved", "sequential", "shuffled")  # the first is the default
 CACHE_MODES = ("persistent", "fresh")
-REPRODUCTION_OUTCOMES = (Outcome.WEDGE.value, Outcome.REBOOT.value, Outcome.HANG.value)
 
 
 def load_playbook(path: str | Path, *, attempts_override: int | None = None) -> Playbook:
@@ -44,17 +45,28 @@ def load_playbook(path: str | Path, *, attempts_override: int | None = None) -> 
     seed = top.get("seed")
     if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)):
         raise doc.fail(top, "seed", "seed", f"must be an integer, got {seed!r}")
+    name = valid_name(doc, top, "name", "name")
+    poc = _poc(doc, top["poc"], folder)
+    attempts = attempts_override or _count(doc, top, "attempts", "attempts")
+    timeouts = _timeouts(doc, top.get("timeouts"))
+    cells = parse_cells(doc, top)
+    reference = judging.reference(doc, top, cells)
+    judging.check_reference_runs_every_attempt(doc, top, reference)
     return Playbook(
-        name=valid_name(doc, top, "name", "name"),
+        name=name,
         path=str(Path(path).resolve()),
-        poc=_poc(doc, top["poc"], folder),
-        attempts=attempts_override or _count(doc, top, "attempts", "attempts"),
-        timeouts=_timeouts(doc, top.get("timeouts")),
-        cells=parse_cells(doc, top),
+        poc=poc,
+        attempts=attempts,
+        timeouts=timeouts,
+        cells=cells,
         order=_choice(doc, top, "order", "order", ORDERS, ORDERS[0]),
-        reproductions=_reproductions(doc, top),
+        reproductions=judging.reproductions(doc, top),
         description=_description(doc, top),
         seed=seed,
+        reference=reference,
+        at_risk_phase=judging.at_risk_phase(doc, top),
+        max_excluded_share=judging.max_excluded_share(doc, top, DEFAULT_MAX_EXCLUDED_SHARE),
+        stop=judging.stop_rule(doc, top, "stop", "stop") if top.get("stop") is not None else StopRule(),
     )
 
 
@@ -110,15 +122,3 @@ def _timeouts(doc: Doc, timeouts: Any) -> Timeouts:
     seconds = {key: positive(doc, timeouts, key, f"timeouts.{key}") for key in timeouts}
     return Timeouts(**seconds)
 
-
-def _reproductions(doc: Doc, top: Any) -> tuple[Outcome, ...]:
-    listed = top.get("reproductions", [Outcome.WEDGE.value])
-    listed = [listed] if isinstance(listed, str) else listed
-    if not isinstance(listed, list) or not listed:
-        raise doc.fail(top, "reproductions", "reproductions", f"must be a non-empty list of {', '.join(REPRODUCTION_OUTCOMES)}")
-    for index, value in enumerate(listed):
-        if value not in REPRODUCTION_OUTCOMES:
-            raise doc.fail(listed, index, f"reproductions[{index}]",
-                           f"must be one of {', '.join(REPRODUCTION_OUTCOMES)}, got {value!r}"
-                           f"{did_you_mean(value, REPRODUCTION_OUTCOMES)}")
-    return tuple(Outcome(value) for value in dict.fromkeys(listed))
