@@ -9,7 +9,8 @@ import pytest
 
 from reprofleet.attempt import classify_exit
 from reprofleet.model import Outcome, Record
-from reprofleet.records import AttemptLog, RecordError, StreamWriter, pool, read_records
+from reprofleet.pooling import load_pool
+from reprofleet.records import AttemptLog, RecordError, StreamWriter, read_records
 
 
 def _record(attempt: str, outcome: Outcome = Outcome.CLEAN) -> Record:
@@ -51,7 +52,7 @@ def test_pooling_campaigns_counts_each_attempt_once(tmp_path: Path) -> None:
         log = AttemptLog(tmp_path / name / "attempts.jsonl")
         log.append_record(_record("shared"))
         log.append_record(_record(f"own-{name}"))
-    assert sorted(r["attempt"] for r in pool([tmp_path])) == ["own-one", "own-two", "shared"]
+    assert sorted(r["attempt"] for r in load_pool([tmp_path]).records) == ["own-one", "own-two", "shared"]
 
 
 def test_a_newer_schema_is_refused(tmp_path: Path) -> None:

@@ -1,13 +1,25 @@
-"""The Markdown report: rates with intervals, the reference comparison, every wedge's last moments."""
+"""The Markdown report: rates by role, the reference comparison, every wedge's last moments."""
 
 from __future__ import annotations
 
-from reprofleet.model import Outcome
+from typing import Any
+
+from reprofleet.model import Judging, Phase
+from reprofleet.pooling import CampaignInfo, Pool
 from reprofleet.report import render_markdown
+from reprofleet.verdicts import judge
 
 
-def _rec(cell: str, host: str, outcome: str, **extra: object) -> dict:
-    return {"cell": cell, "host": host, "outcome": outcome, "started": "2026-11-29T00:00:00Z", **extra}
+def _rec(cell: str, host: str, outcome: str, **extra: Any) -> dict[str, Any]:
+    return {"campaign": "c", "attempt": f"{cell}-{host}-{outcome}-{len(extra)}-{id(extra)}", "cell": cell,
+            "host": host, "outcome": outcome, "factors": {"cell": cell}, "runtime": {"kind": "docker"},
+            "started": "2026-11-29T00:00:00Z", "last_phase": extra.pop("last_phase", "ready"), **extra}
+
+
+def _report(records: list[dict[str, Any]]) -> str:
+    judging = Judging(at_risk_phase=Phase.CUDA_GRAPH_CAPTURE)
+    pool = Pool(tuple(records), {"c": CampaignInfo("c", judging, "default", ("default", "lgc-2800"))})
+    return render_markdown(judge(pool), records, "t")
 
 
 def test_report_pins_rates_comparison_and_wedge_details() -> None:
@@ -18,14 +30,15 @@ def test_report_pins_rates_comparison_and_wedge_details() -> None:
     records += [_rec("default", "ws01", "clean") for _ in range(2)]
     records += [_rec("lgc-2800", "ws01", "clean") for _ in range(6)]
     records += [_rec("lgc-2800", "ws01", "infra", reason="interrupted: the campaign was stopped")]
-    text = render_markdown(records, (Outcome.WEDGE,), "t")
-    assert "| default | ws01 | 6 | 2 | 0 | 0 | 4 | 0 | 0 | 67% (4/6) |" in text
-    assert "| lgc-2800 | ws01 | 6 | 6 | 0 | 0 | 0 | 0 | 1 | 0% (0/6) | 0%–46% |" in text
-    assert "| lgc-2800 | 0/6 | 0.0606 | rate above 39% (95%) |" in text
+    text = _report(records)
+    assert "| default (reference) | ws01 | 6 | 2 | 0 | 0 | 4 | 0 | 0 | 0 | 67% (4/6) |" in text
+    assert "| lgc-2800 | ws01 | 6 | 6 | 0 | 0 | 0 | 0 | 1 | 1 | 0% (0/6) | 0%–46% |" in text
+    assert "95% two-sided exact" in text
+    assert "| lgc-2800 | fixed at 95% against default: rate below 39% (p = 0.011, Holm-adjusted; 95% one-sided" in text
     assert "Skipping CuTeDSL warmup" in text and "8.1 s" in text and "no Xid/NVRM/AER/MCE/watchdog line" in text
-    assert "1× interrupted: the campaign was stopped" in text
+    assert "1× infra: interrupted: the campaign was stopped" in text
 
 
 def test_a_volatile_journal_is_called_out() -> None:
     records = [_rec("default", "ws02", "wedge", forensics={"journal_persistent": False})]
-    assert "journal not persistent: nothing survived" in render_markdown(records, (Outcome.WEDGE,), "t")
+    assert "journal not persistent: nothing survived" in _report(records)

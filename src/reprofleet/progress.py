@@ -10,8 +10,7 @@ from rich.console import Console
 from rich.live import Live
 from rich.table import Table
 
-from .model import Outcome
-from .stats import CellSummary, summarize
+from .verdicts import Judgement, Row, pct
 
 OUTCOME_STYLE = {
     "clean": "green", "error": "yellow", "hang": "magenta",
@@ -69,24 +68,44 @@ class LiveProgress:
             self._live = None
 
 
-def summary_table(records: Sequence[Mapping[str, Any]], reproductions: tuple[Outcome, ...], title: str) -> Table:
-    """Per cell and host: attempts, each outcome, reproduction rate with its exact 95% CI."""
+def summary_table(judgement: Judgement, title: str) -> Table:
+    """Per cell and host: judged attempts, each outcome, excluded, the rate with its exact interval."""
+    label = judgement.rows[0].rate.label() if judgement.rows else "95% two-sided exact"
     table = Table(title=title)
-    for column in ("cell", "host", "judged", "clean", "error", "hang", "wedge", "reboot", "infra",
-                   "repro rate", "95% CI"):
+    for column in ("cell", "host", "judged", "clean", "error", "hang", "wedge", "reboot", "infra", "excluded",
+                   "repro rate", f"{label} CI"):
         table.add_column(column, justify="left" if column in ("cell", "host") else "right")
-    for summary in summarize(records, reproductions):
-        table.add_row(*_row(summary))
+    for row in judgement.rows:
+        table.add_row(*_row(row))
     return table
 
 
-def _row(summary: CellSummary) -> list[str]:
-    counts = summary.counts
-    rate = "—" if summary.judged == 0 else f"{summary.rate:.0%} ({summary.reproductions}/{summary.judged})"
-    ci = "—" if summary.judged == 0 else f"{summary.ci_low:.0%}–{summary.ci_high:.0%}"
-    cells = [summary.cell, summary.host, str(summary.judged)]
+def verdict_table(judgement: Judgement) -> Table:
+    """One plain-words verdict per cell: the same lines as report.md and ``invoke report --json``."""
+    table = Table(title=f"verdicts (reference: {judgement.reference})")
+    table.add_column("cell")
+    table.add_column("verdict")
+    for verdict in judgement.verdicts:
+        style = VERDICT_STYLE.get(verdict.kind.value, "")
+        stopped = f" [dim](stopped early: {'; '.join(verdict.stopped)}; intervals approximate)[/]" if verdict.stopped else ""
+        name = f"{verdict.cell} (reference)" if verdict.reference else verdict.cell
+        table.add_row(name, f"[{style}]{verdict.text}[/]{stopped}" if style else verdict.text + stopped)
+    for warning in judgement.warnings:
+        table.add_row("[yellow]note[/]", f"[yellow]{warning}[/]")
+    return table
+
+
+VERDICT_STYLE = {"reproduces": "bold red", "host-specific": "red", "fixed": "green", "cannot judge": "yellow"}
+
+
+def _row(row: Row) -> list[str]:
+    tally = row.tally
+    approx = "≈" if row.approximate else ""
+    rate = "—" if tally.judged == 0 else f"{approx}{pct(tally.reproductions / tally.judged)} ({tally.reproductions}/{tally.judged})"
+    ci = "—" if tally.judged == 0 else f"{approx}{pct(row.rate.low)}–{pct(row.rate.high)}"
+    cells = [f"{row.cell} (ref)" if row.reference else row.cell, row.host, str(tally.judged)]
     for outcome in ("clean", "error", "hang", "wedge", "reboot", "infra"):
-        value = counts.get(outcome, 0)
+        value = tally.outcomes.get(outcome, 0)
         style = OUTCOME_STYLE[outcome] if value and outcome in ("wedge", "reboot") else ""
         cells.append(f"[{style}]{value}[/]" if style else str(value))
-    return cells + [rate, ci]
+    return cells + [str(tally.excluded), rate, ci]

@@ -154,17 +154,6 @@ def read_records(path: Path) -> Iterator[dict[str, Any]]:
         yield record
 
 
-def pool(paths: Iterable[Path]) -> list[dict[str, Any]]:
-    """Records from many campaigns and controllers, each attempt once (by its UUID)."""
-    seen: dict[str, dict[str, Any]] = {}
-    for path in paths:
-        files = sorted(path.rglob("attempts.jsonl")) if path.is_dir() else [path]
-        for file in files:
-            for record in read_records(file):
-                seen.setdefault(record["attempt"], record)
-    return list(seen.values())
-
-
 def read_stream(path: Path) -> list[dict[str, Any]]:
     """Every line of a stream file (for reports and tests)."""
     with jsonlines.open(path) as reader:

@@ -29,7 +29,13 @@ DEFAULTS: dict[str, Any] = {
     "sample_hz": 10.0,
     "clock_threshold_mhz": 2800.0,
     "silence_s": 3.0,
-    "confirm_s": 5.0,
+    "probe_after_s": 1.0,
+    "probe_interval_s": 0.5,
+    "probe_timeout_s": 1.0,
+    "dead_rounds": 3,
+    "userspace_s": 60.0,
+    "pause_cap_s": 600.0,
+    "fleet_window_s": 5.0,
     "power_cycle_budget": 20,
     "dwell_s": 10.0,
     "stability_s": 5.0,
@@ -67,7 +73,11 @@ def _settings(c: Any, accept_new: bool | None = None, overrides: dict[str, Any] 
     )
     return RunSettings(
         transport=transport,
-        watchdog=WatchdogSettings(silence_s=float(conf["silence_s"]), confirm_s=float(conf["confirm_s"])),
+        watchdog=WatchdogSettings(
+            silence_s=float(conf["silence_s"]), probe_after_s=float(conf["probe_after_s"]),
+            probe_interval_s=float(conf["probe_interval_s"]), probe_timeout_s=float(conf["probe_timeout_s"]),
+            dead_rounds=int(conf["dead_rounds"]), userspace_s=float(conf["userspace_s"]),
+            pause_cap_s=float(conf["pause_cap_s"]), fleet_window_s=float(conf["fleet_window_s"])),
         controller=conf["controller"] or default_controller_name(),
         sample_hz=float(conf["sample_hz"]),
         clock_threshold_mhz=float(conf["clock_threshold_mhz"]),
@@ -88,6 +98,25 @@ def _install_stop_handlers(stop: threading.Event) -> None:
 
     signal.signal(signal.SIGINT, _stop)
     signal.signal(signal.SIGTERM, _stop)
+
+
+def write_campaign_report(folder: Path, console: Console, title: str) -> Path:
+    """The summary and verdict tables on the terminal, and report.md beside the records."""
+    from .pooling import load_pool
+    from .progress import summary_table, verdict_table
+    from .report import render_markdown
+    from .verdicts import judge
+
+    pool = load_pool([folder]) if (folder / "attempts.jsonl").exists() else None
+    report_path = folder / "report.md"
+    if pool is None:
+        report_path.write_text(f"# {title}\n\nNo attempt was recorded.\n")
+        return report_path
+    judgement = judge(pool)
+    console.print(summary_table(judgement, title))
+    console.print(verdict_table(judgement))
+    report_path.write_text(render_markdown(judgement, pool.records, title.capitalize()))
+    return report_path
 
 
 def run_and_report(c: Any, hosts: str, playbook: str, attempts: int | None, dry_run: bool,
@@ -125,14 +154,7 @@ def run_and_report(c: Any, hosts: str, playbook: str, attempts: int | None, dry_
     with LiveProgress(planned.keys(), planned, console) as progress:
         result = campaign_mod.run_campaign(plan, settings, report_root, progress=progress, stop=stop,
                                            recovery_factory=recovery_factory)
-    from .records import read_records
-
-    records = list(read_records(result.directory.attempts)) if result.directory.attempts.exists() else []
-    console.print(summary_table(list(records), book.reproductions, f"campaign {result.campaign_id}"))
-    from .report import render_markdown
-
-    report_path = result.directory.root / "report.md"
-    report_path.write_text(render_markdown(records, book.reproductions, f"Campaign {result.campaign_id}"))
+    report_path = write_campaign_report(result.directory.root, console, f"campaign {result.campaign_id}")
     console.print(f"records: {result.directory.attempts}\nreport:  {report_path}")
     return ExitStatus.INTERRUPTED if result.interrupted else ExitStatus.OK
 
@@ -252,21 +274,40 @@ def policy_task(c: Context, hosts: str, restore: bool = False, read: bool = Fals
     return ExitStatus.OK if all(isinstance(v, dict) for v in results.values()) else ExitStatus.SOME_HOSTS_FAILED
 
 
-@task(help={"paths": "campaign folders or attempts.jsonl files (default: every campaign under reports/)",
-            "reproductions": "outcomes counted as reproductions (default wedge)", "out": "write Markdown here"})
+@task(help={"paths": "campaign folders or attempts.jsonl files, comma-separated (default: every campaign under reports/)",
+            "reproductions": "override the campaigns' own reproductions (comma-separated outcomes)",
+            "reference": "compare every cell with this one (default: the campaigns' reference)",
+            "json": "print the verdicts as JSON instead of tables and Markdown",
+            "out": "write Markdown here"})
 @handled
-def report(c: Context, paths: str = "", reproductions: str = "wedge", out: str = "") -> ExitStatus:
-    """Pool records from many campaigns and controllers and compare wedge rates."""
+def report(c: Context, paths: str = "", reproductions: str = "", reference: str = "", json_: bool = False,
+           out: str = "") -> ExitStatus:
+    """Pool records from many campaigns and controllers; rates, tests and one verdict per cell."""
+    from dataclasses import replace
+
     from .model import Outcome
-    from .progress import summary_table
-    from .records import pool
+    from .pooling import load_pool
+    from .progress import summary_table, verdict_table
     from .report import render_markdown
+    from .verdicts import judge
 
     sources = [Path(p) for p in paths.split(",") if p] or [Path(_conf(c)["reports"])]
-    records = pool(sources)
-    counted = tuple(Outcome(o.strip()) for o in reproductions.split(",") if o.strip())
-    _console().print(summary_table(records, counted, f"{len(records)} attempts pooled"))
-    text = render_markdown(records, counted, "reprofleet report")
+    pool = load_pool(sources)
+    if reproductions:
+        try:
+            counted = tuple(Outcome(o.strip()) for o in reproductions.split(",") if o.strip())
+        except ValueError as exc:
+            raise BadArgument(f"--reproductions: {exc}") from None
+        pool = replace(pool, campaigns={k: replace(v, judging=replace(v.judging, reproductions=counted))
+                                        for k, v in pool.campaigns.items()})
+    judgement = judge(pool, reference or None)
+    if json_:
+        print(json.dumps(judgement.to_json(), indent=2, default=str))
+        return ExitStatus.OK
+    console = _console()
+    console.print(summary_table(judgement, f"{judgement.attempts} attempts pooled"))
+    console.print(verdict_table(judgement))
+    text = render_markdown(judgement, pool.records, "reprofleet report")
     if out:
         Path(out).write_text(text)
     else:

@@ -1,54 +1,72 @@
 """A Markdown report a user can paste into a bug for NVIDIA or vLLM.
 
-Per cell and host: judged attempts, each outcome, the reproduction rate with its exact 95%
-interval; each cell against the first (the reference, usually the default policy) with
-Fisher's exact test; and for every wedge what the host was doing last (phase, log line,
-detection latency, what its previous boot left behind).
+Everything in it comes from one :class:`~reprofleet.verdicts.Judgement`: the rate table
+(per cell and host, each outcome, excluded attempts, the exact two-sided interval), each
+cell against the reference (exact tests, Holm-adjusted), the splits by boot and cache,
+every wedge and reboot with its last moments, what could not be judged, and, last, the
+verdict table, word for word what the terminal prints.
 """
 
 from __future__ import annotations
 
-from collections import Counter
 from typing import Any, Iterable, Mapping, Sequence
 
-from ..model import Outcome
-from ..stats import ALL_HOSTS, attempts_to_see, clean_run_bound, compare, summarize
+from ..verdicts import ALL_HOSTS, Judgement, fmt_p, pct
 
 OUTCOMES = ("clean", "error", "hang", "wedge", "reboot", "infra")
 
 
-def _rate_table(records: Sequence[Mapping[str, Any]], reproductions: tuple[Outcome, ...]) -> list[str]:
-    lines = ["| cell | host | judged | " + " | ".join(OUTCOMES) + " | reproduction rate | 95% CI |",
-             "| --- | --- | ---: | " + " | ".join("---:" for _ in OUTCOMES) + " | ---: | --- |"]
-    for row in summarize(records, reproductions):
-        rate = f"{row.rate:.0%} ({row.reproductions}/{row.judged})" if row.judged else "—"
-        ci = f"{row.ci_low:.0%}–{row.ci_high:.0%}" if row.judged else "—"
-        counts = " | ".join(str(row.counts.get(o, 0)) for o in OUTCOMES)
+def _cell(name: str, reference: bool) -> str:
+    return f"{name} (reference)" if reference else name
+
+
+def _rate_table(judgement: Judgement) -> list[str]:
+    label = judgement.rows[0].rate.label() if judgement.rows else "95% two-sided exact"
+    lines = ["| cell | host | judged | " + " | ".join(OUTCOMES) + f" | excluded | reproduction rate | {label} CI |",
+             "| --- | --- | ---: | " + " | ".join("---:" for _ in OUTCOMES) + " | ---: | ---: | --- |"]
+    for row in judgement.rows:
+        tally = row.tally
+        approx = "≈ " if row.approximate else ""
+        rate = f"{approx}{pct(tally.reproductions / tally.judged)} ({tally.reproductions}/{tally.judged})" if tally.judged else "—"
+        ci = f"{approx}{pct(row.rate.low)}–{pct(row.rate.high)}" if tally.judged else "—"
+        counts = " | ".join(str(tally.outcomes.get(o, 0)) for o in OUTCOMES)
         host = f"**{row.host}**" if row.host == ALL_HOSTS else row.host
-        lines.append(f"| {row.cell} | {host} | {row.judged} | {counts} | {rate} | {ci} |")
+        lines.append(f"| {_cell(row.cell, row.reference)} | {host} | {tally.judged} | {counts} | {tally.excluded} | {rate} | {ci} |")
     return lines
 
 
-def _comparisons(records: Sequence[Mapping[str, Any]], reproductions: tuple[Outcome, ...]) -> list[str]:
-    pooled = {r.cell: r for r in summarize(records, reproductions) if r.host == ALL_HOSTS}
-    if not pooled:
-        pooled = {r.cell: r for r in summarize(records, reproductions)}
-    cells = list(pooled)
-    if len(cells) < 2:
+def _comparisons(judgement: Judgement) -> list[str]:
+    compared = [v for v in judgement.verdicts if v.against_reference is not None]
+    if not compared:
         return []
-    reference = pooled[cells[0]]
-    lines = [f"Each cell against `{reference.cell}` ({reference.reproductions}/{reference.judged}), pooled over hosts:",
-             "", "| cell | reproductions | Fisher exact p | what the count rules out |", "| --- | ---: | ---: | --- |"]
-    for cell in cells[1:]:
-        row = pooled[cell]
-        p_value = compare((row.reproductions, row.judged), (reference.reproductions, reference.judged))
-        if row.reproductions == 0 and row.judged:
-            bound = f"rate above {clean_run_bound(row.judged):.0%} (95%)"
-        elif row.judged:
-            bound = f"~{attempts_to_see(row.rate)} attempts to see one at 95%"
-        else:
-            bound = "nothing judged"
-        lines.append(f"| {cell} | {row.reproductions}/{row.judged} | {p_value:.3g} | {bound} |")
+    ref = next(v for v in judgement.verdicts if v.reference)
+    lines = [f"Each cell against `{ref.cell}` ({ref.reproductions}/{ref.judged}). Cells that never reproduced are "
+             "tested one-sided (does it reproduce less often?), the others two-sided; p-values are Holm-adjusted "
+             f"across the {len(compared)} cells of this report. Hosts are strata: a cell is compared with the "
+             "reference host by host where both ran on several hosts.", "",
+             "| cell | reproductions | test | p | Holm-adjusted p | common odds ratio | hosts disagree (p) |",
+             "| --- | ---: | --- | ---: | ---: | ---: | ---: |"]
+    for verdict in compared:
+        test = verdict.against_reference
+        assert test is not None
+        ratio = "—" if test.odds_ratio is None else f"{test.odds_ratio:.3g}"
+        hetero = "—" if test.heterogeneity_p is None else f"{test.heterogeneity_p:.2g}"
+        lines.append(f"| {verdict.cell} | {verdict.reproductions}/{verdict.judged} | {test.method} | "
+                     f"{test.p_value:.3g} | {test.p_adjusted:.3g} | {ratio} | {hetero} |")
+    return lines
+
+
+def _splits(judgement: Judgement) -> list[str]:
+    splits = [(v, s) for v in judgement.verdicts for s in v.splits]
+    if not splits:
+        return []
+    lines = ["A cell's rate in two groups of its own attempts (Boschloo exact, two-sided, Holm-adjusted across "
+             "the splits below). A flagged split means the order of attempts or the cache state matters.", "",
+             "| cell | split | group A | group B | p | Holm-adjusted p | |", "| --- | --- | ---: | ---: | ---: | ---: | --- |"]
+    for verdict, split in splits:
+        flag = "**flagged**" if split.flagged else ""
+        lines.append(f"| {verdict.cell} | {split.what} | {split.yes_label} {split.yes[0]}/{split.yes[1]} | "
+                     f"{split.no_label} {split.no[0]}/{split.no[1]} | {split.p_value:.3g} | {split.p_adjusted:.3g} | {flag} |")
     return lines
 
 
@@ -74,19 +92,40 @@ def _wedges(records: Iterable[Mapping[str, Any]]) -> list[str]:
     return lines
 
 
-def render_markdown(records: Sequence[Mapping[str, Any]], reproductions: tuple[Outcome, ...], title: str) -> str:
-    infra = Counter(str(r.get("reason", ""))[:80] for r in records if r.get("outcome") == "infra")
-    hosts = sorted({str(r["host"]) for r in records})
-    parts = [f"# {title}", "",
-             f"{len(records)} attempts on {len(hosts)} hosts ({', '.join(hosts)}); reproduction = "
-             f"{', '.join(o.value for o in reproductions)}. `infra` attempts could not be judged and are not in any rate.",
-             "", "## Rates", "", *_rate_table(records, reproductions)]
-    comparison = _comparisons(records, reproductions)
-    if comparison:
-        parts += ["", "## Against the reference cell", "", *comparison]
-    wedges = _wedges(records)
-    if wedges:
-        parts += ["", "## Every wedge and reboot", "", *wedges]
-    if infra:
-        parts += ["", "## Not judged (infra)", ""] + [f"- {n}× {reason}" for reason, n in infra.most_common()]
+def verdict_lines(judgement: Judgement) -> list[str]:
+    lines = ["| cell | verdict |", "| --- | --- |"]
+    for verdict in judgement.verdicts:
+        stopped = f" (stopped early: {'; '.join(verdict.stopped)}; intervals approximate)" if verdict.stopped else ""
+        lines.append(f"| {_cell(verdict.cell, verdict.reference)} | {verdict.text}{stopped} |")
+    return lines
+
+
+def _header(judgement: Judgement) -> list[str]:
+    judging = judgement.judging
+    hosts = ", ".join(judgement.hosts)
+    risk = (f"`error` and `hang` count as non-reproductions only when the attempt reached `{judging.at_risk_phase.value}`; "
+            "before it they are excluded." if judging.at_risk_phase else
+            "`error` and `hang` are excluded (no `at_risk_phase` set).")
+    lines = [f"{judgement.attempts} attempts on {len(judgement.hosts)} hosts ({hosts}). Reproductions: "
+             f"{', '.join(o.value for o in judging.reproductions)} (shown in separate columns). {risk} `infra` is "
+             f"never in a rate. A cell with more than {judging.max_excluded_share:.0%} of its attempts excluded "
+             f"cannot be judged. Reference cell: `{judgement.reference}`."]
+    lines += [f"> **Note:** {w}" for w in judgement.warnings]
+    return lines
+
+
+def render_markdown(judgement: Judgement, records: Sequence[Mapping[str, Any]], title: str) -> str:
+    parts = [f"# {title}", "", *_header(judgement), "", "## Rates", "", *_rate_table(judgement)]
+    for heading, section in (("Against the reference cell", _comparisons(judgement)),
+                             ("Does the order of attempts matter?", _splits(judgement)),
+                             ("Every wedge and reboot", _wedges(records))):
+        if section:
+            parts += ["", f"## {heading}", "", *section]
+    if judgement.excluded:
+        parts += ["", "## Not judged (excluded from every rate)", ""]
+        parts += [f"- {n}× {reason}" for reason, n in judgement.excluded.items()]
+    parts += ["", "## Verdicts", "", *verdict_lines(judgement)]
     return "\n".join(parts) + "\n"
+
+
+__all__ = ["render_markdown", "verdict_lines", "fmt_p"]
