@@ -93,6 +93,32 @@ class Sprt:
             return -self.upper * self.lower / second
         return (oc * self.lower + (1.0 - oc) * self.upper) / drift
 
+    def exact_expected_attempts(self, p: float, cap: int | None = None) -> float:
+        """The average attempts at true rate ``p``, exactly, overshoot and cap included.
+
+        Wald's formula ignores how far the last attempt carries the LLR past a boundary, so
+        it is optimistic at these small counts (30% vs 3%: 2.9 and 7.7 attempts by the
+        formula, 4.3 and 9.6 in fact). This walks the count distribution attempt by attempt
+        up to ``cap`` (default :meth:`cap`).
+        """
+        if not 0.0 <= p <= 1.0:
+            raise ValueError(f"a rate is between 0 and 1, got {p}")
+        cap = self.cap() if cap is None else cap
+        alive = {0: 1.0}  # reproductions so far -> probability the test is still running
+        expected = 0.0
+        for n in range(1, cap + 1):
+            step: dict[int, float] = {}
+            for k, q in alive.items():
+                step[k + 1] = step.get(k + 1, 0.0) + q * p
+                step[k] = step.get(k, 0.0) + q * (1.0 - p)
+            alive = {}
+            for k, q in step.items():
+                if self.decide(k, n) is None:
+                    alive[k] = q
+                else:
+                    expected += n * q
+        return expected + cap * sum(alive.values())
+
     def _wald_h(self, p: float) -> float:
         """The non-zero h with p (p1/p0)^h + (1-p) ((1-p1)/(1-p0))^h = 1 (1 at p0, -1 at p1, 0 at zero drift)."""
         if p == self.p0:

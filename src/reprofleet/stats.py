@@ -17,6 +17,7 @@ from typing import Any, Iterable, Mapping, Sequence
 
 import numpy as np
 from scipy.stats import beta, boschloo_exact, fisher_exact, norm
+from scipy.stats import chi2 as chi2_dist
 
 from .conditional import Distribution, Margins, convolution_work, convolve, same_sum_test
 from .model import Outcome
@@ -231,7 +232,7 @@ def _asymptotic_cmh(kept: Sequence[_Stratum], alternative: str) -> tuple[float, 
     # statsmodels subtracts 0.5 even from |delta| < 0.5; R's min(0.5, |delta|) makes that 0
     chi2 = 0.0 if abs(delta) <= 0.5 else float(table.test_null_odds(correction=True).statistic)
     if alternative == "two-sided":
-        p = float(table.test_null_odds(correction=True).pvalue) if chi2 else 1.0
+        p = float(chi2_dist.sf(chi2, 1))  # statsmodels' 1 - cdf underflows to 0 for strong effects
     else:
         z = math.copysign(math.sqrt(chi2), delta)
         p = float(norm.cdf(z) if alternative == "less" else norm.sf(z))
@@ -246,7 +247,8 @@ def _heterogeneity(kept: Sequence[_Stratum]) -> tuple[float | None, str]:
     if min(s.smallest_expected() for s in kept) >= 5:
         from statsmodels.stats.contingency_tables import StratifiedTable
 
-        p = float(StratifiedTable([s.table for s in kept]).test_equal_odds(adjust=True).pvalue)
+        with np.errstate(divide="ignore", invalid="ignore"):  # a pooled odds ratio of exactly 1 divides by 0
+            p = float(StratifiedTable([s.table for s in kept]).test_equal_odds(adjust=True).pvalue)
         if math.isfinite(p):
             return min(1.0, max(0.0, p)), "Breslow-Day, Tarone-adjusted (statsmodels)"
     p, exact = same_sum_test([s.law for s in kept], [s.cell_k for s in kept])
