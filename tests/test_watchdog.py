@@ -1,13 +1,16 @@
-"""Silence makes a suspect; only probes that all fail for the confirm window make a wedge."""
+"""Silence makes a suspect; rounds of three-answer probes (DEAD/KERNEL/SSHD) make the verdict."""
 
 from __future__ import annotations
 
 import threading
 import time
+from typing import Any, Callable
 
-from reprofleet.watchdog import FleetLiveness, Verdict, Watchdog, WatchdogSettings
+from reprofleet.probes import ProbeAnswer
+from reprofleet.watchdog import FleetLiveness, Verdict, Watchdog, WatchdogSettings, WedgeKind
 
-FAST = WatchdogSettings(silence_s=3.0, confirm_s=5.0, probe_interval_s=0.01, probe_timeout_s=0.01)
+SETTINGS = WatchdogSettings(silence_s=3.0, probe_after_s=1.0, probe_interval_s=0.5, probe_timeout_s=1.0,
+                            dead_rounds=3, userspace_s=60.0)
 
 
 class FakeClock:
@@ -18,107 +21,204 @@ class FakeClock:
         return self.now
 
 
-def _wait_probes(dog: Watchdog, count: int) -> None:
+class Events:
+    def __init__(self) -> None:
+        self.seen: list[tuple[str, str, dict[str, Any]]] = []
+
+    def __call__(self, host: str, what: str, **fields: Any) -> None:
+        self.seen.append((host, what, fields))
+
+    def names(self) -> list[str]:
+        return [what for _, what, _ in self.seen]
+
+
+def _settle(dog: Watchdog) -> None:
+    """Let every launched round answer (the fake probes answer at once)."""
     deadline = time.monotonic() + 2
-    while dog._prober is not None and dog._prober.probes < count and time.monotonic() < deadline:
-        time.sleep(0.005)
+    while dog._rounds is not None and dog.rounds_completed < dog._rounds.launched and time.monotonic() < deadline:
+        time.sleep(0.002)
 
 
-def test_a_host_that_keeps_streaming_is_live() -> None:
-    clock = FakeClock()
-    dog = Watchdog("ws01", lambda: False, FAST, clock=clock)
-    for _ in range(10):
-        clock.now += 1.0
+def advance(dog: Watchdog, clock: FakeClock, seconds: float, step: float = 0.25) -> Verdict:
+    """Move time on as the follower does (a check every quarter second); the last verdict."""
+    verdict = dog.check()
+    for _ in range(int(round(seconds / step))):
+        clock.now += step
+        verdict = dog.check()
+        _settle(dog)
+    return dog.check()
+
+
+def make(answer: Callable[[], Any], fleet: FleetLiveness | None = None, settings: WatchdogSettings = SETTINGS,
+         name: str = "ws01") -> tuple[Watchdog, FakeClock, Events]:
+    clock, events = FakeClock(), Events()
+    return Watchdog(name, answer, settings, fleet=fleet, clock=clock, report=events), clock, events
+
+
+def test_a_host_that_keeps_streaming_is_live_and_never_probed() -> None:
+    probes: list[int] = []
+    dog, clock, events = make(lambda: probes.append(1) or ProbeAnswer.DEAD)
+    for _ in range(20):
+        clock.now += 0.5
         dog.heard()
         assert dog.check() is Verdict.LIVE
+    assert probes == [] and events.seen == []
 
 
-def test_silence_then_failing_probes_for_the_confirm_window_is_a_wedge() -> None:
-    clock = FakeClock()
-    dog = Watchdog("ws01", lambda: False, FAST, clock=clock)
-    clock.now += 3.5
-    assert dog.check() is Verdict.SUSPECT
-    _wait_probes(dog, 3)
-    clock.now += 4.0
-    assert dog.check() is Verdict.SUSPECT  # confirm window not over yet
-    clock.now += 1.5
-    assert dog.check() is Verdict.WEDGED
-    dog.close()
+def test_probing_starts_after_a_second_of_silence_not_before() -> None:
+    dog, clock, events = make(lambda: ProbeAnswer.SSHD)
+    assert advance(dog, clock, 0.75) is Verdict.LIVE
+    assert events.names() == []
+    assert advance(dog, clock, 0.5) is Verdict.SUSPECT
+    assert events.names()[:2] == ["suspect", "probe"]
+    assert events.seen[1][2]["answer"] == "SSHD"
 
 
-def test_a_silent_host_that_answers_a_probe_is_reattached_not_wedged() -> None:
-    clock = FakeClock()
-    dog = Watchdog("ws01", lambda: True, FAST, clock=clock)
-    clock.now += 4.0
-    dog.check()
-    _wait_probes(dog, 1)
-    clock.now += 10.0
-    assert dog.check() is Verdict.ALIVE_BUT_DETACHED
-    dog.restart()
+def test_a_frozen_host_is_declared_at_three_seconds_of_silence_once_k_rounds_are_dead() -> None:
+    dog, clock, events = make(lambda: ProbeAnswer.DEAD)
+    assert advance(dog, clock, 2.75) is Verdict.SUSPECT  # K dead rounds already, but silence < 3 s
+    assert dog.rounds_completed >= 3
+    assert advance(dog, clock, 0.25) is Verdict.WEDGED
+    assert dog.wedge_kind is WedgeKind.FROZEN
+    assert events.names() == ["suspect", "probe"]
+
+
+def test_fewer_than_k_dead_rounds_after_a_live_answer_are_not_a_wedge() -> None:
+    answers = iter([ProbeAnswer.SSHD] * 5 + [ProbeAnswer.DEAD] * 100)
+    dog, clock, _ = make(lambda: next(answers))
+    assert advance(dog, clock, 3.0) is Verdict.ALIVE_BUT_DETACHED  # rounds at 1.0 .. 3.0 s: 5 SSHD
+    assert advance(dog, clock, 1.0) is Verdict.SUSPECT  # rounds at 3.5 and 4.0 s: 2 DEAD of K=3
+    assert advance(dog, clock, 0.5) is Verdict.WEDGED  # the third
+
+
+def test_a_suspect_that_answered_once_and_then_went_dead_is_a_wedge() -> None:
+    answers = iter([ProbeAnswer.SSHD] * 2 + [ProbeAnswer.DEAD] * 100)
+    dog, clock, events = make(lambda: next(answers))
+    assert advance(dog, clock, 1.5) is Verdict.SUSPECT
+    assert advance(dog, clock, 2.0) is Verdict.WEDGED
+    assert [f["answer"] for _, what, f in events.seen if what == "probe"] == ["SSHD", "DEAD"]
+
+
+def test_a_kernel_that_answers_without_sshd_is_a_suspect_until_the_userspace_window_ends() -> None:
+    settings = WatchdogSettings(userspace_s=10.0)
+    dog, clock, events = make(lambda: ProbeAnswer.KERNEL, settings=settings)
+    assert advance(dog, clock, 10.5) is Verdict.SUSPECT  # a 10 s SIGSTOP survives (window opened at 1 s)
+    assert advance(dog, clock, 1.0) is Verdict.WEDGED
+    assert dog.wedge_kind is WedgeKind.USERSPACE
+
+
+def test_sshd_answering_resets_the_userspace_window() -> None:
+    settings = WatchdogSettings(userspace_s=5.0)
+    flip = {"answer": ProbeAnswer.KERNEL}
+    dog, clock, _ = make(lambda: flip["answer"], settings=settings)
+    assert advance(dog, clock, 4.5) is Verdict.SUSPECT
+    flip["answer"] = ProbeAnswer.SSHD
+    assert advance(dog, clock, 0.5) is Verdict.ALIVE_BUT_DETACHED
+    flip["answer"] = ProbeAnswer.KERNEL
+    assert advance(dog, clock, 4.0) is Verdict.SUSPECT  # 9 s of silence, but only 4 s without sshd
+    assert advance(dog, clock, 1.5) is Verdict.WEDGED
+
+
+def test_a_stream_that_resumes_clears_the_suspect() -> None:
+    dog, clock, events = make(lambda: ProbeAnswer.KERNEL)
+    advance(dog, clock, 5.0)
+    dog.heard()
     assert dog.check() is Verdict.LIVE
+    assert events.names() == ["suspect", "probe", "clear"]
+    assert events.seen[-1][2]["last_answer"] == "KERNEL"
 
 
-def test_every_host_silent_at_once_blames_the_controller_network() -> None:
-    clock = FakeClock()
-    fleet = FleetLiveness(window_s=5.0)
-    dogs = [Watchdog(f"ws0{i}", lambda: False, FAST, fleet=fleet, clock=clock) for i in range(3)]
-    clock.now += 4.0
-    verdicts = [d.check() for d in dogs]
-    for dog in dogs:
-        _wait_probes(dog, 3)
-    clock.now += 10.0
-    verdicts = [d.check() for d in dogs]
-    assert verdicts == [Verdict.CONTROLLER_NETWORK] * 3
-    for dog in dogs:
-        dog.close()
+def test_a_failed_reattach_restarts_probing_instead_of_trusting_the_old_answer() -> None:
+    flip = {"answer": ProbeAnswer.SSHD}
+    dog, clock, events = make(lambda: flip["answer"])
+    assert advance(dog, clock, 3.0) is Verdict.ALIVE_BUT_DETACHED
+    flip["answer"] = ProbeAnswer.DEAD
+    dog.reattach_failed("connect timed out")
+    assert dog.check() is Verdict.SUSPECT  # no answer yet from the fresh rounds
+    assert advance(dog, clock, 1.25) is Verdict.WEDGED
+    assert "reattach_failed" in events.names()
 
 
-def test_one_silent_host_among_live_ones_is_still_a_wedge() -> None:
-    clock = FakeClock()
-    fleet = FleetLiveness(window_s=5.0)
-    silent = Watchdog("ws01", lambda: False, FAST, fleet=fleet, clock=clock)
-    live = Watchdog("ws02", lambda: True, FAST, fleet=fleet, clock=clock)
-    clock.now += 4.0
-    silent.check()
-    live.heard()
-    _wait_probes(silent, 3)
-    clock.now += 6.0
-    live.heard()
-    assert silent.check() is Verdict.WEDGED
-    silent.close()
-    live.close()
+def test_rounds_do_not_wait_for_earlier_rounds_to_time_out() -> None:
+    lock, running, most = threading.Lock(), [0], [0]
+    release = threading.Event()
+
+    def slow() -> ProbeAnswer:
+        with lock:
+            running[0] += 1
+            most[0] = max(most[0], running[0])
+        release.wait(2)
+        with lock:
+            running[0] -= 1
+        return ProbeAnswer.DEAD
+
+    dog, clock, _ = make(slow)
+    for _ in range(8):  # 2 s of fake time: rounds launched at 1.0, 1.5, 2.0 s of silence
+        clock.now += 0.25
+        dog.check()
+    time.sleep(0.1)
+    assert most[0] == 3
+    release.set()
+    _settle(dog)
 
 
-def test_a_probe_that_raises_counts_as_failed() -> None:
-    clock = FakeClock()
-    calls = threading.Event()
-
-    def broken() -> bool:
-        calls.set()
+def test_a_probe_that_raises_counts_as_dead() -> None:
+    def broken() -> ProbeAnswer:
         raise OSError("network unreachable")
 
-    dog = Watchdog("ws01", broken, FAST, clock=clock)
-    clock.now += 4.0
-    dog.check()
-    assert calls.wait(2)
-    _wait_probes(dog, 2)
-    clock.now += 6.0
-    assert dog.check() is Verdict.WEDGED
-    dog.close()
+    dog, clock, _ = make(broken)
+    assert advance(dog, clock, 3.0) is Verdict.WEDGED
 
 
-def test_hosts_that_wedge_together_are_wedges_when_a_witness_says_our_network_works() -> None:
+def test_a_single_host_is_not_wedged_while_the_guard_says_our_network_is_down() -> None:
+    network = {"ok": False}
+    fleet = FleetLiveness(window_s=5.0, network_ok=lambda: network["ok"])
+    dog, clock, events = make(lambda: ProbeAnswer.DEAD, fleet=fleet)
+    assert advance(dog, clock, 60.0) is Verdict.CONTROLLER_NETWORK
+    network["ok"] = True
+    assert dog.check() is Verdict.SUSPECT  # fresh rounds first, not wedged at once
+    assert advance(dog, clock, 1.0) is Verdict.WEDGED
+    guard = [f["network"] for _, what, f in events.seen if what == "guard"]
+    assert guard == ["down", "up"]
+
+
+def test_without_a_guard_every_host_silent_at_once_blames_our_network() -> None:
     clock = FakeClock()
-    fleet = FleetLiveness(window_s=5.0, network_ok=lambda: True)
-    dogs = [Watchdog(f"ws0{i}", lambda: False, FAST, fleet=fleet, clock=clock) for i in range(2)]
-    clock.now += 4.0
-    for dog in dogs:
-        dog.check()
-        _wait_probes(dog, 3)
-    clock.now += 6.0
-    assert [d.check() for d in dogs] == [Verdict.WEDGED, Verdict.WEDGED]
+    fleet = FleetLiveness(window_s=5.0)
+    dogs = [Watchdog(f"ws0{i}", lambda: ProbeAnswer.DEAD, SETTINGS, fleet=fleet, clock=clock) for i in range(3)]
+    for _ in range(16):
+        clock.now += 0.25
+        for dog in dogs:
+            dog.check()
+            _settle(dog)
+    assert [d.check() for d in dogs] == [Verdict.CONTROLLER_NETWORK] * 3
     for dog in dogs:
         dog.close()
+
+
+def test_hosts_that_freeze_together_are_wedges_when_the_guard_says_our_network_works() -> None:
+    clock = FakeClock()
+    fleet = FleetLiveness(window_s=5.0, network_ok=lambda: True)
+    dogs = [Watchdog(f"ws0{i}", lambda: ProbeAnswer.DEAD, SETTINGS, fleet=fleet, clock=clock) for i in range(3)]
+    for _ in range(12):
+        clock.now += 0.25
+        for dog in dogs:
+            dog.check()
+            _settle(dog)
+    assert [d.check() for d in dogs] == [Verdict.WEDGED] * 3
+
+
+def test_one_silent_host_among_live_ones_is_a_wedge_without_a_guard() -> None:
+    clock = FakeClock()
+    fleet = FleetLiveness(window_s=5.0)
+    silent = Watchdog("ws01", lambda: ProbeAnswer.DEAD, SETTINGS, fleet=fleet, clock=clock)
+    live = Watchdog("ws02", lambda: ProbeAnswer.SSHD, SETTINGS, fleet=fleet, clock=clock)
+    for _ in range(12):
+        clock.now += 0.25
+        live.heard()
+        silent.check()
+        _settle(silent)
+    assert silent.check() is Verdict.WEDGED
 
 
 def test_a_cached_witness_is_asked_at_most_once_per_ttl() -> None:
@@ -127,24 +227,3 @@ def test_a_cached_witness_is_asked_at_most_once_per_ttl() -> None:
     asked = []
     witness = CachedWitness(lambda: asked.append(1) or True, ttl_s=60)
     assert witness() and witness() and len(asked) == 1
-
-
-def test_when_our_network_comes_back_each_host_gets_a_fresh_confirm_window() -> None:
-    clock = FakeClock()
-    network = {"ok": False}
-    fleet = FleetLiveness(window_s=5.0, network_ok=lambda: network["ok"])
-    dogs = [Watchdog(f"ws0{i}", lambda: False, FAST, fleet=fleet, clock=clock) for i in range(2)]
-    clock.now += 4.0
-    for dog in dogs:
-        dog.check()
-        _wait_probes(dog, 3)
-    clock.now += 60.0
-    assert [d.check() for d in dogs] == [Verdict.CONTROLLER_NETWORK] * 2
-    network["ok"] = True
-    assert [d.check() for d in dogs] == [Verdict.SUSPECT] * 2  # not wedged at once
-    for dog in dogs:
-        _wait_probes(dog, 3)
-    clock.now += 5.5
-    assert [d.check() for d in dogs] == [Verdict.WEDGED] * 2
-    for dog in dogs:
-        dog.close()

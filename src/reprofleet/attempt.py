@@ -4,6 +4,9 @@ The stream is written to the controller's disk line by line as it arrives. A bro
 session is not an outcome: the attempt runs on under the host agent, so we reconnect and
 ``attach`` from the last sequence number we have, with nothing lost or repeated. Only the
 watchdog (silence + failed independent probes) turns silence into a wedge.
+
+Re-attaching runs in its own thread: a connect that hangs never holds back the watchdog's
+verdict or a stop, and a re-attach that fails sends the watchdog back to fresh probes.
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ from .agent import AgentClient, EventStream, StreamEvent
 from .errors import AgentError, ConnectError, ReprofleetError
 from .model import EventKind, Outcome
 from .records import StreamWriter
-from .watchdog import Verdict, Watchdog
+from .watchdog import Verdict, Watchdog, WedgeKind
 
 CONTROLLER_GRACE_S = 30.0  # past the agent's own timeout, before the controller steps in
 
@@ -89,6 +92,37 @@ class AttemptEnd:
 
 Reconnect = Callable[[], AgentClient]
 
+WEDGE_REASONS = {
+    WedgeKind.FROZEN: "host stopped answering: stream silent and every independent probe failed "
+                      "(no echo reply, no handshake, no banner)",
+    WedgeKind.USERSPACE: "userspace: the kernel answers (echo, handshake) but sshd has not sent a banner "
+                         "for the whole userspace window",
+}
+
+
+class _Reattach(threading.Thread):
+    """One re-attach in the background: reconnect, then ``attach`` from ``from_seq``."""
+
+    def __init__(self, reconnect: Reconnect, attempt_id: str, from_seq: int) -> None:
+        super().__init__(daemon=True, name="reattach")
+        self._reconnect = reconnect
+        self._attempt_id = attempt_id
+        self._from_seq = from_seq
+        self.result: tuple[AgentClient, EventStream] | None = None
+        self.error: str | None = None
+        self.abandoned = False
+
+    def run(self) -> None:
+        try:
+            agent = self._reconnect()
+            self.result = (agent, agent.attach(self._attempt_id, self._from_seq))
+        except ReprofleetError as exc:
+            self.error = str(exc)
+        except Exception as exc:  # a thread must not die silently: the follower reads error
+            self.error = f"{type(exc).__name__}: {exc}"
+        if self.abandoned and self.result is not None:
+            self.result[1].close()
+
 
 class AttemptFollower:
     """Reads one attempt's stream until it ends, re-attaching as often as needed."""
@@ -120,11 +154,14 @@ class AttemptFollower:
         self.broken_reason: str | None = None
         self._paused_since: float | None = None
         self._on_pause = on_pause
+        self._reattach: _Reattach | None = None
 
     def follow(self) -> AttemptEnd:
         try:
             return self._follow()
         finally:
+            if self._reattach is not None:
+                self._reattach.abandoned = True
             self._watchdog.close()
             self._writer.close()
             if self._stream is not None:
@@ -138,10 +175,13 @@ class AttemptFollower:
             if event is not None and event.kind is EventKind.EXIT:
                 outcome, reason = classify_exit(event.data, boot_changed=bool(event.data.get("rebooted")))
                 return AttemptEnd(outcome, reason, event.data)
+            self._reattach_done()
             verdict = self._watchdog.check()
             if verdict is Verdict.WEDGED:
                 return self._wedged()
             self._note_controller_network(verdict)
+            if self._paused_too_long():
+                return self._network_down_end()
             if verdict is Verdict.ALIVE_BUT_DETACHED or (self._stream is None and verdict is Verdict.LIVE):
                 self._try_reattach()
             if time.monotonic() > self._deadline and self._paused_since is None:
@@ -163,9 +203,11 @@ class AttemptFollower:
                 self._stream.close()
                 self._stream = None
             return None
+        self._watchdog.heard()
+        if event.seq is not None and event.seq < self.trace.next_seq:
+            return None  # already written: a re-attach overlapped a stream that came back
         self._writer.write(event.raw)
         self.trace.observe(event)
-        self._watchdog.heard()
         self._on_event(event)
         return event
 
@@ -185,16 +227,38 @@ class AttemptFollower:
             self._paused_since = None
             self._on_pause(False)
 
+    def _paused_too_long(self) -> bool:
+        since = self._paused_since
+        return since is not None and time.monotonic() - since >= self._watchdog.settings.pause_cap_s
+
+    def _network_down_end(self) -> AttemptEnd:
+        """Our own network stayed down past the cap: say so, count nothing against the host."""
+        return AttemptEnd(
+            Outcome.INFRA,
+            f"the controller's network stayed down for {self._watchdog.settings.pause_cap_s:g} s "
+            "(the partition guard found no carrier, witness or power device answering); host not judged",
+            None,
+        )
+
     def _try_reattach(self) -> None:
-        try:
-            agent = self._reconnect()
-            stream = agent.attach(self.attempt_id, self.trace.next_seq)
-        except ReprofleetError as exc:
-            self.broken_reason = str(exc)
+        """Start a re-attach in the background (one at a time); never wait for it here."""
+        if self._reattach is not None:
+            return
+        self._reattach = _Reattach(self._reconnect, self.attempt_id, self.trace.next_seq)
+        self._reattach.start()
+
+    def _reattach_done(self) -> None:
+        job = self._reattach
+        if job is None or job.is_alive():
+            return
+        self._reattach = None
+        if job.result is None:
+            self.broken_reason = job.error or "re-attach failed"
+            self._watchdog.reattach_failed(self.broken_reason)
             return
         if self._stream is not None:
             self._stream.close()
-        self.agent, self._stream = agent, stream
+        self.agent, self._stream = job.result
         self.trace.reattached += 1
         self._watchdog.restart()
 
@@ -204,7 +268,7 @@ class AttemptFollower:
         latency = (now_wall - last) if last else None
         return AttemptEnd(
             Outcome.WEDGE,
-            "host stopped answering: stream silent and every independent probe failed",
+            WEDGE_REASONS[self._watchdog.wedge_kind or WedgeKind.FROZEN],
             None,
             detect_latency_s=latency,
             declared_wall=now_wall,

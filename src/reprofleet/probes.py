@@ -1,80 +1,137 @@
 """Independent liveness probes: they never use an attempt's (possibly stalled) connection.
 
-A frozen host answers neither probe (no RST, no banner, no echo). A host whose sshd is
-merely busy still completes a TCP handshake and sends ``SSH-``; a host whose kernel runs
-answers ICMP even when its sshd is stuck, which is exactly the case that must not be
-power-cycled.
+A probe asks two layers of the host at once and gives one of three answers:
+
+- ``SSHD``: a fresh TCP connect returned an SSH banner (userspace answers);
+- ``KERNEL``: the kernel answered (an ICMP echo reply, a SYN-ACK without a banner, or a
+  RST) but sshd did not: the host runs, its userspace is stuck or busy (SIGSTOP, a CPU
+  starved by a cgroup quota, an OOM storm);
+- ``DEAD``: nothing answered: no echo reply, no SYN-ACK, no RST. A frozen host looks like
+  this, and so does a cut network (which is why a wedge also needs the partition guard).
+
+A router's "unreachable" is not the host answering: it counts as DEAD. ICMP goes through
+icmplib, on a raw socket when we may open one, else on a datagram ICMP socket (Linux,
+where ``net.ipv4.ping_group_range`` admits our group), else not at all: then only the TCP
+handshake speaks for the kernel, and :func:`icmp_mode` says so once.
 """
 
 from __future__ import annotations
 
-import os
+import errno
+import random
 import socket
-import struct
 import threading
 import time
+from enum import IntEnum, unique
+from functools import lru_cache
+
+from icmplib import ICMPRequest, ICMPv4Socket, ICMPv6Socket
+from icmplib.exceptions import ICMPLibError
+
+
+@unique
+class ProbeAnswer(IntEnum):
+    """What a host said to one probe; falsy only when nothing answered."""
+
+    DEAD = 0
+    KERNEL = 1
+    SSHD = 2
+
+
+@unique
+class IcmpMode(IntEnum):
+    NONE = 0
+    DATAGRAM = 1  # unprivileged ICMP socket (ping_group_range)
+    RAW = 2
+
+
+_REFUSED = {errno.ECONNREFUSED, errno.ECONNRESET}
 
 
 def probe_ssh_banner(address: str, port: int, timeout: float) -> bool:
-    """An independent liveness probe: a fresh TCP connect that must yield an SSH banner.
-
-    A frozen host answers neither (no RST, no banner); a host whose sshd is merely busy
-    still completes the handshake and sends ``SSH-`` within the timeout.
-    """
-    try:
-        with socket.create_connection((address, port), timeout=timeout) as sock:
-            sock.settimeout(timeout)
-            return sock.recv(4).startswith(b"SSH-")
-    except OSError:
-        return False
+    """A fresh TCP connect that must yield an SSH banner within ``timeout``."""
+    return probe_tcp(address, port, timeout) is ProbeAnswer.SSHD
 
 
-def probe_icmp_echo(address: str, timeout: float) -> bool | None:
-    """A second independent probe: one ICMP echo. None where raw sockets are not permitted.
-
-    A frozen host answers no ping either; a host whose kernel still runs does, even when its
-    sshd is stuck, which is exactly the case that must not be power-cycled.
-    """
-    try:
-        sock = socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.getprotobyname("icmp"))
-    except (PermissionError, OSError):
-        return None
-    ident = os.getpid() & 0xFFFF
-    header = struct.pack("!BBHHH", 8, 0, 0, ident, 1)
-    payload = b"reprofleet-probe"
-    checksum = _icmp_checksum(header + payload)
-    packet = struct.pack("!BBHHH", 8, 0, checksum, ident, 1) + payload
+def probe_tcp(address: str, port: int, timeout: float) -> ProbeAnswer:
+    """SSHD for a banner, KERNEL for a handshake without one or a RST, DEAD for silence."""
     deadline = time.monotonic() + timeout
+    family = socket.AF_INET6 if ":" in address else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as sock:
+        sock.settimeout(timeout)
+        try:
+            sock.connect((address, port))
+        except OSError as exc:
+            return ProbeAnswer.KERNEL if exc.errno in _REFUSED else ProbeAnswer.DEAD
+        try:
+            sock.settimeout(max(0.01, deadline - time.monotonic()))
+            return ProbeAnswer.SSHD if sock.recv(4).startswith(b"SSH-") else ProbeAnswer.KERNEL
+        except OSError:
+            return ProbeAnswer.KERNEL  # the handshake completed: the kernel is there
+
+
+@lru_cache(maxsize=1)
+def icmp_mode() -> IcmpMode:
+    """Which ICMP socket this process may open (asked once: it does not change)."""
+    for mode, privileged in ((IcmpMode.RAW, True), (IcmpMode.DATAGRAM, False)):
+        try:
+            ICMPv4Socket(privileged=privileged).close()
+            return mode
+        except ICMPLibError:
+            continue
+    return IcmpMode.NONE
+
+
+def probe_icmp_echo(address: str, timeout: float, mode: IcmpMode | None = None) -> bool | None:
+    """One echo with a random ident and sequence; None where no ICMP socket can be opened."""
+    mode = icmp_mode() if mode is None else mode
+    if mode is IcmpMode.NONE:
+        return None
+    kind = ICMPv6Socket if ":" in address else ICMPv4Socket
+    request = ICMPRequest(address, id=random.getrandbits(16), sequence=random.getrandbits(16),
+                          payload=b"reprofleet-liveness")
     try:
-        sock.sendto(packet, (address, 0))
-        while (remaining := deadline - time.monotonic()) > 0:
-            sock.settimeout(remaining)
-            reply, (source, _) = sock.recvfrom(2048)
-            offset = (reply[0] & 0x0F) * 4  # skip the IP header
-            kind, _, _, reply_ident, _ = struct.unpack("!BBHHH", reply[offset:offset + 8])
-            if source == address and kind == 0 and reply_ident == ident:
-                return True
-    except OSError:
+        with kind(privileged=mode is IcmpMode.RAW) as sock:
+            sock.send(request)
+            deadline = time.monotonic() + timeout
+            while (remaining := deadline - time.monotonic()) > 0:
+                reply = sock.receive(request, remaining)
+                if reply.type == 0 and reply.source == address:  # not a router's unreachable
+                    return True
+    except (ICMPLibError, OSError):
         return False
-    finally:
-        sock.close()
     return False
 
 
-def _icmp_checksum(data: bytes) -> int:
-    if len(data) % 2:
-        data += b"\0"
-    total = sum(int.from_bytes(data[i:i + 2], "big") for i in range(0, len(data), 2))
-    total = (total >> 16) + (total & 0xFFFF)
-    total += total >> 16
-    return ~total & 0xFFFF
+@lru_cache(maxsize=1024)
+def resolve(name: str) -> str:
+    """A host's address, looked up once per name (a DNS name works; probes never re-resolve)."""
+    try:
+        return str(socket.getaddrinfo(name, None, type=socket.SOCK_STREAM)[0][4][0])
+    except OSError:
+        return name  # probes then fail as DEAD; the guard and the transport report the name
 
 
-def probe_host(address: str, port: int, timeout: float) -> bool:
-    """Both independent probes at once (SSH banner, ICMP echo); alive if either answers."""
-    answers: list[bool | None] = []
-    icmp = threading.Thread(target=lambda: answers.append(probe_icmp_echo(address, timeout)), daemon=True)
-    icmp.start()
-    banner = probe_ssh_banner(address, port, timeout)
-    icmp.join(timeout + 1.0)
-    return banner or any(answers)
+class HostProbe:
+    """One host's probe: its address resolved once, ICMP echo and TCP banner in parallel."""
+
+    def __init__(self, address: str, port: int, timeout: float) -> None:
+        self.address = resolve(address)
+        self.port = port
+        self.timeout = timeout
+
+    def __call__(self) -> ProbeAnswer:
+        echo: list[bool | None] = []
+        icmp = threading.Thread(target=lambda: echo.append(probe_icmp_echo(self.address, self.timeout)),
+                                daemon=True, name="probe-icmp")
+        icmp.start()
+        tcp = probe_tcp(self.address, self.port, self.timeout)
+        icmp.join(self.timeout + 0.5)
+        if tcp is ProbeAnswer.SSHD:
+            return tcp
+        return ProbeAnswer.KERNEL if tcp is ProbeAnswer.KERNEL or any(echo) else ProbeAnswer.DEAD
+
+
+def probe_host(address: str, port: int, timeout: float) -> ProbeAnswer:
+    """Both independent probes at once; falsy (DEAD) only when neither answered."""
+    return HostProbe(address, port, timeout)()

@@ -1,0 +1,143 @@
+"""Three answers from a probe: SSHD (banner), KERNEL (echo, handshake or RST), DEAD (silence).
+
+Everything here talks to loopback only; the unprivileged ICMP case runs in a network
+namespace of its own (where ``ping_group_range`` is ours to set).
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import threading
+import time
+from typing import Iterator
+
+import pytest
+
+from reprofleet import probes
+from reprofleet.probes import HostProbe, IcmpMode, ProbeAnswer, probe_icmp_echo, probe_tcp
+
+
+@pytest.fixture
+def banner_server() -> Iterator[int]:
+    """A loopback port that answers like sshd: a banner at once."""
+    server = socket.create_server(("127.0.0.1", 0))
+    server.settimeout(0.2)
+    done = threading.Event()
+
+    def serve() -> None:
+        while not done.is_set():
+            try:
+                conn, _ = server.accept()
+            except OSError:
+                continue
+            with conn:
+                conn.sendall(b"SSH-2.0-OpenSSH_9.6 probe-test\r\n")
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    yield server.getsockname()[1]
+    done.set()
+    thread.join(2)
+    server.close()
+
+
+def _closed_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def test_a_banner_is_sshd(banner_server: int) -> None:
+    assert probe_tcp("127.0.0.1", banner_server, 1.0) is ProbeAnswer.SSHD
+
+
+def test_a_handshake_without_a_banner_is_the_kernel_alone() -> None:
+    with socket.create_server(("127.0.0.1", 0)) as stuck:  # listening, never accepting: a stopped sshd
+        started = time.monotonic()
+        assert probe_tcp("127.0.0.1", stuck.getsockname()[1], 0.5) is ProbeAnswer.KERNEL
+        assert time.monotonic() - started < 1.0
+
+
+def test_a_reset_is_the_kernel_answering() -> None:
+    assert probe_tcp("127.0.0.1", _closed_port(), 1.0) is ProbeAnswer.KERNEL
+
+
+def test_a_port_that_drops_syns_is_dead_within_the_timeout() -> None:
+    with socket.socket() as full:
+        full.bind(("127.0.0.1", 0))
+        full.listen(0)
+        port = full.getsockname()[1]
+        fillers = []
+        for _ in range(4):  # fill the accept queue: later SYNs are dropped, no SYN-ACK, no RST
+            filler = socket.socket()
+            filler.setblocking(False)
+            filler.connect_ex(("127.0.0.1", port))
+            fillers.append(filler)
+        time.sleep(0.2)
+        started = time.monotonic()
+        answer = probe_tcp("127.0.0.1", port, 0.5)
+        took = time.monotonic() - started
+        for filler in fillers:
+            filler.close()
+    assert answer is ProbeAnswer.DEAD
+    assert 0.4 < took < 1.0
+
+
+def test_an_echo_reply_comes_back_from_loopback_with_a_random_ident() -> None:
+    assert probes.icmp_mode() is not IcmpMode.NONE  # root in the test VM: raw sockets
+    idents = set()
+    real = probes.ICMPRequest
+
+    def spy(*args: object, **kwargs: object) -> object:
+        idents.add((kwargs["id"], kwargs["sequence"]))
+        return real(*args, **kwargs)  # type: ignore[arg-type]
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(probes, "ICMPRequest", spy)
+        assert all(probe_icmp_echo("127.0.0.1", 1.0) for _ in range(3))
+    assert len(idents) == 3
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="a network namespace of its own needs root")
+def test_an_unprivileged_datagram_socket_pings_where_ping_group_range_allows() -> None:
+    script = (
+        "import subprocess, sys\n"
+        "subprocess.run(['ip', 'link', 'set', 'lo', 'up'], check=True)\n"
+        "open('/proc/sys/net/ipv4/ping_group_range', 'w').write('0 0')\n"
+        "from reprofleet.probes import IcmpMode, probe_icmp_echo\n"
+        "sys.exit(0 if probe_icmp_echo('127.0.0.1', 1.0, mode=IcmpMode.DATAGRAM) else 3)\n"
+    )
+    done = subprocess.run(["unshare", "--net", sys.executable, "-c", script], capture_output=True, text=True,
+                          timeout=30)
+    assert done.returncode == 0, done.stderr
+
+
+def test_a_host_probe_is_dead_only_when_neither_echo_nor_tcp_answers(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(probes, "probe_icmp_echo", lambda address, timeout: False)
+    monkeypatch.setattr(probes, "probe_tcp", lambda address, port, timeout: ProbeAnswer.DEAD)
+    assert HostProbe("127.0.0.1", 22, 0.2)() is ProbeAnswer.DEAD
+    monkeypatch.setattr(probes, "probe_icmp_echo", lambda address, timeout: True)
+    assert HostProbe("127.0.0.1", 22, 0.2)() is ProbeAnswer.KERNEL  # a stuck sshd behind a live kernel
+    monkeypatch.setattr(probes, "probe_tcp", lambda address, port, timeout: ProbeAnswer.SSHD)
+    assert HostProbe("127.0.0.1", 22, 0.2)() is ProbeAnswer.SSHD
+
+
+def test_a_host_name_is_resolved_once_however_often_it_is_probed(
+        monkeypatch: pytest.MonkeyPatch, banner_server: int) -> None:
+    looked_up = []
+    real = socket.getaddrinfo
+
+    def counting(*args: object, **kwargs: object) -> object:
+        looked_up.append(kwargs.get("host", args[0] if args else None))
+        return real(*args, **kwargs)  # type: ignore[arg-type]
+
+    probes.resolve.cache_clear()
+    monkeypatch.setattr(socket, "getaddrinfo", counting)
+    probe = HostProbe("localhost", banner_server, 1.0)
+    answers = [probe() for _ in range(3)]
+    assert probe.address == "127.0.0.1"
+    assert answers == [ProbeAnswer.SSHD] * 3
+    assert looked_up.count("localhost") == 1
