@@ -12,8 +12,10 @@ naming the host.
 
 from __future__ import annotations
 
+import fcntl
 import io
 import json
+import os
 import socket
 import threading
 import time
@@ -64,16 +66,76 @@ class CommandResult:
         return [json.loads(line) for line in self.stdout.splitlines() if line.strip()]
 
 
+_KNOWN_HOSTS_LOCK = threading.Lock()  # threads of this process; flock serialises other processes
+
+
+def append_known_host(known_hosts: Path, hostname: str, key: paramiko.PKey) -> bool:
+    """Add one line for ``hostname`` to the user's known_hosts, under a lock; never rewrite it.
+
+    paramiko's ``save_host_keys`` rewrites the whole file from one thread's view: comments,
+    ``@cert-authority``/``@revoked`` lines and keys other threads just added are lost.
+    Returns False when the same key was already there.
+    """
+    line = f"{hostname} {key.get_name()} {key.get_base64()}"
+    known_hosts.parent.mkdir(parents=True, exist_ok=True)
+    with _KNOWN_HOSTS_LOCK, open(known_hosts, "a+", encoding="utf-8") as handle:
+        fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
+        try:
+            handle.seek(0)
+            existing = handle.read()
+            if line in existing.splitlines():
+                return False
+            if existing and not existing.endswith("\n"):
+                handle.write("\n")
+            handle.write(line + "\n")
+            handle.flush()
+            os.fsync(handle.fileno())
+            return True
+        finally:
+            fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
+
+
+def load_known_hosts(keys: paramiko.HostKeys, known_hosts: Path) -> set[str]:
+    """Read a user's known_hosts into ``keys``; return the revoked keys (base64).
+
+    paramiko's own loader stops at the first ``@cert-authority`` line; OpenSSH files have
+    them. Marker lines are skipped here (a ``@revoked`` key is remembered and refused), and
+    a line paramiko cannot read is skipped, not fatal.
+    """
+    revoked: set[str] = set()
+    if not known_hosts.exists():
+        return revoked
+    for number, line in enumerate(known_hosts.read_text(encoding="utf-8", errors="replace").splitlines(), 1):
+        fields = line.split()
+        if not fields or fields[0].startswith("#"):
+            continue
+        if fields[0].startswith("@"):
+            if fields[0] == "@revoked" and len(fields) >= 4:
+                revoked.add(fields[3])
+            continue
+        try:
+            entry = paramiko.hostkeys.HostKeyEntry.from_line(line, number)
+        except (paramiko.SSHException, paramiko.hostkeys.InvalidHostKey, ValueError):
+            continue
+        if entry is not None:
+            for name in entry.hostnames:
+                keys.add(name, entry.key.get_name(), entry.key)
+    return revoked
+
+
 class _AcceptNewPolicy(paramiko.MissingHostKeyPolicy):
-    """Record a host key we have never seen (like OpenSSH's StrictHostKeyChecking=accept-new)."""
+    """Record a host key we have never seen (like OpenSSH's StrictHostKeyChecking=accept-new).
+
+    Only an *unknown* host reaches this policy: a known host whose key changed raises
+    BadHostKeyException before it, and is refused.
+    """
 
     def __init__(self, known_hosts: Path) -> None:
         self._known_hosts = known_hosts
 
     def missing_host_key(self, client: paramiko.SSHClient, hostname: str, key: paramiko.PKey) -> None:
         client.get_host_keys().add(hostname, key.get_name(), key)
-        self._known_hosts.parent.mkdir(parents=True, exist_ok=True)
-        client.save_host_keys(str(self._known_hosts))
+        append_known_host(self._known_hosts, hostname, key)
 
 
 class _LivenessMonitor(threading.Thread):
@@ -275,8 +337,8 @@ def _fabric_connection(host: Host, settings: TransportSettings) -> Connection:
     )
     client = connection.client
     known_hosts = Path(host.vars.get("reprofleet_known_hosts") or settings.known_hosts).expanduser()
-    if known_hosts.exists():
-        client.load_host_keys(str(known_hosts))
+    revoked = load_known_hosts(client.get_host_keys(), known_hosts)
+    connection.revoked_host_keys = revoked  # checked once connected
     if settings.accept_new_host_keys:
         client.set_missing_host_key_policy(_AcceptNewPolicy(known_hosts))
     else:
@@ -307,4 +369,8 @@ def connect(host: Host, settings: TransportSettings) -> Session:
         raise ConnectError(host.name, f"connect to {host.address}:{host.port} timed out") from exc
     except (OSError, EOFError) as exc:
         raise ConnectError(host.name, f"connect to {host.address}:{host.port} failed: {exc}") from exc
+    server_key = connection.client.get_transport().get_remote_server_key()
+    if server_key.get_base64() in getattr(connection, "revoked_host_keys", set()):
+        connection.close()
+        raise HostKeyError(host.name, f"the host key of {host.address}:{host.port} is marked @revoked in known_hosts")
     return Session(host, connection, settings)
