@@ -98,3 +98,22 @@ def test_resume_reruns_interrupted_attempts_but_not_judged_ones(tmp_path: Path) 
     log.append_record(replace(_record("a3", Outcome.INFRA), reason="interrupted: the campaign was stopped"))
     log.append_record(replace(_record("a4", Outcome.INFRA), reason="host not answering at the attempt deadline"))
     assert completed_counts(directory) == {("ws01", "default"): 3}
+
+
+def test_a_torn_last_line_is_cut_on_open_so_the_next_record_is_not_glued_to_it(tmp_path: Path) -> None:
+    path = tmp_path / "attempts.jsonl"
+    AttemptLog(path).append_record(_record("a1"))
+    with open(path, "a") as handle:
+        handle.write('{"schema": 1, "attem')  # the controller died here
+    log = AttemptLog(path)
+    assert log.torn == '{"schema": 1, "attem'
+    log.append_record(_record("a2"))
+    log.append_record(_record("a3"))
+    assert [r["attempt"] for r in read_records(path)] == ["a1", "a2", "a3"]
+
+
+def test_a_whole_file_is_left_alone_on_open(tmp_path: Path) -> None:
+    path = tmp_path / "attempts.jsonl"
+    AttemptLog(path).append_record(_record("a1"))
+    before = path.read_bytes()
+    assert AttemptLog(path).torn == "" and path.read_bytes() == before

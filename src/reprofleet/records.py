@@ -79,18 +79,58 @@ def utc_now() -> str:
 
 
 def _fsync_append(path: Path, line: str) -> None:
-    with open(path, "a", encoding="utf-8") as handle:
-        handle.write(line + "\n")
+    """One write call per line (O_APPEND), so a line is never interleaved or split by us."""
+    data = (line + "\n").encode("utf-8")
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        written = os.write(fd, data)
+        while written < len(data):  # a short write (disk nearly full): finish it or raise
+            written += os.write(fd, data[written:])
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def cut_torn_tail(path: Path) -> str:
+    """Cut a file back to its last complete line; return what was cut ("" when nothing).
+
+    A controller killed mid-append leaves a line without its newline. Appending after it
+    would glue the next record onto the torn one, and both would be lost to every reader.
+    """
+    if not path.exists():
+        return ""
+    with open(path, "r+b") as handle:
+        size = handle.seek(0, os.SEEK_END)
+        if size == 0:
+            return ""
+        handle.seek(size - 1)
+        if handle.read(1) == b"\n":
+            return ""
+        block = min(size, 1 << 20)
+        handle.seek(size - block)
+        tail = handle.read(block)
+        keep = size - block + tail.rfind(b"\n") + 1 if b"\n" in tail else (0 if block == size else size)
+        if keep == size:
+            return ""  # a single line longer than a MiB without a newline: leave it to the reader
+        handle.seek(keep)
+        torn = handle.read()
+        handle.truncate(keep)
         handle.flush()
         os.fsync(handle.fileno())
+    return torn.decode("utf-8", errors="replace")
 
 
 class JsonlAppender:
-    """Appends JSON lines to one file, thread-safe, each line fsync'd before returning."""
+    """Appends JSON lines to one file, thread-safe, each line whole and fsync'd before returning.
+
+    On open, a torn last line (a killed controller) is cut off; ``torn`` keeps what was cut
+    so the campaign can report it.
+    """
 
     def __init__(self, path: Path) -> None:
         self.path = path
         self._lock = threading.Lock()
+        self.torn = cut_torn_tail(path)
 
     def append(self, entry: dict[str, Any]) -> None:
         line = json.dumps(entry, sort_keys=True, default=str)
