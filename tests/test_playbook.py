@@ -9,11 +9,12 @@ from pathlib import Path
 import pytest
 
 from reprofleet.errors import PlaybookError
-from reprofleet.model import GpuPolicy, Host, Outcome, Runtime, RuntimeKind, StopRule, Timeouts
+from reprofleet.model import GpuPolicy, Host, Outcome, Phase, Runtime, RuntimeKind, StopKind, StopRule, Timeouts
 from reprofleet.playbook import load_playbook, plan_order
 
 FIXTURES = Path(__file__).parent / "fixtures" / "playbooks"
 EXAMPLE = Path(__file__).resolve().parents[1] / "playbooks" / "sm120-hostwedge.yml"
+DEMO = EXAMPLE.parent / "demo.yml"
 
 
 def write(tmp_path: Path, text: str) -> Path:
@@ -320,7 +321,9 @@ def test_the_seed_playbook_loads_with_one_cell_per_seed_variation() -> None:
     cells = {cell.name: cell for cell in book.cells}
     assert list(cells) == ["default", "lgc-2800", "pl-350", "pl-600-lgc-2800", "spec-1", "spec-2", "spec-8",
                            "cuda-launch-blocking", "eager", "vllm-0.26.0"]
-    assert (book.attempts, book.reproductions, book.poc.cache) == (6, (Outcome.WEDGE,), "persistent")
+    assert (book.attempts, book.reproductions, book.poc.cache) == (6, (Outcome.WEDGE, Outcome.REBOOT), "persistent")
+    assert (book.order, book.reference, book.at_risk_phase, book.stop) == (
+        "blocks", "default", Phase.CUDA_GRAPH_CAPTURE, StopRule())  # stopping early is opt-in
     assert (book.timeouts.attempt, book.timeouts.boot) == (900.0, 600.0)
     default = cells["default"]
     assert default.runtime == Runtime(RuntimeKind.DOCKER, image="vllm/vllm-openai:v0.25.1",
@@ -337,3 +340,26 @@ def test_the_seed_playbook_loads_with_one_cell_per_seed_variation() -> None:
     assert dict(cells["cuda-launch-blocking"].env)["CUDA_LAUNCH_BLOCKING"] == "1"
     assert dict(cells["eager"].args)["enforce_eager"] is True
     assert cells["vllm-0.26.0"].runtime.image == "vllm/vllm-openai:v0.26.0"
+
+
+@pytest.mark.skipif(not (EXAMPLE.parent / "poc" / "sm120_hostwedge.py").exists(),
+                    reason="playbooks/poc/sm120_hostwedge.py is not written yet")
+def test_the_seed_playbooks_commented_sprt_example_is_a_valid_stop_rule(tmp_path: Path) -> None:
+    lines = EXAMPLE.read_text().splitlines()
+    start = lines.index("# stop:")
+    block = [lines[start]] + [line for line in lines[start + 1:] if line.startswith("#   ")][:5]
+    assert [line.split(":")[0].strip("# ") for line in block] == ["stop", "rule", "p0", "p1", "alpha", "beta"]
+    enabled = lines[:start] + [line[2:] for line in block] + lines[start + len(block):]
+    (tmp_path / "poc").symlink_to(EXAMPLE.parent / "poc")
+    (tmp_path / "book.yml").write_text("\n".join(enabled) + "\n")
+    book = load_playbook(tmp_path / "book.yml")
+    assert book.stop == StopRule(StopKind.SPRT, p0=0.3, p1=0.03, alpha=0.05, beta=0.2)
+
+
+@pytest.mark.skipif(not (EXAMPLE.parent / "poc" / "sm120_hostwedge.py").exists(),
+                    reason="playbooks/poc/sm120_hostwedge.py is not written yet")
+def test_the_demo_stays_small_and_judges_like_the_seed() -> None:
+    demo, seed = load_playbook(DEMO), load_playbook(EXAMPLE)
+    assert [c.name for c in demo.cells] == ["default", "lgc-2800", "pl-350"]
+    assert demo.attempts <= 4  # make demo has to finish in minutes
+    assert (demo.order, demo.reference, demo.judging) == ("blocks", "default", seed.judging)
