@@ -83,6 +83,18 @@ def test_top_level_settings_are_resolved(full: dict) -> None:
     assert (book.attempts, book.order, book.seed) == (3, "shuffled", 7)
     assert book.reproductions == (Outcome.WEDGE, Outcome.REBOOT)  # listed twice, counted once
     assert book.description == "Every factor, merged over defaults"
+    assert (book.reference, book.at_risk_phase, book.max_excluded_share) == (
+        "lgc-2800", Phase.CUDA_GRAPH_CAPTURE, 0.25)
+    assert book.stop == StopRule(StopKind.FIRST_REPRODUCTION, confidence=0.9)
+
+
+def test_each_cell_runs_under_its_own_stop_rule_the_campaigns_or_none_for_the_reference(full: dict) -> None:
+    book = full["book"]
+    sprt = StopRule(StopKind.SPRT, p0=0.3, p1=0.03, alpha=0.1, beta=0.1)
+    assert (full["pl-350"].stop, full["default"].stop) == (sprt, None)
+    assert book.stop_rule(full["pl-350"]) == sprt
+    assert book.stop_rule(full["default"]) == StopRule(StopKind.FIRST_REPRODUCTION, confidence=0.9)
+    assert book.stop_rule(full["lgc-2800"]) == StopRule()  # the reference never stops early
 
 
 def test_a_minimal_playbook_gets_the_documented_defaults(tmp_path: Path) -> None:
