@@ -62,6 +62,14 @@ def build_parser() -> Parser:
     policy.add_argument("--json", default=None, help="GpuPolicy fields (apply only)")
     postboot = sub.add_parser("postboot", help="what the previous boot left behind")
     postboot.add_argument("--pstore", default="/sys/fs/pstore", help=argparse.SUPPRESS)
+    lease = sub.add_parser("lease", help="take, give back or show this host's campaign lease")
+    lease.add_argument("action", choices=("acquire", "release", "show"))
+    lease.add_argument("--controller", default="")
+    lease.add_argument("--campaign", default="")
+    lease.add_argument("--pid", type=int, default=0)
+    lease.add_argument("--break", dest="break_lease", action="store_true", help="take a lease another campaign holds")
+    listing = sub.add_parser("attempts", help="the newest attempts on this host and whether they still run")
+    listing.add_argument("--running", action="store_true", help="only attempts whose supervisor is alive")
     supervise = sub.add_parser(state.SUPERVISOR_ARG)
     supervise.add_argument("--id", required=True)
     return parser
@@ -86,10 +94,18 @@ def parse_env(pairs: Sequence[str]) -> Dict[str, str]:
     return env
 
 
+class AgentBusy(AgentFailure):
+    """Another attempt is alive on this host: the GPU is not ours to use."""
+
+
 def command_run(args: argparse.Namespace, cmd: List[str]) -> int:
-    """Create the attempt, start the detached supervisor, then stream like attach."""
+    """Create the attempt, start the detached supervisor, then stream like attach.
+
+    Refused while another attempt's supervisor is alive: a resumed or second controller
+    must judge or kill an orphaned attempt, never start a PoC beside it on the same GPU.
+    """
+    import host_lease
     import stream_follow
-    from detach import spawn_supervisor
 
     if not state.valid_attempt_id(args.id):
         raise UsageError("invalid attempt id %r" % args.id)
@@ -98,6 +114,20 @@ def command_run(args: argparse.Namespace, cmd: List[str]) -> int:
     if args.timeout <= 0 or args.hb <= 0 or args.sample_hz < 0 or args.kill_grace < 0:
         raise UsageError("--timeout and --hb must be > 0, --sample-hz and --kill-grace >= 0")
     env = parse_env(args.env)
+    with host_lease.host_lock(args.state_dir):  # two starts at once must not both see an idle GPU
+        alive = host_lease.running(args.state_dir)
+        if alive:
+            raise AgentBusy("attempt %s is still running on this host (started %.0f s ago): kill it or judge it "
+                            "before starting another" % (alive[0]["id"], alive[0]["age_s"]))
+        _create_attempt(args, cmd, env)
+    stream_follow.attach(args.state_dir, args.id, 0, args.hb)
+    return ExitStatus.OK
+
+
+def _create_attempt(args: argparse.Namespace, cmd: List[str], env: Dict[str, str]) -> str:
+    """The attempt's folder and meta, and its detached supervisor started."""
+    from detach import spawn_supervisor
+
     directory = state.attempt_dir(args.state_dir, args.id)
     cwd = os.path.abspath(args.cwd) if args.cwd else directory
     if args.cwd and not os.path.isdir(cwd):
@@ -121,8 +151,17 @@ def command_run(args: argparse.Namespace, cmd: List[str]) -> int:
         [python, AGENT_PATH, "--state-dir", args.state_dir, state.SUPERVISOR_ARG, "--id", args.id],
         directory, os.path.join(directory, state.SUPERVISOR_LOG),
     )
-    stream_follow.attach(args.state_dir, args.id, 0, args.hb)
-    return ExitStatus.OK
+    _wait_for_supervisor(directory, args.id, meta)
+    return directory
+
+
+def _wait_for_supervisor(directory: str, attempt_id: str, meta: Dict[str, Any], deadline_s: float = 10.0) -> None:
+    """Until the supervisor's pid file names a live process, another start could slip in."""
+    deadline = time.monotonic() + deadline_s
+    while time.monotonic() < deadline:
+        if state.supervisor_alive(directory, attempt_id, meta) or os.path.exists(os.path.join(directory, state.EXIT)):
+            return
+        time.sleep(0.02)
 
 
 def command_policy(args: argparse.Namespace) -> int:
@@ -144,12 +183,30 @@ def command_policy(args: argparse.Namespace) -> int:
     return ExitStatus.OK if report["ok"] else ExitStatus.FAILED
 
 
+def command_lease(args: argparse.Namespace) -> int:
+    import host_lease
+
+    if args.action == "show":
+        emit({"k": "lease", "ok": True, "lease": host_lease.read_lease(args.state_dir),
+              "running": host_lease.running(args.state_dir)})
+        return ExitStatus.OK
+    if not args.campaign:
+        raise UsageError("lease %s needs --campaign" % args.action)
+    if args.action == "acquire":
+        report = host_lease.acquire(args.state_dir, args.controller, args.campaign, args.pid, args.break_lease)
+    else:
+        report = host_lease.release(args.state_dir, args.campaign)
+    emit(report)
+    return ExitStatus.OK if report["ok"] else ExitStatus.FAILED
+
+
 def dispatch(args: argparse.Namespace, cmd: List[str]) -> int:
     args.state_dir = os.path.abspath(os.path.expanduser(args.state_dir))  # the supervisor chdirs
     if args.command == "facts":
         import host_facts
+        import host_lease
 
-        emit(host_facts.collect())
+        emit({**host_facts.collect(), "lease": host_lease.read_lease(args.state_dir)})
         return ExitStatus.OK
     if args.command == "run":
         return command_run(args, cmd)
@@ -173,6 +230,14 @@ def dispatch(args: argparse.Namespace, cmd: List[str]) -> int:
         import postboot
 
         emit(postboot.collect(args.pstore))
+        return ExitStatus.OK
+    if args.command == "lease":
+        return command_lease(args)
+    if args.command == "attempts":
+        import host_lease
+
+        listed = host_lease.running(args.state_dir) if args.running else host_lease.attempts(args.state_dir)
+        emit({"k": "attempts", "attempts": listed})
         return ExitStatus.OK
     if args.command == state.SUPERVISOR_ARG:
         import supervisor

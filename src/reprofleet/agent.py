@@ -203,3 +203,24 @@ class AgentClient:
 
     def kill(self, attempt_id: str) -> dict[str, Any]:
         return self.one(["kill", "--id", attempt_id], "killed", timeout=30)
+
+    def attempts(self, running_only: bool = False) -> list[dict[str, Any]]:
+        """The host's newest attempts: ``running`` (supervisor alive), ``exited`` or ``lost``."""
+        line = self.one(["attempts"] + (["--running"] if running_only else []), "attempts", timeout=30)
+        return list(line.get("attempts") or [])
+
+    def lease(self, action: str, *, controller: str = "", campaign: str = "", pid: int = 0,
+              break_lease: bool = False) -> dict[str, Any]:
+        """Take (``acquire``), give back (``release``) or read (``show``) the host's campaign lease.
+
+        A refusal is data (``ok`` false, ``error`` naming the holder), not an exception.
+        """
+        args = ["lease", action, "--controller", controller, "--campaign", campaign, "--pid", str(pid)]
+        if break_lease:
+            args.append("--break")
+        command = f"{self._agent} {' '.join(shlex.quote(a) for a in args)}"
+        result = self.session.run(command, timeout=30)
+        for line in result.json_lines():
+            if line.get("k") == "lease":
+                return line
+        raise AgentError(self.host, f"lease {action}: {result.stderr.strip() or 'no lease line'}")
