@@ -7,6 +7,7 @@ back. SIGINT/SIGTERM set the stop event: every host kills its running attempt (r
 
 from __future__ import annotations
 
+import hashlib
 import json
 import secrets
 import socket
@@ -19,8 +20,8 @@ from typing import Any, Callable, Mapping, Sequence
 from . import poc
 from .agent import load_bundle
 from .errors import ReprofleetError
-from .host_runner import CampaignContext, HostRunner, RunSettings
-from .model import Cell, Host, Playbook
+from .host_runner import CampaignContext, HostRunner, RunSettings, cell_identity
+from .model import Cell, Host, Playbook, StopKind
 from .playbook import plan_order
 from .records import AttemptLog, CampaignDir, JsonlAppender, read_records
 from .power import PowerLog
@@ -84,6 +85,9 @@ def describe_plan(plan: CampaignPlan) -> str:
         own_env = {k: v for k, v in cell.env if k not in env}
         own_args = {k: v for k, v in cell.args if k not in args}
         parts = [f"gpu {cell.gpu.as_dict() or 'default'}", f"runtime {cell.runtime.label}"]
+        rule = book.stop_rule(cell)
+        parts += [f"stop {rule.kind.value}"] if rule.kind is not StopKind.FIXED_N else []
+        parts += ["reference"] if cell.name == book.reference_cell.name else []
         parts += [f"env {own_env}"] if own_env else []
         parts += [f"args {own_args}"] if own_args else []
         lines.append(f"  - {cell.name}: " + "; ".join(parts))
@@ -98,12 +102,18 @@ def describe_plan(plan: CampaignPlan) -> str:
 RERUN_ON_RESUME = ("interrupted", "not run")  # infra reasons that say nothing about the host
 
 
+def runs_again(record: Mapping[str, Any]) -> bool:
+    """An attempt that was interrupted or never run: its slot runs again on resume, and it
+    counts for nothing (so a resumed campaign tallies and decides as an uninterrupted one)."""
+    return record["outcome"] == "infra" and str(record.get("reason", "")).startswith(RERUN_ON_RESUME)
+
+
 def completed_counts(directory: CampaignDir) -> dict[tuple[str, str], int]:
     """Attempts per (host, cell) already done; stopped or skipped ones run again on resume."""
     counts: dict[tuple[str, str], int] = {}
     if directory.attempts.exists():
         for record in read_records(directory.attempts):
-            if record["outcome"] == "infra" and str(record.get("reason", "")).startswith(RERUN_ON_RESUME):
+            if runs_again(record):
                 continue
             key = (record["host"], record["cell"])
             counts[key] = counts.get(key, 0) + 1
@@ -118,18 +128,51 @@ class CampaignResult:
     interrupted: bool
 
 
-def _write_manifest(directory: CampaignDir, plan: CampaignPlan, settings: RunSettings) -> None:
+def earlier_records(directory: CampaignDir) -> dict[str, list[dict[str, Any]]]:
+    """Each host's records that count (a resume rebuilds its stop tallies from them)."""
+    by_host: dict[str, list[dict[str, Any]]] = {}
+    if directory.attempts.exists():
+        for record in read_records(directory.attempts):
+            if not runs_again(record):
+                by_host.setdefault(str(record.get("host")), []).append(record)
+    return by_host
+
+
+def stopped_cells(directory: CampaignDir) -> set[tuple[str, str]]:
+    """(host, cell) pairs that already have a ``stopped`` event: a resume never runs them again."""
+    if not directory.events.exists():
+        return set()
+    stopped = set()
+    for line in directory.events.read_text(encoding="utf-8").splitlines():
+        try:
+            event = json.loads(line)
+        except json.JSONDecodeError:
+            continue  # the torn last line of a controller that was killed
+        if isinstance(event, dict) and event.get("event") == "stopped":
+            stopped.add((str(event.get("host")), str(event.get("cell"))))
+    return stopped
+
+
+def _write_manifest(directory: CampaignDir, plan: CampaignPlan, settings: RunSettings, poc_digest: str) -> None:
+    """campaign.json: how this campaign judges and stops, for every report that reads it later."""
     if directory.manifest.exists():
         return
+    book = plan.playbook
     manifest = {
         "campaign": plan.campaign_id,
         "playbook": plan.playbook.path,
         "controller": settings.controller,
         "created": datetime.now(timezone.utc).isoformat(),
         "hosts": [{"name": h.name, "address": h.address, "port": h.port} for h in plan.hosts],
-        "cells": [{"name": c.name, "factors": dict(c.factors)} for c in plan.playbook.cells],
-        "attempts_per_cell": plan.playbook.attempts,
-        "reproductions": [o.value for o in plan.playbook.reproductions],
+        "cells": [{"name": c.name, "cell_id": cell_identity(c, poc_digest), "factors": dict(c.factors),
+                   "stop": book.stop_rule(c).to_json()} for c in book.cells],
+        "attempts_per_cell": book.attempts,
+        "judging": book.judging.to_json(),
+        "reference": book.reference_cell.name,
+        "order": book.order,
+        "seed": book.seed,
+        "poc": poc_digest,
+        "reproductions": [o.value for o in book.reproductions],  # for readers older than ``judging``
     }
     directory.manifest.write_text(json.dumps(manifest, indent=2, default=str) + "\n")
 
@@ -147,14 +190,14 @@ def run_campaign(
     # The playbook's connect timeout governs every connection of this campaign.
     settings = replace(settings, transport=replace(settings.transport,
                                                    connect_timeout=plan.playbook.timeouts.connect))
-    directory = CampaignDir(report_root / plan.campaign_id).create()
-    _write_manifest(directory, plan, settings)
-    stop = stop or threading.Event()
     poc_path = Path(plan.playbook.poc.script)
     try:
         poc_script = poc_path.read_bytes()
     except OSError as exc:
         raise ReprofleetError(f"{plan.playbook.path}: cannot read the PoC {poc_path}: {exc}") from exc
+    directory = CampaignDir(report_root / plan.campaign_id).create()
+    _write_manifest(directory, plan, settings, hashlib.sha256(poc_script).hexdigest())
+    stop = stop or threading.Event()
     ctx = CampaignContext(
         campaign_id=plan.campaign_id, directory=directory, playbook=plan.playbook, settings=settings,
         bundle=load_bundle(), poc_script=poc_script, attempt_log=AttemptLog(directory.attempts),
@@ -167,7 +210,10 @@ def run_campaign(
     if recovery_factory is not None:
         ctx.recovery = recovery_factory(ctx)
     before = sum(1 for _ in read_records(directory.attempts)) if directory.attempts.exists() else 0
-    runners = [HostRunner(ctx, host, list(plan.per_host[host.name])) for host in plan.hosts]
+    earlier, stopped = earlier_records(directory), stopped_cells(directory)
+    runners = [HostRunner(ctx, host, list(plan.per_host[host.name]), earlier=earlier.get(host.name, []),
+                          stopped={cell for h, cell in stopped if h == host.name})
+               for host in plan.hosts]
     threads = [threading.Thread(target=r.run, name=f"host-{r.host.name}", daemon=True) for r in runners]
     for thread in threads:
         thread.start()

@@ -9,15 +9,16 @@ from __future__ import annotations
 import hashlib
 import threading
 import time
-import time
 import uuid
 from dataclasses import dataclass, field, replace
-from typing import Any, Callable, Mapping
+from functools import cached_property
+from typing import Any, Callable, Iterable, Mapping
 
-from . import poc, policy
+from . import identity, poc, policy
 from .agent import AgentBundle, AgentClient, StreamEvent
 from .attempt import AttemptEnd, AttemptFollower
 from .errors import AgentError, ConnectError, PolicyError, ReprofleetError
+from .host_stops import HostStops
 from .model import Cell, EventKind, GpuPolicy, Host, Outcome, Playbook, Record
 from .preflight import cache_facts
 from .records import AttemptLog, CampaignDir, JsonlAppender, StreamWriter, iso_utc, utc_now, write_facts
@@ -62,6 +63,21 @@ class CampaignContext:
     def event(self, host: str, what: str, **fields: Any) -> None:
         self.events.append({"t": utc_now(), "host": host, "event": what, **fields})
 
+    @cached_property
+    def poc_digest(self) -> str:
+        """sha256 of the PoC bytes this campaign pushes: records and cell identities carry it."""
+        return hashlib.sha256(self.poc_script).hexdigest()
+
+
+def record_runtime(cell: Cell) -> dict[str, Any]:
+    """The runtime a record stores, and that its cell identity is computed from."""
+    return {"kind": cell.runtime.kind.value, "label": cell.runtime.label, "cache_key": poc.cache_key(cell)}
+
+
+def cell_identity(cell: Cell, poc_digest: str) -> str:
+    """The identity records and the manifest give ``cell`` (name, factors, runtime, PoC)."""
+    return identity.cell_id(cell.name, dict(cell.factors), record_runtime(cell), poc_digest)
+
 
 @dataclass
 class HostState:
@@ -84,11 +100,15 @@ class HostState:
 
 
 class HostRunner:
-    def __init__(self, ctx: CampaignContext, host: Host, plan: list[tuple[Cell, int]]) -> None:
+    def __init__(self, ctx: CampaignContext, host: Host, plan: list[tuple[Cell, int]],
+                 earlier: Iterable[Mapping[str, Any]] = (), stopped: Iterable[str] = ()) -> None:
+        """``earlier``: this host's records from attempts.jsonl; ``stopped``: its cells that
+        already have a ``stopped`` event (a resumed campaign rebuilds its stop state from them)."""
         self.ctx = ctx
         self.host = host
         self.plan = plan
         self.state = HostState()
+        self.stops = HostStops(ctx.playbook, earlier, stopped)
 
     # -- connection ------------------------------------------------------------------
     def connect(self) -> AgentClient:
@@ -231,7 +251,7 @@ class HostRunner:
                 readback: Mapping[str, Any] | None, follower: AttemptFollower | None, stream_rel: str) -> Record:
         trace = follower.trace if follower else None
         exit_line = end.exit or {}
-        runtime = {"kind": cell.runtime.kind.value, "label": cell.runtime.label, "cache_key": poc.cache_key(cell)}
+        runtime = record_runtime(cell)
         last_hb = trace.last_heard_wall if trace else None
         return Record(
             campaign=self.ctx.campaign_id, attempt=attempt_id, controller=self.ctx.settings.controller,
@@ -249,6 +269,8 @@ class HostRunner:
             telemetry=exit_line.get("telemetry") or ({"last_sample": trace.last_nvml} if trace and trace.last_nvml else None),
             forensics=None, facts=self.state.facts_hash,
             stream=stream_rel if follower else None,
+            poc=self.ctx.poc_digest, cell_id=identity.cell_id(cell.name, dict(cell.factors), runtime,
+                                                              self.ctx.poc_digest),
         )
 
     # -- the whole plan --------------------------------------------------------------
@@ -264,6 +286,8 @@ class HostRunner:
             for cell, index in self.plan:
                 if self.ctx.stop.is_set():
                     break
+                if self.stopped_early(cell, index):
+                    continue
                 if self.state.quarantined:
                     record = self._skipped(cell, index)
                 else:
@@ -271,9 +295,12 @@ class HostRunner:
                     record = self.run_attempt(cell, index)
                     if record.outcome is Outcome.WEDGE:
                         record = self.after_wedge(record)
+                    elif record.outcome is Outcome.REBOOT:
+                        record = self.after_reboot(record)
                     elif record.stream is None and not self.ctx.stop.is_set() and self.stays_silent():
                         record = self.after_unreachable(record)
                 self.ctx.attempt_log.append_record(record)
+                self.stops.add(record.cell, record.outcome.value, record.last_phase)
                 self.state.counts[record.outcome.value] = self.state.counts.get(record.outcome.value, 0) + 1
                 self.ctx.progress(name, outcome=record.outcome.value, counts=dict(self.state.counts))
         finally:
@@ -282,15 +309,33 @@ class HostRunner:
                 self.state.session.close()
             self.ctx.progress(name, status="quarantined" if self.state.quarantined else "done")
 
+    def stopped_early(self, cell: Cell, index: int) -> bool:
+        """Whether ``cell``'s stop rule ended it on this host: its slots are skipped, never recorded.
+
+        The first time, one ``stopped`` event says why; a cell that stopped before (also in
+        the run this one resumes) is skipped silently.
+        """
+        if self.stops.is_stopped(cell.name):
+            return True
+        stop = self.stops.check(cell)
+        if stop is None:
+            return False
+        self.ctx.event(self.host.name, "stopped", slot=index, **stop.event_fields())
+        self.ctx.progress(self.host.name, cell=cell.name, phase="",
+                          status=f"stopped {cell.name}: {stop.verdict or 'no verdict'} ({stop.why})")
+        return True
+
     def _skipped(self, cell: Cell, index: int) -> Record:
         now = utc_now()
+        runtime = record_runtime(cell)
         return Record(
             campaign=self.ctx.campaign_id, attempt=str(uuid.uuid4()), controller=self.ctx.settings.controller,
             host=self.host.name, cell=cell.name, factors=dict(cell.factors), policy=None,
-            runtime={"kind": cell.runtime.kind.value, "label": cell.runtime.label}, cache=None,
+            runtime=runtime, cache=None,
             attempt_index=index, attempt_in_boot=0, cold_boot=False, boot_id=self.state.boot_id,
             started=now, ended=now, outcome=Outcome.INFRA, reason=f"not run: {self.state.quarantined}",
-            facts=self.state.facts_hash,
+            facts=self.state.facts_hash, poc=self.ctx.poc_digest,
+            cell_id=identity.cell_id(cell.name, dict(cell.factors), runtime, self.ctx.poc_digest),
         )
 
     def stays_silent(self) -> bool:
@@ -315,6 +360,18 @@ class HostRunner:
         recovered = self.ctx.recovery.recover(self, record)
         return replace(recovered, outcome=Outcome.INFRA,
                        reason=f"{record.reason} (the host was unreachable before the attempt; recovered)")
+
+    def after_reboot(self, record: Record) -> Record:
+        """The host reset itself under the attempt (a re-attach found a new boot): it gets the
+        same post-boot forensics as a wedge, through recovery's path for a host that came back."""
+        self.ctx.event(self.host.name, "reboot", attempt=record.attempt, reason=record.reason)
+        if self.state.session is not None:
+            self.state.session.close()
+            self.state.session, self.state.agent = None, None
+        if self.ctx.recovery is None:
+            return record
+        recovered: Record = self.ctx.recovery.recover(self, record)
+        return recovered
 
     def after_wedge(self, record: Record) -> Record:
         """Bring a wedged host back (power cycle when it has a port) and attach forensics."""
