@@ -315,6 +315,51 @@ def report(c: Context, paths: str = "", reproductions: str = "", reference: str 
     return ExitStatus.OK
 
 
+@task(help={"baseline": "reproduction rate to rule out, e.g. 0.3 (with --hosts/--playbook: the rate assumed, default 0.3)",
+            "confidence": "level of the clean-run bound (default 0.95)",
+            "fixed-rate": "SPRT: the rate that counts as fixed (default a tenth of the baseline)",
+            "alpha": "SPRT: chance of a false 'fixed' (default 0.05)",
+            "beta": "SPRT: chance of a false 'still reproduces' (default 0.2)",
+            "hosts": "Ansible inventory: estimate this campaign's length and power cycles (with --playbook)",
+            "playbook": "campaign YAML (with --hosts)",
+            "attempt-s": "typical seconds per attempt (default: the playbook's attempt timeout, an upper bound)"})
+@handled
+def plan(c: Context, baseline: str | None = None, confidence: str = "0.95", fixed_rate: str | None = None,
+         alpha: str = "0.05", beta: str = "0.2", hosts: str | None = None, playbook: str | None = None,
+         attempt_s: str | None = None) -> ExitStatus:
+    """Clean attempts that rule out a rate, what an SPRT saves, or a campaign's length and power cycles."""
+    from . import planning
+
+    def number(flag: str, value: str | None) -> float | None:
+        try:
+            return None if value is None else float(value)
+        except ValueError:
+            raise BadArgument(f"--{flag} takes a number, not {value!r}") from None
+
+    rate, level = number("baseline", baseline), number("confidence", confidence)
+    assert level is not None
+    try:
+        if hosts or playbook:
+            if not (hosts and playbook):
+                raise BadArgument("--hosts and --playbook go together")
+            from .inventory import load_inventory
+            from .playbook import load_playbook
+
+            conf = _conf(c)
+            estimate = planning.campaign_estimate(
+                load_playbook(playbook), load_inventory(hosts).names, rate or planning.DEFAULT_BASELINE,
+                float(conf["dwell_s"]), number("attempt-s", attempt_s), int(conf["power_cycle_budget"]))
+            print(planning.describe_campaign(estimate))
+            return ExitStatus.OK
+        if rate is None:
+            raise BadArgument("give --baseline RATE, or --hosts and --playbook")
+        print(planning.describe_baseline(planning.baseline_plan(
+            rate, level, number("fixed-rate", fixed_rate), number("alpha", alpha) or 0.0, number("beta", beta) or 0.0)))
+    except ValueError as exc:
+        raise BadArgument(str(exc)) from None
+    return ExitStatus.OK
+
+
 def _confirm(question: str) -> bool:
     if not sys.stdin.isatty():
         return False
@@ -326,5 +371,5 @@ sim.add_task(cast(Task, sim_up), "up")
 sim.add_task(cast(Task, sim_status), "status")
 sim.add_task(cast(Task, sim_down), "down")
 
-ns = Collection(campaign, facts, demo, power, policy_task, report, sim)
+ns = Collection(campaign, facts, demo, power, policy_task, report, plan, sim)
 ns.configure({"reprofleet": DEFAULTS})
