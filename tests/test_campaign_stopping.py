@@ -338,3 +338,65 @@ def test_the_manifest_records_judging_reference_order_seed_and_each_cells_identi
     assert cells["fix"]["stop"] == sprt.to_json()
     assert cells["fix"]["cell_id"] == cell_identity(playbook.cells[1], digest)
     assert cells["fix"]["factors"] == {"vllm": "0.25.1", "cell": "fix"}
+
+
+# -- with the real stopping.decide -----------------------------------------------------
+
+def test_clean_attempts_that_rule_out_the_reference_stop_a_first_reproduction_cell_as_fixed(tmp_path: Path) -> None:
+    # the reference wedges 4 of 4: its one-sided 95% lower bound is 47%, which 5 clean attempts rule out
+    playbook = book(tmp_path, cell("ref", 0), cell("fix", 1), stop=FIRST, attempts=4)
+    script: Script = lambda name, index: (Outcome.WEDGE, "cuda_graph_capture") if name == "ref" \
+        else (Outcome.CLEAN, "ready")
+    _, directory = run_host(playbook, tmp_path, script)
+    fix = [r for r in records_of(directory) if r["cell"] == "fix"]
+    assert [r["outcome"] for r in fix] == ["clean"] * 5
+    (event,) = stop_events(directory)
+    assert event["cell"] == "fix" and event["verdict"] == "fixed" and event["judged"] == 5
+    assert "rule out" in event["why"]
+    assert len([r for r in records_of(directory) if r["cell"] == "ref"]) == 4
+
+
+def test_the_real_decide_stops_a_cell_at_its_first_wedge(tmp_path: Path) -> None:
+    playbook = book(tmp_path, cell("ref", 0), cell("fix", 1), stop=FIRST)
+    _, directory = run_host(playbook, tmp_path, wedges_at_first("fix"))
+    assert [r["outcome"] for r in records_of(directory) if r["cell"] == "fix"] == ["wedge"]
+    (event,) = stop_events(directory)
+    assert event["verdict"] == "reproduces" and event["rule"] == "first_reproduction"
+
+
+# -- reboots get forensics -------------------------------------------------------------
+
+class FakeRecovery:
+    """Recovery's interface: what a host that came back by itself gets (the real one reads
+    the previous boot's journal through the agent)."""
+
+    def __init__(self) -> None:
+        self.recovered: list[Record] = []
+
+    def recover(self, runner: HostRunner, record: Record) -> Record:
+        self.recovered.append(record)
+        return dataclasses.replace(record, forensics={"previous_boot_available": True, "findings": []})
+
+
+def test_a_reboot_found_on_re_attach_goes_through_recovery_and_gets_forensics(tmp_path: Path) -> None:
+    playbook = book(tmp_path, cell("ref", 0), attempts=2)
+    ctx = context(playbook, tmp_path)
+    ctx.recovery = FakeRecovery()
+    script: Script = lambda name, index: ((Outcome.REBOOT if index == 0 else Outcome.CLEAN), None)
+    runner = ScriptedRunner(ctx, [(playbook.cells[0], 0), (playbook.cells[0], 1)], script)
+    runner.run()
+    records = records_of(ctx.directory)
+    assert [r["outcome"] for r in records] == ["reboot", "clean"]
+    assert records[0]["forensics"] == {"previous_boot_available": True, "findings": []}
+    assert records[1]["forensics"] is None
+    assert len(ctx.recovery.recovered) == 1 and not runner.state.quarantined
+
+
+def test_a_reboot_without_recovery_is_recorded_and_the_host_goes_on(tmp_path: Path) -> None:
+    playbook = book(tmp_path, cell("ref", 0), attempts=2)
+    ctx = context(playbook, tmp_path)
+    script: Script = lambda name, index: ((Outcome.REBOOT if index == 0 else Outcome.CLEAN), None)
+    runner = ScriptedRunner(ctx, [(playbook.cells[0], 0), (playbook.cells[0], 1)], script)
+    runner.run()
+    assert [r["outcome"] for r in records_of(ctx.directory)] == ["reboot", "clean"]
+    assert not runner.state.quarantined

@@ -82,7 +82,7 @@ class HostStops:
         if rule.kind is StopKind.FIXED_N:
             return None  # the plan's slots are its end
         reference = self.playbook.reference_cell.name
-        decision = stopping.decide(rule, self.tally(cell.name).counts, self.tally(reference).counts,  # type: ignore[attr-defined]
+        decision = stopping.decide(rule, self.tally(cell.name).counts, self.tally(reference).counts,
                                    self.playbook.attempts)
         if decision is None:
             return None
