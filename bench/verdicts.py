@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import argparse
 import cProfile
+import functools
 import io
 import multiprocessing
 import pstats
@@ -70,12 +71,13 @@ POST_RISK_FAILURE = 0.10
 REBOOT_SHARE = 0.25
 REFERENCE_RATE = (0.2, 0.6)
 DORMANT = 0.05
-SCENARIOS = (("same as reference", 0.25), ("half the reference", 0.20), ("fixed", 0.25),
-             ("host-specific", 0.15), ("broken", 0.15))
+SCENARIOS = ("same as reference", "half the reference", "fixed", "host-specific", "broken")
+SCENARIO_WEIGHTS = (0.25, 0.20, 0.25, 0.15, 0.15)
 BEFORE_RISK = PHASE_ORDER[:PHASE_ORDER.index(Phase.CUDA_GRAPH_CAPTURE.value)]
 SPRT_DESIGNS = ((0.3, 0.03), (0.5, 0.05), (0.2, 0.02))
 GOAL_AGREE, GOAL_FALSE_FIXED, GOAL_SPRT_SHARE = 0.95, 0.05, 0.60
 KINDS = tuple(VerdictKind)
+PROFILED = 5  # campaigns profiled for the time shares
 
 
 @dataclass(frozen=True)
@@ -91,7 +93,7 @@ class CellTruth:
 
     @property
     def broken(self) -> bool:
-        return INFRA + (1 - INFRA) * self.pre_risk > JUDGING.max_excluded_share
+        return bool(INFRA + (1 - INFRA) * self.pre_risk > JUDGING.max_excluded_share)
 
 
 @dataclass(frozen=True)
@@ -137,9 +139,8 @@ def draw_campaign(seed: int, index: int) -> tuple[Campaign, random.Random]:
     base = 0.0 if rng.random() < DORMANT else rng.uniform(*REFERENCE_RATE)
     cells = [CellTruth(REFERENCE, "reference" if base else "reference, truly 0", (base,) * len(hosts),
                        rng.uniform(*WORKING_PRE_RISK))]
-    names, weights = zip(*SCENARIOS)
     for i in range(rng.randint(6, 10)):
-        scenario = rng.choices(names, weights)[0]
+        scenario = rng.choices(SCENARIOS, SCENARIO_WEIGHTS)[0]
         cells.append(_cell(rng, f"cell{i + 1:02d}", scenario if base else f"{scenario} (reference 0)", base, len(hosts)))
     return Campaign(index, f"sim{index:05d}", hosts, rng.randint(8, 12), tuple(cells)), rng
 
@@ -309,6 +310,8 @@ class SprtRow:
     p1: float
     fixed_n: int
     cap: int
+    exact_p0: float  # Sprt.exact_expected_attempts: what the simulated means should match
+    exact_p1: float
     mean_p0: float
     mean_p1: float
     false_fixed: float  # declared fixed although the rate is p0
@@ -333,39 +336,65 @@ def run_sequence(rule: StopRule, rate: float, cap: int, rng: random.Random) -> t
     return n, decision.verdict if decision else None
 
 
+def _memoize_fixed_n() -> None:
+    """``stopping.decide`` recomputes the fixed-n design (a binomial search, ~9 ms) on every
+    call; it is a pure function, so the bench remembers it rather than spend minutes on it."""
+    if not hasattr(stopping.fixed_n, "cache_info"):
+        stopping.fixed_n = functools.lru_cache(maxsize=64)(stopping.fixed_n)
+
+
 def simulate_sprt(p0: float, p1: float, runs: int, seed: int, alpha: float = 0.05, beta: float = 0.2) -> SprtRow:
+    _memoize_fixed_n()
     rule = StopRule(StopKind.SPRT, p0=p0, p1=p1, alpha=alpha, beta=beta)
     cap = stopping.max_attempts(rule, 0)
+    test = stopping.sprt_of(rule)
     rng = random.Random(f"sprt/{seed}/{p0}/{p1}")
     under = {p: [run_sequence(rule, p, cap, rng) for _ in range(runs)] for p in (p0, p1)}
     def share(p: float, verdict: str | None) -> float:
         return sum(v == verdict for _, v in under[p]) / runs
     return SprtRow(p0, p1, stopping.fixed_n(p0, p1, alpha, beta), cap,
+                   test.exact_expected_attempts(p0, cap), test.exact_expected_attempts(p1, cap),
                    sum(n for n, _ in under[p0]) / runs, sum(n for n, _ in under[p1]) / runs,
                    share(p0, "fixed"), share(p1, "reproduces"), share(p0, None), share(p1, None))
 
 
 def sprt_table(rows: Sequence[SprtRow]) -> list[str]:
-    lines = ["| p0 -> p1 | fixed-n | cap | mean attempts at p0 | at p1 | false \"fixed\" at p0 | "
+    lines = ["| p0 -> p1 | fixed-n | cap | mean attempts at p0 (exact) | at p1 (exact) | false \"fixed\" at p0 | "
              "false \"reproduces\" at p1 | no claim at cap (p0 / p1) | <= 60% of fixed-n |",
              "| --- |" + " ---: |" * 7 + " --- |"]
     for r in rows:
-        lines.append(f"| {r.p0:g} -> {r.p1:g} | {r.fixed_n} | {r.cap} | {r.mean_p0:.1f} ({r.mean_p0 / r.fixed_n:.0%}) | "
-                     f"{r.mean_p1:.1f} ({r.mean_p1 / r.fixed_n:.0%}) | {r.false_fixed:.1%} | {r.false_reproduces:.1%} | "
+        lines.append(f"| {r.p0:g} -> {r.p1:g} | {r.fixed_n} | {r.cap} | {r.mean_p0:.1f} = {r.mean_p0 / r.fixed_n:.0%} "
+                     f"({r.exact_p0:.1f}) | {r.mean_p1:.1f} = {r.mean_p1 / r.fixed_n:.0%} ({r.exact_p1:.1f}) | "
+                     f"{r.false_fixed:.1%} | {r.false_reproduces:.1%} | "
                      f"{r.undecided_p0:.1%} / {r.undecided_p1:.1%} | {'met' if r.goal else 'NOT MET'} |")
     return lines
 
 
-def profile(seed: int, campaigns: int, top: int = 15) -> str:
-    """cProfile of ``campaigns`` campaigns in this process: where the time goes."""
+HOT_SPOTS = (("boschloo", "stats.boschloo (scipy's boschloo_exact)"), ("hosts_disagree", "stats.hosts_disagree"),
+             ("holm", "stats.holm"), ("<built-in method gc.collect>", "gc.collect() that statsmodels' Holm runs"),
+             ("stratified", "stats.stratified"), ("draw_records", "drawing the records"))
+
+
+def profiled(seed: int, campaigns: int) -> pstats.Stats:
+    """cProfile of ``campaigns`` campaigns in this process: where the time goes (after one
+    unprofiled campaign, so that lazy imports are not counted)."""
+    judge_campaign(seed, campaigns)
     profiler = cProfile.Profile()
     profiler.runcall(lambda: [judge_campaign(seed, i) for i in range(campaigns)])
-    out = io.StringIO()
-    pstats.Stats(profiler, stream=out).sort_stats("cumulative").print_stats(top)
-    return out.getvalue()
+    return pstats.Stats(profiler, stream=io.StringIO())
 
 
-def report(args: argparse.Namespace, results: Sequence[CellResult], sprt: Sequence[SprtRow], seconds: float) -> list[str]:
+def time_shares(stats: pstats.Stats) -> list[str]:
+    """Each hot spot's cumulative share of the profiled time (they nest, so shares overlap)."""
+    cumulative: Counter[str] = Counter()
+    for (_, _, name), row in stats.stats.items():  # type: ignore[attr-defined]
+        cumulative[name] += row[3]
+    total = stats.total_tt  # type: ignore[attr-defined]
+    return [f"{label} {cumulative[name] / total:.0%}" for name, label in HOT_SPOTS]
+
+
+def report(args: argparse.Namespace, results: Sequence[CellResult], sprt: Sequence[SprtRow], seconds: float,
+           shares: Sequence[str]) -> list[str]:
     s = summarize(results)
     agree_goal, fixed_goal = s.goals
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
@@ -374,8 +403,10 @@ def report(args: argparse.Namespace, results: Sequence[CellResult], sprt: Sequen
     lines = [
         f"Command: `.venv/bin/python bench/verdicts.py {' '.join(sys.argv[1:])}` (commit {commit}, "
         f"{time.strftime('%Y-%m-%d', time.gmtime())}, {args.campaigns} campaigns, {s.verdicts} verdicts, "
-        f"{seconds:.0f} s with {args.jobs} processes on a 2-core VM). No fleet: outcomes drawn from known rates, "
-        "judged by the real `judge()`.",
+        f"2-core VM). No fleet: outcomes drawn from known rates, judged by the real `judge()`.",
+        "",
+        f"Time: judging took {seconds:.0f} s with {args.jobs} processes, {seconds * args.jobs / max(args.campaigns, 1):.2f} s "
+        f"per campaign per process. Where it goes (cProfile of {PROFILED} campaigns, cumulative, nested): {', '.join(shares)}.",
         "",
         "Model and truth (the module docstring has the full text): 2-4 hosts, 8-12 attempts per host and cell, "
         "reference rate 0.2-0.6 (truly 0 in 5% of campaigns), 6-10 other cells: same as the reference, half of it, "
@@ -413,12 +444,17 @@ def main() -> int:
     parser.add_argument("--results", default=None, help="rewrite this file's <!-- verdicts --> section")
     args = parser.parse_args()
     if args.profile:
-        print(profile(args.seed, args.profile))
+        stats = profiled(args.seed, args.profile)
+        stats.stream = sys.stdout  # type: ignore[attr-defined]
+        stats.sort_stats("cumulative").print_stats(20)
+        print("\n".join(time_shares(stats)))
         return 0
     started = time.time()
     results = run_campaigns(args.seed, args.campaigns, args.jobs)
+    judged_s = time.time() - started
     sprt = [simulate_sprt(p0, p1, args.sprt_runs, args.seed) for p0, p1 in SPRT_DESIGNS]
-    body = report(args, results, sprt, time.time() - started)
+    shares = time_shares(profiled(args.seed, PROFILED))
+    body = report(args, results, sprt, judged_s, shares)
     if args.results:
         rewrite_section(Path(args.results), "verdicts", "Verdicts against the truth (bench/verdicts.py)", "\n".join(body))
     print("\n".join(body))
