@@ -22,7 +22,7 @@ from .host_stops import HostStops
 from .model import Cell, EventKind, GpuPolicy, Host, Outcome, Playbook, Record
 from .preflight import cache_facts
 from .records import AttemptLog, CampaignDir, JsonlAppender, StreamWriter, iso_utc, utc_now, write_facts
-from .probes import probe_host
+from .probes import HostProbe, ProbeAnswer
 from .transport import Session, TransportSettings, connect
 from .watchdog import FleetLiveness, Watchdog, WatchdogSettings
 
@@ -109,6 +109,7 @@ class HostRunner:
         self.plan = plan
         self.state = HostState()
         self.stops = HostStops(ctx.playbook, earlier, stopped)
+        self._probe: HostProbe | None = None
 
     # -- connection ------------------------------------------------------------------
     def connect(self) -> AgentClient:
@@ -129,9 +130,11 @@ class HostRunner:
             return self.connect()
         return self.state.agent
 
-    def probe(self) -> bool:
-        """Independent of the attempt's connection: a fresh SSH banner, else an ICMP echo."""
-        return probe_host(self.host.address, self.host.port, self.ctx.settings.watchdog.probe_timeout_s)
+    def probe(self) -> ProbeAnswer:
+        """Independent of the attempt's connection: SSHD (a banner), KERNEL (echo or handshake) or DEAD."""
+        if self._probe is None:  # the address is resolved once per host
+            self._probe = HostProbe(self.host.address, self.host.port, self.ctx.settings.watchdog.probe_timeout_s)
+        return self._probe()
 
     # -- preparation -----------------------------------------------------------------
     def prepare(self) -> None:
