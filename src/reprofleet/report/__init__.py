@@ -1,5 +1,9 @@
-"""Reports over pooled attempt records (Markdown; the terminal table is in progress.py)."""
+"""Reports over pooled attempt records: report.md (Markdown) and report.html (figures).
 
+The terminal table is in progress.py; both reports print the verdict layer's sentences.
+"""
+
+from .html import render_html
 from .markdown import render_markdown
 
-__all__ = ["render_markdown"]
+__all__ = ["render_html", "render_markdown"]

@@ -92,12 +92,17 @@ def _wedges(records: Iterable[Mapping[str, Any]]) -> list[str]:
     return lines
 
 
-def verdict_lines(judgement: Judgement) -> list[str]:
-    lines = ["| cell | verdict |", "| --- | --- |"]
+def verdict_rows(judgement: Judgement) -> list[tuple[str, str]]:
+    """(cell, verdict) pairs, word for word: report.md, report.html and the terminal print these."""
+    rows = []
     for verdict in judgement.verdicts:
         stopped = f" (stopped early: {'; '.join(verdict.stopped)}; intervals approximate)" if verdict.stopped else ""
-        lines.append(f"| {_cell(verdict.cell, verdict.reference)} | {verdict.text}{stopped} |")
-    return lines
+        rows.append((_cell(verdict.cell, verdict.reference), f"{verdict.text}{stopped}"))
+    return rows
+
+
+def verdict_lines(judgement: Judgement) -> list[str]:
+    return ["| cell | verdict |", "| --- | --- |", *(f"| {cell} | {text} |" for cell, text in verdict_rows(judgement))]
 
 
 def _header(judgement: Judgement) -> list[str]:
@@ -128,4 +133,4 @@ def render_markdown(judgement: Judgement, records: Sequence[Mapping[str, Any]], 
     return "\n".join(parts) + "\n"
 
 
-__all__ = ["render_markdown", "verdict_lines", "fmt_p"]
+__all__ = ["render_markdown", "verdict_lines", "verdict_rows", "fmt_p"]

@@ -1,0 +1,82 @@
+"""The files beside a pool's attempt records: streams, power log, events, host facts.
+
+A pooled report may read two controllers' copies of one campaign, or a merged folder; both
+must give the same report, so every side file is read from every folder and de-duplicated
+by content, and a host's facts are the snapshot its latest record names (by hash), never
+"whichever folder came first".
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+from ..pooling import Pool
+from ..verdicts import natural_key
+
+
+@dataclass(frozen=True)
+class Folders:
+    """The campaign folders a pool's attempts files live in, in the order they were given."""
+
+    roots: tuple[Path, ...]
+
+    @classmethod
+    def of(cls, pool: Pool) -> "Folders":
+        return cls(tuple(dict.fromkeys(Path(source).parent for source in pool.sources)))
+
+    def stream(self, record: Mapping[str, Any]) -> Path | None:
+        """The record's stream file in the first folder that has it (copies are identical)."""
+        relative = record.get("stream")
+        if not relative:
+            return None
+        for root in self.roots:
+            path = root / str(relative)
+            if path.is_file():
+                return path
+        return None
+
+    def lines(self, name: str) -> list[dict[str, Any]]:
+        """Every JSON line of ``name`` (power.jsonl, events.jsonl) in any folder, each once."""
+        seen: dict[str, dict[str, Any]] = {}
+        for root in self.roots:
+            path = root / name
+            if not path.is_file():
+                continue
+            for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
+                try:
+                    entry = json.loads(line)
+                except json.JSONDecodeError:
+                    continue  # the torn last line of a killed controller
+                if isinstance(entry, dict):
+                    seen.setdefault(json.dumps(entry, sort_keys=True, default=str), entry)
+        return sorted(seen.values(), key=lambda e: str(e.get("time") or e.get("t") or ""))
+
+    def facts(self, records: Sequence[Mapping[str, Any]]) -> dict[str, dict[str, Any]]:
+        """Each host's facts snapshot: the one its latest record was run with."""
+        by_hash: dict[str, dict[str, Any]] = {}
+        by_host: dict[str, list[dict[str, Any]]] = {}
+        for root in self.roots:
+            for path in sorted((root / "facts").glob("*.json")) if (root / "facts").is_dir() else []:
+                try:
+                    snapshot = json.loads(path.read_text(encoding="utf-8"))
+                except (OSError, json.JSONDecodeError):
+                    continue
+                if not isinstance(snapshot, dict):
+                    continue
+                body = json.dumps(snapshot, sort_keys=True, default=str)
+                by_hash[hashlib.sha256(body.encode()).hexdigest()] = snapshot
+                by_host.setdefault(path.stem, []).append(snapshot)
+        chosen: dict[str, dict[str, Any]] = {}
+        for record in sorted(records, key=lambda r: str(r.get("started"))):
+            host = str(record.get("host"))
+            snapshot = by_hash.get(str(record.get("facts")))
+            if snapshot is not None:
+                chosen[host] = snapshot
+        for host, snapshots in by_host.items():
+            if host not in chosen:
+                chosen[host] = min(snapshots, key=lambda s: json.dumps(s, sort_keys=True, default=str))
+        return {h: chosen[h] for h in sorted(chosen, key=natural_key)}

@@ -1,0 +1,168 @@
+"""What a host was doing in the last minute before it froze: one figure per wedge or reboot.
+
+The stream is the controller's copy of the host's own lines, so its clock is the host's:
+times are shown relative to the last line heard (0 s), which needs no clock agreement.
+Samples are thinned to a few hundred points per series, so a campaign with hundreds of
+wedges still makes a report small enough to attach.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any, Mapping
+
+from matplotlib.patches import Patch
+
+from ..model import PHASE_ORDER
+from . import plots
+
+WINDOW_S = 60.0
+MAX_POINTS = 200
+LAST_LOG_LINES = 8
+SERIES = (("gfx_mhz", "graphics clock", "MHz", "#1565c0"), ("power_w", "power", "W", "#c62828"),
+          ("temp_c", "temperature", "°C", "#ef6c00"))
+
+
+@dataclass(frozen=True)
+class Series:
+    key: str
+    label: str
+    unit: str
+    colour: str
+    times: tuple[float, ...]
+    values: tuple[float, ...]
+
+
+@dataclass(frozen=True)
+class PhaseBand:
+    phase: str
+    start: float
+    end: float
+
+
+@dataclass(frozen=True)
+class FreezeTrace:
+    """The last ``WINDOW_S`` seconds of one attempt's stream, ready to draw."""
+
+    attempt: str
+    host: str
+    cell: str
+    outcome: str
+    started: str
+    series: tuple[Series, ...] = ()
+    phases: tuple[PhaseBand, ...] = ()
+    last_lines: tuple[str, ...] = ()
+    kernel_lines: tuple[str, ...] = ()
+    note: str = ""
+
+
+def _read(path: Path) -> list[dict[str, Any]]:
+    lines = []
+    for raw in path.read_text(encoding="utf-8", errors="replace").splitlines():
+        try:
+            line = json.loads(raw)
+        except json.JSONDecodeError:
+            continue  # a line torn by the freeze itself
+        if isinstance(line, dict) and isinstance(line.get("t"), (int, float)):
+            lines.append(line)
+    return lines
+
+
+def thin(points: list[tuple[float, float]], limit: int = MAX_POINTS) -> list[tuple[float, float]]:
+    """At most ``limit`` points, evenly spaced by index, always keeping the last one."""
+    if len(points) <= limit:
+        return points
+    step = len(points) / (limit - 1)
+    kept = [points[int(i * step)] for i in range(limit - 1)]
+    return kept + [points[-1]]
+
+
+def _phases(lines: list[dict[str, Any]], start: float, end: float) -> tuple[PhaseBand, ...]:
+    entries = sorted((line["t"], str(line.get("phase"))) for line in lines if line.get("k") == "phase")
+    bands = []
+    for index, (t, phase) in enumerate(entries):
+        t_next = entries[index + 1][0] if index + 1 < len(entries) else end
+        if t_next >= start:
+            bands.append(PhaseBand(phase, max(t, start) - end, t_next - end))
+    return tuple(bands)
+
+
+def load_trace(record: Mapping[str, Any], path: Path | None) -> FreezeTrace:
+    """The trace of one wedge or reboot; a missing or empty stream is a note, not an error."""
+    base = FreezeTrace(attempt=str(record.get("attempt")), host=str(record.get("host")), cell=str(record.get("cell")),
+                       outcome=str(record.get("outcome")), started=str(record.get("started")))
+    if path is None:
+        return replace(base, note=f"no stream file for this attempt ({record.get('stream') or 'none recorded'})")
+    lines = _read(path)
+    if not lines:
+        return replace(base, note=f"the stream {record.get('stream')} has no lines")
+    end = max(line["t"] for line in lines)
+    start = end - WINDOW_S
+    recent = [line for line in lines if line["t"] >= start]
+    series = []
+    for key, label, unit, colour in SERIES:
+        points = thin([(line["t"] - end, float(line[key])) for line in recent
+                       if line.get("k") == "nvml" and isinstance(line.get(key), (int, float))])
+        series.append(Series(key, label, unit, colour, tuple(p[0] for p in points), tuple(p[1] for p in points)))
+    logs = [str(line.get("line", "")) for line in lines if line.get("k") == "log"]
+    kernel = [str(line.get("line", "")) for line in recent if line.get("k") == "kmsg" and line.get("tags")]
+    note = "" if any(s.times for s in series) else "no NVML samples in the last minute"
+    return replace(base, series=tuple(series), phases=_phases(lines, start, end),
+                       last_lines=tuple(logs[-LAST_LOG_LINES:]), kernel_lines=tuple(kernel[-LAST_LOG_LINES:]),
+                       note=note)
+
+
+def _phase_colour(phase: str) -> str:
+    index = PHASE_ORDER.index(phase) if phase in PHASE_ORDER else len(PHASE_ORDER) - 1
+    return plots.PHASE_COLOURS[index % len(plots.PHASE_COLOURS)]
+
+
+def freeze_svg(trace: FreezeTrace) -> str:
+    """Clock, power and temperature over the last minute, vLLM phases as coloured bands."""
+    with plots.style():
+        fig, axes = plots.figure(7.5, 4.0, rows=len(SERIES), sharex=True,
+                                 margins={"left": 0.1, "right": 0.98, "top": 0.92, "bottom": 0.24, "hspace": 0.15})
+        for ax, series in zip(axes, trace.series or tuple(Series(*s, (), ()) for s in SERIES)):
+            for band in trace.phases:
+                ax.axvspan(band.start, band.end, color=_phase_colour(band.phase), linewidth=0)
+            if series.times:
+                ax.plot(series.times, series.values, color=series.colour, linewidth=1.1)
+            ax.set_ylabel(f"{series.label}\n({series.unit})", fontsize=7)
+            ax.axvline(0.0, color="#000000", linewidth=0.8, linestyle=":")
+        shown = list(dict.fromkeys(band.phase for band in trace.phases))
+        if shown:
+            handles = [Patch(facecolor=_phase_colour(p), edgecolor="#999999", label=p.replace("_", " ")) for p in shown]
+            fig.legend(handles=handles, loc="lower center", ncol=min(len(shown), 5), fontsize=6,
+                       frameon=False, title="vLLM phase", title_fontsize=6)
+        earliest = min((t for s in trace.series for t in s.times[:1]), default=-WINDOW_S)
+        axes[-1].set_xlim(max(-WINDOW_S, earliest - 1.0), 1.0)
+        axes[-1].set_xlabel("seconds before the last line heard from the host (0 = silence)")
+        fig.suptitle(f"{trace.host} · {trace.cell} · {trace.outcome}", fontsize=9)
+        return plots.svg_of(fig, f"last minute before the {trace.outcome} on {trace.host} ({trace.cell})")
+
+
+def freeze_html(trace: FreezeTrace, record: Mapping[str, Any]) -> str:
+    """One wedge: its figure (or why there is none) and the last log lines under it."""
+    latency = record.get("detect_latency_s")
+    facts = [f"attempt <code>{html.escape(trace.attempt)}</code>", f"started {html.escape(trace.started)}",
+             f"last phase <b>{html.escape(str(record.get('last_phase') or '—'))}</b>",
+             f"declared {latency:.1f} s after the last line" if isinstance(latency, (int, float)) else ""]
+    parts = [f'<article class="freeze" id="freeze-{html.escape(trace.attempt)}">',
+             f"<h3>{html.escape(trace.host)} · {html.escape(trace.cell)} · "
+             f'<span class="o-{html.escape(trace.outcome)}">{html.escape(trace.outcome)}</span></h3>',
+             f"<p class=\"meta\">{' · '.join(f for f in facts if f)}</p>"]
+    if trace.series and not trace.note:
+        parts.append(f'<figure class="plot">{freeze_svg(trace)}</figure>')
+    if trace.note:
+        parts.append(f'<p class="note">{html.escape(trace.note)}</p>')
+    lines = trace.last_lines or ((str(record.get("last_log_line")),) if record.get("last_log_line") else ())
+    if lines:
+        parts.append("<pre class=\"log\">" + "\n".join(html.escape(line[-240:]) for line in lines) + "</pre>")
+    if trace.kernel_lines:
+        parts.append("<pre class=\"log kernel\">" + "\n".join(html.escape(line[-240:]) for line in trace.kernel_lines)
+                     + "</pre>")
+    parts.append("</article>")
+    return "\n".join(parts)

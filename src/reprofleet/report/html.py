@@ -1,0 +1,138 @@
+"""report.html: one self-contained file to attach to a bug, readable without JavaScript.
+
+Everything is inline (styles, SVG figures; no script, no font, no fetch), so the file opens
+the same from a mail attachment, offline, or printed. Every number and sentence comes from
+the :class:`~reprofleet.verdicts.Judgement` (the verdict table is the very text of
+report.md); this module only lays it out and adds what a person wants to see: the machines
+compared, and what each was doing in the seconds before it froze.
+"""
+
+from __future__ import annotations
+
+import html
+from collections import Counter
+from typing import Any, Mapping, Sequence
+
+from ..identity import cell_name
+from ..pooling import Pool
+from ..verdicts import ALL_HOSTS, Judgement, natural_key, pct
+from .commands import commands_html
+from .folders import Folders
+from .forest import forest_svg
+from .freeze import freeze_html, load_trace
+from .hostfacts import facts_html
+from .markdown import OUTCOMES, verdict_rows
+from .phases import phase_histogram_svg, time_to_wedge_svg
+from .style import CSS
+from .timeline import build_timeline, timeline_svg
+
+FREEZES = ("wedge", "reboot")
+
+
+def _e(value: Any) -> str:
+    return html.escape(str(value))
+
+
+def verdict_table(judgement: Judgement) -> str:
+    kinds = {(f"{v.cell} (reference)" if v.reference else v.cell): v.kind.value for v in judgement.verdicts}
+    rows = "".join(f'<tr class="v-{_e(kinds.get(cell, "")).replace(" ", "-")}"><td>{_e(cell)}</td><td>{_e(text)}</td></tr>'
+                   for cell, text in verdict_rows(judgement))
+    notes = "".join(f'<p class="warning">Note: {_e(w)}</p>' for w in judgement.warnings)
+    return (f'<table class="verdicts" id="verdict-table"><thead><tr><th>cell</th><th>verdict</th></tr></thead>'
+            f"<tbody>{rows}</tbody></table>{notes}")
+
+
+def rate_table(judgement: Judgement) -> str:
+    label = judgement.rows[0].rate.label() if judgement.rows else "95% two-sided exact"
+    head = "".join(f"<th>{o}</th>" for o in OUTCOMES)
+    body = []
+    for row in judgement.rows:
+        tally, approx = row.tally, "≈ " if row.approximate else ""
+        rate = f"{approx}{pct(tally.reproductions / tally.judged)} ({tally.reproductions}/{tally.judged})" if tally.judged else "—"
+        ci = f"{approx}{pct(row.rate.low)}–{pct(row.rate.high)}" if tally.judged else "—"
+        counts = "".join(f'<td class="n{" o-" + o if tally.outcomes.get(o) and o in ("wedge", "reboot") else ""}">'
+                         f"{tally.outcomes.get(o, 0)}</td>" for o in OUTCOMES)
+        cls = ' class="pooled"' if row.host == ALL_HOSTS else ""
+        cell = f"{row.cell} (reference)" if row.reference else row.cell
+        body.append(f"<tr{cls}><td>{_e(cell)}</td><td>{_e(row.host)}</td><td class=\"n\">{tally.judged}</td>{counts}"
+                    f"<td class=\"n\">{tally.excluded}</td><td class=\"n\">{_e(rate)}</td><td class=\"n\">{_e(ci)}</td></tr>")
+    return (f'<table class="rates"><thead><tr><th>cell</th><th>host</th><th>judged</th>{head}<th>excluded</th>'
+            f"<th>reproduction rate</th><th>{_e(label)} CI</th></tr></thead><tbody>{''.join(body)}</tbody></table>")
+
+
+def not_judged(judgement: Judgement, records: Sequence[Mapping[str, Any]]) -> str:
+    """Excluded attempts by reason (the verdict layer's counts) and infra attempts by host and reason."""
+    parts = []
+    if judgement.excluded:
+        items = "".join(f"<li>{n}× {_e(reason)}</li>" for reason, n in judgement.excluded.items())
+        parts.append(f"<p>Excluded from every rate:</p><ul>{items}</ul>")
+    infra = Counter((str(r.get("host")), str(r.get("cell")), str(r.get("reason") or "no reason recorded"))
+                    for r in records if r.get("outcome") == "infra")
+    if infra:
+        rows = "".join(f"<tr><td>{_e(h)}</td><td>{_e(c)}</td><td class=\"n\">{n}</td><td>{_e(reason)}</td></tr>"
+                       for (h, c, reason), n in sorted(infra.items(), key=lambda i: (natural_key(i[0][0]), i[0][1:])))
+        parts.append("<p>Attempts that never tested the GPU (<code>infra</code>: the controller, the network or the "
+                     "host's preparation failed):</p><table><thead><tr><th>host</th><th>cell</th><th>attempts</th>"
+                     f"<th>reason</th></tr></thead><tbody>{rows}</tbody></table>")
+    return "".join(parts) or "<p>Every attempt was judged.</p>"
+
+
+def _summary(judgement: Judgement, pool: Pool) -> str:
+    judging = judgement.judging
+    campaigns = ", ".join(sorted(pool.campaigns, key=natural_key))
+    controllers = ", ".join(sorted({str(r.get("controller")) for r in pool.records}, key=natural_key))
+    return (f"<p>{judgement.attempts} attempts on {len(judgement.hosts)} hosts ({_e(', '.join(judgement.hosts))}) "
+            f"from campaign(s) {_e(campaigns)}, controller(s) {_e(controllers)}. Reproductions: "
+            f"{_e(', '.join(o.value for o in judging.reproductions))}. Reference cell: <b>{_e(judgement.reference)}</b>. "
+            f"Intervals are exact (Clopper-Pearson); <code>infra</code> is never in a rate.</p>")
+
+
+def _freezes(pool: Pool, folders: Folders) -> str:
+    freezes = sorted((r for r in pool.records if r.get("outcome") in FREEZES),
+                     key=lambda r: (str(r.get("started")), str(r.get("attempt"))))
+    if not freezes:
+        return "<p>No attempt wedged or rebooted its host.</p>"
+    return "\n".join(freeze_html(load_trace(r, folders.stream(r)), r) for r in freezes)
+
+
+def _figure(svg: str, caption: str) -> str:
+    return f'<figure class="plot">{svg}<figcaption>{_e(caption)}</figcaption></figure>'
+
+
+SECTIONS = (("verdicts", "Verdicts"), ("forest", "Rates per cell and host"), ("timeline", "Timeline per host"),
+            ("freezes", "Every wedge and reboot: the last minute"), ("phases", "How far attempts got"),
+            ("hosts", "The machines"), ("commands", "Reproduce one attempt by hand"), ("not-judged", "Not judged"))
+
+
+def render_html(judgement: Judgement, pool: Pool, title: str) -> str:
+    """The whole report as one string (deterministic: same records, same bytes)."""
+    folders = Folders.of(pool)
+    records = sorted(pool.records, key=lambda r: (str(r.get("started")), str(r.get("attempt"))))
+    cell_names = list(dict.fromkeys(cell_name(v.cell_id) for v in judgement.verdicts))
+    body = {
+        "verdicts": _summary(judgement, pool) + verdict_table(judgement),
+        "forest": _figure(forest_svg(judgement), "Each cell on each host and pooled over hosts (diamonds): the rate "
+                          "and its exact interval. The reference cell is shaded.") + rate_table(judgement),
+        "timeline": _figure(timeline_svg(build_timeline(records, folders.lines("power.jsonl"),
+                                                        folders.lines("events.jsonl"))),
+                            "Every attempt at its start time, coloured by outcome; power cycles, quarantines and "
+                            "pauses of the campaign."),
+        "freezes": _freezes(pool, folders),
+        "phases": _figure(phase_histogram_svg(records, cell_names), "The last vLLM phase each attempt reached, per "
+                          "cell, every attempt (clean ones too), stacked by outcome.")
+                  + _figure(time_to_wedge_svg(records, cell_names), "Seconds from each attempt's start to the last "
+                            "line heard before its host froze."),
+        "hosts": facts_html(folders.facts(records), records),
+        "commands": commands_html(judgement, records),
+        "not-judged": not_judged(judgement, records),
+    }
+    toc = "".join(f'<li><a href="#{key}">{_e(label)}</a></li>' for key, label in SECTIONS)
+    sections = "".join(f'<section id="{key}"><h2>{_e(label)}</h2>{body[key]}</section>' for key, label in SECTIONS)
+    return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
+            "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">"
+            "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; style-src 'unsafe-inline'; "
+            "img-src data:\">"
+            f"<title>{_e(title)}</title><style>{CSS}</style></head><body>"
+            f"<header><h1>{_e(title)}</h1><nav><ol>{toc}</ol></nav></header><main>{sections}</main>"
+            "<footer>Written by reprofleet from the attempt records; report.md beside it has the same verdicts "
+            "as text.</footer></body></html>\n")

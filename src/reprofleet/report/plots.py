@@ -1,0 +1,82 @@
+"""Matplotlib figures as inline SVG: the one place the report's drawing settings live.
+
+Every figure goes through :func:`svg_of`, which renders with the Agg-free SVG backend,
+keeps text as text (no embedded glyph outlines: smaller, searchable, printable), fixes the
+ids and drops the date so the same records always give byte-identical figures (two
+controllers' copies of one campaign must give the same report as one merged folder), and
+rounds coordinates to what a screen can show, which keeps a 1000-attempt report small.
+"""
+
+from __future__ import annotations
+
+import io
+import re
+from typing import Any
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+from matplotlib.figure import Figure  # noqa: E402  (after the backend is chosen)
+from matplotlib.patches import Patch  # noqa: E402
+
+OUTCOME_COLOURS = {
+    "clean": "#2e7d32", "error": "#f9a825", "hang": "#8e24aa",
+    "wedge": "#c62828", "reboot": "#ef6c00", "infra": "#9e9e9e",
+}
+OUTCOME_ORDER = ("clean", "error", "hang", "wedge", "reboot", "infra")
+PHASE_COLOURS = ("#e3f2fd", "#e8f5e9", "#fff3e0", "#f3e5f5", "#e0f7fa", "#fce4ec", "#f1f8e9", "#ffebee", "#ede7f6")
+_NUMBER = re.compile(r"(?<![\w.])(-?\d+\.\d{3,})(?![\w.])")  # coordinates; labels rarely have 3 decimals
+_RC: Any = {"svg.fonttype": "none", "svg.hashsalt": "reprofleet", "font.size": 8.0, "font.family": "sans-serif",
+       "axes.spines.top": False, "axes.spines.right": False, "path.simplify": True}
+
+
+def style() -> Any:
+    """The report's drawing settings; draw a whole figure inside ``with style():``."""
+    return matplotlib.rc_context(_RC)
+
+
+def figure(width_in: float, height_in: float, rows: int = 1, sharex: bool = False,
+           margins: dict[str, float] | None = None) -> tuple[Figure, Any]:
+    """A figure outside pyplot's global state (no GUI, safe in threads), with its axes.
+
+    ``margins`` (fractions, as ``subplots_adjust`` takes them) skip the constrained layout:
+    the figures drawn once per wedge use them, as the layout solver costs more than drawing.
+    """
+    fig = Figure(figsize=(width_in, height_in), layout=None if margins else "constrained")
+    if margins:
+        fig.subplots_adjust(**margins)
+    axes = fig.subplots(rows, 1, sharex=sharex, squeeze=False)[:, 0]
+    return fig, (axes[0] if rows == 1 else list(axes))
+
+
+def _round(match: re.Match[str]) -> str:
+    return f"{float(match.group(1)):.1f}".rstrip("0").rstrip(".")
+
+
+def svg_of(fig: Figure, title: str) -> str:
+    """The figure as an ``<svg>`` element to inline: no XML prolog, a title, stable bytes."""
+    buffer = io.StringIO()
+    with matplotlib.rc_context(_RC):
+        fig.savefig(buffer, format="svg", metadata={"Date": None, "Creator": None})
+    text = buffer.getvalue()
+    text = text[text.index("<svg"):]
+    text = _NUMBER.sub(_round, text)
+    text = re.sub(r"<metadata>.*?</metadata>", "", text, flags=re.S)
+    return text.replace(">", f" role=\"img\" aria-label=\"{_attr(title)}\">", 1)
+
+
+def _attr(text: str) -> str:
+    return text.replace("&", "&amp;").replace('"', "&quot;").replace("<", "&lt;")
+
+
+def no_data(fig: Figure, ax: Any, message: str) -> None:
+    """An empty plot still says why it is empty (a blank figure reads as a bug)."""
+    ax.text(0.5, 0.5, message, ha="center", va="center", transform=ax.transAxes, color="#555555")
+    ax.set_xticks([])
+    ax.set_yticks([])
+
+
+def swatch(outcome: str) -> Patch:
+    """A legend entry for an outcome colour."""
+    return Patch(facecolor=OUTCOME_COLOURS.get(outcome, "#000000"), label=outcome)
