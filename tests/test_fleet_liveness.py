@@ -1,5 +1,10 @@
-"""Sure before acting: no false wedges under loss and stalls, nothing cycled when the
-controller's own network fails, and a broken PDU quarantines its host in bounded time."""
+"""Sure before acting, quick when sure: no false wedges under loss, SIGSTOP stalls and a
+starved CPU; a frozen host declared within seconds; a host whose kernel answers but whose
+userspace never does is a ``userspace`` wedge; nothing cycled when the controller's own
+network fails (one host or several); a broken PDU quarantines its host in bounded time.
+
+Each test asserts the suspect/probe/clear events its behaviour depends on: a stall that never
+made the host a suspect would prove nothing."""
 
 from __future__ import annotations
 
@@ -19,14 +24,38 @@ from reprofleet.records import read_records, read_stream
 from reprofleet.recovery import recovery_factory
 from reprofleet.sim.power import HttpPlugServer
 from reprofleet.sim.spec import SimHostSpec
+from reprofleet.watchdog import WatchdogSettings
 from test_fleet_campaign import settings_for, write_playbook
 
 pytestmark = pytest.mark.fleet
 
 
-def _campaign(fleet: Any, inventory: Path, book: Path, reports: Path, **kwargs: Any):
+def _campaign(fleet: Any, inventory: Path, book: Path, reports: Path, settings: dict[str, Any] | None = None,
+              **kwargs: Any):
     plan = make_plan(load_playbook(book), load_inventory(inventory).hosts)
-    return run_campaign(plan, settings_for(fleet), reports, recovery_factory=recovery_factory, **kwargs)
+    return run_campaign(plan, settings_for(fleet, **(settings or {})), reports, recovery_factory=recovery_factory,
+                        **kwargs)
+
+
+def _liveness(result: Any, host: str) -> list[dict]:
+    return [e for e in _events(result) if e["host"] == host and e["event"] in ("suspect", "probe", "clear", "guard")]
+
+
+def _answers(result: Any, host: str) -> list[str]:
+    return [e["answer"] for e in _liveness(result, host) if e["event"] == "probe"]
+
+
+def _once_running(action: Any) -> Any:
+    """A progress callback that starts ``action`` in a thread when the first attempt has a phase."""
+    started = threading.Event()
+
+    def progress(host: str, **fields: Any) -> None:
+        if fields.get("phase") and not started.is_set():
+            started.set()
+            threading.Thread(target=action, daemon=True).start()
+
+    progress.started = started  # type: ignore[attr-defined]
+    return progress
 
 
 def _events(result: Any) -> list[dict]:
@@ -63,7 +92,7 @@ def test_loss_and_stalls_make_no_false_wedge_and_no_power_action(
             stalls.append(seconds)
             host.stall(seconds)
 
-    host.set_packet_loss(10)
+    host.set_packet_loss(10, both_ways=True)
     stalling = threading.Thread(target=harass, daemon=True)
     stalling.start()
     try:
@@ -77,12 +106,14 @@ def test_loss_and_stalls_make_no_false_wedge_and_no_power_action(
     assert [r["outcome"] for r in result.records] == ["clean"] * 4
     assert _switching_actions(result) == []
     assert not [e for e in _events(result) if e["event"] in ("wedge", "recovery")]
+    kinds = [e["event"] for e in _liveness(result, host.name)]
+    assert "suspect" in kinds and "clear" in kinds  # stalls over a second made suspects, all cleared
 
 
+@pytest.mark.parametrize("hosts", [1, 2])
 def test_cutting_every_link_at_the_controller_cycles_nothing(
-        sim_fleet: Any, sim_inventory: Any, tmp_path: Path) -> None:
-    fleet = sim_fleet([SimHostSpec("cut-a", script=("clean",), time_scale=0.25),
-                       SimHostSpec("cut-b", script=("clean",), time_scale=0.25)])
+        hosts: int, sim_fleet: Any, sim_inventory: Any, tmp_path: Path) -> None:
+    fleet = sim_fleet([SimHostSpec(f"cut-{c}", script=("clean",), time_scale=0.25) for c in "ab"[:hosts]])
     plug, inventory = _plugged(fleet, sim_inventory, tmp_path / "plug")
     book = write_playbook(tmp_path / "book", attempts=1, attempt_timeout=90)
     cut = threading.Event()
@@ -103,10 +134,15 @@ def test_cutting_every_link_at_the_controller_cycles_nothing(
         fleet.restore_controller_network()
         plug.stop()
     assert cut.is_set()
-    assert sorted(r["outcome"] for r in result.records) == ["clean", "clean"]
+    assert sorted(r["outcome"] for r in result.records) == ["clean"] * hosts
     assert _switching_actions(result) == []
     events = _events(result)
     assert any(e["event"] == "controller_network_suspect" for e in events)
+    for host in fleet.hosts:  # each went DEAD, the guard saw no carrier, then the stream came back
+        liveness = _liveness(result, host.name)
+        assert "DEAD" in _answers(result, host.name)
+        assert [e["network"] for e in liveness if e["event"] == "guard"][:1] == ["down"]
+        assert liveness[-1]["event"] == "clear"
     assert not [e for e in events if e["event"] == "wedge"]
     for record in result.records:
         stream = read_stream(result.directory.root / record["stream"])
@@ -159,3 +195,127 @@ def test_a_host_without_a_power_port_waits_for_a_person(sim_fleet: Any, tmp_path
     records = sorted(read_records(result.directory.attempts), key=lambda r: r["attempt_index"])
     assert [r["outcome"] for r in records] == ["wedge", "clean"]
     assert any(e["event"] == "needs_person" for e in _events(result))
+
+
+def test_sigstop_of_sshd_and_the_agent_for_3_6_and_10_s_makes_suspects_the_kernel_clears(
+        sim_fleet: Any, sim_inventory: Any, tmp_path: Path) -> None:
+    fleet = sim_fleet([SimHostSpec("stop", script=("hang",), time_scale=0.05)])
+    host = fleet.hosts[0]
+    plug, inventory = _plugged(fleet, sim_inventory, tmp_path / "plug")
+    book = write_playbook(tmp_path / "book", attempts=1, attempt_timeout=36)
+    stalls: list[float] = []
+
+    def stall_three_times() -> None:
+        for seconds in (3.0, 6.0, 10.0):
+            time.sleep(3.0)
+            host.stall(seconds)
+            stalls.append(seconds)
+            time.sleep(seconds)
+
+    progress = _once_running(stall_three_times)
+    try:
+        result = _campaign(fleet, inventory, book, tmp_path / "reports", progress=progress)
+    finally:
+        plug.stop()
+    assert stalls == [3.0, 6.0, 10.0]
+    assert [r["outcome"] for r in result.records] == ["hang"]  # the PoC's own timeout, never a wedge
+    assert _switching_actions(result) == []
+    kinds = [e["event"] for e in _liveness(result, host.name)]
+    assert kinds.count("suspect") == 3 and kinds.count("clear") == 3
+    assert "KERNEL" in _answers(result, host.name) and "DEAD" not in _answers(result, host.name)
+    longest = max(e["suspect_s"] for e in _liveness(result, host.name) if e["event"] == "clear")
+    assert longest > 7.0  # the 10 s stall was judged (a suspect for longer than the silence threshold)
+
+
+def test_a_cpu_starved_host_is_slow_not_wedged(sim_fleet: Any, sim_inventory: Any, tmp_path: Path) -> None:
+    fleet = sim_fleet([SimHostSpec("slow", script=("hang",), time_scale=0.05)])
+    host = fleet.hosts[0]
+    plug, inventory = _plugged(fleet, sim_inventory, tmp_path / "plug")
+    book = write_playbook(tmp_path / "book", attempts=1, attempt_timeout=40)
+
+    def starve() -> None:
+        time.sleep(2.0)
+        host.starve_cpu(5)
+        try:
+            time.sleep(30.0)
+        finally:
+            host.starve_cpu(None)
+
+    progress = _once_running(starve)
+    try:
+        result = _campaign(fleet, inventory, book, tmp_path / "reports", progress=progress)
+    finally:
+        host.starve_cpu(None)
+        plug.stop()
+    assert [r["outcome"] for r in result.records] == ["hang"]
+    assert _switching_actions(result) == []
+    assert not [e for e in _events(result) if e["event"] in ("wedge", "recovery")]
+    assert "DEAD" not in _answers(result, host.name)
+
+
+def test_a_kernel_that_answers_while_userspace_never_does_is_a_userspace_wedge(
+        sim_fleet: Any, sim_inventory: Any, tmp_path: Path) -> None:
+    fleet = sim_fleet([SimHostSpec("usr", script=("hang", "clean"), time_scale=0.05, boot_delay_s=0.3)])
+    host = fleet.hosts[0]
+    plug, inventory = _plugged(fleet, sim_inventory, tmp_path / "plug")
+    book = write_playbook(tmp_path / "book", attempts=2, attempt_timeout=60)
+    progress = _once_running(lambda: (time.sleep(2.0), host.stall(300.0)))
+    try:
+        result = _campaign(fleet, inventory, book, tmp_path / "reports", progress=progress,
+                           settings={"watchdog": WatchdogSettings(userspace_s=8.0)})
+    finally:
+        plug.stop()
+    records = sorted(result.records, key=lambda r: r["attempt_index"])
+    assert [r["outcome"] for r in records] == ["wedge", "clean"]
+    assert records[0]["reason"].startswith("userspace:")
+    assert set(_answers(result, host.name)) == {"KERNEL"}
+    events = _events(result)
+    states = [(e["to"], e["t"]) for e in events if e["event"] == "recovery"]
+    assert [s for s, _ in states][:3] == ["off", "dwell", "on"]
+    assert states[2][1] > states[0][1]  # logged as they happened, not together after the cycle
+
+
+def test_a_stalled_suspect_that_then_freezes_is_a_wedge(sim_fleet: Any, sim_inventory: Any, tmp_path: Path) -> None:
+    fleet = sim_fleet([SimHostSpec("sticky", script=("hang", "clean"), time_scale=0.05, boot_delay_s=0.3)])
+    host = fleet.hosts[0]
+    plug, inventory = _plugged(fleet, sim_inventory, tmp_path / "plug")
+    book = write_playbook(tmp_path / "book", attempts=2, attempt_timeout=60)
+
+    def stall_then_freeze() -> None:
+        time.sleep(2.0)
+        host.stall(30.0)
+        time.sleep(4.0)  # a suspect whose kernel answers
+        host.freeze()
+
+    progress = _once_running(stall_then_freeze)
+    try:
+        result = _campaign(fleet, inventory, book, tmp_path / "reports", progress=progress)
+    finally:
+        plug.stop()
+    records = sorted(result.records, key=lambda r: r["attempt_index"])
+    assert [r["outcome"] for r in records] == ["wedge", "clean"]
+    assert not records[0]["reason"].startswith("userspace")
+    answers = _answers(result, host.name)
+    assert answers[:2] == ["KERNEL", "DEAD"]
+
+
+def test_a_frozen_host_is_declared_within_four_seconds_of_the_freeze(
+        sim_fleet: Any, sim_inventory: Any, tmp_path: Path) -> None:
+    fleet = sim_fleet([SimHostSpec("fast", script=("hang", "clean"), time_scale=0.05, boot_delay_s=0.3)])
+    host = fleet.hosts[0]
+    plug, inventory = _plugged(fleet, sim_inventory, tmp_path / "plug")
+    book = write_playbook(tmp_path / "book", attempts=2, attempt_timeout=60)
+    frozen_at: list[float] = []
+    progress = _once_running(lambda: (time.sleep(2.0), host.freeze(), frozen_at.append(time.time())))
+    try:
+        result = _campaign(fleet, inventory, book, tmp_path / "reports", progress=progress)
+    finally:
+        plug.stop()
+    records = sorted(result.records, key=lambda r: r["attempt_index"])
+    assert [r["outcome"] for r in records] == ["wedge", "clean"]
+    from datetime import datetime
+
+    declared = datetime.fromisoformat(records[0]["wedge_declared"].replace("Z", "+00:00")).timestamp()
+    assert 0 < declared - frozen_at[0] < 4.0
+    kinds = [e["event"] for e in _liveness(result, host.name)]
+    assert kinds[:2] == ["suspect", "probe"] and _answers(result, host.name)[0] == "DEAD"

@@ -8,11 +8,16 @@ verified by the host runner before the next attempt, because the boot_id changed
 Every way out is bounded: a PDU that fails, a host that does not return by the boot
 deadline, or a spent power-cycle budget quarantines that host with a clear reason, and the
 campaign goes on with the rest. A host without a power port is polled until a person
-brings it back.
+brings it back; if it comes back with the same boot_id it was never frozen (``infra``).
+
+Off, dwell and on are logged as the driver reaches them (a controller killed mid-cycle has
+recorded how far it got). The partition guard is asked before every power action: a host
+is never cycled because our own network failed.
 """
 
 from __future__ import annotations
 
+import logging
 import time
 from dataclasses import replace
 from enum import Enum, unique
@@ -20,12 +25,14 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from .errors import PowerError, ReprofleetError
 from .model import Outcome, Record
-from .probes import probe_ssh_banner
+from .probes import HostProbe, IcmpMode, ProbeAnswer, icmp_mode, probe_ssh_banner
 
 if TYPE_CHECKING:
     from .host_runner import CampaignContext, HostRunner
 
 HUMAN_WAIT_S = 24 * 3600.0  # a host without a power port: poll this long for a person
+GUARD_POLL_S = 2.0  # while our own network is down: ask the guard again this often
+log = logging.getLogger(__name__)
 
 
 @unique
@@ -58,12 +65,21 @@ class RecoveryError(ReprofleetError):
     """Recovery cannot go on; the host is quarantined."""
 
 
+class NeverFrozen(RecoveryError):
+    """A host without a power port came back with the same boot_id: it was not wedged."""
+
+
+class NetworkDown(RecoveryError):
+    """The partition guard kept saying our own network is down past the pause cap."""
+
+
 class Sequence:
     """The state of one recovery; refuses moves the diagram does not have."""
 
     def __init__(self, on_change: Callable[[RecoveryState, RecoveryState, dict[str, Any]], None]) -> None:
         self.state = RecoveryState.WEDGED
         self._on_change = on_change
+        self.booted: str | None = None  # the boot_id seen coming up; the stability check compares with it
 
     def transition(self, new: RecoveryState, **detail: Any) -> None:
         if new is self.state:
@@ -71,6 +87,8 @@ class Sequence:
         if new not in _NEXT.get(self.state, set()):
             raise RecoveryError(f"recovery cannot go from {self.state.value} to {new.value}")
         old, self.state = self.state, new
+        if new is RecoveryState.BOOTED:
+            self.booted = detail.get("boot_id")
         self._on_change(old, new, detail)
 
 
@@ -89,6 +107,12 @@ class Recovery:
 
         self.ctx = ctx
         self.power_log = PowerLog(ctx.directory.power)
+        ctx.fleet.report_to(ctx.event)  # the watchdogs' suspect/probe/clear events
+        if icmp_mode() is IcmpMode.NONE:
+            message = ("no ICMP socket can be opened here (no raw-socket privilege, and "
+                       "net.ipv4.ping_group_range excludes our group): liveness probes use TCP only")
+            log.warning(message)
+            ctx.event("controller", "icmp_unavailable", message=message)
 
     def recover(self, runner: "HostRunner", record: Record) -> Record:
         name = runner.host.name
@@ -110,10 +134,16 @@ class Recovery:
                 if probe_ssh_banner(runner.host.address, runner.host.port, 2.0):
                     return replace(record, outcome=Outcome.INFRA,
                                    reason="declared wedged, but the host answered before the power cycle; not cycled")
+                self._guard(runner)
                 self._power_cycle(runner, seq)
             self._wait_for_boot(runner, seq, old_boot)
             self._check_stable(runner, seq)
             forensics = self._forensics(runner, seq)
+        except NeverFrozen as exc:
+            seq.transition(RecoveryState.BOOTED, boot_id=old_boot, same_boot=True)
+            return replace(record, outcome=Outcome.INFRA, detect_latency_s=None, reason=str(exc))
+        except NetworkDown as exc:
+            return replace(record, outcome=Outcome.INFRA, reason=str(exc))
         except (RecoveryError, PowerError) as exc:
             seq.transition(RecoveryState.QUARANTINED, reason=str(exc))
             runner.state.quarantined = f"recovery failed: {exc}"
@@ -122,18 +152,52 @@ class Recovery:
         return replace(record, forensics=forensics)
 
     def _grace_for_self_reboot(self, runner: "HostRunner", old_boot: str | None) -> str | None:
-        """Give a host that resets itself (watchdog, panic) the chance to come back uncycled."""
-        deadline = time.monotonic() + self.ctx.settings.reboot_grace_s
-        while time.monotonic() < deadline and not self.ctx.stop.is_set():
-            if probe_ssh_banner(runner.host.address, runner.host.port, 1.0):
-                try:
-                    boot_id = runner.current_boot(runner.connect())
-                except ReprofleetError:
-                    boot_id = None
+        """Give a host that resets itself (watchdog, panic) the chance to come back uncycled.
+
+        The grace is ``reboot_grace_s``, extended up to the boot deadline while the host shows
+        signs of booting: it was silent (DEAD) and its kernel answers again. A host whose kernel
+        answered from the start (a userspace wedge) is not booting: no extension.
+        """
+        probe = HostProbe(runner.host.address, runner.host.port, 1.0)
+        started = time.monotonic()
+        deadline = started + self.ctx.settings.reboot_grace_s
+        was_dead = probe() is ProbeAnswer.DEAD
+        for _ in range(100000):  # bounded by the deadline; the count only guards the loop
+            if time.monotonic() >= deadline or self.ctx.stop.is_set():
+                return None
+            answer = probe()
+            if answer is ProbeAnswer.SSHD:
+                boot_id = self._boot_now(runner)
                 if boot_id and boot_id != old_boot:
                     return boot_id
-            self.ctx.stop.wait(1.0)
+            if was_dead and answer is not ProbeAnswer.DEAD:
+                deadline = max(deadline, started + self.ctx.playbook.timeouts.boot)  # it is booting
+            was_dead = was_dead or answer is ProbeAnswer.DEAD
+            self.ctx.stop.wait(0.5)
         return None
+
+    @staticmethod
+    def _boot_now(runner: "HostRunner") -> str | None:
+        try:
+            return runner.current_boot(runner.connect())
+        except ReprofleetError:
+            return None
+
+    def _guard(self, runner: "HostRunner") -> None:
+        """Before any power action: our own network must work (waits up to the pause cap)."""
+        guard = self.ctx.fleet.network_ok
+        if guard is None or guard():
+            return
+        cap = self.ctx.settings.watchdog.pause_cap_s
+        reason = getattr(guard, "reason", "") or "the partition guard says our network is down"
+        self.ctx.event(runner.host.name, "guard", network="down", before="power action", message=reason)
+        deadline = time.monotonic() + cap
+        while time.monotonic() < deadline and not self.ctx.stop.is_set():
+            self.ctx.stop.wait(GUARD_POLL_S)
+            if guard():
+                self.ctx.event(runner.host.name, "guard", network="up", before="power action")
+                return
+        raise NetworkDown(f"not power-cycled: the controller's network stayed down for {cap:g} s ({reason})")
 
     def _power_cycle(self, runner: "HostRunner", seq: Sequence) -> None:
         from .power.registry import driver_for
@@ -144,12 +208,16 @@ class Recovery:
         driver = driver_for(runner.host.pdu, runner.host.name, self.power_log)
         runner.state.power_cycles += 1
         dwell = self.ctx.settings.dwell_s
+        port = runner.host.pdu
+        details: dict[str, dict[str, Any]] = {
+            "off": {"outlet": port.outlet, "driver": port.driver},
+            "dwell": {"seconds": dwell},
+            "on": {"power_cycles": runner.state.power_cycles},
+        }
         # cycle() = off, read back off, dwell, on, read back on (and a device-side
-        # flip-back timer where the device has one, so no host is left off if we die).
-        driver.cycle(dwell)
-        seq.transition(RecoveryState.OFF, outlet=runner.host.pdu.outlet, driver=runner.host.pdu.driver)
-        seq.transition(RecoveryState.DWELL, seconds=dwell)
-        seq.transition(RecoveryState.ON, power_cycles=runner.state.power_cycles)
+        # flip-back timer where the device has one, so no host is left off if we die);
+        # each state is logged when the driver reaches it, not after the cycle returned.
+        driver.cycle(dwell, on_state=lambda state: seq.transition(RecoveryState(state), **details[state]))
 
     def _wait_for_person(self, runner: "HostRunner", seq: Sequence) -> None:
         self.ctx.event(runner.host.name, "needs_person",
@@ -175,10 +243,25 @@ class Recovery:
                 self.ctx.stop.wait(next(delays))
                 continue
             if boot_id != old_boot:
-                seq.transition(RecoveryState.BOOTED, boot_id=boot_id)
+                seq.transition(RecoveryState.BOOTED, boot_id=boot_id, **self._boots_since(agent, old_boot))
                 return
+            if runner.host.pdu is None:
+                raise NeverFrozen("the host went silent and came back with the same boot_id: it was never "
+                                  "frozen (a stall or a network fault, not a wedge)")
             raise RecoveryError("the host answers with the same boot_id: it was never power-cycled")
         raise RecoveryError(f"the host did not come back within {deadline_s:g} s")
+
+    @staticmethod
+    def _boots_since(agent: Any, old_boot: str | None) -> dict[str, Any]:
+        """Did the host also reset itself? The journal lists every boot since the frozen one."""
+        try:
+            listing = agent.session.run("journalctl --list-boots --no-pager", timeout=15).stdout
+        except ReprofleetError:
+            return {}
+        after = _boot_ids_after(listing, old_boot)
+        if after is None:
+            return {"boots_since": None}
+        return {"boots_since": len(after), "reset_itself_too": len(after) > 1}
 
     def _check_stable(self, runner: "HostRunner", seq: Sequence) -> None:
         self.ctx.stop.wait(self.ctx.settings.stability_s)
@@ -187,8 +270,9 @@ class Recovery:
             boot_id = runner.current_boot(agent)
         except ReprofleetError as exc:
             raise RecoveryError(f"the host went away again right after booting: {exc}") from exc
-        if boot_id != runner.state.boot_id:
-            raise RecoveryError("the host rebooted again during the stability window")
+        if seq.booted is not None and boot_id != seq.booted:
+            raise RecoveryError(f"the host rebooted again during the stability window "
+                                f"(came up as {seq.booted}, now {boot_id})")
         seq.transition(RecoveryState.STABLE)
 
     def _forensics(self, runner: "HostRunner", seq: Sequence) -> dict[str, Any]:
@@ -221,6 +305,13 @@ def came_back_record(record: Record, boot_id: str) -> Record:
     reason = record.reason if record.outcome is Outcome.REBOOT else \
         f"the host went silent and came back by itself (new boot_id {boot_id})"
     return replace(record, outcome=Outcome.REBOOT, detect_latency_s=None, reason=reason)
+
+
+def _boot_ids_after(listing: str, old_boot: str | None) -> list[str] | None:
+    """Boot ids after ``old_boot`` in ``journalctl --list-boots`` output; None if it is not listed."""
+    ids = [line.split()[1] for line in listing.splitlines()[1:] if len(line.split()) > 1]
+    wanted = (old_boot or "").replace("-", "")
+    return ids[ids.index(wanted) + 1:] if wanted in ids else None
 
 
 def recovery_factory(ctx: "CampaignContext") -> Recovery:

@@ -15,6 +15,7 @@ from pathlib import Path
 from reprofleet.sim.procs import SimError, wait_until
 
 FREEZER_ROOT = Path("/sys/fs/cgroup/freezer")
+CPU_ROOT = Path("/sys/fs/cgroup/cpu")
 
 
 class FreezerGroup:
@@ -94,6 +95,53 @@ class FreezerGroup:
         self.kill_all()
         # rmdir of an emptied cgroup can briefly fail with EBUSY while the last task exits.
         wait_until(lambda: _try_rmdir(self.path), 5.0, f"cgroup {self.name} to be removable")
+
+
+class CpuGroup:
+    """A cpu cgroup beside a host's freezer group, made only to starve the host of CPU.
+
+    A quota caps every process of the host (sshd, the agent, the PoC) while the kernel's
+    network stack keeps answering: a slow host, not a frozen one. Lifting the cap moves the
+    processes back to the root cpu group and removes this one, so nothing is left behind.
+    """
+
+    PERIOD_US = 100_000
+
+    def __init__(self, name: str, root: Path = CPU_ROOT) -> None:
+        self.name = name
+        self.root = root
+        self.path = root / name
+        self.freezer = FreezerGroup(name)
+
+    def set_quota(self, percent: float | None) -> None:
+        if percent is None:
+            self.remove()
+            return
+        if not self.root.is_dir():
+            raise SimError(f"no cgroup v1 cpu controller at {self.root} (needed to starve hosts)")
+        self.path.mkdir(exist_ok=True)
+        (self.path / "cpu.cfs_period_us").write_text(str(self.PERIOD_US))
+        (self.path / "cpu.cfs_quota_us").write_text(str(max(1000, int(self.PERIOD_US * percent / 100))))
+        self._move(self.freezer.pids(), self.path)
+
+    def remove(self) -> None:
+        if not self.path.is_dir():
+            return
+        (self.path / "cpu.cfs_quota_us").write_text("-1")
+        for _ in range(20):  # bounded: forks racing the move are caught by the next pass
+            pids = [int(p) for p in (self.path / "cgroup.procs").read_text().split()]
+            if not pids:
+                break
+            self._move(pids, self.root)
+        wait_until(lambda: _try_rmdir(self.path), 5.0, f"cpu cgroup {self.name} to be removable")
+
+    @staticmethod
+    def _move(pids: list[int], group: Path) -> None:
+        for pid in pids:
+            try:
+                (group / "cgroup.procs").write_text(str(pid))
+            except OSError:  # it exited meanwhile
+                continue
 
 
 def _try_rmdir(path: Path) -> bool:

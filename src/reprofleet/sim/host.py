@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from reprofleet.sim import netns
-from reprofleet.sim.cgroup import FreezerGroup
+from reprofleet.sim.cgroup import CpuGroup, FreezerGroup
 from reprofleet.sim.layout import FleetPaths, HostPaths
 from reprofleet.sim.manifest import HostRecord
 from reprofleet.sim.procs import SimError, parent_pid, wait_until
@@ -32,6 +32,7 @@ class SimHost:
         self.fleet_paths = fleet
         self.paths: HostPaths = fleet.host(record.name)
         self.cgroup = FreezerGroup(record.cgroup)
+        self.cpu = CpuGroup(record.cgroup)
 
     def __repr__(self) -> str:
         return f"SimHost({self.name!r}, {self.address})"
@@ -133,11 +134,17 @@ class SimHost:
         if wait:
             wait_until(lambda: bool(self.hardware_state().get("stalled")), 3.0, f"{self.name} to stall")
 
-    def set_packet_loss(self, pct: float) -> None:
-        """Drop ``pct`` % of the packets arriving at the host (0 clears)."""
+    def set_packet_loss(self, pct: float, both_ways: bool = False) -> None:
+        """Drop ``pct`` % of the packets arriving at the host, and as many it sends if
+        ``both_ways`` (0 clears)."""
         if not 0 <= pct <= 100:
             raise SimError(f"packet loss must be 0..100 %, not {pct}")
-        netns.set_loss(self.record.netns, pct / 100.0)
+        netns.set_loss(self.record.netns, pct / 100.0, pct / 100.0 if both_ways else 0.0)
+
+    def starve_cpu(self, percent: float | None) -> None:
+        """Cap every process of the host at ``percent`` % of one CPU (cgroup v1 cpu quota);
+        None lifts the cap. The kernel (echo replies, TCP handshakes) is not throttled."""
+        self.cpu.set_quota(percent)
 
     def drop_ssh_sessions(self) -> int:
         """Kill sshd's per-connection children: every SSH session breaks, the host stays up."""

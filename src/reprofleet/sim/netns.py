@@ -5,8 +5,8 @@ the controller in the root namespace reaches it like a machine on the lab LAN. F
 iptables rules inside the host's namespace, in two chains of our own so that a power cycle
 can clear the wedge without clearing the link's packet loss (a property of the cable):
 
-    INPUT  -> RFS-WEDGE (DROP everything while wedged) -> RFS-LOSS (random drop)
-    OUTPUT -> RFS-WEDGE
+    INPUT  -> RFS-WEDGE (DROP everything while wedged) -> RFS-LOSS (random drop, -i eth0)
+    OUTPUT -> RFS-WEDGE -> RFS-LOSS (random drop, -o eth0: loss the other way)
 """
 
 from __future__ import annotations
@@ -101,6 +101,7 @@ def create_host_network(netns: str, veth: str, bridge: str, address: ipaddress.I
             f"-A INPUT -j {WEDGE_CHAIN}",
             f"-A INPUT -j {LOSS_CHAIN}",
             f"-A OUTPUT -j {WEDGE_CHAIN}",
+            f"-A OUTPUT -j {LOSS_CHAIN}",
         ],
     )
 
@@ -121,13 +122,15 @@ def clear_wedge(netns: str) -> None:
     iptables_restore(netns, [f"-F {WEDGE_CHAIN}"])
 
 
-def set_loss(netns: str, fraction: float) -> None:
+def set_loss(netns: str, fraction: float, outgoing: float = 0.0) -> None:
+    """Drop ``fraction`` of the packets arriving at the host and ``outgoing`` of those it sends."""
     rules = [f"-F {LOSS_CHAIN}"]
-    if fraction > 0:
-        rules.append(
-            f"-A {LOSS_CHAIN} -i {HOST_IF} -m statistic --mode random "
-            f"--probability {min(fraction, 1.0):.5f} -j DROP"
-        )
+    for direction, share in (("-i", fraction), ("-o", outgoing)):
+        if share > 0:
+            rules.append(
+                f"-A {LOSS_CHAIN} {direction} {HOST_IF} -m statistic --mode random "
+                f"--probability {min(share, 1.0):.5f} -j DROP"
+            )
     iptables_restore(netns, rules)
 
 

@@ -16,7 +16,7 @@ import signal
 from pathlib import Path
 
 from reprofleet.sim import netns
-from reprofleet.sim.cgroup import FreezerGroup, groups_with_prefix
+from reprofleet.sim.cgroup import CpuGroup, FreezerGroup, groups_with_prefix
 from reprofleet.sim.layout import PREFIX, REGISTRY_DIR, registry_entry
 from reprofleet.sim.procs import ProcessRef
 
@@ -77,6 +77,7 @@ def teardown(run_id: str, *, hardware: ProcessRef | None, fleet_dir: Path | None
         hardware.stop()
     for name in objects["cgroups"]:
         FreezerGroup(name).remove()
+        CpuGroup(name).remove()  # a starved host's cpu group, if a test left one
     for name in objects["netns"]:
         for pid in netns.netns_pids(name):  # stragglers not in a cgroup (ip netns exec ...)
             try:
