@@ -160,3 +160,14 @@ def test_an_sprt_sequence_at_an_extreme_rate_stops_early_with_the_obvious_claim(
     rule = StopRule(StopKind.SPRT, p0=0.3, p1=0.03, alpha=0.05, beta=0.2)
     attempts, verdict = bench.run_sequence(rule, rate, 42, random.Random(0))
     assert verdict == claim and attempts < 14
+
+
+def test_the_exact_walks_claims_and_what_is_left_at_the_cap_add_up_to_one() -> None:
+    from reprofleet import stopping
+
+    rule = StopRule(StopKind.SPRT, p0=0.5, p1=0.05, alpha=0.05, beta=0.2)
+    test, cap = stopping.sprt_of(rule), stopping.max_attempts(rule, 0)
+    for p in (0.5, 0.05):
+        fixed, reproduces = (bench.exact_claim(test, p, cap, claim) for claim in ("fixed", "reproduces"))
+        assert 0.999 < fixed + reproduces <= 1.0 + 1e-12
+    assert bench.exact_claim(test, 0.5, cap, "fixed") < 0.06  # near alpha, as Wald's boundaries promise
