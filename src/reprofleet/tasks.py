@@ -18,6 +18,7 @@ from invoke import Collection, Context, Task, task
 from rich.console import Console
 
 from .cli import BadArgument, ExitStatus, handled
+from .cli_args import RestTask
 
 if TYPE_CHECKING:
     from .host_runner import RunSettings
@@ -101,7 +102,7 @@ def _install_stop_handlers(stop: threading.Event) -> None:
 
 
 def write_campaign_report(folder: Path, console: Console, title: str) -> Path:
-    """The summary and verdict tables on the terminal, and report.md beside the records."""
+    """The summary and verdict tables on the terminal, report.md and report.html beside the records."""
     from .pooling import load_pool
     from .progress import summary_table, verdict_table
     from .report import render_markdown
@@ -113,10 +114,24 @@ def write_campaign_report(folder: Path, console: Console, title: str) -> Path:
         report_path.write_text(f"# {title}\n\nNo attempt was recorded.\n")
         return report_path
     judgement = judge(pool)
+    console.print()  # the live table's last line stays apart from the summary's title
     console.print(summary_table(judgement, title))
     console.print(verdict_table(judgement))
     report_path.write_text(render_markdown(judgement, pool.records, title.capitalize()))
+    _write_html(folder / "report.html", judgement, pool, title.capitalize(), console)
     return report_path
+
+
+def _write_html(path: Path, judgement: Any, pool: Any, title: str, console: Console) -> None:
+    """report.html; a figure that fails to draw costs the HTML file, never report.md or the records."""
+    from .report import render_html
+
+    try:
+        path.write_text(render_html(judgement, pool, title), encoding="utf-8")
+    except Exception as exc:  # noqa: BLE001 - a plotting bug must not lose a campaign's summary
+        console.print(f"[yellow]report.html not written: {type(exc).__name__}: {exc}[/]")
+        return
+    console.print(f"html:    {path}")
 
 
 def run_and_report(c: Any, hosts: str, playbook: str, attempts: int | None, dry_run: bool,
@@ -198,13 +213,18 @@ def facts(c: Context, hosts: str, json_: bool = False, accept_new_host_keys: boo
     return ExitStatus.OK if all(isinstance(v, dict) for v in results.values()) else ExitStatus.SOME_HOSTS_FAILED
 
 
-@task(help={"hosts": "number of simulated hosts", "config": "fleet YAML (default: the demo fleet)"})
+@task(help={"hosts": "number of simulated hosts (default: every host of --config, or 3 demo hosts)",
+            "config": "fleet YAML (default: the demo fleet)"})
 @handled
-def sim_up(c: Context, hosts: int = 3, config: str | None = None) -> ExitStatus:
+def sim_up(c: Context, hosts: str = "", config: str | None = None) -> ExitStatus:
     """Start a simulated fleet (real sshd in network namespaces) and write its inventory."""
     from .sim import simctl
 
-    fleet = simctl.up(int(hosts), config, Path(_conf(c)["sim_dir"]))
+    try:
+        count = int(hosts) if hosts else 0
+    except ValueError:
+        raise BadArgument(f"--hosts takes a number, not {hosts!r}") from None
+    fleet = simctl.up(count, config, Path(_conf(c)["sim_dir"]))
     print(f"fleet up: {len(fleet.hosts)} hosts; inventory: {fleet.inventory_path}")
     return ExitStatus.OK
 
@@ -244,13 +264,17 @@ def demo(c: Context, hosts: int = 3, playbook: str = "playbooks/demo.yml") -> Ex
         simctl.down(sim_dir)
 
 
-@task(help={"host": "host name from the inventory", "action": "on | off | status | cycle",
+@task(positional=["host", "action"],
+      help={"host": "host name from the inventory (or the first word: invoke power HOST ACTION --hosts INVENTORY)",
+            "action": "on | off | status | cycle (or the second word)",
             "hosts": "Ansible inventory", "yes": "do not ask for confirmation", "dwell": "seconds off in a cycle"})
 @handled
-def power(c: Context, host: str, action: str, hosts: str, yes: bool = False, dwell: str | None = None) -> ExitStatus:
-    """Switch one host's power through its PDU/BMC (asks first unless --yes)."""
+def power(c: Context, host: str, action: str, hosts: str = "", yes: bool = False, dwell: str | None = None) -> ExitStatus:
+    """Switch one host's power through its PDU/BMC: invoke power HOST ACTION --hosts INVENTORY (asks unless --yes)."""
     from .power_control import power_action
 
+    if not hosts:
+        raise BadArgument("which inventory? invoke power HOST ACTION --hosts INVENTORY")
     if action not in ("on", "off", "status", "cycle"):
         raise BadArgument(f"action must be on, off, status or cycle, not {action!r}")
     if action != "status" and not yes and not _confirm(f"power {action} {host}? [y/N] "):
@@ -274,15 +298,30 @@ def policy_task(c: Context, hosts: str, restore: bool = False, read: bool = Fals
     return ExitStatus.OK if all(isinstance(v, dict) for v in results.values()) else ExitStatus.SOME_HOSTS_FAILED
 
 
-@task(help={"paths": "campaign folders or attempts.jsonl files, comma-separated (default: every campaign under reports/)",
+def _sources(c: Any, paths: list[str] | None) -> list[Path]:
+    """Positional PATHs and ``--paths`` (repeatable, or comma-separated as before); default: reports/."""
+    return [Path(p) for entry in paths or [] for p in str(entry).split(",") if p] or [Path(_conf(c)["reports"])]
+
+
+def _report_outputs(c: Any, out: str) -> tuple[Path, Path]:
+    """``--out FILE.md`` (report.html beside it) or ``--out FOLDER``; default: reports/pooled/."""
+    target = Path(out) if out else Path(_conf(c)["reports"]) / "pooled"
+    if target.suffix == ".md":
+        return target, target.with_suffix(".html")
+    return target / "report.md", target / "report.html"
+
+
+@task(klass=RestTask, iterable=["paths"],
+      help={"paths": "campaign folders or attempts.jsonl files: invoke report PATH [PATH ...] (also --paths A,B; "
+                     "default: every campaign under reports/)",
             "reproductions": "override the campaigns' own reproductions (comma-separated outcomes)",
             "reference": "compare every cell with this one (default: the campaigns' reference)",
-            "json": "print the verdicts as JSON instead of tables and Markdown",
-            "out": "write Markdown here"})
+            "json": "print the verdicts as JSON instead of tables and files",
+            "out": "a folder for report.md and report.html, or FILE.md (report.html beside it); default reports/pooled"})
 @handled
-def report(c: Context, paths: str = "", reproductions: str = "", reference: str = "", json_: bool = False,
-           out: str = "") -> ExitStatus:
-    """Pool records from many campaigns and controllers; rates, tests and one verdict per cell."""
+def report(c: Context, paths: list[str] | None = None, reproductions: str = "", reference: str = "",
+           json_: bool = False, out: str = "") -> ExitStatus:
+    """Pool records from many campaigns and controllers: report.md and report.html, one verdict per cell."""
     from dataclasses import replace
 
     from .model import Outcome
@@ -291,8 +330,7 @@ def report(c: Context, paths: str = "", reproductions: str = "", reference: str 
     from .report import render_markdown
     from .verdicts import judge
 
-    sources = [Path(p) for p in paths.split(",") if p] or [Path(_conf(c)["reports"])]
-    pool = load_pool(sources)
+    pool = load_pool(_sources(c, paths))
     if reproductions:
         try:
             counted = tuple(Outcome(o.strip()) for o in reproductions.split(",") if o.strip())
@@ -307,11 +345,37 @@ def report(c: Context, paths: str = "", reproductions: str = "", reference: str 
     console = _console()
     console.print(summary_table(judgement, f"{judgement.attempts} attempts pooled"))
     console.print(verdict_table(judgement))
-    text = render_markdown(judgement, pool.records, "reprofleet report")
-    if out:
-        Path(out).write_text(text)
-    else:
-        print(text)
+    markdown_path, html_path = _report_outputs(c, out)
+    markdown_path.parent.mkdir(parents=True, exist_ok=True)
+    markdown_path.write_text(render_markdown(judgement, pool.records, "reprofleet report"), encoding="utf-8")
+    console.print(f"report:  {markdown_path}")
+    _write_html(html_path, judgement, pool, "reprofleet report", console)
+    return ExitStatus.OK
+
+
+@task(klass=RestTask, iterable=["paths"],
+      help={"paths": "two or more campaign folders or attempts files: invoke compare A B [C ...]",
+            "by": "sides: path (each argument, default), campaign, controller or host (all arguments pooled, then split)",
+            "reference": "compare every cell with this one on each side (default: the campaigns' reference)",
+            "html": "also write the comparison as an HTML file here"})
+@handled
+def compare(c: Context, paths: list[str] | None = None, by: str = "path", reference: str = "",
+            html: str = "") -> ExitStatus:
+    """Campaigns, controllers or hosts side by side: the same cells, each side's rate and verdict."""
+    from .report.compare import SideBy, build_sides, compare_html, compare_table
+
+    try:
+        side_by = SideBy(by)
+    except ValueError:
+        raise BadArgument(f"--by takes {', '.join(s.value for s in SideBy)}, not {by!r}") from None
+    sources = [Path(p) for entry in paths or [] for p in str(entry).split(",") if p]
+    if not sources:
+        raise BadArgument("what to compare? invoke compare A B [C ...] (campaign folders or attempts files)")
+    sides = build_sides(sources, side_by, reference or None)
+    _console().print(compare_table(sides))
+    if html:
+        Path(html).write_text(compare_html(sides, "reprofleet comparison"), encoding="utf-8")
+        print(f"html:    {html}")
     return ExitStatus.OK
 
 
@@ -371,5 +435,5 @@ sim.add_task(cast(Task, sim_up), "up")
 sim.add_task(cast(Task, sim_status), "status")
 sim.add_task(cast(Task, sim_down), "down")
 
-ns = Collection(campaign, facts, demo, power, policy_task, report, plan, sim)
+ns = Collection(campaign, facts, demo, power, policy_task, report, compare, plan, sim)
 ns.configure({"reprofleet": DEFAULTS})
