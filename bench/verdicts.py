@@ -42,6 +42,7 @@ from __future__ import annotations
 import argparse
 import cProfile
 import functools
+import hashlib
 import io
 import multiprocessing
 import pstats
@@ -77,6 +78,7 @@ BEFORE_RISK = PHASE_ORDER[:PHASE_ORDER.index(Phase.CUDA_GRAPH_CAPTURE.value)]
 SPRT_DESIGNS = ((0.3, 0.03), (0.5, 0.05), (0.2, 0.02))
 GOAL_AGREE, GOAL_FALSE_FIXED, GOAL_SPRT_SHARE = 0.95, 0.05, 0.60
 KINDS = tuple(VerdictKind)
+JUDGED_CODE = ("verdicts", "pooling.py", "stats.py", "sprt.py", "stopping.py", "model.py", "identity.py")
 PROFILED = 5  # campaigns profiled for the time shares
 
 
@@ -411,15 +413,26 @@ def time_shares(stats: pstats.Stats) -> list[str]:
     return [f"{label} {cumulative[name] / total:.0%}" for name, label in HOT_SPOTS]
 
 
+def code_state() -> str:
+    """The commit, and a hash of the code that judged: other work may be uncommitted in the tree."""
+    root = Path(__file__).resolve().parent.parent
+    src = root / "src" / "reprofleet"
+    files = sorted(f for name in JUDGED_CODE for f in ([src / name] if name.endswith(".py") else (src / name).glob("*.py")))
+    digest = hashlib.sha256(b"".join(f.read_bytes() for f in files if f.exists())).hexdigest()[:12]
+    def git(*argv: str) -> str:
+        return subprocess.run(["git", *argv], capture_output=True, text=True, cwd=root).stdout.rstrip()
+    dirty = [line[3:] for line in git("status", "--porcelain", "--", *(str(f.relative_to(root)) for f in files)).splitlines()]
+    note = f"; not committed there: {', '.join(dirty)}" if dirty else ""
+    return f"commit {git('rev-parse', '--short', 'HEAD') or 'unknown'}, judging code sha256 {digest}{note}"
+
+
 def report(args: argparse.Namespace, results: Sequence[CellResult], sprt: Sequence[SprtRow], seconds: float,
            shares: Sequence[str]) -> list[str]:
     s = summarize(results)
     agree_goal, fixed_goal = s.goals
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
-                            cwd=Path(__file__).resolve().parent).stdout.strip() or "unknown"
     met = {True: "met", False: "NOT MET"}
     lines = [
-        f"Command: `.venv/bin/python bench/verdicts.py {' '.join(sys.argv[1:])}` (commit {commit}, "
+        f"Command: `.venv/bin/python bench/verdicts.py {' '.join(sys.argv[1:])}` ({code_state()}, "
         f"{time.strftime('%Y-%m-%d', time.gmtime())}, {args.campaigns} campaigns, {s.verdicts} verdicts, "
         f"2-core VM). No fleet: outcomes drawn from known rates, judged by the real `judge()`.",
         "",
