@@ -85,8 +85,10 @@ def test_backoff_doubles_and_is_capped() -> None:
 
 
 def test_one_lock_per_pdu_whatever_the_address_spelling() -> None:
-    assert lock_key("HTTP://10.0.0.5/") == lock_key("10.0.0.5") == "10.0.0.5"
-    assert pdu_lock("http://10.0.0.5") is pdu_lock("10.0.0.5/")
+    assert lock_key("HTTP://10.0.0.5/") == lock_key("10.0.0.5") == lock_key("10.0.0.5:80") == "10.0.0.5:80"
+    assert lock_key("10.0.0.5", "udp", 161) == lock_key("10.0.0.5:161", "udp", 161) == "10.0.0.5:161"
+    assert lock_key("https://bmc.lab") == lock_key("bmc.lab:443", "https") != lock_key("bmc.lab")
+    assert pdu_lock("http://10.0.0.5") is pdu_lock("10.0.0.5:80/")
     assert pdu_lock("10.0.0.5") is not pdu_lock("10.0.0.6")
 
 
@@ -161,3 +163,78 @@ def test_a_driver_repr_names_the_outlet_not_the_secret(log: PowerLog) -> None:
     device = ScriptedDevice(log)
     assert repr(device) == "<ScriptedDevice ws01: pdu scripted 10.9.9.9 outlet 3>"
     assert SECRET not in repr(device.__dict__)
+
+
+class OffReadBackLost(ScriptedDevice):
+    """Off takes effect, but every read after it is lost until "on" is sent (a BMC that stops answering)."""
+
+    def _read(self) -> PowerState:
+        if self.pending is not PowerState.ON and PowerState.OFF in (self.state, self.pending):
+            self.requests.append("read")
+            self.state, self.pending = PowerState.OFF, None
+            raise TransientPowerError("no answer")
+        return super()._read()
+
+
+def test_once_off_was_sent_on_is_sent_even_when_off_never_read_back(log: PowerLog) -> None:
+    device = OffReadBackLost(log, tries=2)
+    heard: list[str] = []
+    with pytest.raises(PowerActionError) as caught:
+        device.cycle(0.01, on_state=heard.append)
+    assert device.requests[0] == "set off" and "set on" in device.requests
+    assert device.state is PowerState.ON  # the host is not left off while it is quarantined
+    assert "gave up after 2 tries" in str(caught.value) and "switched back on" in str(caught.value)
+    assert heard == []  # "off" never read back, so the callback never heard it
+
+
+def test_ctrl_c_during_the_dwell_still_switches_on(log: PowerLog, monkeypatch: pytest.MonkeyPatch) -> None:
+    device = ScriptedDevice(log)
+
+    def interrupted(seconds: float) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr("reprofleet.power.base.time.sleep", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        device.cycle(30.0)
+    assert device.requests[-2:] == ["set on", "read"] and device.state is PowerState.ON
+
+
+def test_a_cycle_reports_off_dwell_and_on_as_each_happens(log: PowerLog) -> None:
+    device = ScriptedDevice(log)
+    heard: list[tuple[str, list[str]]] = []
+    device.cycle(0.01, on_state=lambda state: heard.append((state, list(device.requests))))
+    assert [state for state, _ in heard] == ["off", "dwell", "on"]
+    assert "set on" not in heard[1][1] and heard[2][1][-2:] == ["set on", "read"]
+
+
+def test_a_flip_back_cycle_whose_off_is_lost_is_switched_on_explicitly(log: PowerLog) -> None:
+    device = OffReadBackLost(log, flips_back=True, tries=1)
+    with pytest.raises(PowerActionError):
+        device.cycle(0.01)
+    assert device.requests[0].startswith("set off flip-back") and "set on" in device.requests
+    assert device.state is PowerState.ON
+
+
+def test_a_manual_action_waits_for_a_cycle_of_the_same_outlet_in_another_process(
+        log: PowerLog, tmp_path: Path) -> None:
+    import subprocess
+    import sys
+    import time
+
+    from reprofleet.power.locks import file_lock
+
+    device = ScriptedDevice(log)
+    device.lock_dir = tmp_path / "locks"
+    holder = subprocess.Popen([sys.executable, "-c", (
+        "import sys, time; from pathlib import Path; from reprofleet.power.locks import file_lock\n"
+        f"with file_lock(Path({str(device.lock_dir)!r}), {('outlet-' + device.outlet_key)!r}, 5, 'test'):\n"
+        "    print('held', flush=True); time.sleep(0.8)\n")], stdout=subprocess.PIPE, text=True)
+    assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
+    started = time.monotonic()
+    device.off()
+    assert time.monotonic() - started > 0.4  # waited for the other process's cycle to end
+    holder.wait(5)
+    with file_lock(device.lock_dir, f"outlet-{device.outlet_key}", 0.2, "test"):
+        with pytest.raises(PowerError, match="another process held"):
+            device.settings = replace(device.settings, lock_wait_s=0.1, settle_s=0.05)
+            device.on()

@@ -59,11 +59,19 @@ def test_pdudaemon_not_listening_is_a_power_error_in_bounded_time(power_log: Pow
     assert time.monotonic() - started < 5.0
 
 
+def secret_checker(folder: Path) -> Path:
+    """A tool that reads the secret where the driver puts it (its environment), as a real one would."""
+    tool = folder / "check-secret"
+    tool.write_text('#!/bin/sh\n[ "$REPROFLEET_POWER_SECRET" = cmd-pw-0b7 ]\n')
+    tool.chmod(0o700)
+    return tool
+
+
 def command_port(switch: Path, **options: Any) -> PowerPort:
     write = "printf '%s\\n' {state} > " + str(switch)
     return PowerPort("command", "pdu-local", "3", credentials=CredentialRef("env", "RF_TEST_CMD_SECRET"),
                      options=frozen_mapping({
-                         "on_command": f"test \"$REPROFLEET_POWER_SECRET\" = cmd-pw-0b7 && {write.format(state='on')}",
+                         "on_command": f"{secret_checker(switch.parent)} && {write.format(state='on')}",
                          "off_command": write.format(state="off"),
                          "status_command": f"cat {switch}", "poll_s": 0.02, "settle_s": 1.0, **options}))
 

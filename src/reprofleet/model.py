@@ -198,6 +198,8 @@ class PowerPort:
     outlet: str | None = None
     credentials: CredentialRef | None = None
     options: Mapping[str, Any] = field(default_factory=frozen_mapping, compare=False, hash=False)
+    shared: bool = False  # the inventory says another host is fed by this outlet too, on purpose
+    where: str = field(default="", compare=False, hash=False)  # inventory file:line of its pdu: block
 
 
 @dataclass(frozen=True)
@@ -214,6 +216,12 @@ class Host:
     pdu: PowerPort | None = None
     groups: tuple[str, ...] = ()
     vars: Mapping[str, Any] = field(default_factory=frozen_mapping, compare=False, hash=False)
+    more_pdus: tuple[PowerPort, ...] = ()  # further outlets (a second power supply), from ``outlets:``
+
+    @property
+    def power_ports(self) -> tuple[PowerPort, ...]:
+        """Every outlet that feeds this host: all are switched off before any is switched on."""
+        return ((self.pdu,) if self.pdu is not None else ()) + self.more_pdus
 
 
 @dataclass(frozen=True)

@@ -97,6 +97,7 @@ def host_from_vars(name: str, merged: Mapping[str, Sourced], groups: Iterable[st
     python = _last(merged, ("ansible_python_interpreter",))
     gpu = _last(merged, ("gpu_index",))
     pdu = _last(merged, ("pdu",))
+    ports = power_ports(pdu.value, pdu.where) if pdu else ()
     return Host(
         name=name,
         address=as_text(address) if address else name,
@@ -105,9 +106,10 @@ def host_from_vars(name: str, merged: Mapping[str, Sourced], groups: Iterable[st
         key_file=as_text(key_file) if key_file else None,
         python=_interpreter(python) if python else "python3",
         gpu_index=as_int(gpu.value, gpu.where, "a GPU index (0, 1, ...)", low=0) if gpu else 0,
-        pdu=power_port(pdu.value, pdu.where) if pdu else None,
+        pdu=ports[0] if ports else None,
         groups=tuple(sorted(g for g in groups if g != "all")),
         vars=frozen_mapping({key: plain(item.value) for key, item in merged.items()}),
+        more_pdus=tuple(ports[1:]),
     )
 
 
@@ -123,6 +125,38 @@ def _port(item: Sourced) -> int:
 def _interpreter(item: Sourced) -> str:
     value = as_text(item)
     return "python3" if value.startswith("auto") else value  # Ansible's discovery modes
+
+
+PDU_BLOCK_KEYS = ("driver", "address", "outlet", "credentials", "shared", "outlets")
+
+
+def power_ports(pdu: Any, where: Location) -> tuple[PowerPort, ...]:
+    """Every outlet of a ``pdu:`` block: one, or one per item of ``outlets:`` (two power supplies).
+
+    An item of ``outlets:`` is an outlet (``[7, 8]``) or a mapping of keys that differ from
+    the block (``[{outlet: 7}, {address: 10.0.0.51, outlet: 2}]``): a host whose second
+    supply hangs on another PDU is only off when both are.
+    """
+    if not isinstance(pdu, dict) or "outlets" not in pdu:
+        return (power_port(pdu, where),)
+    items = pdu["outlets"]
+    at = Location(where.file, line_of(pdu, "outlets") or where.line, "pdu.outlets")
+    if not isinstance(items, list) or not items:
+        raise InventoryError(at, "must be a list of outlets (or of mappings with outlet, address ...)")
+    if "outlet" in pdu:
+        raise InventoryError(at, "give either outlet or outlets, not both")
+    base = {k: v for k, v in pdu.items() if k != "outlets"}
+    ports = []
+    for index, item in enumerate(items):
+        block = {**base, **item} if isinstance(item, dict) else {**base, "outlet": item}
+        ports.append(power_port(block, Location(where.file, line_of(items, index) or at.line, "pdu.outlets")))
+    return tuple(ports)
+
+
+def _address_has_credentials(address: str) -> bool:
+    """``http://user:pw@host`` or ``user@host``: a secret (or half of one) in the address."""
+    rest = address.split("://", 1)[1] if "://" in address else address
+    return "@" in rest.split("/", 1)[0]
 
 
 def power_port(pdu: Any, where: Location) -> PowerPort:
@@ -144,15 +178,22 @@ def power_port(pdu: Any, where: Location) -> PowerPort:
     outlet = pdu.get("outlet")
     if isinstance(outlet, bool) or not isinstance(outlet, (str, int, type(None))):
         raise InventoryError(at("outlet"), f"must be an outlet name or number, got {outlet!r}")
+    address = as_text(Sourced(pdu["address"], at("address")))
+    if _address_has_credentials(address):  # never echo it: the part before @ is a secret
+        raise InventoryError(at("address"), "the address carries credentials (user:password@): they would "
+                             "reach logs and events; use 'credentials: env:VAR' or 'file:/path'")
+    shared = pdu.get("shared", False)
+    if not isinstance(shared, bool):
+        raise InventoryError(at("shared"), f"must be true or false, got {shared!r}")
     credentials = pdu.get("credentials")
     return PowerPort(
         driver=as_text(Sourced(pdu["driver"], at("driver"))),
-        address=as_text(Sourced(pdu["address"], at("address"))),
+        address=address,
         outlet=None if outlet is None else str(outlet),
         credentials=None if credentials is None else credential_ref(credentials, at("credentials")),
-        options=frozen_mapping(
-            {k: plain(v) for k, v in pdu.items() if k not in ("driver", "address", "outlet", "credentials")}
-        ),
+        options=frozen_mapping({k: plain(v) for k, v in pdu.items() if k not in PDU_BLOCK_KEYS}),
+        shared=shared,
+        where=str(Location(where.file, line_of(pdu, "driver") or where.line, "pdu")),
     )
 
 

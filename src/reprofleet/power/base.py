@@ -9,10 +9,13 @@ one request each). Everything that makes a power cycle trustworthy lives here on
 - after every set the state is read back until it matches or ``settle_s`` passes: some
   devices apply late (a Redfish BMC may take seconds), and a set that "succeeded" but did
   not switch anything is an error, not a success;
-- commands to one PDU are serialised by a lock keyed by its address, shared by every
-  driver and outlet in the process: cheap PDUs drop or garble concurrent requests;
-- ``cycle`` is off, read back off, dwell, on, read back on; a device's own "reboot" is never
-  trusted without reading back;
+- commands to one device are serialised by a lock keyed by what the device serialises
+  (``device_key``: host and port with the default port filled in; for pdudaemon the PDU
+  behind it), across threads and, with a lock folder, across processes; a whole action
+  holds its outlet's lock, so a by-hand ``invoke power`` waits for a campaign's cycle;
+- ``cycle`` is off, read back off, dwell, on, read back on; once "off" was sent, "on" is
+  always sent, whatever failed in between; a device's own "reboot" is never trusted
+  without reading back;
 - every action becomes one ``PowerEvent`` in the campaign's power.jsonl, with secrets
   scrubbed from any error text.
 """
@@ -25,11 +28,13 @@ from abc import ABC, abstractmethod
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from enum import Enum, unique
+from pathlib import Path
 from typing import Callable, ClassVar, Iterator, TypeVar
 
 from ..credentials import Secret, scrub
 from ..errors import PowerError, ReprofleetError
 from ..model import PowerPort
+from .locks import address_key, device_lock, file_lock, thread_lock
 from .log import PowerEvent, PowerLog, utc_now_iso
 from .options import Options, PowerConfigError
 
@@ -39,6 +44,7 @@ __all__ = [
 ]
 
 T = TypeVar("T")
+CycleCallback = Callable[[str], None]  # hears "off", "dwell", "on" as a cycle reaches each
 
 
 @unique
@@ -87,22 +93,17 @@ def backoff_delays(tries: int, base_s: float = 0.5, factor: float = 2.0, cap_s: 
     return tuple(delays)
 
 
-_LOCKS: dict[str, threading.Lock] = {}
-_LOCKS_GUARD = threading.Lock()
-
-
-def lock_key(address: str) -> str:
-    """One key per physical device: scheme, trailing slash and case do not matter."""
-    key = address.strip().lower()
-    if "://" in key:
-        key = key.split("://", 1)[1]
-    return key.rstrip("/")
+def lock_key(address: str, default_scheme: str = "http", default_port: int | None = None) -> str:
+    """One key per physical device: scheme, case, trailing slash and a spelt-out default port do not matter."""
+    ports = {"http": 80, "https": 443}
+    if default_port is not None:
+        ports[default_scheme] = default_port
+    return address_key(address, default_scheme, ports)
 
 
 def pdu_lock(address: str) -> threading.Lock:
-    """The process-wide lock of the PDU/BMC at ``address``."""
-    with _LOCKS_GUARD:
-        return _LOCKS.setdefault(lock_key(address), threading.Lock())
+    """The process-wide request lock of the device at ``address`` (HTTP defaults)."""
+    return thread_lock(lock_key(address))
 
 
 @dataclass
@@ -123,17 +124,36 @@ class PowerDriver(ABC):
     reads_state: bool = True  # False: the device cannot report state (status is UNKNOWN)
     flips_back: bool = False  # True: the device's own timer switches back on (_set_off_flipping_back)
 
-    def __init__(self, port: PowerPort, host: str, log: PowerLog, *, secret: Secret | None = None) -> None:
+    default_scheme: ClassVar[str] = "http"
+    default_port: ClassVar[int | None] = None  # None: the scheme's (80 for http, 443 for https)
+
+    def __init__(self, port: PowerPort, host: str, log: PowerLog, *, secret: Secret | None = None,
+                 lock_dir: Path | None = None) -> None:
         self.port = port
         self.host = host
         self.log = log
+        self.lock_dir = lock_dir  # None: locks within this process only
         self.where = f"{host}: pdu {port.driver} {port.address}" + (f" outlet {port.outlet}" if port.outlet else "")
         self.options = Options(port.options, self.where, self.option_names)
         self.settings = self._settings(self.options)
         self._secrets: list[Secret] = [secret] if secret else []
+        self._holding = False
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.where}>"
+
+    @property
+    def device_key(self) -> str:
+        """What the device serialises: requests with the same key never overlap."""
+        return f"{self.name}:{lock_key(self.port.address, self.default_scheme, self.default_port)}"
+
+    def _outlet_id(self) -> str:
+        return self.port.outlet or ""
+
+    @property
+    def outlet_key(self) -> str:
+        """One physical outlet (or BMC system): two hosts with the same key are fed by one outlet."""
+        return f"{self.device_key}#{self._outlet_id()}"
 
     def _settings(self, options: Options) -> DriverSettings:
         base = self.defaults
@@ -166,6 +186,20 @@ class PowerDriver(ABC):
 
     # -- the public interface -----------------------------------------------------------
 
+    @contextmanager
+    def _outlet_held(self, what: str) -> Iterator[None]:
+        """The outlet's file lock for a whole action (re-entrant within this driver)."""
+        if self._holding:
+            yield
+            return
+        wait_s = self.settings.lock_wait_s + 2 * self.settings.settle_s
+        with file_lock(self.lock_dir, f"outlet-{self.outlet_key}", wait_s, what):
+            self._holding = True
+            try:
+                yield
+            finally:
+                self._holding = False
+
     def status(self) -> PowerState:
         """The state the device reports now (UNKNOWN when it cannot report state)."""
         with self._logged("status") as action:
@@ -177,27 +211,54 @@ class PowerDriver(ABC):
             return action.state
 
     def on(self) -> PowerState:
-        return self._switch(PowerState.ON)
+        with self._outlet_held("on"):
+            return self._switch(PowerState.ON)
 
     def off(self) -> PowerState:
-        return self._switch(PowerState.OFF)
+        with self._outlet_held("off"):
+            return self._switch(PowerState.OFF)
 
-    def cycle(self, dwell_s: float) -> PowerState:
+    def cycle(self, dwell_s: float, on_state: CycleCallback | None = None) -> PowerState:
         """Off, read back off, wait ``dwell_s``, on, read back on; returns the final state.
 
-        Once the outlet is off, "on" is attempted even if the dwell is interrupted
-        (Ctrl-C, a stopping campaign): a host is never left off on purpose.
+        ``on_state`` hears "off" once the outlet reads back off, "dwell" as the wait begins and
+        "on" once power is back, each when it happens (a controller killed mid-cycle has
+        logged how far it got). Once "off" was sent, "on" is always sent, whatever failed in
+        between: an "off" whose read-back failed (a BMC still saying On after the settle time,
+        a lost SNMP reply) may well have switched the host off, and a cycle that raises
+        without switching on would leave it off while it is quarantined. The first error is
+        raised after "on" was sent and read back.
         """
         dwell_s = max(0.0, dwell_s)
-        with self._logged("cycle") as action:
+        tell = on_state or (lambda state: None)
+        with self._outlet_held("cycle"), self._logged("cycle") as action:
             if self.reads_state and self.flips_back:
-                return self._cycle_flipping_back(dwell_s, action)
-            self.off()
+                return self._cycle_flipping_back(dwell_s, action, tell)
+            failure: BaseException | None = None
             try:
+                self.off()
+                tell("off")
+                tell("dwell")
                 time.sleep(dwell_s)
-            finally:
-                action.state = self.on()
+            except BaseException as exc:  # Ctrl-C included: "on" still goes out, then it propagates
+                failure = exc
+            action.state = self._on_after(failure)
+            tell("on")
             return action.state
+
+    def _on_after(self, failure: BaseException | None) -> PowerState:
+        """Switch on after an "off" was sent; re-raise ``failure`` once on is done (or failed too)."""
+        try:
+            state = self.on()
+        except PowerActionError as on_error:
+            if failure is None:
+                raise
+            raise PowerError(f"{_reason(failure)}; switching back on failed too: {on_error.reason}") from None
+        if failure is not None:
+            if isinstance(failure, ReprofleetError):
+                raise PowerError(f"{_reason(failure)} (switched back on: the outlet reads {state.value})") from None
+            raise failure
+        return state
 
     # -- the machinery ------------------------------------------------------------------
 
@@ -211,23 +272,31 @@ class PowerDriver(ABC):
             action.state = self._expect(action, target, self.settings.settle_s)
             return action.state
 
-    def _cycle_flipping_back(self, dwell_s: float, cycle: _Action) -> PowerState:
+    def _cycle_flipping_back(self, dwell_s: float, cycle: _Action, tell: CycleCallback) -> PowerState:
         """Off with the device's flip-back timer, read back off, dwell, read back on.
 
         If the timer has not switched the outlet back on by ``settle_s`` after the dwell,
         switch it on ourselves (and read that back).
         """
-        with self._logged("off") as action:
-            self._request(action, "switch off (flipping back)", lambda: self._set_off_flipping_back(dwell_s))
-            action.note = f"device timer set to switch back on after {dwell_s:g}s"
-            action.state = self._expect(action, PowerState.OFF, self.settings.settle_s)
-        time.sleep(dwell_s)
-        if self._poll_for(cycle, PowerState.ON, self.settings.settle_s) is PowerState.ON:
+        try:
+            with self._logged("off") as action:
+                self._request(action, "switch off (flipping back)", lambda: self._set_off_flipping_back(dwell_s))
+                action.note = f"device timer set to switch back on after {dwell_s:g}s"
+                action.state = self._expect(action, PowerState.OFF, self.settings.settle_s)
+            tell("off")
+            tell("dwell")
+            time.sleep(dwell_s)
+            back_on = self._poll_for(cycle, PowerState.ON, self.settings.settle_s) is PowerState.ON
+        except BaseException as exc:  # the "off" went out: make sure "on" does too
+            cycle.state = self._on_after(exc)
+            return cycle.state
+        if back_on:
             cycle.note = "switched back on by the device's own timer"
             cycle.state = PowerState.ON
         else:
             cycle.note = "the device's timer did not switch back on: switched on explicitly"
             cycle.state = self.on()
+        tell("on")
         return cycle.state
 
     def _expect(self, action: _Action, target: PowerState, settle_s: float) -> PowerState:
@@ -255,15 +324,11 @@ class PowerDriver(ABC):
         last: TransientPowerError | None = None
         for attempt in range(s.tries):
             action.tries = max(action.tries, attempt + 1)
-            lock = pdu_lock(self.port.address)
-            if not lock.acquire(timeout=s.lock_wait_s):
-                raise PowerError(f"{what}: another command held this PDU for more than {s.lock_wait_s:g}s")
             try:
-                return call()
+                with device_lock(self.lock_dir, self.device_key, s.lock_wait_s, what):
+                    return call()
             except TransientPowerError as exc:
                 last = exc
-            finally:
-                lock.release()
             if attempt < len(delays):
                 time.sleep(delays[attempt])
         raise PowerError(f"{what}: {last} (gave up after {s.tries} tries)")
@@ -306,3 +371,7 @@ class PowerDriver(ABC):
             duration_s=round(time.monotonic() - started, 3), error=error, tries=max(1, action.tries),
             note=action.note,
         ))
+
+
+def _reason(error: BaseException) -> str:
+    return error.reason if isinstance(error, PowerActionError) else str(error)

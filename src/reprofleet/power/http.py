@@ -1,7 +1,8 @@
 """HTTP for the power drivers: one timeout on every call, errors mapped once.
 
 Transport failures become ``TransientPowerError`` (retried by the base driver), refused
-credentials a plain ``PowerError``. Messages name the device and the path but never the
+credentials a plain ``PowerError``. Sessions ignore the environment (``trust_env`` off):
+no proxy and no ``~/.netrc`` ever sees a device's password. Messages name the device and the path but never the
 query string or the headers, which may carry a password (Tasmota takes it in the URL).
 """
 
@@ -45,6 +46,10 @@ class HttpDevice:
         self.base = base
         self.timeout_s = timeout_s
         self.session = requests.Session()
+        # No proxy variables, no ~/.netrc, no REQUESTS_CA_BUNDLE: a password (Tasmota's query,
+        # Shelly's basic auth) must never travel through a proxy that logs it, and the
+        # credentials sent are the ones the inventory names, not whatever .netrc holds.
+        self.session.trust_env = False
         self.session.auth = auth
         self.session.verify = verify
         self.session.headers["User-Agent"] = "reprofleet-power"

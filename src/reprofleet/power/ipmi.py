@@ -63,6 +63,8 @@ def call_with_deadline(call: Callable[[], Any], timeout_s: float, what: str) -> 
 
 class IpmiDriver(PowerDriver):
     name = "ipmi"
+    default_scheme = "udp"
+    default_port = 623
     defaults = DriverSettings(timeout_s=8.0, settle_s=20.0, poll_s=0.5)
 
     def __init__(self, port: PowerPort, host: str, log: PowerLog, *, secret: Secret | None = None) -> None:

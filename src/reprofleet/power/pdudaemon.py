@@ -53,6 +53,14 @@ class PdudaemonDriver(PowerDriver):
                                    "or alias")
         self.device = HttpDevice(base_url(port.address), self.settings.timeout_s)
 
+    @property
+    def device_key(self) -> str:
+        """pdudaemon queues per PDU itself: what must not overlap is one PDU, not the listener."""
+        return f"{super().device_key}/{self.pdu or 'alias:' + str(self.alias)}"
+
+    def _outlet_id(self) -> str:
+        return str(self.port.outlet or "") if self.pdu else str(self.alias)
+
     def _set(self, state: PowerState) -> None:
         path = f"/power/control/{state.value}"
         query = control_query(self.pdu, self.port.outlet, self.alias)

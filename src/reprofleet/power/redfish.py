@@ -49,6 +49,7 @@ def reset_type_for(target: PowerState, allowed: list[str] | None) -> str:
 
 class RedfishDriver(PowerDriver):
     name = "redfish"
+    default_scheme = "https"
     option_names = ("system", "verify_tls")
     defaults = DriverSettings(timeout_s=10.0, settle_s=30.0, poll_s=1.0)
 
@@ -67,6 +68,9 @@ class RedfishDriver(PowerDriver):
         self._system_path: str | None = None
         self._reset_target: str | None = None
         self._allowed: list[str] | None = None
+
+    def _outlet_id(self) -> str:
+        return self.system_id or ""
 
     def _get(self, path: str) -> Any:
         response = self.device.request("GET", path)

@@ -7,6 +7,7 @@ switched, naming the reference and never the value.
 
 from __future__ import annotations
 
+from pathlib import Path
 from types import MappingProxyType
 from typing import Mapping
 
@@ -30,12 +31,17 @@ DRIVERS: Mapping[str, type[PowerDriver]] = MappingProxyType({
 
 
 def driver_for(port: PowerPort, host_name: str, log: PowerLog, *,
-               secrets: SecretResolver = resolve) -> PowerDriver:
-    """The driver for ``port``; unknown drivers and bad options raise PowerConfigError."""
+               secrets: SecretResolver = resolve, lock_dir: Path | None = None) -> PowerDriver:
+    """The driver for ``port``; unknown drivers and bad options raise PowerConfigError.
+
+    ``lock_dir`` (``locks.lock_folder(reports)``) makes its locks hold across processes.
+    """
     cls = DRIVERS.get(port.driver)
     if cls is None:
         raise PowerConfigError(
             f"{host_name}: unknown pdu driver {port.driver!r}; known drivers: {', '.join(sorted(DRIVERS))}"
         )
     secret = secrets(port.credentials) if port.credentials is not None else None
-    return cls(port, host_name, log, secret=secret)
+    driver = cls(port, host_name, log, secret=secret)
+    driver.lock_dir = lock_dir
+    return driver

@@ -77,6 +77,8 @@ def generic_model(options: Any, where: str) -> OutletOids:
 
 class SnmpDriver(PowerDriver):
     name = "snmp"
+    default_scheme = "udp"
+    default_port = 161
     option_names = ("model", "pdu_id", "version", "auth_protocol", "priv_protocol", "control_oid", "status_oid",
                     "on_value", "off_value", "state_on_value", "state_off_value")
 
@@ -94,6 +96,9 @@ class SnmpDriver(PowerDriver):
         if secret is None:
             raise PowerConfigError(f"{self.where}: snmp needs credentials (the write community, or a v3 user)")
         self._auth = self._auth_data(secret)
+
+    def _outlet_id(self) -> str:
+        return f"{self.pdu_id}.{self.outlet}"
 
     def _auth_data(self, secret: Secret) -> CommunityData | UsmUserData:
         version = self.options.choice("version", ("1", "2c", "3"), "2c")

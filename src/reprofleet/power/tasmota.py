@@ -9,8 +9,11 @@ Selected by an inventory ``pdu:`` block like::
       credentials: env:PLUG_PASS  # "user:password" or just the password (user admin)
       # timeout_s: 5  settle_s: 10  tries: 3  poll_s: 0.25   (every driver)
 
-Requests are ``GET /cm?cmnd=Power<N> On|Off`` and plain ``Power<N>`` to read, with
-``user=&password=`` in the query when credentials are given. A single-relay device
+Requests are ``GET /cm?cmnd=Power<N> On|Off`` and plain ``Power<N>`` to read. Credentials
+go in an HTTP basic-auth header first (Tasmota accepts it on ``/cm``); only a plug that
+answers it with the "Need user=" warning (old firmware) gets ``user=&password=`` in the
+query string, which ends up in every proxy's and web server's access log. ``auth: basic``
+or ``auth: query`` fixes the choice. A single-relay device
 answers ``{"POWER":"ON"}``, a multi-relay one ``{"POWER<N>":"ON"}``; a relay that does not
 exist answers ``{"Command":"Unknown"}``; wrong or missing credentials answer
 ``{"WARNING":"Need user=<username>&password=<password>"}``.
@@ -22,6 +25,8 @@ switched on, the opposite of what a power cycle needs.
 from __future__ import annotations
 
 from urllib.parse import quote, urlencode
+
+from requests.auth import HTTPBasicAuth
 
 from ..credentials import Secret, split_user_password
 from ..errors import PowerError
@@ -57,8 +62,16 @@ def parse_power_reply(reply: object, relay: str) -> PowerState:
     raise PowerError(f"reply has no state for relay {relay}: {reply!r}")
 
 
+NEED_CREDENTIALS = "need user="
+
+
+def asks_for_credentials(reply: object) -> bool:
+    return isinstance(reply, dict) and NEED_CREDENTIALS in str(reply.get("WARNING", "")).lower()
+
+
 class TasmotaDriver(PowerDriver):
     name = "tasmota"
+    option_names = ("auth",)
 
     def __init__(self, port: PowerPort, host: str, log: PowerLog, *, secret: Secret | None = None) -> None:
         super().__init__(port, host, log, secret=secret)
@@ -71,13 +84,25 @@ class TasmotaDriver(PowerDriver):
             self._user, self._password = split_user_password(secret, "admin")
             self._secrets.append(self._password)
         self.device = HttpDevice(base_url(port.address), self.settings.timeout_s)
+        self.auth_mode = self.options.choice("auth", ("basic", "query"), "basic")
+        self._auth_fixed = self.options.has("auth")
 
-    def _command(self, command: str) -> PowerState:
+    def _reply(self, command: str) -> object:
         password = self._password.reveal() if self._password else None
-        response = self.device.request("GET", "/cm", query=command_query(command, self._user, password))
+        in_query = self.auth_mode == "query"
+        self.device.session.auth = HTTPBasicAuth(self._user or "admin", password) if password and not in_query else None
+        query = command_query(command, self._user, password if in_query else None)
+        response = self.device.request("GET", "/cm", query=query)
         if response.status_code != 200:
             raise PowerError(f"GET /cm: HTTP {response.status_code}")
-        return parse_power_reply(self.device.json(response), self.relay)
+        return self.device.json(response)
+
+    def _command(self, command: str) -> PowerState:
+        reply = self._reply(command)
+        if asks_for_credentials(reply) and self._password and self.auth_mode == "basic" and not self._auth_fixed:
+            self.auth_mode = "query"  # old firmware: only the query string is understood
+            reply = self._reply(command)
+        return parse_power_reply(reply, self.relay)
 
     def _set(self, state: PowerState) -> None:
         self._command(f"Power{self.relay} {'On' if state is PowerState.ON else 'Off'}")

@@ -28,7 +28,7 @@ class HttpPlugServer(PowerSim):
     """One simulated plug (``tasmota``, ``shelly1`` or ``shelly2``) with its outlets."""
 
     def __init__(self, workdir: Path | str, personality: str, outlets: Outlets, *, user: str | None = None,
-                 password: str | None = None, port: int = 0) -> None:
+                 password: str | None = None, port: int = 0, legacy_auth: bool = False) -> None:
         if personality not in PERSONALITIES:
             raise SimError(f"unknown plug personality {personality!r}; one of {', '.join(PERSONALITIES)}")
         super().__init__(workdir)
@@ -38,6 +38,7 @@ class HttpPlugServer(PowerSim):
         self.user = user or "admin"
         self.password = password
         self.requested_port = port
+        self.legacy_auth = legacy_auth
         self.faults_path = self.workdir / "faults.json"
         self.ready_path = self.workdir / "ready.json"
         self.port: int | None = None
@@ -52,7 +53,7 @@ class HttpPlugServer(PowerSim):
         self.ready_path.unlink(missing_ok=True)
         config = {"personality": self.personality, "outlets": outlets_to_json(self.outlets), "user": self.user,
                   "password": self.password, "faults": str(self.faults_path), "ready": str(self.ready_path),
-                  "port": self.requested_port}
+                  "port": self.requested_port, "legacy_auth": self.legacy_auth}
         config_path = self.workdir / "plug.json"
         write_json(config_path, config)
         self.daemons.spawn("plug", [PYTHON, "-m", "reprofleet.sim.power.plug_server", str(config_path)])

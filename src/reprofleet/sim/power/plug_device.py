@@ -3,7 +3,9 @@
 Outlet state lives only in the switch files (so a host powered off by anything else reads
 as off here too). Faults are read from a small JSON file on every request, so a test can
 change them while the server runs: ``ok``, ``error`` (HTTP 500), ``hang`` (accept, never
-answer), ``ignore_sets`` (answer as if switched, switch nothing).
+answer), ``ignore_sets`` (answer as if switched, switch nothing), ``mute_while_off``
+(Tasmota: a read of an outlet that is off gets HTTP 500, as a plug whose reply to "off"
+was lost would look: the off took effect, its read-back fails).
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from typing import Any, Mapping
 
 from .switch import read_switch, write_switch
 
-FAULTS = ("ok", "error", "hang", "ignore_sets")
+FAULTS = ("ok", "error", "hang", "ignore_sets", "mute_while_off")
 HANG_LIMIT_S = 600.0  # a hung request is still bounded: the server gives up after this
 
 
@@ -50,8 +52,9 @@ class PlugDevice:
     """Outlets mapped to switch files, plus what a plug remembers between requests."""
 
     def __init__(self, outlets: Mapping[str, Path], user: str | None, password: str | None,
-                 faults_path: Path, device_id: str) -> None:
+                 faults_path: Path, device_id: str, *, legacy_auth: bool = False) -> None:
         self.outlets = dict(outlets)
+        self.legacy_auth = legacy_auth  # Tasmota: an old firmware that reads credentials from the query only
         self.user = user
         self.password = password
         self.faults_path = faults_path

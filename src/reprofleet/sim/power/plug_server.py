@@ -78,7 +78,8 @@ def build_request_handler(device: PlugDevice, handle: Handler) -> type[BaseHTTPR
 def main(argv: list[str]) -> int:
     config = json.loads(Path(argv[1]).read_text())
     device = PlugDevice(outlets_from_json(config["outlets"]), config.get("user"), config.get("password"),
-                        Path(config["faults"]), config.get("device_id", "shellypro4pm-a8032abe54dc"))
+                        Path(config["faults"]), config.get("device_id", "shellypro4pm-a8032abe54dc"),
+                        legacy_auth=bool(config.get("legacy_auth")))
     handler = build_request_handler(device, make_handler(config["personality"], device))
     server = ThreadingHTTPServer(("127.0.0.1", int(config.get("port", 0))), handler)
     server.daemon_threads = True

@@ -4,11 +4,15 @@
 ``cmnd=Power<N>`` reads it. A one-relay device answers ``{"POWER":"ON"}``, a multi-relay one
 ``{"POWER<N>":"ON"}``. With a web password set, a request without the right
 ``user=&password=`` gets HTTP 200 and ``{"WARNING":"Need user=<username>&password=<password>"}``
-(Tasmota's xdrv_01_webserver). Unknown commands and relays answer ``{"Command":"Unknown"}``.
+(Tasmota's xdrv_01_webserver). Current firmware also takes the credentials as an HTTP
+basic-auth header; ``legacy_auth`` plays an old firmware that only reads the query string.
+Unknown commands and relays answer ``{"Command":"Unknown"}``.
 """
 
 from __future__ import annotations
 
+import base64
+import binascii
 import re
 from typing import Mapping
 
@@ -18,12 +22,31 @@ POWER_COMMAND = re.compile(r"power(\d*)(?:\s+(\S+))?", re.IGNORECASE)
 ON_ARGS, OFF_ARGS, TOGGLE_ARGS = ("on", "1", "true"), ("off", "0", "false"), ("toggle", "2")
 
 
+def basic_credentials(headers: Mapping[str, str]) -> tuple[str | None, str | None]:
+    value = headers.get("authorization", "")
+    if not value.lower().startswith("basic "):
+        return None, None
+    try:
+        user, _, password = base64.b64decode(value[6:]).decode().partition(":")
+    except (binascii.Error, UnicodeDecodeError):
+        return None, None
+    return user, password
+
+
+def authorised(device: PlugDevice, query: Mapping[str, str], headers: Mapping[str, str]) -> bool:
+    if device.password is None:
+        return True
+    wanted = (device.user or "admin", device.password)
+    if (query.get("user"), query.get("password")) == wanted:
+        return True
+    return not device.legacy_auth and basic_credentials(headers) == wanted
+
+
 def handle(device: PlugDevice, method: str, path: str, query: Mapping[str, str], headers: Mapping[str, str],
            body: bytes) -> Reply:
     if path != "/cm":
         return text_reply(404, "Not Found")
-    if device.password is not None and (query.get("user") != (device.user or "admin")
-                                        or query.get("password") != device.password):
+    if not authorised(device, query, headers):
         return json_reply({"WARNING": "Need user=<username>&password=<password>"})
     command = query.get("cmnd", "").strip()
     if not command:
@@ -33,6 +56,8 @@ def handle(device: PlugDevice, method: str, path: str, query: Mapping[str, str],
     if not match or relay not in device.outlets:
         return json_reply({"Command": "Unknown"})
     argument = (match.group(2) or "").lower()
+    if not argument and device.fault() == "mute_while_off" and not device.is_on(relay):
+        return text_reply(500, "Internal Server Error")
     if argument:
         if argument in ON_ARGS:
             device.switch(relay, True)
