@@ -46,6 +46,8 @@ class InventoryError(InputError):
 class PlaybookError(InputError):
     """A campaign playbook is invalid."""
 
+    top: object = None  # the parsed document, while the loader still holds it
+
 
 class ConnectError(ReprofleetError):
     """A host could not be reached or the SSH session broke; names the host."""

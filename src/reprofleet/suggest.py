@@ -121,7 +121,12 @@ def load_located_yaml(
     def duplicate(key: Any, line: int) -> None:
         raise error(Location(file, line, str(key)), f"key {key!r} is written twice in this mapping")
 
-    instance = loader(text)
+    try:
+        instance = loader(text)  # the reader checks every character here
+    except yaml.reader.ReaderError as exc:
+        line = text[: max(exc.position, 0)].count("\n") + 1
+        raise error(Location(file, line), f"YAML syntax: character {chr(exc.character)!r} is not allowed in YAML "
+                    f"(column {exc.position - text.rfind(chr(10), 0, exc.position)})") from None
     if reject_duplicates:
         instance.on_duplicate = duplicate
     try:
@@ -133,7 +138,10 @@ def load_located_yaml(
         if exc.context_mark is not None and mark is not None and exc.context_mark.line != mark.line:
             what += f" (it began on line {exc.context_mark.line + 1})"
         raise error(Location(file, line), f"YAML syntax: {what}") from None
+    except yaml.reader.ReaderError as exc:
+        line = text[: max(exc.position, 0)].count("\n") + 1
+        raise error(Location(file, line), f"YAML syntax: character {chr(exc.character)!r} is not allowed in YAML") from None
     except yaml.YAMLError as exc:
-        raise error(Location(file), f"YAML syntax: {exc}") from None
+        raise error(Location(file, 1), "YAML syntax: " + " ".join(str(exc).split())) from None
     finally:
         instance.dispose()

@@ -57,7 +57,7 @@ class Inventory:
 
 def inventory_from_graph(graph: Graph, files: VarsFiles, source: str) -> Inventory:
     if not graph.hosts:
-        raise InventoryError(Location(source), "the inventory has no hosts")
+        raise InventoryError(Location(source, 1, "hosts"), "the inventory has no hosts")
     depth = graph.depths()
     hosts = []
     for name in graph.hosts:

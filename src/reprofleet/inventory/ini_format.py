@@ -29,12 +29,14 @@ def parse_ini_inventory(text: str, graph: Graph) -> None:
     edges: list[tuple[str, str, Location]] = []
     for number, raw in enumerate(text.splitlines(), start=1):
         line = raw.strip()
-        where = Location(graph.file, number)
+        # the field of an INI line is its section: that is what a person looks for
+        where = Location(graph.file, number, f"[{group}]" if state == "hosts" else f"[{group}:{state}]")
         if not line or line[0] in "#;":
             continue
         section = _SECTION.match(line)
         if section:
             group, state = section.group(1), section.group(2) or "hosts"
+            where = Location(graph.file, number, line)
             if state not in ("hosts", "vars", "children"):
                 raise InventoryError(where, f"section [{group}:{state}] has unknown type {state!r}")
             if state == "vars":
@@ -42,8 +44,8 @@ def parse_ini_inventory(text: str, graph: Graph) -> None:
             else:
                 declared.add(group)
                 graph.group(group)
-        elif line.startswith("[") and line.endswith("]"):
-            raise InventoryError(where, f"invalid section {line!r}: no spaces, one ':type' at most")
+        elif line.startswith("["):
+            raise InventoryError(Location(graph.file, number, line), f"invalid section {line!r}: no spaces, one ':type' at most")
         elif state == "hosts":
             _ini_hosts(graph, group, line, number)
         elif state == "vars":
@@ -68,7 +70,7 @@ def _check_declared(wanted: Mapping[str, tuple[Location, str]], declared: set[st
 
 
 def _ini_hosts(graph: Graph, group: str, line: str, number: int) -> None:
-    where = Location(graph.file, number)
+    where = Location(graph.file, number, f"[{group}]")
     try:
         tokens = shlex.split(line, comments=True)
     except ValueError as exc:

@@ -72,7 +72,7 @@ def inventory_from_listing(listing: Any, source: str) -> Inventory:
     children = {name: list(body.get("children") or []) for name, body in groups.items()}
     order = list(dict.fromkeys([h for hosts in direct.values() for h in hosts] + list(hostvars)))
     if not order:
-        raise InventoryError(Location(source), "the inventory has no hosts")
+        raise InventoryError(Location(source, 1, "hosts"), "the inventory has no hosts")
     members = {name: _closure(name, direct, children) for name in set(groups) | {"all"}}
     members["all"] = set(order)
     hosts = []

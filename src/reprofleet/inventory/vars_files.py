@@ -54,7 +54,7 @@ class VarsFiles:
         if data is None or data == {}:
             return {}
         if not isinstance(data, dict):
-            raise InventoryError(Location(shown, line_of(data)), "a vars file must be a mapping")
+            raise InventoryError(Location(shown, line_of(data) or 1, "(document)"), "a vars file must be a mapping")
         return {str(k): Sourced(v, Location(shown, line_of(data, k), str(k))) for k, v in data.items()}
 
 

@@ -20,10 +20,10 @@ _GROUP_SECTIONS = ("vars", "children", "hosts")
 
 def parse_yaml_inventory(data: Any, graph: Graph) -> None:
     if not data:
-        raise InventoryError(Location(graph.file), "the inventory is empty")
+        raise InventoryError(Location(graph.file, 1, "(document)"), "the inventory is empty")
     if not isinstance(data, dict):
         raise InventoryError(
-            Location(graph.file, line_of(data)), "a YAML inventory is a mapping of groups (e.g. 'all:')"
+            Location(graph.file, line_of(data) or 1, "(document)"), "a YAML inventory is a mapping of groups (e.g. 'all:')"
         )
     for name in data:
         _yaml_group(graph, data, name)

@@ -37,6 +37,29 @@ class Doc:
                 raise self.fail(mapping, key, where, f"unknown key {key!r}{did_you_mean(key, allowed)}")
 
 
+_STEP = re.compile(r"([^.\[\]]+)|\[(\d+)\]")
+
+
+def line_of_path(top: Any, path: str | None) -> int | None:
+    """The line of the deepest part of a dotted field path (``matrix[7].env``) that the file has.
+
+    A wrong *value* (a scalar where a mapping belongs) carries no line of its own; the key
+    that holds it does, and that is the line a person needs.
+    """
+    line, node = line_of(top), top
+    for name, index in _STEP.findall(path or ""):
+        key: Any = int(index) if index else name
+        found = line_of(node, key)
+        if found is None:
+            break
+        line = found
+        try:
+            node = node[key]
+        except (KeyError, IndexError, TypeError):
+            break
+    return line
+
+
 def valid_name(doc: Doc, mapping: Any, key: str, path: str) -> str:
     value = mapping.get(key)
     if not isinstance(value, str) or not NAME.match(value):

@@ -16,7 +16,7 @@ from reprofleet.suggest import did_you_mean, line_of, load_located_yaml
 
 from . import judging
 from .cells import parse_cells
-from .document import Doc, positive, valid_name
+from .document import Doc, line_of_path, positive, valid_name
 
 TOP_KEYS = ("name", "description", "poc", "runtime", "attempts", "timeouts", "order", "seed",
             "reproductions", "reference", "at_risk_phase", "max_excluded_share", "stop", "defaults", "matrix")
@@ -27,7 +27,21 @@ CACHE_MODES = ("persistent", "fresh")
 
 
 def load_playbook(path: str | Path, *, attempts_override: int | None = None) -> Playbook:
-    """Read and validate a campaign; ``attempts_override`` replaces ``attempts`` (>= 1)."""
+    """Read and validate a campaign; ``attempts_override`` replaces ``attempts`` (>= 1).
+
+    Every error names file, line and field: one raised without a line gets the line of the
+    key its field path leads to.
+    """
+    try:
+        return _load(path, attempts_override)
+    except PlaybookError as exc:
+        if exc.location.line is not None or exc.top is None:
+            raise
+        located = Location(exc.location.file, line_of_path(exc.top, exc.location.field) or 1, exc.location.field)
+        raise PlaybookError(located, exc.reason) from None
+
+
+def _load(path: str | Path, attempts_override: int | None) -> Playbook:
     file = str(path)
     try:
         text = Path(path).read_text(encoding="utf-8")
@@ -35,6 +49,18 @@ def load_playbook(path: str | Path, *, attempts_override: int | None = None) -> 
         raise PlaybookError(Location(file), f"cannot read: {exc}") from None
     doc = Doc(file)
     top = load_located_yaml(text, file, PlaybookError, reject_duplicates=True)
+    if not isinstance(top, dict):
+        got = "an empty file" if top is None else f"a {type(top).__name__}"
+        raise PlaybookError(Location(file, line_of(top) or 1, "(document)"),
+                            f"a playbook is a mapping of settings (name, poc, attempts, matrix ...), got {got}")
+    try:
+        return _settings(doc, top, path, file, attempts_override)
+    except PlaybookError as exc:
+        exc.top = top  # lets the caller find a line for a value that has none
+        raise
+
+
+def _settings(doc: Doc, top: Any, path: str | Path, file: str, attempts_override: int | None) -> Playbook:
     doc.check_keys(top, TOP_KEYS, "")
     if attempts_override is not None and (isinstance(attempts_override, bool) or attempts_override < 1):
         raise PlaybookError(Location(file, None, "attempts"), f"attempts override must be >= 1, got {attempts_override}")
