@@ -2,7 +2,7 @@
 """Offline vLLM engine start that hard-locks RTX PRO 6000 Blackwell hosts (the seed's PoC).
 
 Written for reprofleet from the synthetic configs in the seed report
-(shared/seed-sm120-hostwedge.md): a Laguna MoE target (NVFP4, 48 layers) with a DFlash
+(the seed bug report in the design notes): a Laguna MoE target (NVFP4, 48 layers) with a DFlash
 drafter, dummy weights, no tokenizer, no download. It stops once the engine is constructed,
 i.e. right after CUDA-graph capture, which is where the seed's hosts froze. Run it twice
 with one vLLM cache, as the seed did; the defaults are the seed's values.

@@ -99,6 +99,7 @@ def _install_stop_handlers(stop: threading.Event) -> None:
 
     signal.signal(signal.SIGINT, _stop)
     signal.signal(signal.SIGTERM, _stop)
+    signal.signal(signal.SIGHUP, _stop)  # a closed terminal or a lost SSH session to the controller
 
 
 def write_campaign_report(folder: Path, console: Console, title: str) -> Path:

@@ -1,6 +1,6 @@
 """The engine-start log of the fake vLLM, step by step. Pure: builds data, prints nothing.
 
-Lines, their order and their phases follow /work/shared/VLLM-STARTUP.md and the seed's
+Lines, their order and their phases follow the design notes on vLLM startup and the seed's
 timeline (KV cache -> FlashInfer autotune -> attention warm-up -> "Skipping CuTeDSL warmup",
 the seed's last line, -> CUDA-graph capture). Durations are the real engine's, in seconds;
 the engine multiplies them by the host's ``time_scale``. Dummy weights: no "Loading weights
