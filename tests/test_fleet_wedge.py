@@ -108,9 +108,12 @@ def test_forensics_find_an_xid_and_warn_about_a_volatile_journal(
     assert wedges["volatile"]["forensics"]["previous_boot_available"] is False
 
 
+# 1 s: the follower re-attaches to the new boot (the agent says "lost, rebooted");
+# 6 s: the watchdog declares a wedge first, and recovery's grace sees the host come back
+@pytest.mark.parametrize("boot_delay_s", [1.0, 6.0], ids=["seen-on-reattach", "seen-by-the-grace"])
 def test_a_host_that_resets_itself_is_a_reboot_and_is_not_power_cycled(
-        sim_fleet: Any, sim_inventory: Any, tmp_path: Path) -> None:
-    fleet = sim_fleet([SimHostSpec("rst", script=("reboot", "clean"), boot_delay_s=1.0)])
+        sim_fleet: Any, sim_inventory: Any, tmp_path: Path, boot_delay_s: float) -> None:
+    fleet = sim_fleet([SimHostSpec("rst", script=("reboot", "clean"), boot_delay_s=boot_delay_s)])
     host = fleet.hosts[0]
     plug = HttpPlugServer(tmp_path / "plug", "tasmota", {"1": host.paths.power}).start()
     try:
@@ -126,6 +129,12 @@ def test_a_host_that_resets_itself_is_a_reboot_and_is_not_power_cycled(
     assert records[1]["boot_id"] != records[0]["boot_id"]
     power = result.directory.power.read_text().splitlines() if result.directory.power.exists() else []
     assert not [p for p in power if json.loads(p)["action"] in ("on", "off", "cycle")]
+    # a self-reset gets the same post-boot forensics as a wedge: the previous boot's kernel log
+    assert records[0]["forensics"]["previous_boot_available"] is True
+    assert records[0]["forensics"]["power_cycles"] == 0
+    events = [json.loads(line) for line in result.directory.events.read_text().splitlines()]
+    states = [e["to"] for e in events if e["event"] == "recovery"]
+    assert states == ["booting", "booted", "stable", "forensics", "ready"]
 
 
 def test_a_host_that_froze_between_attempts_is_recovered_and_the_slot_is_not_judged(
