@@ -93,7 +93,10 @@ def test_clean_attempts_that_rule_out_a_rate() -> None:
 
 
 def test_an_exact_power_is_not_lost_to_floating_point() -> None:
-    # 0.1^2 is 0.01 exactly, but 0.1 ** 2 is 0.010000000000000002 in floating point
+    # 0.3^2 is 0.09 = 1 - 0.91 exactly; in floating point both 0.3 ** 2 and 2 log(0.3) miss it
+    assert clean_attempts_to_rule_out(0.7, 0.91) == 2
+    assert clean_attempts_to_rule_out(0.6, 0.936) == 3  # 0.4^3 = 0.064
+    assert clean_attempts_to_rule_out(0.3, 0.51) == 2  # 0.7^2 = 0.49
     assert clean_attempts_to_rule_out(0.9, 0.99) == 2
     assert clean_attempts_to_rule_out(0.5, 0.75) == 2
     assert clean_attempts_to_rule_out(0.5, 0.875) == 3
@@ -109,9 +112,9 @@ def test_holm_against_a_hand_worked_example() -> None:
 def test_boschloo_is_scipys_with_the_cell_as_the_first_sample() -> None:
     from scipy.stats import boschloo_exact
 
-    for alternative in ("two-sided", "less", "greater"):
-        expected = boschloo_exact([[1, 5], [5, 1]], alternative=alternative).pvalue
-        assert boschloo((1, 6), (5, 6), alternative) == pytest.approx(expected, rel=1e-12)
+    for alternative in ("two-sided", "less", "greater"):  # scipy's columns are the samples: cell 1 of 4, reference 5 of 8
+        expected = boschloo_exact([[1, 5], [3, 3]], alternative=alternative).pvalue
+        assert boschloo((1, 4), (5, 8), alternative) == pytest.approx(expected, rel=1e-12)
     assert boschloo((0, 6), (5, 6), "less") < 0.01 < boschloo((0, 6), (5, 6), "greater")
 
 
@@ -191,6 +194,19 @@ def test_hosts_that_disagree_about_the_effect_show_in_the_heterogeneity_test() -
     alike = stratified([((1, 6), (5, 6)), ((1, 6), (5, 6))])
     assert alike.heterogeneity_p == pytest.approx(1.0)
     assert stratified([((1, 6), (5, 6))]).heterogeneity_p is None
+
+
+def test_with_small_counts_heterogeneity_is_zelens_exact_test() -> None:
+    strata = [((1, 6), (5, 6)), ((4, 6), (3, 6))]
+    # Zelen by hand: tables with every margin and the total a1 + a2 = 5 fixed, weight w1(a1) w2(a2)
+    def weight(a: int, n1: int, n2: int, m: int) -> int:
+        return math.comb(n1, a) * math.comb(n2, m - a)
+
+    law = {a1: weight(a1, 6, 6, 6) * weight(5 - a1, 6, 6, 7) for a1 in range(0, 6)}
+    expected = sum(w for w in law.values() if w <= law[1]) / sum(law.values())
+    result = stratified(strata)
+    assert result.heterogeneity_method == "Zelen's exact test"
+    assert result.heterogeneity_p == pytest.approx(expected, rel=1e-12)
 
 
 def test_a_pooled_odds_ratio_of_one_does_not_turn_breslow_day_into_nan() -> None:

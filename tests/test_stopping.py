@@ -17,6 +17,7 @@ PLANNED = 6
 def test_nothing_stops_before_a_single_attempt_was_judged(rule: StopRule) -> None:
     assert decide(rule, (0, 0), (6, 6), PLANNED) is None
     assert decide(rule, (0, 0), (0, 0), PLANNED) is None
+    assert decide(rule, (0, 0), (6, 6), 0) is None  # not even when nothing was planned: a cap of 0 is no claim
 
 
 def test_fixed_n_never_stops_early_and_says_when_the_plan_is_done() -> None:
