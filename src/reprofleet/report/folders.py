@@ -53,7 +53,7 @@ class Folders:
                     continue  # the torn last line of a killed controller
                 if isinstance(entry, dict):
                     seen.setdefault(json.dumps(entry, sort_keys=True, default=str), entry)
-        return sorted(seen.values(), key=lambda e: str(e.get("time") or e.get("t") or ""))
+        return [seen[k] for k in sorted(seen, key=lambda k: (str(seen[k].get("time") or seen[k].get("t") or ""), k))]
 
     def facts(self, records: Sequence[Mapping[str, Any]]) -> dict[str, dict[str, Any]]:
         """Each host's facts snapshot: the one its latest record was run with."""

@@ -76,7 +76,7 @@ def _wedges(records: Iterable[Mapping[str, Any]]) -> list[str]:
         return []
     lines = ["| host | cell | outcome | detected after | last phase | last log line | previous boot |",
              "| --- | --- | --- | ---: | --- | --- | --- |"]
-    for record in sorted(wedges, key=lambda r: str(r.get("started"))):
+    for record in sorted(wedges, key=lambda r: (str(r.get("started")), str(r.get("attempt")))):  # the same order from any copy
         forensics = record.get("forensics") or {}
         findings = forensics.get("findings") or []
         if forensics.get("journal_persistent") is False:
