@@ -170,22 +170,21 @@ def _enumerate_at_most(parts: Sequence[Distribution], suffix: Sequence[Distribut
 
 def _monte_carlo(parts: Sequence[Distribution], suffix: Sequence[Distribution], total: int,
                  threshold: int) -> float:
-    """Draw configurations from their conditional law, part by part, with a fixed seed."""
+    """Draw configurations from their conditional law, part by part, all draws at once, with a
+    fixed seed. Weights are compared in logs, with R's relative tolerance of 1e-7 for ties."""
     rng = np.random.default_rng(MONTE_CARLO_SEED)
-    cdfs: dict[tuple[int, int], np.ndarray] = {}
-    hits = 0
-    for _ in range(MONTE_CARLO_DRAWS):
-        remaining, weight = total, 1
-        for index, part in enumerate(parts):
-            key = (index, remaining)
-            if key not in cdfs:
-                joint = [w * _weight_at(suffix[index + 1], remaining - part.low - at)
-                         for at, w in enumerate(part.weights)]
-                norm = sum(joint)
-                cdf = np.cumsum([j / norm for j in joint])
-                cdfs[key] = cdf / cdf[-1]  # values of weight 0 are never drawn: u < 1 = their cdf
-            at = int(np.searchsorted(cdfs[key], rng.random(), side="right"))
-            remaining -= part.low + at
-            weight *= part.weights[at]
-        hits += weight <= threshold
+    remaining = np.full(MONTE_CARLO_DRAWS, total, dtype=np.int64)
+    log_weight = np.zeros(MONTE_CARLO_DRAWS)
+    for index, part in enumerate(parts):
+        logs = np.array([math.log(w) if w else -math.inf for w in part.weights])
+        for value in np.unique(remaining):
+            rows = np.flatnonzero(remaining == value)
+            joint = [w * _weight_at(suffix[index + 1], int(value) - part.low - at) for at, w in enumerate(part.weights)]
+            norm = sum(joint)
+            cdf = np.cumsum([j / norm for j in joint])
+            cdf /= cdf[-1]  # values of weight 0 are never drawn: u < 1 = their cdf
+            at = np.searchsorted(cdf, rng.random(len(rows)), side="right")
+            remaining[rows] -= part.low + at
+            log_weight[rows] += logs[at]
+    hits = int(np.count_nonzero(log_weight <= math.log(threshold) + 1e-7))
     return (1 + hits) / (1 + MONTE_CARLO_DRAWS)
