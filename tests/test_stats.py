@@ -225,6 +225,9 @@ def test_hosts_disagree_about_a_cells_rate() -> None:
     expected = sum(w for w in weights.values() if w <= weights[(5, 0, 1)]) / sum(weights.values())
     assert hosts_disagree([(5, 6), (0, 6), (1, 6)]) == pytest.approx(expected, rel=1e-12)
     assert hosts_disagree([(2, 6), (2, 6), (2, 6)]) == pytest.approx(1.0)
+    assert hosts_disagree([(0, 6), (0, 6), (0, 6)]) == 1.0
+    with pytest.raises(ValueError):
+        hosts_disagree([(3, 6), (2, 0)])
 
 
 def test_past_the_enumeration_limit_a_seeded_monte_carlo_agrees_with_the_exact_test(

@@ -261,9 +261,9 @@ def hosts_disagree(per_host: Sequence[tuple[int, int]]) -> float:
     Two hosts: Boschloo. More: Freeman-Halton's exact test on the hosts x outcome table
     (a seeded Monte Carlo past the enumeration limit). 1.0 when fewer than 2 hosts have data.
     """
-    rows = [(k, n) for k, n in per_host if n > 0]
-    for k, n in rows:
+    for k, n in per_host:
         _check_counts(k, n)
+    rows = [(k, n) for k, n in per_host if n > 0]
     if len(rows) < 2:
         return 1.0
     if len(rows) == 2:
