@@ -6,9 +6,10 @@ PYTHON ?= $(shell test -x /usr/bin/python3 && echo /usr/bin/python3 || command -
 VENV := .venv
 # openssh-server: the simulated hosts' sshd; iproute2/iptables: their namespaces and links;
 # openipmi/ipmitool: the IPMI BMC simulator; python3-venv: Debian's venv module;
-# libsystemd-dev/pkg-config/gcc/python3-dev: to build pdudaemon's systemd binding.
+# libsystemd-dev/pkg-config/gcc/python3-dev: to build pdudaemon's systemd binding;
+# chromium: the headless browser the report.html test drives through Playwright (no browser download).
 APT_PACKAGES := openssh-server openssh-client iproute2 iptables openipmi ipmitool procps python3-venv \
-	libsystemd-dev pkg-config gcc python3-dev
+	libsystemd-dev pkg-config gcc python3-dev chromium
 PYTEST_ARGS ?=
 
 .PHONY: demo test system-deps clean
