@@ -123,7 +123,7 @@ def write_campaign_report(folder: Path, console: Console, title: str) -> Path:
     return report_path
 
 
-def _write_html(path: Path, judgement: Any, pool: Any, title: str, console: Console) -> None:
+def _write_html(path: Path, judgement: Any, pool: Any, title: str, console: Console) -> Path | None:
     """report.html; a figure that fails to draw costs the HTML file, never report.md or the records."""
     from .report import render_html
 
@@ -131,8 +131,8 @@ def _write_html(path: Path, judgement: Any, pool: Any, title: str, console: Cons
         path.write_text(render_html(judgement, pool, title), encoding="utf-8")
     except Exception as exc:  # noqa: BLE001 - a plotting bug must not lose a campaign's summary
         console.print(f"[yellow]report.html not written: {type(exc).__name__}: {exc}[/]")
-        return
-    console.print(f"html:    {path}")
+        return None
+    return path
 
 
 def run_and_report(c: Any, hosts: str, playbook: str, attempts: int | None, dry_run: bool,
@@ -171,7 +171,9 @@ def run_and_report(c: Any, hosts: str, playbook: str, attempts: int | None, dry_
         result = campaign_mod.run_campaign(plan, settings, report_root, progress=progress, stop=stop,
                                            recovery_factory=recovery_factory)
     report_path = write_campaign_report(result.directory.root, console, f"campaign {result.campaign_id}")
-    console.print(f"records: {result.directory.attempts}\nreport:  {report_path}")
+    html_path = report_path.with_suffix(".html")
+    console.print(f"records: {result.directory.attempts}\nreport:  {report_path}"
+                  + (f"\nhtml:    {html_path}" if html_path.exists() else ""))
     return ExitStatus.INTERRUPTED if result.interrupted else ExitStatus.OK
 
 
@@ -349,8 +351,8 @@ def report(c: Context, paths: list[str] | None = None, reproductions: str = "", 
     markdown_path, html_path = _report_outputs(c, out)
     markdown_path.parent.mkdir(parents=True, exist_ok=True)
     markdown_path.write_text(render_markdown(judgement, pool.records, "reprofleet report"), encoding="utf-8")
-    console.print(f"report:  {markdown_path}")
-    _write_html(html_path, judgement, pool, "reprofleet report", console)
+    written = _write_html(html_path, judgement, pool, "reprofleet report", console)
+    console.print(f"report:  {markdown_path}" + (f"\nhtml:    {written}" if written else ""))
     return ExitStatus.OK
 
 
