@@ -124,8 +124,8 @@ def load_located_yaml(
     try:
         instance = loader(text)  # the reader checks every character here
     except yaml.reader.ReaderError as exc:
-        line = text[: max(exc.position, 0)].count("\n") + 1
-        raise error(Location(file, line), f"YAML syntax: character {chr(exc.character)!r} is not allowed in YAML "
+        at = text[: max(exc.position, 0)].count("\n") + 1
+        raise error(Location(file, at), f"YAML syntax: character {chr(exc.character)!r} is not allowed in YAML "
                     f"(column {exc.position - text.rfind(chr(10), 0, exc.position)})") from None
     if reject_duplicates:
         instance.on_duplicate = duplicate
@@ -139,8 +139,8 @@ def load_located_yaml(
             what += f" (it began on line {exc.context_mark.line + 1})"
         raise error(Location(file, line), f"YAML syntax: {what}") from None
     except yaml.reader.ReaderError as exc:
-        line = text[: max(exc.position, 0)].count("\n") + 1
-        raise error(Location(file, line), f"YAML syntax: character {chr(exc.character)!r} is not allowed in YAML") from None
+        at = text[: max(exc.position, 0)].count("\n") + 1
+        raise error(Location(file, at), f"YAML syntax: character {chr(exc.character)!r} is not allowed in YAML") from None
     except yaml.YAMLError as exc:
         raise error(Location(file, 1), "YAML syntax: " + " ".join(str(exc).split())) from None
     finally:
