@@ -41,24 +41,24 @@ def _gpu_line(facts: Mapping[str, Any]) -> str:
     gpus = facts.get("gpus") or []
     if not gpus:
         return f"no GPU via NVML ({facts.get('nvml')})"
+    from .progress import shown
+
     first = gpus[0]
     limits = first.get("power_limit_w") or {}
-    return (f"{len(gpus)}x {first.get('name')} vbios {first.get('vbios')} "
-            f"pl {limits.get('current')}W [{limits.get('min')}-{limits.get('max')}]")
+    return (f"{len(gpus)}x {shown(first.get('name'))} vbios {shown(first.get('vbios'))} "
+            f"pl {shown(limits.get('current'), 'W')} [{shown(limits.get('min'))}-{shown(limits.get('max'))}]")
 
 
 def facts_table(results: Mapping[str, Mapping[str, Any] | ReprofleetError]) -> Table:
-    table = Table(title="host facts")
-    for column in ("host", "GPU", "driver / CUDA", "kernel", "board / BIOS", "boot_id", "journal"):
-        table.add_column(column)
-    for name, facts in sorted(results.items()):
-        if isinstance(facts, ReprofleetError):
-            table.add_row(name, f"[red]{facts}[/]", "", "", "", "", "")
-            continue
+    from .progress import host_table, pair, shown
+
+    def row(facts: Mapping[str, Any]) -> list[str]:
         dmi = facts.get("dmi") or {}
-        table.add_row(
-            name, _gpu_line(facts), f"{facts.get('driver_version')} / {facts.get('cuda_driver_version')}",
-            str(facts.get("kernel")), f"{dmi.get('board_name')} / {dmi.get('bios_version')}",
-            str(facts.get("boot_id"))[:8], "persistent" if facts.get("journal_persistent") else "[yellow]volatile[/]",
-        )
-    return table
+        journal = facts.get("journal_persistent")
+        return [_gpu_line(facts), pair(facts.get("driver_version"), facts.get("cuda_driver_version")),
+                shown(facts.get("kernel")), pair(dmi.get("board_name"), dmi.get("bios_version")),
+                shown(facts.get("boot_id"))[:8],
+                shown(None if journal is None else "persistent" if journal else "[yellow]volatile[/]")]
+
+    return host_table("host facts", ("GPU", "driver / CUDA", "kernel", "board / BIOS", "boot_id", "journal"),
+                      results, row)

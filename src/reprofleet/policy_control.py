@@ -42,14 +42,12 @@ def policy_everywhere(inventory_path: str, settings: Any, action: str) -> dict[s
 
 
 def policy_table(results: Mapping[str, Mapping[str, Any] | ReprofleetError]) -> Table:
-    table = Table(title="GPU policy (read back through NVML)")
-    for column in ("host", "graphics clocks", "memory clocks", "power limit", "persistence", "app clocks"):
-        table.add_column(column)
-    for name, readback in sorted(results.items()):
-        if isinstance(readback, ReprofleetError):
-            table.add_row(name, f"[red]{readback}[/]", "", "", "", "")
-            continue
-        table.add_row(name, str(readback.get("graphics_clocks")), str(readback.get("memory_clocks")),
-                      f"{readback.get('power_limit_w')} W", str(readback.get("persistence")),
-                      str(readback.get("application_clocks")))
-    return table
+    from .progress import host_table, shown
+
+    def row(readback: Mapping[str, Any]) -> list[str]:
+        return [shown(readback.get("graphics_clocks")), shown(readback.get("memory_clocks")),
+                shown(readback.get("power_limit_w"), " W"), shown(readback.get("persistence")),
+                shown(readback.get("application_clocks"))]
+
+    return host_table("GPU policy (read back through NVML)",
+                      ("graphics clocks", "memory clocks", "power limit", "persistence", "app clocks"), results, row)

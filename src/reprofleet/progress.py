@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import threading
 import time
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from rich.console import Console
 from rich.live import Live
 from rich.table import Table
 
-from .verdicts import Judgement, Row, pct
+from .verdicts import Judgement, Row, natural_key, pct
+
+DASH = "—"
 
 OUTCOME_STYLE = {
     "clean": "green", "error": "yellow", "hang": "magenta",
@@ -44,15 +46,15 @@ class LiveProgress:
         for column in ("host", "status", "cell", "attempt", "phase", "outcomes"):
             table.add_column(column)
         with self._lock:
-            for host, row in sorted(self._rows.items()):
+            for host, row in sorted(self._rows.items(), key=lambda item: natural_key(item[0])):
                 counts = row.get("counts") or {}
                 outcomes = " ".join(
                     f"[{OUTCOME_STYLE.get(k, '')}]{k}:{v}[/]" for k, v in sorted(counts.items())
                 )
                 table.add_row(
-                    host, str(row.get("status", "")), str(row.get("cell", "")),
+                    host, shown(row.get("status")), shown(row.get("cell")),
                     f"{row.get('done', 0)}/{self._planned.get(host, 0)}",
-                    str(row.get("phase", "")), outcomes,
+                    shown(row.get("phase")), outcomes,
                 )
         return table
 
@@ -109,3 +111,34 @@ def _row(row: Row) -> list[str]:
         style = OUTCOME_STYLE[outcome] if value and outcome in ("wedge", "reboot") else ""
         cells.append(f"[{style}]{value}[/]" if style else str(value))
     return cells + [str(tally.excluded), rate, ci]
+
+
+def shown(value: Any, unit: str = "") -> str:
+    """A value for a table cell: a dash when it is missing (never ``None`` or ``None W``)."""
+    if value is None or value == "":
+        return DASH
+    if isinstance(value, (list, tuple)):
+        return ",".join(shown(v) for v in value) if value else DASH
+    return f"{value}{unit}"
+
+
+def pair(first: Any, second: Any) -> str:
+    """``a / b`` with a dash for each missing side, or one dash when both are missing."""
+    if first in (None, "") and second in (None, ""):
+        return DASH
+    return f"{shown(first)} / {shown(second)}"
+
+
+def host_table(title: str, columns: Sequence[str], results: Mapping[str, Any],
+               row: Callable[[Any], Sequence[str]]) -> Table:
+    """One row per host (``ws2`` before ``ws10``); a host that failed gets dashes and its error in a column of
+    its own, never inside a data column."""
+    table = Table(title=title)
+    for column in ("host", *columns, "error"):
+        table.add_column(column)
+    for name, value in sorted(results.items(), key=lambda item: natural_key(item[0])):
+        if isinstance(value, BaseException):
+            table.add_row(name, *(DASH for _ in columns), f"[red]{value}[/]")
+        else:
+            table.add_row(name, *row(value), "")
+    return table

@@ -1,0 +1,43 @@
+"""Terminal tables: a missing value is a dash, a host's error has its own column, hosts in natural order."""
+
+from __future__ import annotations
+
+from rich.console import Console
+from rich.table import Table
+
+from reprofleet.errors import ReprofleetError
+from reprofleet.facts import facts_table
+from reprofleet.policy_control import policy_table
+from reprofleet.progress import LiveProgress
+
+
+def _text(table: Table) -> str:
+    console = Console(width=220, record=True)
+    console.print(table)
+    return console.export_text()
+
+
+def test_missing_facts_print_as_dashes_and_an_error_gets_its_own_column() -> None:
+    text = _text(facts_table({"ws10": ReprofleetError("ssh: connection refused"),
+                              "ws2": {"gpus": [{"name": "RTX PRO 6000", "power_limit_w": {}}], "dmi": {}}}))
+    assert "None" not in text
+    header = next(line for line in text.splitlines() if "GPU" in line and "host" in line)
+    assert header.rstrip(" │┃").endswith("error")
+    ws10 = next(line for line in text.splitlines() if "ws10" in line)
+    cells = [c.strip() for c in ws10.split("│")[1:-1]]
+    assert cells[1:-1] == ["—"] * 6 and cells[-1] == "ssh: connection refused"
+    assert text.index("ws2") < text.index("ws10")
+
+
+def test_a_policy_read_back_with_gaps_shows_dashes_not_none_watts() -> None:
+    text = _text(policy_table({"ws1": {"graphics_clocks": [180, 3090], "power_limit_w": None}}))
+    assert "None" not in text and "180,3090" in text
+    row = [c.strip() for c in next(l for l in text.splitlines() if "ws1" in l).split("│")[1:-1]]
+    assert row[3] == "—"  # power limit
+
+
+def test_the_live_table_orders_hosts_naturally_and_dashes_what_is_not_known_yet() -> None:
+    progress = LiveProgress(["ws10", "ws2"], {"ws10": 2, "ws2": 2}, Console(width=120, record=True))
+    text = _text(progress.render())
+    assert text.index("ws2") < text.index("ws10")
+    assert "—" in next(line for line in text.splitlines() if "ws2" in line)
