@@ -124,13 +124,16 @@ def test_host_port_splitting() -> None:
 
 
 def test_redfish_power_states_and_reset_types() -> None:
-    assert parse_power_state({"PowerState": "On"}) is PowerState.ON
-    assert parse_power_state({"PowerState": "PoweringOff"}) is PowerState.UNKNOWN
-    assert reset_type_for(PowerState.OFF, ["On", "ForceOff", "GracefulShutdown"]) == "ForceOff"
-    assert reset_type_for(PowerState.ON, ["ForceOn"]) == "ForceOn"
-    assert reset_type_for(PowerState.OFF, None) == "ForceOff"
+    import sushy
+
+    assert parse_power_state(sushy.PowerState.ON) is PowerState.ON
+    assert parse_power_state(sushy.PowerState.POWERING_OFF) is PowerState.UNKNOWN
+    reset = sushy.ResetType
+    assert reset_type_for(PowerState.OFF, {reset.ON, reset.FORCE_OFF, reset.GRACEFUL_SHUTDOWN}) is reset.FORCE_OFF
+    assert reset_type_for(PowerState.ON, {reset.FORCE_ON}) is reset.FORCE_ON
+    assert reset_type_for(PowerState.OFF, None) is reset.FORCE_OFF
     with pytest.raises(PowerError, match="allows no reset to off"):
-        reset_type_for(PowerState.OFF, ["On", "Nmi"])
+        reset_type_for(PowerState.OFF, {reset.ON, reset.NMI})
 
 
 def test_pdudaemon_requests_and_its_blindness() -> None:
@@ -170,8 +173,8 @@ def test_redfish_and_ipmi_need_credentials_shaped_right() -> None:
     with pytest.raises(PowerConfigError, match="ipmi needs credentials"):
         driver_for(port("ipmi", outlet=None), "ws01", PowerLog(None))
     redfish = make(port("redfish", address="bmc.lab", outlet=None, verify_tls=False))
-    assert redfish.device.base == "https://bmc.lab"
-    assert redfish.device.session.verify is False
+    assert redfish.url == "https://bmc.lab/redfish/v1/"  # https assumed; nothing contacted yet
+    assert redfish.verify is False
 
 
 def test_every_pdu_block_of_the_example_inventory_makes_a_driver() -> None:
@@ -186,3 +189,19 @@ def test_every_pdu_block_of_the_example_inventory_makes_a_driver() -> None:
         assert host.pdu is not None
         driver = driver_for(host.pdu, host.name, PowerLog(None), secrets=lambda ref: Secret("user:pw"))
         assert driver.port is host.pdu
+
+
+def test_the_drivers_oid_table_agrees_with_the_simulators_copy_of_the_mibs() -> None:
+    """Two tables written independently (the simulator's from the MIB text): they must agree."""
+    from reprofleet.sim.power.pdu_mibs import FAMILIES, Column
+
+    for model, oids in OUTLET_MODELS.items():
+        columns = {c.column: c for c in FAMILIES[model]}
+        control = columns[Column.CONTROL]
+        prefix = ".".join(map(str, control.prefix))
+        assert oids.control("7", "1") == (f"{prefix}.1.7" if control.by_pdu else f"{prefix}.7")
+        assert (oids.set_on, oids.set_off, oids.set_cycle) == (control.on, control.off, control.reboot)
+        state = columns.get(Column.STATE, control)
+        prefix = ".".join(map(str, state.prefix))
+        assert oids.status("7", "1") == (f"{prefix}.1.7" if state.by_pdu else f"{prefix}.7")
+        assert (oids.state_on, oids.state_off) == (state.on, state.off)

@@ -1,4 +1,5 @@
-"""The SNMP driver (APC rPDU, APC sPDU, Raritan PX) against snmpsim with a relay watcher."""
+"""The SNMP driver (APC rPDU, APC sPDU, Raritan PX) against a simulated PDU whose OIDs and
+error replies were copied from the MIBs and from what real agents send, not from the driver."""
 
 from __future__ import annotations
 
@@ -62,8 +63,25 @@ def test_a_switch_flipped_elsewhere_is_what_the_pdu_reports(snmp_pdu: SnmpPdu, s
 
 def test_an_outlet_the_pdu_does_not_have_is_a_clear_error(snmp_pdu: SnmpPdu, power_log: PowerLog,
                                                           monkeypatch: pytest.MonkeyPatch) -> None:
-    with pytest.raises(PowerError, match="outlet 9 does not exist for model apc_rpdu"):
+    with pytest.raises(PowerError, match="answered noCreation: outlet 9 does not exist on this PDU"):
         driver(snmp_pdu, "9", power_log, monkeypatch).off()
+    with pytest.raises(PowerError, match="no such OID on this PDU: outlet 9"):
+        driver(snmp_pdu, "9", power_log, monkeypatch).status()
+
+
+def test_a_wrong_control_oid_fails_against_the_simulated_pdu(snmp_pdu: SnmpPdu, power_log: PowerLog,
+                                                             switches: Switches,
+                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    typo = driver(snmp_pdu, "1", power_log, monkeypatch, model="generic",  # ...1.1.5 instead of ...1.1.4
+                  control_oid="1.3.6.1.4.1.318.1.1.12.3.3.1.1.5.{outlet}",
+                  status_oid="1.3.6.1.4.1.318.1.1.12.3.5.1.1.4.{outlet}")
+    with pytest.raises(PowerError, match="answered notWritable"):
+        typo.off()
+    status_as_control = driver(snmp_pdu, "1", power_log, monkeypatch, model="generic",
+                               control_oid="1.3.6.1.4.1.318.1.1.12.3.5.1.1.4.{outlet}")
+    with pytest.raises(PowerError, match="answered notWritable"):
+        status_as_control.off()  # rPDUOutletStatusOutletState is read-only, as on a real PDU
+    assert switches.is_on("ws01")
 
 
 def test_a_wrong_community_is_a_bounded_error_that_does_not_show_it(snmp_pdu: SnmpPdu, switches: Switches,

@@ -31,6 +31,11 @@ if TYPE_CHECKING:
     from .host_runner import CampaignContext, HostRunner
 
 HUMAN_WAIT_S = 24 * 3600.0  # a host without a power port: poll this long for a person
+NOT_BACK_CAUSES = (
+    "Likely causes: the BIOS is set to stay off after power loss (set 'restore on AC power loss' to "
+    "power on); a second power supply on another outlet kept the host up (list both under pdu: outlets:); "
+    "the inventory names the wrong outlet (check the wiring with: invoke power HOST --verify)"
+)
 GUARD_POLL_S = 2.0  # while our own network is down: ask the guard again this often
 log = logging.getLogger(__name__)
 
@@ -52,8 +57,8 @@ class RecoveryState(str, Enum):
 _NEXT = {
     RecoveryState.WEDGED: {RecoveryState.OFF, RecoveryState.BOOTING, RecoveryState.QUARANTINED},
     RecoveryState.OFF: {RecoveryState.DWELL, RecoveryState.QUARANTINED},
-    RecoveryState.DWELL: {RecoveryState.ON, RecoveryState.QUARANTINED},
-    RecoveryState.ON: {RecoveryState.BOOTING, RecoveryState.QUARANTINED},
+    RecoveryState.DWELL: {RecoveryState.ON, RecoveryState.OFF, RecoveryState.QUARANTINED},  # OFF: the retry
+    RecoveryState.ON: {RecoveryState.BOOTING, RecoveryState.OFF, RecoveryState.QUARANTINED},
     RecoveryState.BOOTING: {RecoveryState.BOOTED, RecoveryState.QUARANTINED},
     RecoveryState.BOOTED: {RecoveryState.STABLE, RecoveryState.BOOTING, RecoveryState.QUARANTINED},
     RecoveryState.STABLE: {RecoveryState.FORENSICS},
@@ -200,24 +205,61 @@ class Recovery:
         raise NetworkDown(f"not power-cycled: the controller's network stayed down for {cap:g} s ({reason})")
 
     def _power_cycle(self, runner: "HostRunner", seq: Sequence) -> None:
-        from .power.registry import driver_for
+        """Cycle every outlet of the host; once more with a longer dwell if it does not come back.
 
-        if runner.state.power_cycles >= self.ctx.settings.power_cycle_budget:
-            raise RecoveryError(f"power-cycle budget of {self.ctx.settings.power_cycle_budget} spent")
-        assert runner.host.pdu is not None
-        driver = driver_for(runner.host.pdu, runner.host.name, self.power_log)
-        runner.state.power_cycles += 1
-        dwell = self.ctx.settings.dwell_s
-        port = runner.host.pdu
-        details: dict[str, dict[str, Any]] = {
-            "off": {"outlet": port.outlet, "driver": port.driver},
-            "dwell": {"seconds": dwell},
-            "on": {"power_cycles": runner.state.power_cycles},
-        }
-        # cycle() = off, read back off, dwell, on, read back on (and a device-side
-        # flip-back timer where the device has one, so no host is left off if we die);
-        # each state is logged when the driver reaches it, not after the cycle returned.
-        driver.cycle(dwell, on_state=lambda state: seq.transition(RecoveryState(state), **details[state]))
+        A PDU that reads "on" while the host never answers is usually not a flaky PDU: a BIOS
+        set to stay off after power loss, a second power supply on another outlet, or the
+        wrong outlet in the inventory. One retry with a longer dwell (within the power-cycle
+        budget) covers a supply that needed longer to drain; after that the host is
+        quarantined with an error that names those causes.
+        """
+        from .power.locks import lock_folder
+        from .power.ports import build_host_power, cycle_host
+
+        budget = self.ctx.settings.power_cycle_budget
+        power = build_host_power([runner.host], self.power_log,
+                                 lock_dir=lock_folder(self.ctx.directory.root.parent))[runner.host.name]
+        dwells = (self.ctx.settings.dwell_s, max(3 * self.ctx.settings.dwell_s, self.ctx.settings.dwell_s + 10))
+        boot_s = self.ctx.playbook.timeouts.boot
+        problem = ""
+        for attempt, dwell in enumerate(dwells):
+            if runner.state.power_cycles >= budget:
+                raise RecoveryError(f"power-cycle budget of {budget} spent" + (f" ({problem})" if problem else ""))
+            runner.state.power_cycles += 1
+            details: dict[str, dict[str, Any]] = {
+                "off": {"outlets": [d.outlet_key for d in power.drivers], "driver": runner.host.power_ports[0].driver,
+                        "attempt": attempt + 1},
+                "dwell": {"seconds": dwell},
+                "on": {"power_cycles": runner.state.power_cycles},
+            }
+            # off, read back off, dwell, on, read back on; "on" always follows a sent "off";
+            # each state is logged when the driver reaches it, not after the cycle returned.
+            try:
+                cycle_host(power, dwell, on_state=lambda state: seq.transition(RecoveryState(state), **details[state]))
+                problem = ""
+            except PowerError as exc:  # "on" was still sent: the host may well be booting
+                problem = f"the power cycle failed: {exc}"
+            if self._answers_within(runner, boot_s):
+                if problem:
+                    self.ctx.event(runner.host.name, "warning", message=f"{problem}; the host came back anyway")
+                return
+            problem = problem or f"the power device reads on, but the host did not answer within {boot_s:g} s"
+            if attempt + 1 < len(dwells):
+                self.ctx.event(runner.host.name, "power_retry", reason=problem, dwell_s=dwells[attempt + 1])
+        raise RecoveryError(f"{problem}, after {len(dwells)} power cycles (dwell {dwells[0]:g} s, then "
+                            f"{dwells[1]:g} s). {NOT_BACK_CAUSES}")
+
+    def _answers_within(self, runner: "HostRunner", deadline_s: float) -> bool:
+        """Does the host's SSH port answer within ``deadline_s`` (polled with backoff)?"""
+        deadline = time.monotonic() + deadline_s
+        delays = backoff_delays()
+        while time.monotonic() < deadline:
+            if self.ctx.stop.is_set():
+                raise RecoveryError("campaign stopped while waiting for the host to boot")
+            if probe_ssh_banner(runner.host.address, runner.host.port, 2.0):
+                return True
+            self.ctx.stop.wait(min(next(delays), max(0.0, deadline - time.monotonic())))
+        return False
 
     def _wait_for_person(self, runner: "HostRunner", seq: Sequence) -> None:
         self.ctx.event(runner.host.name, "needs_person",

@@ -11,7 +11,10 @@ Selected by an inventory ``pdu:`` block like::
 Chassis control ``power off`` (hard) and ``power on``, with ``get_power`` read back.
 pyghmi has no per-call timeout of its own that we can set, and logs in synchronously, so
 every pyghmi call runs in a worker thread joined with our deadline; a call past it is
-reported as no answer (the worker ends on pyghmi's own timeout).
+reported as no answer. Before that report (and so before any retry) the worker is joined
+again, still under the device lock, until pyghmi's own timeout ends it: a worker left
+running could deliver a late "off" after a later "on". A worker still running after
+``LATE_JOIN_S`` is an error that is not retried.
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ from .options import PowerConfigError
 from .snmp import split_host_port
 
 AUTH_MARKERS = ("password", "unauthorized", "privilege", "authentication", "rakp")
+LATE_JOIN_S = 30.0  # pyghmi's own session timeout is well under this
 
 
 def classify_ipmi_error(exc: BaseException) -> PowerError:
@@ -41,8 +45,12 @@ def classify_ipmi_error(exc: BaseException) -> PowerError:
     return TransientPowerError(f"IPMI: {text}")
 
 
-def call_with_deadline(call: Callable[[], Any], timeout_s: float, what: str) -> Any:
-    """Run ``call`` in a daemon thread; past ``timeout_s`` raise TransientPowerError."""
+def call_with_deadline(call: Callable[[], Any], timeout_s: float, what: str, late_join_s: float = LATE_JOIN_S) -> Any:
+    """Run ``call`` in a daemon thread; past ``timeout_s`` raise TransientPowerError once it has ended.
+
+    The worker is joined (up to ``late_join_s`` more) before the error is raised, so the
+    caller's retry never overlaps it; one that will not end is a PowerError, not retried.
+    """
     outcome: dict[str, Any] = {}
 
     def run() -> None:
@@ -55,6 +63,10 @@ def call_with_deadline(call: Callable[[], Any], timeout_s: float, what: str) -> 
     worker.start()
     worker.join(timeout_s)
     if worker.is_alive():
+        worker.join(late_join_s)
+        if worker.is_alive():
+            raise PowerError(f"{what}: no answer within {timeout_s:g}s, and the IPMI call was still running "
+                             f"{late_join_s:g}s later: not retried, a late command could still reach the BMC")
         raise TransientPowerError(f"{what}: no answer within {timeout_s:g}s")
     if "error" in outcome:
         raise outcome["error"]

@@ -1,19 +1,27 @@
-"""Server BMCs over Redfish (iDRAC, iLO, XCC, OpenBMC ...), plain HTTPS with requests.
+"""Server BMCs over Redfish (iDRAC, iLO, XCC, OpenBMC ...), through the ``sushy`` library.
 
 Selected by an inventory ``pdu:`` block like::
 
     pdu:
       driver: redfish
       address: https://ws03-bmc.lab      # no scheme: https is assumed
-      credentials: env:WS03_BMC          # "user:password", HTTP basic auth
+      credentials: env:WS03_BMC          # "user:password"
       # system: System.Embedded.1        # required when the BMC lists several systems
       # verify_tls: false                # or a CA bundle path; BMCs often self-sign
       # settle_s: 30                     # BMCs apply resets late
 
-``ComputerSystem.Reset`` with ``ForceOff`` then ``On`` (the ``target`` the system
-advertises), ``PowerState`` read back until it matches. ``PowerCycle`` is not used: not
+sushy finds the systems, reads ``PowerState`` and the reset types the service allows
+(``ResetType@Redfish.AllowableValues``), and posts ``ComputerSystem.Reset``: ``ForceOff``
+then ``On`` (or ``ForceOn``), read back until it matches. ``PowerCycle`` is not used: not
 every BMC offers it, and a cycle we cannot watch is not one we can trust. A reset is not
-sent when the system is already in the wanted state (some BMCs reject that as an error).
+sent when the system already reads the wanted state (some BMCs reject that as an error),
+except right after a cycle's "off" whose read-back failed: then "On" goes out whatever the
+BMC says, since a BMC that still reads On may be about to apply the ForceOff.
+
+The service is contacted at the first action, never when the driver is built (the
+preflight builds every driver without contacting anything). sushy's own retries are off
+(one try per call): the base driver retries, with its bounded backoff. Its HTTP
+session ignores proxy variables and ``~/.netrc``.
 """
 
 from __future__ import annotations
@@ -21,30 +29,56 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import requests
+import sushy
+from sushy import exceptions as sushy_errors
+
 from ..credentials import Secret, split_user_password
 from ..errors import PowerError
 from ..model import PowerPort
-from .base import DriverSettings, PowerDriver, PowerState
-from .http import HttpDevice, base_url
+from .base import DriverSettings, PowerDriver, PowerState, TransientPowerError
+from .http import base_url
 from .log import PowerLog
 from .options import PowerConfigError
 
 SYSTEMS = "/redfish/v1/Systems"
-RESET_TYPES = {PowerState.ON: ("On", "ForceOn"), PowerState.OFF: ("ForceOff", "Off")}
+RESET_TYPES = {PowerState.ON: (sushy.ResetType.ON, sushy.ResetType.FORCE_ON),
+               PowerState.OFF: (sushy.ResetType.FORCE_OFF, sushy.ResetType.GRACEFUL_SHUTDOWN)}
+STATES = {sushy.PowerState.ON: PowerState.ON, sushy.PowerState.OFF: PowerState.OFF}
 
 
-def parse_power_state(system: object) -> PowerState:
+def parse_power_state(value: object) -> PowerState:
     """A ComputerSystem's ``PowerState``; transitional states (PoweringOn ...) are UNKNOWN."""
-    value = system.get("PowerState") if isinstance(system, dict) else None
+    if isinstance(value, sushy.PowerState):
+        return STATES.get(value, PowerState.UNKNOWN)
     return {"On": PowerState.ON, "Off": PowerState.OFF}.get(str(value), PowerState.UNKNOWN)
 
 
-def reset_type_for(target: PowerState, allowed: list[str] | None) -> str:
-    """The ResetType that reaches ``target``, preferring the forceful one the BMC allows."""
+def reset_type_for(target: PowerState, allowed: set[Any] | None) -> sushy.ResetType:
+    """The ResetType that reaches ``target``, preferring the forceful one the service allows."""
     for candidate in RESET_TYPES[target]:
         if not allowed or candidate in allowed:
             return candidate
-    raise PowerError(f"the BMC allows no reset to {target.value}: it offers {', '.join(allowed or [])}")
+    offered = ", ".join(sorted(str(getattr(a, "value", a)) for a in allowed or ()))
+    raise PowerError(f"the BMC allows no reset to {target.value}: it offers {offered}")
+
+
+def translate(exc: BaseException, what: str) -> PowerError:
+    """sushy's and requests' errors -> transient (retried) or permanent PowerErrors."""
+    if isinstance(exc, sushy_errors.AccessError):
+        return PowerError(f"{what}: HTTP {exc.status_code}: the device refused the credentials")
+    if isinstance(exc, sushy_errors.ResourceNotFoundError):
+        return PowerError(f"{what}: HTTP 404: no such resource on this BMC")
+    if isinstance(exc, sushy_errors.ServerSideError):
+        return TransientPowerError(f"{what}: HTTP {exc.status_code}")
+    if isinstance(exc, requests.Timeout):
+        return TransientPowerError(f"{what}: no answer in time")
+    if isinstance(exc, (sushy_errors.ConnectionError, requests.ConnectionError)):
+        refused = "connection refused" if "refused" in str(exc).lower() else "connection failed"
+        return TransientPowerError(f"{what}: {refused}")
+    if isinstance(exc, sushy_errors.HTTPError):
+        return PowerError(f"{what}: HTTP {exc.status_code}")
+    return PowerError(f"{what}: {type(exc).__name__}")
 
 
 class RedfishDriver(PowerDriver):
@@ -55,61 +89,85 @@ class RedfishDriver(PowerDriver):
 
     def __init__(self, port: PowerPort, host: str, log: PowerLog, *, secret: Secret | None = None) -> None:
         super().__init__(port, host, log, secret=secret)
-        auth: tuple[str, str] | None = None
+        self._user: str | None = None
+        self._password: Secret | None = None
         if secret:
-            user, password = split_user_password(secret, "root")
-            self._secrets.append(password)
-            auth = (user, password.reveal())
+            self._user, self._password = split_user_password(secret, "root")
+            self._secrets.append(self._password)
         raw_verify = self.options.raw.get("verify_tls")
-        verify: bool | str = self.options.flag("verify_tls", True) if not isinstance(raw_verify, str) \
+        self.verify: bool | str = self.options.flag("verify_tls", True) if not isinstance(raw_verify, str) \
             or not raw_verify.startswith(("/", "~")) else str(Path(raw_verify).expanduser())
-        self.device = HttpDevice(base_url(port.address, "https"), self.settings.timeout_s, auth=auth, verify=verify)
+        self.url = base_url(port.address, "https") + "/redfish/v1/"
         self.system_id = self.options.text("system")
-        self._system_path: str | None = None
-        self._reset_target: str | None = None
-        self._allowed: list[str] | None = None
+        self._root: Any = None
+        self._sys: Any = None
+        self._allowed: set[Any] | None = None
+        self._force_next_on = False
 
     def _outlet_id(self) -> str:
         return self.system_id or ""
 
-    def _get(self, path: str) -> Any:
-        response = self.device.request("GET", path)
-        if response.status_code == 404:
-            raise PowerError(f"GET {path}: HTTP 404: no such resource on this BMC")
-        if response.status_code != 200:
-            raise PowerError(f"GET {path}: HTTP {response.status_code}")
-        return self.device.json(response)
+    def _call(self, what: str, call: Any) -> Any:
+        try:
+            return call()
+        except PowerError:
+            raise
+        except (sushy_errors.SushyError, requests.RequestException) as exc:
+            if isinstance(exc, (sushy_errors.ConnectionError, sushy_errors.AccessError)):
+                self._root = self._sys = None  # log in again next time
+            raise translate(exc, what) from None
 
-    def _find_system(self) -> str:
-        if self.system_id:
-            return f"{SYSTEMS}/{self.system_id}"
-        members = self._get(SYSTEMS).get("Members", [])
-        paths = [m.get("@odata.id", "") for m in members if isinstance(m, dict)]
-        if len(paths) != 1:
-            ids = ", ".join(p.rsplit("/", 1)[-1] for p in paths) or "none"
-            raise PowerConfigError(f"{self.where}: the BMC lists {len(paths)} systems ({ids}): "
-                                   "name the one to switch with the pdu option system")
-        return str(paths[0])
+    def _service(self) -> Any:
+        if self._root is None:
+            # server_side_retries=1: one try per call (0 would mean sushy's default of 3, 2 s apart)
+            connector = sushy.connector.Connector(self.url, verify=self.verify, server_side_retries=1,
+                                                  server_side_retries_delay=0,
+                                                  default_request_timeout=self.settings.timeout_s,
+                                                  connect_timeout=self.settings.timeout_s)
+            connector._session.trust_env = False  # no proxy variables, no ~/.netrc
+            password = self._password.reveal() if self._password else None
+            auth = sushy.auth.BasicAuth(self._user, password) if password is not None else None
+            self._root = sushy.Sushy(self.url, connector=connector, auth=auth, verify=self.verify,
+                                     server_side_retries=1, read_timeout=self.settings.timeout_s,
+                                     connect_timeout=self.settings.timeout_s)
+        return self._root
 
-    def _system(self) -> dict[str, Any]:
-        """GET the system; the first call also learns its reset target and reset types."""
-        if self._system_path is None:
-            system = self._get(self._find_system())
-            self._system_path = str(system.get("@odata.id") or self._find_system())
-            action = system.get("Actions", {}).get("#ComputerSystem.Reset", {})
-            self._reset_target = action.get("target") or f"{self._system_path}/Actions/ComputerSystem.Reset"
-            self._allowed = action.get("ResetType@Redfish.AllowableValues")
-            return dict(system)
-        return dict(self._get(self._system_path))
+    def _system(self) -> Any:
+        """The ComputerSystem (found once), refreshed; the first call learns the allowed reset types."""
+        if self._sys is None:
+            root = self._service()
+            if self.system_id:
+                path = f"{SYSTEMS}/{self.system_id}"
+            else:
+                paths = sorted(root.get_system_collection().members_identities)
+                if len(paths) != 1:
+                    ids = ", ".join(p.rstrip("/").rsplit("/", 1)[-1] for p in paths) or "none"
+                    raise PowerConfigError(f"{self.where}: the BMC lists {len(paths)} systems ({ids}): "
+                                           "name the one to switch with the pdu option system")
+                path = paths[0]
+            self._sys = root.get_system(path)
+            self._allowed = set(self._sys.get_allowed_reset_system_values())
+        else:
+            self._sys.refresh(force=True)
+        return self._sys
 
     def _read(self) -> PowerState:
-        return parse_power_state(self._system())
+        return parse_power_state(self._call("read PowerState", lambda: self._system().power_state))
 
     def _set(self, state: PowerState) -> None:
-        if parse_power_state(self._system()) is state:
+        system = self._call("read PowerState", self._system)
+        forced = state is PowerState.ON and self._force_next_on
+        self._force_next_on = False
+        if parse_power_state(system.power_state) is state and not forced:
             return
         reset_type = reset_type_for(state, self._allowed)
-        path = str(self._reset_target)
-        response = self.device.request("POST", path, json_body={"ResetType": reset_type})
-        if response.status_code not in (200, 202, 204):
-            raise PowerError(f"POST {path} ResetType {reset_type}: HTTP {response.status_code}: {response.text[:120]}")
+        self._call(f"ComputerSystem.Reset {reset_type.value}", lambda: system.reset_system(reset_type))
+
+    def cycle(self, dwell_s: float, on_state: Any = None) -> PowerState:
+        """As every driver's cycle; an "On" after an unconfirmed "ForceOff" is sent even if the BMC reads On."""
+        self._force_next_on = False
+        return super().cycle(dwell_s, on_state)
+
+    def _on_after(self, failure: BaseException | None) -> PowerState:
+        self._force_next_on = failure is not None
+        return super()._on_after(failure)

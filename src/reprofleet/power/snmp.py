@@ -16,7 +16,10 @@ Selected by an inventory ``pdu:`` block like::
       #          on_value: 1  off_value: 2  [state_on_value: 1  state_off_value: 2]
 
 pysnmp's asyncio API is run synchronously, one request per call, with the request timeout
-enforced twice (pysnmp's own, and an outer ``asyncio.wait_for``). An SNMP agent does not
+enforced twice (pysnmp's own, and an outer ``asyncio.wait_for``). Each driver keeps one
+SNMP engine on one event loop of its own for its lifetime (an engine is costly to build:
+rebuilding it for every read-back poll was most of a poll's time); an engine whose request
+timed out is dropped, so a late reply never meets the next request. An SNMP agent does not
 answer a wrong community at all, so a wrong community reads as "no answer"; the error
 says so.
 """
@@ -44,6 +47,13 @@ from .snmp_oids import GENERIC_MODEL, MODEL_NAMES, OUTLET_MODELS, OutletOids, is
 
 AUTH_PROTOCOLS = {"none": usmNoAuthProtocol, "md5": usmHMACMD5AuthProtocol, "sha": usmHMACSHAAuthProtocol,
                   "sha256": usmHMAC192SHA256AuthProtocol}
+ERROR_HINTS = {
+    "noCreation": "outlet {outlet} does not exist on this PDU",
+    "notWritable": "this OID cannot be set: a wrong model ({model}) or OID, or a read-only community",
+    "noAccess": "this OID cannot be set: a read-only community?",
+    "wrongValue": "the PDU does not take this value here (on_value/off_value for this model?)",
+    "authorizationError": "the community or v3 user may not do this",
+}
 PRIV_PROTOCOLS = {"none": usmNoPrivProtocol, "des": usmDESPrivProtocol, "aes": usmAesCfb128Protocol,
                   "aes256": usmAesCfb256Protocol}
 
@@ -96,6 +106,9 @@ class SnmpDriver(PowerDriver):
         if secret is None:
             raise PowerConfigError(f"{self.where}: snmp needs credentials (the write community, or a v3 user)")
         self._auth = self._auth_data(secret)
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._engine: SnmpEngine | None = None
+        self.engines_built = 0  # how many SNMP engines this driver made (one, unless requests timed out)
 
     def _outlet_id(self) -> str:
         return f"{self.pdu_id}.{self.outlet}"
@@ -113,33 +126,57 @@ class SnmpDriver(PowerDriver):
                            authProtocol=AUTH_PROTOCOLS[str(auth)], privProtocol=PRIV_PROTOCOLS[str(priv)])
 
     async def _exchange(self, oid: str, value: int | None) -> Any:
-        engine = SnmpEngine()
+        if self._engine is None:
+            self._engine = SnmpEngine()
+            self.engines_built += 1
+        target = await UdpTransportTarget.create(self.target, timeout=self.settings.timeout_s, retries=0)
+        var_bind = ObjectType(ObjectIdentity(oid)) if value is None else ObjectType(ObjectIdentity(oid), Integer32(value))
+        command = get_cmd if value is None else set_cmd
+        return await command(self._engine, self._auth, target, ContextData(), var_bind)
+
+    def _drop_engine(self) -> None:
+        if self._engine is not None:
+            self._engine.close_dispatcher()
+            self._engine = None
+            if self._loop is not None and not self._loop.is_closed() and not self._loop.is_running():
+                self._loop.run_until_complete(asyncio.sleep(0))  # let the cancelled timer task end
+
+    def close(self) -> None:
+        """Release the engine and its event loop (also done when the driver is collected)."""
+        self._drop_engine()
+        if self._loop is not None and not self._loop.is_closed():
+            self._loop.close()
+
+    def __del__(self) -> None:
         try:
-            target = await UdpTransportTarget.create(self.target, timeout=self.settings.timeout_s, retries=0)
-            var_bind = ObjectType(ObjectIdentity(oid)) if value is None else ObjectType(ObjectIdentity(oid), Integer32(value))
-            command = get_cmd if value is None else set_cmd
-            return await command(engine, self._auth, target, ContextData(), var_bind)
-        finally:
-            engine.close_dispatcher()
+            self.close()
+        except Exception:  # noqa: BLE001 (interpreter shutdown: nothing left to release)
+            pass
 
     def _call(self, oid: str, value: int | None = None) -> int:
         """One GET (value None) or SET; returns the integer the agent answered with."""
         verb = "GET" if value is None else f"SET {value} on"
+        if self._loop is None or self._loop.is_closed():
+            self._loop = asyncio.new_event_loop()
         try:
-            error_indication, error_status, _, var_binds = asyncio.run(
+            error_indication, error_status, _, var_binds = self._loop.run_until_complete(
                 asyncio.wait_for(self._exchange(oid, value), self.settings.timeout_s + 2.0))
         except (asyncio.TimeoutError, TimeoutError):
+            self._drop_engine()
             raise TransientPowerError(f"{verb} {oid}: no answer within {self.settings.timeout_s:g}s") from None
         except OSError as exc:
+            self._drop_engine()
             raise TransientPowerError(f"{verb} {oid}: {exc.strerror or type(exc).__name__}") from None
         if error_indication:
+            self._drop_engine()
             if "timeout" in str(error_indication).lower():
                 raise TransientPowerError(f"{verb} {oid}: no SNMP answer within {self.settings.timeout_s:g}s "
                                           "(PDU down, or a wrong community, which agents ignore)")
             raise PowerError(f"{verb} {oid}: {error_indication}")
         if error_status:
-            raise PowerError(f"{verb} {oid}: the PDU answered {error_status.prettyPrint()} "
-                             f"(wrong outlet or value, or a read-only community?)")
+            raise PowerError(f"{verb} {oid}: the PDU answered {error_status.prettyPrint()}: "
+                             f"{ERROR_HINTS.get(str(error_status.prettyPrint()), 'see the PDU MIB')}"
+                             .replace("{outlet}", self.outlet).replace("{model}", self.oids.model))
         answer = var_binds[0][1]
         if isinstance(answer, (NoSuchInstance, NoSuchObject, EndOfMibView)):
             raise PowerError(f"{verb} {oid}: no such OID on this PDU: outlet {self.outlet} "

@@ -1,0 +1,140 @@
+"""Power control a lab can trust, on the simulated fleet: a host is never stranded off, a
+host that does not come back is retried once and then named with the likely causes, and
+no secret ends up in any file or line of output a campaign writes."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from reprofleet.campaign import make_plan, run_campaign
+from reprofleet.inventory import load_inventory
+from reprofleet.playbook import load_playbook
+from reprofleet.records import read_records
+from reprofleet.recovery import recovery_factory
+from reprofleet.sim.power import HttpPlugServer, IpmiBmc, PdudaemonServer, RedfishBmc, SnmpPdu
+from reprofleet.sim.power.switch import write_switch
+from reprofleet.sim.spec import SimHostSpec
+from test_fleet_campaign import settings_for, write_playbook
+
+pytestmark = pytest.mark.fleet
+
+
+def book(tmp_path: Path, *, attempts: int = 2, boot_s: int = 60) -> Path:
+    path = write_playbook(tmp_path / "book", attempts=attempts, attempt_timeout=30)
+    path.write_text(path.read_text().replace("boot: 60", f"boot: {boot_s}"))
+    return path
+
+
+def lines(path: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+
+
+def test_a_cycle_whose_off_read_back_is_lost_still_switches_the_host_back_on(
+        sim_fleet: Any, sim_inventory: Any, tmp_path: Path) -> None:
+    fleet = sim_fleet([SimHostSpec("lost", script=("wedge", "clean"), boot_delay_s=0.5)])
+    host = fleet.hosts[0]
+    plug = HttpPlugServer(tmp_path / "plug", "tasmota", {"1": host.paths.power}).start()
+    plug.set_fault("mute_while_off")  # "off" takes effect, every read of the off outlet fails
+    try:
+        block = {**plug.pdu_block("1"), "settle_s": 1.0, "tries": 2}
+        plan = make_plan(load_playbook(book(tmp_path)), load_inventory(sim_inventory(fleet, pdu={host.name: block})).hosts)
+        result = run_campaign(plan, settings_for(fleet), tmp_path / "reports", recovery_factory=recovery_factory)
+    finally:
+        plug.stop()
+    records = sorted(read_records(result.directory.attempts), key=lambda r: r["attempt_index"])
+    recovery = [(e["to"], e.get("reason")) for e in lines(result.directory.events) if e["event"] == "recovery"]
+    assert [r["outcome"] for r in records] == ["wedge", "clean"], (recovery, lines(result.directory.power))
+    power = lines(result.directory.power)
+    switched = [(p["action"], p["result"]) for p in power if p["action"] in ("off", "on")]
+    assert switched[:2] == [("off", "failed"), ("on", "ok")]
+    cycle = next(p for p in power if p["action"] == "cycle")
+    assert cycle["result"] == "failed" and "switched back on" in cycle["error"]
+
+
+def test_a_host_that_never_returns_is_cycled_once_more_with_a_longer_dwell_then_named_with_causes(
+        sim_fleet: Any, sim_inventory: Any, tmp_path: Path) -> None:
+    fleet = sim_fleet([SimHostSpec("gone", script=("wedge", "clean"), boot_delay_s=0.5)])
+    host = fleet.hosts[0]
+    neighbour = tmp_path / "neighbour" / "power"  # what the inventory's outlet really feeds
+    write_switch(neighbour, True)
+    plug = HttpPlugServer(tmp_path / "plug", "tasmota", {"1": host.paths.power, "2": neighbour}).start()
+    try:
+        block = plug.pdu_block("2")
+        plan = make_plan(load_playbook(book(tmp_path, boot_s=6)),
+                         load_inventory(sim_inventory(fleet, pdu={host.name: block})).hosts)
+        result = run_campaign(plan, settings_for(fleet), tmp_path / "reports", recovery_factory=recovery_factory)
+    finally:
+        plug.stop()
+    events = lines(result.directory.events)
+    dwells = [e["seconds"] for e in events if e["event"] == "recovery" and e["to"] == "dwell"]
+    assert dwells == [1.0, 11.0]
+    assert [e["dwell_s"] for e in events if e["event"] == "power_retry"] == [11.0]
+    reason = next(e["reason"] for e in events if e["event"] == "recovery" and e["to"] == "quarantined")
+    assert "did not answer within 6 s, after 2 power cycles" in reason
+    assert "stay off after power loss" in reason and "second power supply" in reason and "--verify" in reason
+
+
+SIMULATED_DEVICES = ("tasmota", "shelly1", "shelly2", "snmp", "redfish", "ipmi", "pdudaemon", "command")
+
+
+def simulator_for(kind: str, workdir: Path, switch: Path) -> Any:
+    secrets = {"tasmota": "tz-Pw-61f0", "shelly1": "s1-Pw-2c77", "shelly2": "s2-Pw-93ab"}
+    if kind in secrets:
+        return HttpPlugServer(workdir, kind, {"1" if kind == "tasmota" else "0": switch}, password=secrets[kind])
+    if kind == "snmp":
+        return SnmpPdu(workdir, {"1": switch}, community="comm-Pw-4d1e")
+    if kind == "redfish":
+        return RedfishBmc(workdir, {"sys1": switch}, password="rf-Pw-7b30")
+    if kind == "ipmi":
+        return IpmiBmc(workdir, {"1": switch}, password="ipmi-Pw-0e5c")
+    return PdudaemonServer(workdir, {"1": switch})
+
+
+def test_a_campaign_with_every_driver_writes_no_secret_anywhere(
+        sim_fleet: Any, sim_inventory: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capfd: pytest.CaptureFixture[str], caplog: pytest.LogCaptureFixture) -> None:
+    pytest.importorskip("pdudaemon")
+    fleet = sim_fleet([SimHostSpec(f"sec{i}", script=("wedge", "clean"), boot_delay_s=0.5)
+                       for i in range(len(SIMULATED_DEVICES))])
+    sims, blocks, secrets = [], {}, []
+    try:
+        for kind, host in zip(SIMULATED_DEVICES, fleet.hosts):
+            variable = f"RF_SECRET_{kind.upper()}"
+            if kind == "command":
+                secret = "cmd-Pw-58aa"
+                check = f'[ "$(printenv REPROFLEET_POWER_SECRET)" = {secret} ]'
+                blocks[host.name] = {
+                    "driver": "command", "address": "local", "outlet": host.name, "credentials": f"env:{variable}",
+                    "on_command": f"{check} && echo on > {host.paths.power}",
+                    "off_command": f"{check} && echo off > {host.paths.power}",
+                    "status_command": f"cat {host.paths.power}"}
+            else:
+                sim = simulator_for(kind, tmp_path / "sims" / kind, host.paths.power).start()
+                sims.append(sim)
+                outlet = {"tasmota": "1", "redfish": "sys1", "ipmi": "1", "pdudaemon": "1", "snmp": "1"}.get(kind, "0")
+                secret = sim.secret
+                blocks[host.name] = sim.pdu_block(outlet, f"env:{variable}" if secret else None)
+            if secret:
+                monkeypatch.setenv(variable, secret)
+                secrets.extend({secret, secret.split(":", 1)[-1]})
+        reports = tmp_path / "reports"
+        plan = make_plan(load_playbook(book(tmp_path)), load_inventory(sim_inventory(fleet, pdu=blocks)).hosts)
+        result = run_campaign(plan, settings_for(fleet), reports, recovery_factory=recovery_factory)
+    finally:
+        for sim in sims:
+            sim.stop()
+    records = read_records(result.directory.attempts)
+    assert sorted(r["outcome"] for r in records) == ["clean"] * len(fleet.hosts) + ["wedge"] * len(fleet.hosts)
+    cycled = {p["host"] for p in lines(result.directory.power) if p["action"] == "cycle"}
+    assert cycled == {h.name for h in fleet.hosts}  # every driver really switched its host
+    output = capfd.readouterr()
+    texts = {"stdout": output.out, "stderr": output.err, "log": caplog.text}
+    texts.update({str(path): path.read_bytes().decode(errors="replace")
+                  for path in reports.rglob("*") if path.is_file()})
+    assert len(texts) > 5
+    leaks = [(where, secret) for where, text in texts.items() for secret in secrets if secret in text]
+    assert leaks == []
