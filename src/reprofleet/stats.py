@@ -10,20 +10,18 @@ says what it is: two- or one-sided, and at which level.
 from __future__ import annotations
 
 import math
-from collections import defaultdict
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from fractions import Fraction
-from typing import Any, Iterable, Mapping, Sequence
+from functools import lru_cache
+from typing import Sequence
 
 import numpy as np
-from scipy.stats import beta, boschloo_exact, fisher_exact, norm
+from scipy.stats import beta, boschloo_exact, norm
 from scipy.stats import chi2 as chi2_dist
 
 from .conditional import Distribution, Margins, convolution_work, convolve, same_sum_test
-from .model import Outcome
 from .sprt import Sprt  # noqa: F401  (part of this module's API)
 
-ALL_HOSTS = "(all)"
 ALTERNATIVES = ("two-sided", "less", "greater")
 EXACT_UP_TO_N = 200  # the stratified test is exact up to this many attempts, or with any expected count < 5
 EXACT_WORK_LIMIT = 5_000_000  # ... unless the convolution would cost more than this
@@ -138,6 +136,12 @@ def boschloo(cell: tuple[int, int], reference: tuple[int, int], alternative: str
     _check_counts(rk, rn)
     if cn == 0 or rn == 0 or ck + rk in (0, cn + rn):
         return 1.0
+    return _boschloo_p(ck, cn, rk, rn, alternative)
+
+
+@lru_cache(maxsize=65536)
+def _boschloo_p(ck: int, cn: int, rk: int, rn: int, alternative: str) -> float:
+    """scipy's Boschloo maximises over a nuisance grid (tens of ms); a report asks the same tables often."""
     # scipy's columns are the two samples; row 0 holds the successes
     p = float(boschloo_exact([[ck, rk], [cn - ck, rn - rk]], alternative=alternative).pvalue)
     return 1.0 if math.isnan(p) else min(1.0, p)
@@ -270,70 +274,3 @@ def hosts_disagree(per_host: Sequence[tuple[int, int]]) -> float:
         return boschloo(rows[0], rows[1])
     parts = [Distribution(0, tuple(math.comb(n, x) for x in range(n + 1))) for _, n in rows]
     return same_sum_test(parts, [k for k, _ in rows])[0]
-
-
-# The first report's helpers, kept until it moves to the verdicts.
-
-
-@dataclass(frozen=True)
-class CellSummary:
-    cell: str
-    host: str
-    counts: Mapping[str, int] = field(default_factory=dict)
-    reproductions: int = 0
-    judged: int = 0
-    rate: float = 0.0
-    ci_low: float = 0.0
-    ci_high: float = 1.0
-
-
-def attempts_to_see(rate: float, confidence: float = 0.95) -> int:
-    """Attempts needed to see at least one reproduction with this confidence, at this rate."""
-    if rate <= 0.0:
-        return math.inf  # type: ignore[return-value]
-    if rate >= 1.0:
-        return 1
-    return math.ceil(math.log(1 - confidence) / math.log(1 - rate))
-
-
-def clean_run_bound(clean_attempts: int, confidence: float = 0.95) -> float:
-    """Upper bound on the reproduction rate after this many clean attempts (rule of three, exact)."""
-    if clean_attempts == 0:
-        return 1.0
-    return 1.0 - (1.0 - confidence) ** (1.0 / clean_attempts)
-
-
-def compare(a: tuple[int, int], b: tuple[int, int]) -> float:
-    """Two-sided Fisher exact p-value for (reproductions, judged) of two cells."""
-    table = [[a[0], a[1] - a[0]], [b[0], b[1] - b[0]]]
-    return float(fisher_exact(table)[1])
-
-
-def _summary(cell: str, host: str, outcomes: list[str], reproductions: tuple[Outcome, ...]) -> CellSummary:
-    counts: dict[str, int] = defaultdict(int)
-    for outcome in outcomes:
-        counts[outcome] += 1
-    judged = sum(v for k, v in counts.items() if k != Outcome.INFRA.value)
-    hits = sum(counts.get(o.value, 0) for o in reproductions)
-    low, high = clopper_pearson(hits, judged)
-    return CellSummary(cell, host, dict(counts), hits, judged, hits / judged if judged else 0.0, low, high)
-
-
-def summarize(records: Iterable[Mapping[str, Any]], reproductions: tuple[Outcome, ...]) -> list[CellSummary]:
-    """One row per (cell, host), and one pooled row per cell when several hosts ran it."""
-    by_cell_host: dict[tuple[str, str], list[str]] = defaultdict(list)
-    order: list[str] = []
-    for record in records:
-        cell = str(record["cell"])
-        if cell not in order:
-            order.append(cell)
-        by_cell_host[(cell, str(record["host"]))].append(str(record["outcome"]))
-    rows: list[CellSummary] = []
-    for cell in order:
-        hosts = sorted(h for c, h in by_cell_host if c == cell)
-        for host in hosts:
-            rows.append(_summary(cell, host, by_cell_host[(cell, host)], reproductions))
-        if len(hosts) > 1:
-            pooled = [o for h in hosts for o in by_cell_host[(cell, h)]]
-            rows.append(_summary(cell, ALL_HOSTS, pooled, reproductions))
-    return rows
