@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 import sys
@@ -180,3 +181,16 @@ def test_invoke_report_takes_paths_as_words_and_writes_both_files(tmp_path: Path
     assert (tmp_path / "out" / "report.md").exists() and (tmp_path / "out" / "report.html").exists()
     assert f"html:    {tmp_path / 'out' / 'report.html'}" in done.stdout
     assert (tmp_path / "out" / "report.md").read_text() == _render(second)[0].replace("# t\n", "# reprofleet report\n", 1)
+
+
+@pytest.mark.fleet
+def test_make_demo_ends_by_printing_the_path_of_its_report_html(tmp_path: Path) -> None:
+    env = {**os.environ, "INVOKE_REPROFLEET_REPORTS": str(tmp_path / "reports")}
+    done = subprocess.run([sys.executable, "-m", "reprofleet", "demo"], cwd=ROOT, capture_output=True, text=True,
+                          timeout=600, env=env, stdin=subprocess.DEVNULL)
+    assert done.returncode == 0, done.stderr[-2000:]
+    last = [line for line in done.stdout.splitlines() if line.strip()][-1]
+    assert last.startswith("html:") and last.endswith("report.html"), last
+    page = Path(last.split(None, 1)[1])
+    assert page.is_file() and page.parent.parent == tmp_path / "reports"
+    assert 'id="verdict-table"' in page.read_text(encoding="utf-8")

@@ -79,12 +79,13 @@ def not_judged(judgement: Judgement, records: Sequence[Mapping[str, Any]]) -> st
 
 def _summary(judgement: Judgement, pool: Pool) -> str:
     judging = judgement.judging
+    label = judgement.rows[0].rate.label() if judgement.rows else "95% two-sided exact"
     campaigns = ", ".join(sorted(pool.campaigns, key=natural_key))
     controllers = ", ".join(sorted({str(r.get("controller")) for r in pool.records}, key=natural_key))
     return (f"<p>{judgement.attempts} attempts on {len(judgement.hosts)} hosts ({_e(', '.join(judgement.hosts))}) "
             f"from campaign(s) {_e(campaigns)}, controller(s) {_e(controllers)}. Reproductions: "
             f"{_e(', '.join(o.value for o in judging.reproductions))}. Reference cell: <b>{_e(judgement.reference)}</b>. "
-            f"Intervals are exact (Clopper-Pearson); <code>infra</code> is never in a rate.</p>")
+            f"Intervals: {_e(label)}; <code>infra</code> is never in a rate.</p>")
 
 
 def _freezes(pool: Pool, folders: Folders) -> str:

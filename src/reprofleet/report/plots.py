@@ -25,7 +25,8 @@ OUTCOME_COLOURS = {
     "wedge": "#c62828", "reboot": "#ef6c00", "infra": "#9e9e9e",
 }
 OUTCOME_ORDER = ("clean", "error", "hang", "wedge", "reboot", "infra")
-PHASE_COLOURS = ("#e3f2fd", "#e8f5e9", "#fff3e0", "#f3e5f5", "#e0f7fa", "#fce4ec", "#f1f8e9", "#ffebee", "#ede7f6")
+# One light colour per vLLM phase in engine order; CUDA-graph capture (the phase at risk) is the red one.
+PHASE_COLOURS = ("#e3f2fd", "#fff9c4", "#ffe0b2", "#e1bee7", "#c8e6c9", "#f8bbd0", "#b2ebf2", "#ffcdd2", "#d7ccc8")
 _NUMBER = re.compile(r"(?<![\w.])(-?\d+\.\d{3,})(?![\w.])")  # coordinates; labels rarely have 3 decimals
 _RC: Any = {"svg.fonttype": "none", "svg.hashsalt": "reprofleet", "font.size": 8.0, "font.family": "sans-serif",
        "axes.spines.top": False, "axes.spines.right": False, "path.simplify": True}
