@@ -122,6 +122,7 @@ class PowerDriver(ABC):
     option_names: ClassVar[tuple[str, ...]] = ()
     defaults: ClassVar[DriverSettings] = DriverSettings()
     reads_state: bool = True  # False: the device cannot report state (status is UNKNOWN)
+    meters_power: bool = False  # True: _read_power may know the outlet's draw in watts
     flips_back: bool = False  # True: the device's own timer switches back on (_set_off_flipping_back)
 
     default_scheme: ClassVar[str] = "http"
@@ -174,6 +175,24 @@ class PowerDriver(ABC):
     @abstractmethod
     def _read(self) -> PowerState:
         """Ask the device for the current state: one request."""
+
+    def _read_power(self) -> float | None:
+        """The outlet's (or system's) draw in watts now, if the device meters it: one request."""
+        return None
+
+    def read_power(self, wait_s: float = 0.5) -> float | None:
+        """Watts at the wall, or None (no meter, device busy or not answering). One try, not logged.
+
+        For sampling about once a second: a sample is worth less than a cycle, so it waits
+        at most ``wait_s`` for the device and is never retried.
+        """
+        if not self.meters_power:
+            return None
+        try:
+            with device_lock(self.lock_dir, self.device_key, wait_s, "read power"):
+                return self._read_power()
+        except (ReprofleetError, OSError):
+            return None
 
     def _set_off_flipping_back(self, dwell_s: float) -> None:
         """Switch off with the device's own timer set to switch back on after ``dwell_s``.

@@ -56,6 +56,7 @@ def flip_back_seconds(dwell_s: float) -> int:
 class ShellyDriver(PowerDriver):
     name = "shelly"
     option_names = ("gen", "flip_back")
+    meters_power = True  # Gen2 Switch.GetStatus apower, Gen1 /meter/<i> power (PM models)
 
     def __init__(self, port: PowerPort, host: str, log: PowerLog, *, secret: Secret | None = None) -> None:
         super().__init__(port, host, log, secret=secret)
@@ -128,6 +129,16 @@ class ShellyDriver(PowerDriver):
             self._relay(f"turn=off&timer={seconds}")
         else:
             self._rpc("Switch.Set", {"id": int(self.switch_id), "on": False, "toggle_after": seconds})
+
+    def _read_power(self) -> float | None:
+        if self.gen == 1:
+            response = self.device.request("GET", f"/meter/{self.switch_id}")
+            reply = self.device.json(response) if response.status_code == 200 else None
+            watts = reply.get("power") if isinstance(reply, dict) else None
+        else:
+            status = self._rpc("Switch.GetStatus", {"id": int(self.switch_id)})
+            watts = status.get("apower") if isinstance(status, dict) else None
+        return float(watts) if isinstance(watts, (int, float)) and not isinstance(watts, bool) else None
 
     def _read(self) -> PowerState:
         if self.gen == 1:

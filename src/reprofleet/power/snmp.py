@@ -102,6 +102,7 @@ class SnmpDriver(PowerDriver):
         if not self.outlet.isdigit():
             raise PowerConfigError(f"{self.where}: an SNMP outlet is a number, got {port.outlet!r}")
         self.pdu_id = str(self.options.integer("pdu_id", 1, minimum=0))
+        self.meters_power = self.oids.power_oid is not None
         self.target = split_host_port(port.address, 161)
         if secret is None:
             raise PowerConfigError(f"{self.where}: snmp needs credentials (the write community, or a v3 user)")
@@ -185,6 +186,10 @@ class SnmpDriver(PowerDriver):
             return int(answer)
         except (TypeError, ValueError):
             raise PowerError(f"{verb} {oid}: not an integer: {answer.prettyPrint()}") from None
+
+    def _read_power(self) -> float | None:
+        oid = self.oids.power(self.outlet, self.pdu_id)
+        return float(self._call(oid)) if oid else None
 
     def _set(self, state: PowerState) -> None:
         value = self.oids.set_on if state is PowerState.ON else self.oids.set_off

@@ -15,6 +15,9 @@ Sources:
   1.3.6.1.4.1.13742.6.4.1.2.1.3.<pduId>.<outletId>, a SensorStateEnumeration read as
   on 7 / off 8 (PDU2-MIB; also Network UPS Tools' raritan-px2-mib.c). ``pduId`` is 1
   unless PDUs are daisy-chained.
+- Outlet power (watts): APC ``rPDU2OutletMeteredStatusPower`` 1.3.6.1.4.1.318.1.1.26.9.4.3.1.7.<outlet>
+  (metered rPDU2 models); Raritan ``measurementsOutletSensorValue``
+  1.3.6.1.4.1.13742.6.5.4.3.1.4.<pduId>.<outletId>.5 (sensor type 5, activePower).
 """
 
 from __future__ import annotations
@@ -37,6 +40,10 @@ class OutletOids:
     state_off: int
     set_cycle: int | None = None  # the device's own reboot command (never trusted unread)
     mib: str = ""
+    power_oid: str | None = None  # template: the outlet's metered draw in watts, where the PDU meters it
+
+    def power(self, outlet: str, pdu: str = "1") -> str | None:
+        return self.power_oid.format(outlet=outlet, pdu=pdu) if self.power_oid else None
 
     def control(self, outlet: str, pdu: str = "1") -> str:
         return self.control_oid.format(outlet=outlet, pdu=pdu)
@@ -52,6 +59,7 @@ OUTLET_MODELS: Mapping[str, OutletOids] = MappingProxyType({
         status_oid="1.3.6.1.4.1.318.1.1.12.3.5.1.1.4.{outlet}",
         set_on=1, set_off=2, state_on=1, state_off=2, set_cycle=3,
         mib="PowerNet-MIB rPDUOutletControlOutletCommand / rPDUOutletStatusOutletState",
+        power_oid="1.3.6.1.4.1.318.1.1.26.9.4.3.1.7.{outlet}",
     ),
     "apc_spdu": OutletOids(
         model="apc_spdu",
@@ -66,6 +74,7 @@ OUTLET_MODELS: Mapping[str, OutletOids] = MappingProxyType({
         status_oid="1.3.6.1.4.1.13742.6.4.1.2.1.3.{pdu}.{outlet}",
         set_on=1, set_off=0, state_on=7, state_off=8, set_cycle=2,
         mib="PDU2-MIB switchingOperation / outletSwitchingState",
+        power_oid="1.3.6.1.4.1.13742.6.5.4.3.1.4.{pdu}.{outlet}.5",
     ),
 })
 

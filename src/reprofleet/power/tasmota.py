@@ -69,9 +69,19 @@ def asks_for_credentials(reply: object) -> bool:
     return isinstance(reply, dict) and NEED_CREDENTIALS in str(reply.get("WARNING", "")).lower()
 
 
+def parse_energy_reply(reply: object, relay: str) -> float | None:
+    """``Status 8``'s ``StatusSNS.ENERGY.Power``: watts, a list on multi-channel devices; None if unmetered."""
+    energy = reply.get("StatusSNS", {}).get("ENERGY") if isinstance(reply, dict) else None
+    power = energy.get("Power") if isinstance(energy, dict) else None
+    if isinstance(power, list):
+        power = power[int(relay) - 1] if 0 < int(relay) <= len(power) else None
+    return float(power) if isinstance(power, (int, float)) and not isinstance(power, bool) else None
+
+
 class TasmotaDriver(PowerDriver):
     name = "tasmota"
     option_names = ("auth",)
+    meters_power = True  # Status 8, where the device has an energy monitor
 
     def __init__(self, port: PowerPort, host: str, log: PowerLog, *, secret: Secret | None = None) -> None:
         super().__init__(port, host, log, secret=secret)
@@ -103,6 +113,13 @@ class TasmotaDriver(PowerDriver):
             self.auth_mode = "query"  # old firmware: only the query string is understood
             reply = self._reply(command)
         return parse_power_reply(reply, self.relay)
+
+    def _read_power(self) -> float | None:
+        reply = self._reply("Status 8")
+        if asks_for_credentials(reply) and self._password and self.auth_mode == "basic" and not self._auth_fixed:
+            self.auth_mode = "query"
+            reply = self._reply("Status 8")
+        return parse_energy_reply(reply, self.relay)
 
     def _set(self, state: PowerState) -> None:
         self._command(f"Power{self.relay} {'On' if state is PowerState.ON else 'Off'}")

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
+from .meter import wall_watts
 from .switch import read_switch, write_switch
 
 FAULTS = ("ok", "error", "hang", "ignore_sets", "mute_while_off")
@@ -77,6 +78,10 @@ class PlugDevice:
 
     def is_on(self, outlet: str) -> bool:
         return read_switch(self.outlets[outlet])
+
+    def watts(self, outlet: str) -> float:
+        """What the plug's meter reads: the host behind it, as ``meter.wall_watts`` models it."""
+        return wall_watts(self.outlets[outlet])
 
     def switch(self, outlet: str, on: bool, flip_back_s: float | None = None) -> bool:
         """Switch ``outlet``; a new command cancels a pending flip-back. Returns was_on."""

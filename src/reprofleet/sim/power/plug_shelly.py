@@ -6,8 +6,9 @@ is set; an unknown relay is HTTP 404.
 
 Gen2+: ``GET /shelly`` (with ``gen: 2``), ``POST /rpc`` with ``{"id", "method", "params"}``
 answering ``{"id", "src", "result"}`` or ``{"id", "src", "error": {"code", "message"}}``, and
-``GET /rpc/<Method>?<params>`` answering the bare result. Methods: ``Switch.Set {id, on,
-toggle_after}``, ``Switch.Toggle {id}``, ``Switch.GetStatus {id}`` (``output``, and
+``GET /rpc/<Method>?<params>`` answering the bare result. Gen1 meters: ``GET /meter/<i>``
+(``power`` in watts). Methods: ``Switch.Set {id, on,
+toggle_after}``, ``Switch.Toggle {id}``, ``Switch.GetStatus {id}`` (``output``, ``apower`` in W,
 ``timer_started_at``/``timer_duration`` while a flip-back timer runs),
 ``Shelly.GetDeviceInfo``. Auth is HTTP digest, SHA-256, user ``admin``, realm = device id.
 """
@@ -93,6 +94,9 @@ class ShellyPlug:
             if not ok:
                 return self._challenge()
         if self.gen == 1:
+            meter = re.fullmatch(r"/meter/(\d+)", path)
+            if meter:
+                return self._meter(meter.group(1))
             match = re.fullmatch(r"/relay/(\d+)", path)
             return self._relay(match.group(1), query) if match else text_reply(404, "Not Found")
         if path == "/rpc" and method == "POST":
@@ -119,6 +123,13 @@ class ShellyPlug:
         return json_reply({"ison": self.device.is_on(relay), "has_timer": flip is not None,
                            "timer_started": int(flip.started_at) if flip else 0,
                            "timer_duration": flip.duration_s if flip else 0, "source": "http"})
+
+    def _meter(self, meter: str) -> Reply:
+        """Gen1 ``GET /meter/<i>``: ``power`` is the instantaneous draw in watts."""
+        if meter not in self.device.outlets:
+            return text_reply(404, "Not Found")
+        return json_reply({"power": self.device.watts(meter), "overpower": 0.0, "is_valid": True,
+                           "timestamp": 0, "counters": [0.0, 0.0, 0.0], "total": 0})
 
     # -- Gen2 ------------------------------------------------------------------------------
 
@@ -151,7 +162,7 @@ class ShellyPlug:
 
     def _status(self, switch_id: str) -> dict[str, Any]:
         status: dict[str, Any] = {"id": int(switch_id), "source": "HTTP_in", "output": self.device.is_on(switch_id),
-                                  "apower": 0.0, "voltage": 230.1, "temperature": {"tC": 41.2, "tF": 106.2}}
+                                  "apower": self.device.watts(switch_id), "voltage": 230.1, "temperature": {"tC": 41.2, "tF": 106.2}}
         flip = self.device.flip_back_of(switch_id)
         if flip:
             status.update(timer_started_at=flip.started_at, timer_duration=flip.duration_s)

@@ -6,7 +6,9 @@
 ``user=&password=`` gets HTTP 200 and ``{"WARNING":"Need user=<username>&password=<password>"}``
 (Tasmota's xdrv_01_webserver). Current firmware also takes the credentials as an HTTP
 basic-auth header; ``legacy_auth`` plays an old firmware that only reads the query string.
-Unknown commands and relays answer ``{"Command":"Unknown"}``.
+Unknown commands and relays answer ``{"Command":"Unknown"}``. ``Status 8`` reads the energy
+monitor: ``{"StatusSNS": {"ENERGY": {"Power": W}}}`` (a list of W, one per relay, on
+multi-channel devices).
 """
 
 from __future__ import annotations
@@ -51,6 +53,11 @@ def handle(device: PlugDevice, method: str, path: str, query: Mapping[str, str],
     command = query.get("cmnd", "").strip()
     if not command:
         return json_reply({"WARNING": "Enter command cmnd="})
+    if command.lower() == "status 8":  # the energy monitor: one Power per relay (a list when several)
+        watts = [device.watts(relay) for relay in sorted(device.outlets, key=int)]
+        return json_reply({"StatusSNS": {"Time": "2026-01-01T00:00:00",
+                                         "ENERGY": {"Power": watts[0] if len(watts) == 1 else watts,
+                                                    "Voltage": 231, "Current": round(sum(watts) / 231, 3)}}})
     match = POWER_COMMAND.fullmatch(command)
     relay = (match.group(1) or "1") if match else ""
     if not match or relay not in device.outlets:
