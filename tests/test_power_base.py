@@ -238,3 +238,40 @@ def test_a_manual_action_waits_for_a_cycle_of_the_same_outlet_in_another_process
         with pytest.raises(PowerError, match="another process held"):
             device.settings = replace(device.settings, lock_wait_s=0.1, settle_s=0.05)
             device.on()
+
+
+def test_pdus_behind_one_pdudaemon_switch_in_parallel_and_one_pdus_requests_never_overlap() -> None:
+    import threading
+    import time
+
+    from reprofleet.power.pdudaemon import PdudaemonDriver
+
+    busy: dict[str, int] = {}
+    overlaps: list[str] = []
+
+    def slow_set(self: PdudaemonDriver, state: PowerState) -> None:
+        key = self.device_key
+        busy[key] = busy.get(key, 0) + 1
+        if busy[key] > 1:
+            overlaps.append(key)
+        time.sleep(0.3)
+        busy[key] -= 1
+
+    def driver(pdu: str, outlet: str) -> PdudaemonDriver:
+        port = PowerPort("pdudaemon", "http://lava:16421", outlet, options=frozen_mapping({"pdu": pdu}))
+        made = PdudaemonDriver(port, f"ws-{pdu}-{outlet}", PowerLog(None))
+        made._set = slow_set.__get__(made)  # type: ignore[method-assign]
+        return made
+
+    def run_all(drivers: list[PdudaemonDriver]) -> float:
+        started = time.monotonic()
+        threads = [threading.Thread(target=d.off) for d in drivers]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(10)
+        return time.monotonic() - started
+
+    assert run_all([driver("rack1", "1"), driver("rack2", "1"), driver("rack3", "1")]) < 0.75
+    assert run_all([driver("rack4", "1"), driver("rack4", "2"), driver("rack4", "3")]) >= 0.85
+    assert overlaps == []
