@@ -146,3 +146,22 @@ def test_a_device_that_cannot_read_state_is_asked_and_reports_unknown(tmp_path: 
           pdu: {driver: command, address: local, on_command: "true", off_command: "true"}
         """)
     assert ask_power_states(build_host_power(load_inventory(path).hosts)) == {"ws01": (PowerState.UNKNOWN,)}
+
+
+def test_campaign_dry_run_stops_on_an_unset_credential_with_one_line_per_host(tmp_path: Path) -> None:
+    import os
+    import subprocess
+    import sys
+
+    path = inventory(tmp_path, f"""\
+        ws01:
+          pdu: {SNMP}, outlet: 1}}
+        """)
+    env = {k: v for k, v in os.environ.items() if k != "RF_PF_COMMUNITY"}
+    result = subprocess.run([sys.executable, "-m", "reprofleet", "campaign", "--hosts", str(path), "--playbook",
+                             str(playbook(tmp_path)), "--dry-run"], cwd=tmp_path, capture_output=True, text=True,
+                            timeout=120, env=env, stdin=subprocess.DEVNULL)
+    assert result.returncode != 0
+    assert f"{path}:4:pdu: ws01: credential env:RF_PF_COMMUNITY: environment variable RF_PF_COMMUNITY is not set" \
+        in result.stderr
+    assert "attempts" not in result.stdout  # no plan printed: nothing runs on a broken power port
