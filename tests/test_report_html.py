@@ -160,15 +160,20 @@ def test_two_controllers_overlapping_folders_give_the_report_of_one_merged_folde
     assert _render(b, a) == _render(merged)
 
 
-def test_a_1000_attempt_campaign_makes_a_report_under_5_mb(tmp_path: Path) -> None:
+def test_a_1000_attempt_campaign_full_of_wedges_makes_a_report_under_5_mb(tmp_path: Path) -> None:
     spec = Spec(hosts={f"ws{i}": "ctl-a" for i in range(1, 6)}, attempts=67, seconds=60.0,
-                wedge_rate={"default": 0.15, "lgc-2800": 0.02, "pl-350": 0.08})
+                wedge_rate={"default": 0.6, "lgc-2800": 0.05, "pl-350": 0.4})
     folder = write(tmp_path / "big", build(spec))
     pool = load_pool([folder])
-    assert len(pool.records) >= 1000
+    wedges = [r for r in pool.records if r["outcome"] == "wedge"]
+    assert len(pool.records) >= 1000 and len(wedges) >= 300
     page = render_html(judge(pool), pool, "big")
-    assert page.count('class="freeze"') == sum(r["outcome"] == "wedge" for r in pool.records) >= 40
     assert len(page.encode()) <= 5 * 2**20, len(page.encode())
+    assert page.count('class="freeze"') == len(wedges)  # every wedge has its block, drawn or not
+    for cell, host in {(r["cell"], r["host"]) for r in wedges}:  # and every cell x host has a figure
+        assert f"<h3>{host} · {cell} · " in page
+        blocks = [b for b in page.split('<article class="freeze"')[1:] if f"<h3>{host} · {cell} · " in b]
+        assert any("<svg" in b for b in blocks), (cell, host)
 
 
 def test_invoke_report_takes_paths_as_words_and_writes_both_files(tmp_path: Path) -> None:

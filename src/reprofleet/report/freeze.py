@@ -2,8 +2,11 @@
 
 The stream is the controller's copy of the host's own lines, so its clock is the host's:
 times are shown relative to the last line heard (0 s), which needs no clock agreement.
-Samples are thinned to a few hundred points per series, so a campaign with hundreds of
-wedges still makes a report small enough to attach.
+Samples are thinned to a few hundred points per series (fewer when there are many
+wedges), and the figures share a byte budget, so a campaign with hundreds of wedges still
+makes a report small enough to attach: when the budget runs out, every (cell, host) pair
+has had its figures drawn in turn, and the wedges left over keep their text (phase, last
+log and kernel lines) and name their stream file.
 """
 
 from __future__ import annotations
@@ -12,15 +15,18 @@ import html
 import json
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 from matplotlib.patches import Patch
 
 from ..model import PHASE_ORDER
+from ..verdicts import natural_key
 from . import plots
 
 WINDOW_S = 60.0
 MAX_POINTS = 200
+MIN_POINTS = 60
+FIGURE_BUDGET_BYTES = 3_500_000  # of the 5 MB a report may weigh, what the per-wedge figures may use
 LAST_LOG_LINES = 8
 SERIES = (("gfx_mhz", "graphics clock", "MHz", "#1565c0"), ("power_w", "power", "W", "#c62828"),
           ("temp_c", "temperature", "°C", "#ef6c00"))
@@ -71,6 +77,11 @@ def _read(path: Path) -> list[dict[str, Any]]:
     return lines
 
 
+def points_for(freezes: int) -> int:
+    """Points per series: fewer when there are many wedges to draw."""
+    return max(MIN_POINTS, min(MAX_POINTS, 30_000 // max(1, freezes)))
+
+
 def thin(points: list[tuple[float, float]], limit: int = MAX_POINTS) -> list[tuple[float, float]]:
     """At most ``limit`` points, evenly spaced by index, always keeping the last one."""
     if len(points) <= limit:
@@ -90,7 +101,7 @@ def _phases(lines: list[dict[str, Any]], start: float, end: float) -> tuple[Phas
     return tuple(bands)
 
 
-def load_trace(record: Mapping[str, Any], path: Path | None) -> FreezeTrace:
+def load_trace(record: Mapping[str, Any], path: Path | None, points: int = MAX_POINTS) -> FreezeTrace:
     """The trace of one wedge or reboot; a missing or empty stream is a note, not an error."""
     base = FreezeTrace(attempt=str(record.get("attempt")), host=str(record.get("host")), cell=str(record.get("cell")),
                        outcome=str(record.get("outcome")), started=str(record.get("started")))
@@ -104,9 +115,9 @@ def load_trace(record: Mapping[str, Any], path: Path | None) -> FreezeTrace:
     recent = [line for line in lines if line["t"] >= start]
     series = []
     for key, label, unit, colour in SERIES:
-        points = thin([(line["t"] - end, float(line[key])) for line in recent
-                       if line.get("k") == "nvml" and isinstance(line.get(key), (int, float))])
-        series.append(Series(key, label, unit, colour, tuple(p[0] for p in points), tuple(p[1] for p in points)))
+        kept = thin([(line["t"] - end, float(line[key])) for line in recent
+                     if line.get("k") == "nvml" and isinstance(line.get(key), (int, float))], points)
+        series.append(Series(key, label, unit, colour, tuple(p[0] for p in kept), tuple(p[1] for p in kept)))
     logs = [str(line.get("line", "")) for line in lines if line.get("k") == "log"]
     kernel = [str(line.get("line", "")) for line in recent if line.get("k") == "kmsg" and line.get("tags")]
     note = "" if any(s.times for s in series) else "no NVML samples in the last minute"
@@ -144,7 +155,29 @@ def freeze_svg(trace: FreezeTrace) -> str:
         return plots.svg_of(fig, f"last minute before the {trace.outcome} on {trace.host} ({trace.cell})")
 
 
-def freeze_html(trace: FreezeTrace, record: Mapping[str, Any]) -> str:
+def drawable(trace: FreezeTrace) -> bool:
+    return bool(trace.series) and not trace.note
+
+
+def draw_within_budget(traces: Sequence[FreezeTrace], budget: int = FIGURE_BUDGET_BYTES) -> dict[str, str]:
+    """Figures by attempt, drawn round-robin over (cell, host) pairs until the byte budget is spent."""
+    groups: dict[tuple[str, str], list[FreezeTrace]] = {}
+    for trace in traces:
+        if drawable(trace):
+            groups.setdefault((trace.cell, trace.host), []).append(trace)
+    queues = [groups[key] for key in sorted(groups, key=lambda k: (k[0], natural_key(k[1])))]
+    drawn: dict[str, str] = {}
+    used = 0
+    for turn in range(max((len(q) for q in queues), default=0)):
+        for queue in queues:
+            if turn < len(queue) and used < budget:
+                svg = freeze_svg(queue[turn])
+                drawn[queue[turn].attempt] = svg
+                used += len(svg)
+    return drawn
+
+
+def freeze_html(trace: FreezeTrace, record: Mapping[str, Any], svg: str | None) -> str:
     """One wedge: its figure (or why there is none) and the last log lines under it."""
     latency = record.get("detect_latency_s")
     facts = [f"attempt <code>{html.escape(trace.attempt)}</code>", f"started {html.escape(trace.started)}",
@@ -154,8 +187,11 @@ def freeze_html(trace: FreezeTrace, record: Mapping[str, Any]) -> str:
              f"<h3>{html.escape(trace.host)} · {html.escape(trace.cell)} · "
              f'<span class="o-{html.escape(trace.outcome)}">{html.escape(trace.outcome)}</span></h3>',
              f"<p class=\"meta\">{' · '.join(f for f in facts if f)}</p>"]
-    if trace.series and not trace.note:
-        parts.append(f'<figure class="plot">{freeze_svg(trace)}</figure>')
+    if svg is not None:
+        parts.append(f'<figure class="plot">{svg}</figure>')
+    elif drawable(trace):
+        parts.append(f'<p class="note">Figure left out to keep this file small enough to attach (other wedges of '
+                     f'this cell and host are drawn); its stream is {html.escape(str(record.get("stream")))}.</p>')
     if trace.note:
         parts.append(f'<p class="note">{html.escape(trace.note)}</p>')
     lines = trace.last_lines or ((str(record.get("last_log_line")),) if record.get("last_log_line") else ())

@@ -19,7 +19,7 @@ from ..verdicts import ALL_HOSTS, Judgement, natural_key, pct
 from .commands import commands_html
 from .folders import Folders
 from .forest import forest_svg
-from .freeze import freeze_html, load_trace
+from .freeze import draw_within_budget, drawable, freeze_html, load_trace, points_for
 from .hostfacts import facts_html
 from .markdown import OUTCOMES, verdict_rows
 from .phases import phase_histogram_svg, time_to_wedge_svg
@@ -93,7 +93,14 @@ def _freezes(pool: Pool, folders: Folders) -> str:
                      key=lambda r: (str(r.get("started")), str(r.get("attempt"))))
     if not freezes:
         return "<p>No attempt wedged or rebooted its host.</p>"
-    return "\n".join(freeze_html(load_trace(r, folders.stream(r)), r) for r in freezes)
+    points = points_for(len(freezes))
+    traces = [load_trace(r, folders.stream(r), points) for r in freezes]
+    drawn = draw_within_budget(traces)
+    left_out = sum(drawable(t) for t in traces) - len(drawn)
+    head = (f"<p>{len(freezes)} wedges and reboots, in the order they happened; {left_out} figures left out to keep "
+            "the file under 5 MB (their text is below; their streams are in the campaign folder).</p>"
+            if left_out else f"<p>{len(freezes)} wedges and reboots, in the order they happened.</p>")
+    return head + "\n".join(freeze_html(t, r, drawn.get(t.attempt)) for t, r in zip(traces, freezes))
 
 
 def _figure(svg: str, caption: str) -> str:

@@ -29,6 +29,7 @@ OUTCOME_ORDER = ("clean", "error", "hang", "wedge", "reboot", "infra")
 PHASE_COLOURS = ("#e3f2fd", "#fff9c4", "#ffe0b2", "#e1bee7", "#c8e6c9", "#f8bbd0", "#b2ebf2", "#ffcdd2", "#d7ccc8")
 _NUMBER = re.compile(r"(?<![\w.])(-?\d+\.\d{3,})(?![\w.])")  # coordinates; labels rarely have 3 decimals
 _RC: Any = {"svg.fonttype": "none", "svg.hashsalt": "reprofleet", "font.size": 8.0, "font.family": "sans-serif",
+       "font.sans-serif": ["DejaVu Sans"],  # one name per text element, not matplotlib's list of ten
        "axes.spines.top": False, "axes.spines.right": False, "path.simplify": True}
 
 
@@ -64,6 +65,9 @@ def svg_of(fig: Figure, title: str) -> str:
     text = text[text.index("<svg"):]
     text = _NUMBER.sub(_round, text)
     text = re.sub(r"<metadata>.*?</metadata>", "", text, flags=re.S)
+    text = re.sub(r' transform="rotate\(-?0 [^)]*\)"', "", text)  # a no-op rotation on every tick label
+    text = re.sub(r">\s+<", "><", text)  # indentation between elements
+    text = re.sub(r"\s*\n\s*", " ", text)  # line breaks inside path data
     return text.replace(">", f" role=\"img\" aria-label=\"{_attr(title)}\">", 1)
 
 
