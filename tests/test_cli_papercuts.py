@@ -1,0 +1,47 @@
+"""Command lines a new user typed: sim.up -c FILE keeps every host; power HOST ACTION reads naturally."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+from invoke import Program
+
+from reprofleet.sim import simctl
+from reprofleet.tasks import ns
+
+
+def _run(*argv: str) -> None:
+    Program(namespace=ns, name="reprofleet", binary="reprofleet").run(["reprofleet", *argv], exit=False)
+
+
+def test_sim_up_with_a_config_keeps_every_host_unless_hosts_is_given(monkeypatch: pytest.MonkeyPatch) -> None:
+    asked: list[tuple[Any, ...]] = []
+
+    def up(hosts: int, config: Any, sim_dir: Path) -> Any:
+        asked.append((hosts, config))
+        return SimpleNamespace(hosts=[], inventory_path="inv.yml")
+
+    monkeypatch.setattr(simctl, "up", up)
+    _run("sim.up", "-c", "fleet.yml")
+    _run("sim.up", "-c", "fleet.yml", "--hosts", "2")
+    _run("sim.up")
+    assert asked == [(0, "fleet.yml"), (2, "fleet.yml"), (0, None)]  # 0: all of FILE, or the 3 demo hosts
+
+
+def test_power_reads_host_then_action_and_names_the_missing_inventory(monkeypatch: pytest.MonkeyPatch,
+                                                                         capsys: pytest.CaptureFixture[str]) -> None:
+    import reprofleet.power_control as power_control
+
+    calls: list[tuple[Any, ...]] = []
+    monkeypatch.setattr(power_control, "power_action",
+                        lambda hosts, host, action, root, dwell: calls.append((hosts, host, action)) or
+                        SimpleNamespace(value="on"))
+    _run("power", "ws2", "status", "--hosts", "inv.yml")
+    _run("power", "--host", "ws10", "--action", "status", "--hosts", "inv.yml")
+    assert calls == [("inv.yml", "ws2", "status"), ("inv.yml", "ws10", "status")]
+    with pytest.raises(SystemExit):
+        Program(namespace=ns, name="reprofleet", binary="reprofleet").run(["reprofleet", "power", "ws2", "status"])
+    assert "invoke power HOST ACTION --hosts INVENTORY" in capsys.readouterr().err
