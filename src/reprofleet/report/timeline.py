@@ -106,7 +106,7 @@ def timeline_svg(timeline: Timeline) -> str:
                 ax.scatter([m.when for m in marks], [rows[m.host] for m in marks], s=14 if outcome == "clean" else 26,
                            color=plots.OUTCOME_COLOURS[outcome], marker="o" if outcome == "clean" else "D", zorder=3,
                            linewidths=0)
-        for extra, symbol, colour in ((timeline.power_cycles, "|", "#000000"), (timeline.quarantines, "X", "#6a1b9a")):
+        for extra, symbol, colour in ((timeline.power_cycles, "|", "#000000"), (timeline.quarantines, "X", "#000000")):
             shown = [m for m in extra if m.host in rows]
             if shown:
                 ax.scatter([m.when for m in shown], [rows[m.host] + 0.3 for m in shown], marker=symbol, s=40,
@@ -115,10 +115,10 @@ def timeline_svg(timeline: Timeline) -> str:
         ax.set_ylim(-0.6, len(rows) - 0.4)
         ax.set_xlabel("time (UTC)")
         present = {m.what for m in timeline.attempts}
-        handles = [Line2D([], [], color=plots.OUTCOME_COLOURS[o], marker="o", linestyle="", label=o)
-                   for o in plots.OUTCOME_ORDER if o in present]
+        handles = [Line2D([], [], color=plots.OUTCOME_COLOURS[o], marker="o" if o == "clean" else "D", linestyle="",
+                          label=o) for o in plots.OUTCOME_ORDER if o in present]
         handles += [Line2D([], [], color="#000000", marker="|", linestyle="", label="power cycle"),
-                    Line2D([], [], color="#6a1b9a", marker="X", linestyle="", label="quarantined"),
+                    Line2D([], [], color="#000000", marker="X", linestyle="", label="quarantined"),
                     Line2D([], [], color="#ffe082", linewidth=6, label="paused (controller network?)")]
         fig.legend(handles=handles, loc="outside lower center", ncol=min(len(handles), 6), fontsize=6, frameon=False)
         fig.autofmt_xdate(rotation=0, ha="center")
