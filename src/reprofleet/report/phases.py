@@ -86,5 +86,5 @@ def time_to_wedge_svg(records: Sequence[Mapping[str, Any]], cells: Sequence[str]
         ax.set_ylim(-0.6, len(rows) - 0.4)
         ax.set_xlim(left=0)
         ax.set_xlabel("seconds from attempt start to the last line heard from the host")
-        ax.legend(fontsize=6, frameon=False, loc="upper right")
+        fig.legend(fontsize=6, frameon=False, loc="outside lower center", ncol=2)  # never over a point
         return plots.svg_of(fig, "time from attempt start to wedge")
