@@ -59,6 +59,14 @@ def test_a_one_sided_bound_is_the_two_sided_end_at_twice_the_tail(kn: tuple[int,
 
 
 @settings(max_examples=40, deadline=None, database=None)  # statsmodels' multipletests runs gc.collect() per call
+@given(st.lists(st.floats(0.0, 1.0), min_size=1, max_size=12))
+def test_holm_is_statsmodels_holm(raw: list[float]) -> None:
+    from statsmodels.stats.multitest import multipletests
+
+    assert holm(raw) == pytest.approx([float(p) for p in multipletests(raw, method="holm")[1]], abs=1e-12)
+
+
+@settings(max_examples=200, deadline=None, database=None)
 @given(st.lists(st.floats(0.0, 1.0), max_size=12))
 def test_holm_never_lowers_a_p_value_and_keeps_their_order(raw: list[float]) -> None:
     adjusted = holm(raw)

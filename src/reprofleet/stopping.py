@@ -7,6 +7,7 @@ The host runner asks before every slot; the state is nothing but the counts in
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 
 from scipy.stats import binom
 
@@ -18,6 +19,7 @@ SPRT_CAP_FACTOR = 3  # SPRT never runs longer than 3x the fixed-n design at the 
 FIRST_REPRODUCTION_CAP_FACTOR = 3  # nor does first_reproduction run past 3x the playbook's attempts
 
 
+@lru_cache(maxsize=256)  # pure, and asked before every slot of an SPRT cell
 def fixed_n(p0: float, p1: float, alpha: float, beta: float, limit: int = 10_000) -> int:
     """Attempts a fixed-sample exact binomial test needs to tell rate p0 from p1 < p0.
 
