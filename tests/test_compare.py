@@ -82,4 +82,14 @@ def test_invoke_compare_takes_paths_as_words(tmp_path: Path, two_campaigns: tupl
     assert "before" in done.stdout and "after" in done.stdout and out.exists()
     refused = subprocess.run([sys.executable, "-m", "reprofleet", "compare", str(two_campaigns[0]), "--by", "cell"],
                              cwd=ROOT, capture_output=True, text=True, timeout=240)
-    assert refused.returncode == 2 and "--by takes path, campaign, controller, host, not 'cell'" in refused.stderr
+    assert refused.returncode == 2 and "--by takes path, campaign, controller, host, group, not 'cell'" in refused.stderr
+
+
+def test_inventory_groups_are_sides_and_a_group_without_records_is_left_out(two_campaigns: tuple[Path, Path]) -> None:
+    groups = {"all": ("ws2", "ws10", "ws99"), "ungrouped": (), "rack10": ("ws10",), "rack2": ("ws2",),
+              "spare": ("ws99",)}
+    sides = build_sides(list(two_campaigns), SideBy.GROUP, groups=groups)
+    assert [s.label for s in sides] == ["group rack2", "group rack10"]
+    assert [s.judgement.hosts for s in sides] == [("ws2",), ("ws10",)]
+    with pytest.raises(CompareError, match="--hosts INVENTORY"):
+        build_sides(list(two_campaigns), SideBy.GROUP)

@@ -358,11 +358,13 @@ def report(c: Context, paths: list[str] | None = None, reproductions: str = "", 
 
 @task(klass=RestTask, iterable=["paths"],
       help={"paths": "two or more campaign folders or attempts files: invoke compare A B [C ...]",
-            "by": "sides: path (each argument, default), campaign, controller or host (all arguments pooled, then split)",
+            "by": "sides: path (each argument, default), campaign, controller, host or group (all arguments pooled, "
+                  "then split; group: the --hosts inventory's groups)",
+            "hosts": "Ansible inventory whose host groups are the sides (with --by group)",
             "reference": "compare every cell with this one on each side (default: the campaigns' reference)",
             "html": "also write the comparison as an HTML file here"})
 @handled
-def compare(c: Context, paths: list[str] | None = None, by: str = "path", reference: str = "",
+def compare(c: Context, paths: list[str] | None = None, by: str = "path", hosts: str = "", reference: str = "",
             html: str = "") -> ExitStatus:
     """Campaigns, controllers or hosts side by side: the same cells, each side's rate and verdict."""
     from .report.compare import SideBy, build_sides, compare_html, compare_table
@@ -374,7 +376,12 @@ def compare(c: Context, paths: list[str] | None = None, by: str = "path", refere
     sources = [Path(p) for entry in paths or [] for p in str(entry).split(",") if p]
     if not sources:
         raise BadArgument("what to compare? invoke compare A B [C ...] (campaign folders or attempts files)")
-    sides = build_sides(sources, side_by, reference or None)
+    groups = None
+    if hosts:
+        from .inventory import load_inventory
+
+        groups = load_inventory(hosts).groups
+    sides = build_sides(sources, side_by, reference or None, groups)
     _console().print(compare_table(sides))
     if html:
         Path(html).write_text(compare_html(sides, "reprofleet comparison"), encoding="utf-8")

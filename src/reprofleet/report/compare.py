@@ -31,6 +31,7 @@ class SideBy(str, Enum):
     CAMPAIGN = "campaign"
     CONTROLLER = "controller"
     HOST = "host"
+    GROUP = "group"  # the inventory's host groups (``--hosts INVENTORY``)
 
 
 @dataclass(frozen=True)
@@ -51,16 +52,30 @@ def _having(key: str, value: str) -> Callable[[Mapping[str, Any]], bool]:
     return lambda record: str(record.get(key)) == value
 
 
+def _in_hosts(hosts: set[str]) -> Callable[[Mapping[str, Any]], bool]:
+    return lambda record: str(record.get("host")) in hosts
+
+
 def _path_label(path: Path, pool: Pool) -> str:
     names = sorted(pool.campaigns, key=natural_key)
     return names[0] if len(names) == 1 else str(path)
 
 
-def build_sides(paths: Sequence[Path], by: SideBy, reference: str | None = None) -> list[Side]:
-    """``by=path``: one side per argument; otherwise every argument pooled, then split by that key."""
+def build_sides(paths: Sequence[Path], by: SideBy, reference: str | None = None,
+                groups: Mapping[str, Sequence[str]] | None = None) -> list[Side]:
+    """``by=path``: one side per argument; otherwise every argument pooled, then split by that key
+    (``by=group``: by the inventory's ``groups``, each group's hosts; a host may be in several)."""
     if by is SideBy.PATH:
         pools = [(path, load_pool([path])) for path in paths]
         sides = [Side(_path_label(path, pool), judge(pool, reference)) for path, pool in pools]
+    elif by is SideBy.GROUP:
+        if not groups:
+            raise CompareError("--by group needs the inventory whose groups to compare (--hosts INVENTORY)")
+        pool = load_pool(paths)
+        ran = {str(r.get("host")) for r in pool.records}
+        sides = [Side(f"group {name}", judge(_subset(pool, _in_hosts(set(members))), reference))
+                 for name, members in sorted(groups.items(), key=lambda g: natural_key(g[0]))
+                 if name not in ("all", "ungrouped") and ran & set(members)]
     else:
         pool = load_pool(paths)
         values = sorted({str(r.get(by.value)) for r in pool.records}, key=natural_key)
