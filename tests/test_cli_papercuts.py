@@ -45,3 +45,21 @@ def test_power_reads_host_then_action_and_names_the_missing_inventory(monkeypatc
     with pytest.raises(SystemExit):
         Program(namespace=ns, name="reprofleet", binary="reprofleet").run(["reprofleet", "power", "ws2", "status"])
     assert "invoke power HOST ACTION --hosts INVENTORY" in capsys.readouterr().err
+
+
+def test_report_and_compare_take_any_number_of_paths_as_words_around_their_flags(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    import reprofleet.report.compare as compare
+
+    seen: list[tuple[list[str], str]] = []
+
+    def sides(paths: list[Path], by: Any, reference: Any, groups: Any) -> list[Any]:
+        seen.append(([str(p) for p in paths], by.value))
+        return []
+
+    monkeypatch.setattr(compare, "build_sides", sides)
+    monkeypatch.setattr(compare, "compare_table", lambda s: "")
+    _run("compare", "a", "b", "c")
+    _run("compare", "--by", "controller", "a", "demo", "--reference", "x", "b")  # a task's name is a path here
+    _run("compare", "--paths", "a,b", "c")
+    assert seen == [(["a", "b", "c"], "path"), (["a", "demo", "b"], "controller"), (["a", "b", "c"], "path")]
