@@ -199,3 +199,11 @@ def test_make_demo_ends_by_printing_the_path_of_its_report_html(tmp_path: Path) 
     page = Path(last.split(None, 1)[1])
     assert page.is_file() and page.parent.parent == tmp_path / "reports"
     assert 'id="verdict-table"' in page.read_text(encoding="utf-8")
+
+
+def test_a_campaign_that_recorded_nothing_still_gets_a_page_that_says_so(tmp_path: Path) -> None:
+    (tmp_path / "c").mkdir()
+    (tmp_path / "c" / "attempts.jsonl").write_text("")
+    page = _render(tmp_path / "c")[1]
+    assert "No attempt wedged or rebooted its host." in page and "no judged attempts" in page
+    assert "No host facts were recorded" in page
