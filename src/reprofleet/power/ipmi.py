@@ -19,6 +19,7 @@ running could deliver a late "off" after a later "on". A worker still running af
 
 from __future__ import annotations
 
+import hashlib
 import threading
 from typing import Any, Callable
 
@@ -35,6 +36,12 @@ from .snmp import split_host_port
 
 AUTH_MARKERS = ("password", "unauthorized", "privilege", "authentication", "rakp")
 LATE_JOIN_S = 30.0  # pyghmi's own session timeout is well under this
+
+# pyghmi keeps one session per BMC, port and user for the whole process, and a second
+# Command built for a BMC whose session is alive hangs; so every driver of one BMC shares
+# one Command (requests to it are serialised by the device lock anyway).
+_COMMANDS: dict[tuple[str, int, str], Any] = {}
+_COMMANDS_GUARD = threading.Lock()
 
 
 def classify_ipmi_error(exc: BaseException) -> PowerError:
@@ -86,25 +93,39 @@ class IpmiDriver(PowerDriver):
         self._user, self._password = split_user_password(secret, "admin")
         self._secrets.append(self._password)
         self.bmc, self.udp_port = split_host_port(port.address, 623)
-        self._command: Any = None
+
+    @property
+    def _key(self) -> tuple[str, int, str]:
+        """BMC, port, user and a digest of the password: another password never reuses a session."""
+        digest = hashlib.sha256(self._password.reveal().encode()).hexdigest()[:16]
+        return (self.bmc, self.udp_port, f"{self._user}/{digest}")
 
     def _session(self) -> Any:
-        if self._command is None:
-            self._command = ipmi_command.Command(bmc=self.bmc, userid=self._user,
-                                                 password=self._password.reveal(), port=self.udp_port)
-        return self._command
+        with _COMMANDS_GUARD:
+            command = _COMMANDS.get(self._key)
+        if command is None:
+            command = ipmi_command.Command(bmc=self.bmc, userid=self._user, password=self._password.reveal(),
+                                           port=self.udp_port)
+            with _COMMANDS_GUARD:
+                _COMMANDS[self._key] = command
+        return command
+
+    def _forget_session(self) -> None:
+        """A broken session is not reused (by this driver or any other of this BMC)."""
+        with _COMMANDS_GUARD:
+            _COMMANDS.pop(self._key, None)
 
     def _ipmi(self, what: str, call: Callable[[Any], Any]) -> Any:
         try:
             return call_with_deadline(lambda: call(self._session()), self.settings.timeout_s, what)
         except IpmiException as exc:
-            self._command = None  # a broken session is not reused
+            self._forget_session()
             raise classify_ipmi_error(exc) from None
-        except TransientPowerError:
-            self._command = None
+        except PowerError:
+            self._forget_session()
             raise
         except OSError as exc:
-            self._command = None
+            self._forget_session()
             raise TransientPowerError(f"{what}: {exc.strerror or type(exc).__name__}") from None
 
     def _set(self, state: PowerState) -> None:

@@ -5,7 +5,7 @@ fleet's hardware daemon boots or kills the host when it changes. A simulator her
 that file when a real client switches its outlet, and reports the outlet's state from it:
 
 - ``HttpPlugServer``: Tasmota, Shelly Gen1 and Gen2 HTTP APIs (our own stdlib server);
-- ``SnmpPdu``: snmpsim with APC rPDU/sPDU and Raritan PX outlet OIDs, plus a watcher;
+- ``SnmpPdu``: our pysnmp agent serving APC rPDU/sPDU and Raritan PX outlets from the MIBs (``pdu_mibs``);
 - ``RedfishBmc``: sushy-tools' emulator (fake driver), one system per host, plus a watcher;
 - ``IpmiBmc``: OpenIPMI's ipmi_sim, one per host, whose chassis control is the switch;
 - ``PdudaemonServer``: the real pdudaemon with a localcmdline PDU writing the switches.
