@@ -8,7 +8,8 @@ Selected by an inventory ``pdu:`` block like::
       credentials: env:WS01_IPMI     # "user:password"
       # timeout_s: 5  settle_s: 20
 
-Chassis control ``power off`` (hard) and ``power on``, with ``get_power`` read back.
+Chassis control ``power off`` (hard) and ``power on``, with ``get_power`` read back; wall
+power from DCMI "Get Power Reading" where the BMC implements DCMI.
 pyghmi has no per-call timeout of its own that we can set, and logs in synchronously, so
 every pyghmi call runs in a worker thread joined with our deadline; a call past it is
 reported as no answer. Before that report (and so before any retry) the worker is joined
@@ -82,6 +83,7 @@ def call_with_deadline(call: Callable[[], Any], timeout_s: float, what: str, lat
 
 class IpmiDriver(PowerDriver):
     name = "ipmi"
+    meters_power = True  # DCMI, where the BMC has it
     default_scheme = "udp"
     default_port = 623
     defaults = DriverSettings(timeout_s=8.0, settle_s=20.0, poll_s=0.5)
@@ -93,6 +95,7 @@ class IpmiDriver(PowerDriver):
         self._user, self._password = split_user_password(secret, "admin")
         self._secrets.append(self._password)
         self.bmc, self.udp_port = split_host_port(port.address, 623)
+        self._no_dcmi = False
 
     @property
     def _key(self) -> tuple[str, int, str]:
@@ -127,6 +130,18 @@ class IpmiDriver(PowerDriver):
         except OSError as exc:
             self._forget_session()
             raise TransientPowerError(f"{what}: {exc.strerror or type(exc).__name__}") from None
+
+    def _read_power(self) -> float | None:
+        """DCMI Get Power Reading; a BMC without DCMI answers with an error, and is not asked again."""
+        if self._no_dcmi:
+            return None
+        try:
+            watts = call_with_deadline(lambda: self._session().get_system_power_watts(), self.settings.timeout_s,
+                                       "DCMI power reading")
+        except IpmiException:
+            self._no_dcmi = True
+            return None
+        return float(watts) if isinstance(watts, (int, float)) else None
 
     def _set(self, state: PowerState) -> None:
         self._ipmi(f"set power {state.value}", lambda c: c.set_power(state.value, wait=False))
