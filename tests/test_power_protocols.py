@@ -205,3 +205,12 @@ def test_the_drivers_oid_table_agrees_with_the_simulators_copy_of_the_mibs() -> 
         prefix = ".".join(map(str, state.prefix))
         assert oids.status("7", "1") == (f"{prefix}.1.7" if state.by_pdu else f"{prefix}.7")
         assert (oids.state_on, oids.state_off) == (state.on, state.off)
+
+
+def test_redfish_wall_power_from_either_chassis_schema() -> None:
+    from reprofleet.power.redfish import watts_from_environment, watts_from_power
+
+    assert watts_from_power({"PowerControl": [{"PowerConsumedWatts": 412}]}) == 412.0
+    assert watts_from_power({"PowerControl": []}) is None and watts_from_power({"Voltages": []}) is None
+    assert watts_from_environment({"PowerWatts": {"Reading": 61.5}}) == 61.5
+    assert watts_from_environment({"TemperatureCelsius": {"Reading": 40}}) is None

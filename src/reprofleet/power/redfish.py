@@ -63,6 +63,21 @@ def reset_type_for(target: PowerState, allowed: set[Any] | None) -> sushy.ResetT
     raise PowerError(f"the BMC allows no reset to {target.value}: it offers {offered}")
 
 
+def watts_from_power(resource: object) -> float | None:
+    """``Chassis/<id>/Power``: ``PowerControl[0].PowerConsumedWatts`` (the deprecated but common schema)."""
+    controls = resource.get("PowerControl") if isinstance(resource, dict) else None
+    first = controls[0] if isinstance(controls, list) and controls and isinstance(controls[0], dict) else {}
+    watts = first.get("PowerConsumedWatts")
+    return float(watts) if isinstance(watts, (int, float)) and not isinstance(watts, bool) else None
+
+
+def watts_from_environment(resource: object) -> float | None:
+    """``Chassis/<id>/EnvironmentMetrics``: ``PowerWatts.Reading`` (the PowerSubsystem era's schema)."""
+    reading = resource.get("PowerWatts") if isinstance(resource, dict) else None
+    watts = reading.get("Reading") if isinstance(reading, dict) else None
+    return float(watts) if isinstance(watts, (int, float)) and not isinstance(watts, bool) else None
+
+
 def translate(exc: BaseException, what: str) -> PowerError:
     """sushy's and requests' errors -> transient (retried) or permanent PowerErrors."""
     if isinstance(exc, sushy_errors.AccessError):
@@ -84,6 +99,7 @@ def translate(exc: BaseException, what: str) -> PowerError:
 class RedfishDriver(PowerDriver):
     name = "redfish"
     default_scheme = "https"
+    meters_power = True  # the system's chassis: Power (PowerControl) or EnvironmentMetrics, where served
     option_names = ("system", "verify_tls")
     defaults = DriverSettings(timeout_s=10.0, settle_s=30.0, poll_s=1.0)
 
@@ -103,6 +119,7 @@ class RedfishDriver(PowerDriver):
         self._sys: Any = None
         self._allowed: set[Any] | None = None
         self._force_next_on = False
+        self._meter_paths: list[tuple[str, Any]] | None = None  # (path, parser) that gave watts; [] none
 
     def _outlet_id(self) -> str:
         return self.system_id or ""
@@ -150,6 +167,30 @@ class RedfishDriver(PowerDriver):
         else:
             self._sys.refresh(force=True)
         return self._sys
+
+    def _read_power(self) -> float | None:
+        """Watts from the first chassis resource that reports them; a BMC that reports none is not asked again."""
+        if self._meter_paths == []:
+            return None
+        connection = self._service()._conn
+        if self._meter_paths is None:
+            links = self._call("read system", self._system).json.get("Links", {}).get("Chassis", [])
+            chassis = [str(link.get("@odata.id")) for link in links if isinstance(link, dict)]
+            candidates = [(f"{c.rstrip('/')}/{leaf}", parse) for c in chassis
+                          for leaf, parse in (("Power", watts_from_power), ("EnvironmentMetrics", watts_from_environment))]
+        else:
+            candidates = self._meter_paths
+        for path, parse in candidates:
+            try:
+                watts = parse(self._call(f"GET {path}", lambda: connection.get(path).json()))
+            except PowerError:
+                continue
+            if watts is not None:
+                self._meter_paths = [(path, parse)]
+                return watts
+        if self._meter_paths is None:
+            self._meter_paths = []
+        return None
 
     def _read(self) -> PowerState:
         return parse_power_state(self._call("read PowerState", lambda: self._system().power_state))
