@@ -20,7 +20,8 @@ from typing import Any, Callable, Mapping, Sequence
 from . import poc
 from .agent import load_bundle
 from .errors import ReprofleetError
-from .host_runner import CampaignContext, HostRunner, RunSettings, cell_identity
+from .campaign_context import CampaignContext, RunSettings, cell_identity
+from .host_runner import HostRunner
 from .model import Cell, Host, Playbook, StopKind
 from .playbook import plan_order
 from .records import AttemptLog, CampaignDir, JsonlAppender, read_records

@@ -6,77 +6,25 @@ an exception that reaches the other hosts.
 
 from __future__ import annotations
 
-import hashlib
-import threading
 import time
 import uuid
 from dataclasses import dataclass, field, replace
-from functools import cached_property
-from typing import Any, Callable, Iterable, Mapping
+from typing import Any, Iterable, Mapping
 
 from . import identity, poc, policy
-from .agent import AgentBundle, AgentClient, StreamEvent
+from .agent import AgentClient, StreamEvent
 from .attempt import AttemptEnd, AttemptFollower
+from .campaign_context import CampaignContext, RunSettings, cell_identity, record_runtime
 from .errors import AgentError, ConnectError, PolicyError, ReprofleetError
 from .host_stops import HostStops
-from .model import Cell, EventKind, GpuPolicy, Host, Outcome, Playbook, Record
+from .model import Cell, EventKind, GpuPolicy, Host, Outcome, Record
 from .preflight import cache_facts
-from .records import AttemptLog, CampaignDir, JsonlAppender, StreamWriter, iso_utc, utc_now, write_facts
+from .records import StreamWriter, iso_utc, utc_now, write_facts
 from .probes import HostProbe, ProbeAnswer
-from .transport import Session, TransportSettings, connect
-from .watchdog import FleetLiveness, Watchdog, WatchdogSettings
+from .transport import Session, connect
+from .watchdog import Watchdog
 
-
-@dataclass(frozen=True)
-class RunSettings:
-    """Controller-side knobs of a campaign run."""
-
-    transport: TransportSettings
-    watchdog: WatchdogSettings = WatchdogSettings()
-    controller: str = "controller"
-    sample_hz: float = 10.0
-    clock_threshold_mhz: float = 2800.0
-    power_cycle_budget: int = 20
-    dwell_s: float = 10.0
-    stability_s: float = 5.0
-    reboot_grace_s: float = 30.0
-
-
-@dataclass
-class CampaignContext:
-    """What every host runner of one campaign shares."""
-
-    campaign_id: str
-    directory: CampaignDir
-    playbook: Playbook
-    settings: RunSettings
-    bundle: AgentBundle
-    poc_script: bytes
-    attempt_log: AttemptLog
-    events: JsonlAppender
-    fleet: FleetLiveness
-    stop: threading.Event
-    progress: Callable[..., None] = lambda host, **fields: None
-    recovery: Any = None  # recovery.Recovery, set by the campaign when power control exists
-    cache_seed: tuple[bytes, str] | None = None  # the starting cache, packed once for every host
-
-    def event(self, host: str, what: str, **fields: Any) -> None:
-        self.events.append({"t": utc_now(), "host": host, "event": what, **fields})
-
-    @cached_property
-    def poc_digest(self) -> str:
-        """sha256 of the PoC bytes this campaign pushes: records and cell identities carry it."""
-        return hashlib.sha256(self.poc_script).hexdigest()
-
-
-def record_runtime(cell: Cell) -> dict[str, Any]:
-    """The runtime a record stores, and that its cell identity is computed from."""
-    return {"kind": cell.runtime.kind.value, "label": cell.runtime.label, "cache_key": poc.cache_key(cell)}
-
-
-def cell_identity(cell: Cell, poc_digest: str) -> str:
-    """The identity records and the manifest give ``cell`` (name, factors, runtime, PoC)."""
-    return identity.cell_id(cell.name, dict(cell.factors), record_runtime(cell), poc_digest)
+__all__ = ["CampaignContext", "HostRunner", "HostState", "RunSettings", "cell_identity", "record_runtime"]
 
 
 @dataclass
@@ -147,7 +95,7 @@ class HostRunner:
         if problems:
             raise PolicyError("; ".join(problems))
         name = self.ctx.playbook.poc.script.rsplit("/", 1)[-1]
-        poc_digest = hashlib.sha256(self.ctx.poc_script).hexdigest()[:12]  # a new PoC gets a new folder
+        poc_digest = self.ctx.poc_digest[:12]  # a new PoC gets a new folder
         rel = agent.push_file(self.ctx.poc_script, f"poc/{poc_digest}", name)
         self.state.poc_path = f"{self.state.home}/{rel}"
         if self.ctx.cache_seed is not None:
@@ -351,12 +299,16 @@ class HostRunner:
             self.ctx.stop.wait(settings.probe_interval_s)
         return True
 
-    def after_unreachable(self, record: Record) -> Record:
-        """A host that froze between attempts: recover it like a wedge; the slot stays infra."""
-        self.ctx.event(self.host.name, "unreachable", attempt=record.attempt, reason=record.reason)
+    def _drop_session(self) -> None:
+        """The host went away under this session: close it; the next step connects afresh."""
         if self.state.session is not None:
             self.state.session.close()
             self.state.session, self.state.agent = None, None
+
+    def after_unreachable(self, record: Record) -> Record:
+        """A host that froze between attempts: recover it like a wedge; the slot stays infra."""
+        self.ctx.event(self.host.name, "unreachable", attempt=record.attempt, reason=record.reason)
+        self._drop_session()
         if self.ctx.recovery is None:
             self.state.quarantined = "unreachable, and no recovery is configured"
             return record
@@ -368,21 +320,16 @@ class HostRunner:
         """The host reset itself under the attempt (a re-attach found a new boot): it gets the
         same post-boot forensics as a wedge, through recovery's path for a host that came back."""
         self.ctx.event(self.host.name, "reboot", attempt=record.attempt, reason=record.reason)
-        if self.state.session is not None:
-            self.state.session.close()
-            self.state.session, self.state.agent = None, None
+        self._drop_session()
         if self.ctx.recovery is None:
             return record
-        recovered: Record = self.ctx.recovery.recover(self, record)
-        return recovered
+        return self.ctx.recovery.recover(self, record)
 
     def after_wedge(self, record: Record) -> Record:
         """Bring a wedged host back (power cycle when it has a port) and attach forensics."""
         self.ctx.event(self.host.name, "wedge", attempt=record.attempt, latency_s=record.detect_latency_s,
                        last_phase=record.last_phase, last_log_line=record.last_log_line)
-        if self.state.session is not None:
-            self.state.session.close()
-            self.state.session, self.state.agent = None, None
+        self._drop_session()
         if self.ctx.recovery is None:
             self.state.quarantined = "wedged, and no recovery is configured"
             return record

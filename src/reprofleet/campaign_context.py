@@ -1,0 +1,69 @@
+"""What every host runner of one campaign shares: its settings, its files, its PoC, and
+the identity each cell's records carry."""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+from dataclasses import dataclass
+from functools import cached_property
+from typing import Any, Callable
+
+from . import identity, poc
+from .agent import AgentBundle
+from .model import Cell, Playbook
+from .records import AttemptLog, CampaignDir, JsonlAppender, utc_now
+from .transport import TransportSettings
+from .watchdog import FleetLiveness, WatchdogSettings
+
+
+@dataclass(frozen=True)
+class RunSettings:
+    """Controller-side knobs of a campaign run."""
+
+    transport: TransportSettings
+    watchdog: WatchdogSettings = WatchdogSettings()
+    controller: str = "controller"
+    sample_hz: float = 10.0
+    clock_threshold_mhz: float = 2800.0
+    power_cycle_budget: int = 20
+    dwell_s: float = 10.0
+    stability_s: float = 5.0
+    reboot_grace_s: float = 30.0
+
+
+@dataclass
+class CampaignContext:
+    """What every host runner of one campaign shares."""
+
+    campaign_id: str
+    directory: CampaignDir
+    playbook: Playbook
+    settings: RunSettings
+    bundle: AgentBundle
+    poc_script: bytes
+    attempt_log: AttemptLog
+    events: JsonlAppender
+    fleet: FleetLiveness
+    stop: threading.Event
+    progress: Callable[..., None] = lambda host, **fields: None
+    recovery: Any = None  # recovery.Recovery, set by the campaign when power control exists
+    cache_seed: tuple[bytes, str] | None = None  # the starting cache, packed once for every host
+
+    def event(self, host: str, what: str, **fields: Any) -> None:
+        self.events.append({"t": utc_now(), "host": host, "event": what, **fields})
+
+    @cached_property
+    def poc_digest(self) -> str:
+        """sha256 of the PoC bytes this campaign pushes: records and cell identities carry it."""
+        return hashlib.sha256(self.poc_script).hexdigest()
+
+
+def record_runtime(cell: Cell) -> dict[str, Any]:
+    """The runtime a record stores, and that its cell identity is computed from."""
+    return {"kind": cell.runtime.kind.value, "label": cell.runtime.label, "cache_key": poc.cache_key(cell)}
+
+
+def cell_identity(cell: Cell, poc_digest: str) -> str:
+    """The identity records and the manifest give ``cell`` (name, factors, runtime, PoC)."""
+    return identity.cell_id(cell.name, dict(cell.factors), record_runtime(cell), poc_digest)
