@@ -400,3 +400,12 @@ def test_a_reboot_without_recovery_is_recorded_and_the_host_goes_on(tmp_path: Pa
     runner.run()
     assert [r["outcome"] for r in records_of(ctx.directory)] == ["reboot", "clean"]
     assert not runner.state.quarantined
+
+
+def test_the_dry_run_names_each_cells_stop_rule_and_the_reference(tmp_path: Path) -> None:
+    playbook = book(tmp_path, cell("ref", 0), cell("fix", 1, stop=FIRST), cell("other", 2))
+    text = campaign.describe_plan(campaign.make_plan(playbook, [HOST], "unit-campaign"))
+    assert "  - ref: " in text and "reference" in text.split("  - ref: ")[1].splitlines()[0]
+    assert "stop first_reproduction" in text.split("  - fix: ")[1].splitlines()[0]
+    assert "stop" not in text.split("  - other: ")[1].splitlines()[0]
+    assert "at most" in text.split("attempts planned:")[1].splitlines()[0]

@@ -92,8 +92,10 @@ def describe_plan(plan: CampaignPlan) -> str:
         parts += [f"env {own_env}"] if own_env else []
         parts += [f"args {own_args}"] if own_args else []
         lines.append(f"  - {cell.name}: " + "; ".join(parts))
+    early = any(book.stop_rule(cell).kind is not StopKind.FIXED_N for cell in book.cells)
     lines.append(f"attempts planned: {plan.total_attempts} "
-                 f"({', '.join(f'{h}: {len(v)}' for h, v in plan.per_host.items())})")
+                 f"({', '.join(f'{h}: {len(v)}' for h, v in plan.per_host.items())})"
+                 + ("; at most: a cell with a stop rule ends early on a host once its rule decides" if early else ""))
     hours = plan.expected_duration_s() / 3600
     lines.append(f"duration: at most {hours:.1f} h if every attempt ran to its {book.timeouts.attempt:g} s timeout "
                  "(plus power cycles and boots)")
