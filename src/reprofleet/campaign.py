@@ -112,7 +112,11 @@ def runs_again(record: Mapping[str, Any]) -> bool:
 
 
 def completed_counts(directory: CampaignDir) -> dict[tuple[str, str], int]:
-    """Attempts per (host, cell) already done; stopped or skipped ones run again on resume."""
+    """Attempts per (host, cell) already done; interrupted or never-run ones run again on resume.
+
+    A cell that its stop rule ended keeps its remaining slots in the plan; the host runner
+    skips them (its ``stopped`` event says so).
+    """
     counts: dict[tuple[str, str], int] = {}
     if directory.attempts.exists():
         for record in read_records(directory.attempts):
