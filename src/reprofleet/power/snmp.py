@@ -58,6 +58,15 @@ PRIV_PROTOCOLS = {"none": usmNoPrivProtocol, "des": usmDESPrivProtocol, "aes": u
                   "aes256": usmAesCfb256Protocol}
 
 
+def _loop_running_here() -> bool:
+    """Is an event loop running in this thread (a caller's, or the collector's during __del__)?"""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return False
+    return True
+
+
 def split_host_port(address: str, default_port: int) -> tuple[str, int]:
     """``host``, ``host:port`` or ``[v6]:port`` -> (host, port)."""
     address = address.strip()
@@ -139,7 +148,8 @@ class SnmpDriver(PowerDriver):
         if self._engine is not None:
             self._engine.close_dispatcher()
             self._engine = None
-            if self._loop is not None and not self._loop.is_closed() and not self._loop.is_running():
+            if self._loop is not None and not self._loop.is_closed() and not self._loop.is_running() \
+                    and not _loop_running_here():
                 self._loop.run_until_complete(asyncio.sleep(0))  # let the cancelled timer task end
 
     def close(self) -> None:
