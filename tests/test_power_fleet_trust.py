@@ -94,6 +94,7 @@ def simulator_for(kind: str, workdir: Path, switch: Path) -> Any:
     return PdudaemonServer(workdir, {"1": switch})
 
 
+@pytest.mark.timeout(600)
 def test_a_campaign_with_every_driver_writes_no_secret_anywhere(
         sim_fleet: Any, sim_inventory: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
         capfd: pytest.CaptureFixture[str], caplog: pytest.LogCaptureFixture) -> None:
