@@ -117,3 +117,34 @@ def test_a_whole_file_is_left_alone_on_open(tmp_path: Path) -> None:
     AttemptLog(path).append_record(_record("a1"))
     before = path.read_bytes()
     assert AttemptLog(path).torn == "" and path.read_bytes() == before
+
+
+def test_a_wedge_recorded_at_declaration_is_completed_by_its_amendment(tmp_path: Path) -> None:
+    path = tmp_path / "attempts.jsonl"
+    log = AttemptLog(path)
+    log.append_record(_record("w1", Outcome.WEDGE))
+    log.append_record(_record("c1"))
+    log.amend("w1", forensics={"findings": [{"line": "NVRM: Xid 79"}]}, outcome="reboot")
+    records = {r["attempt"]: r for r in read_records(path)}
+    assert list(records) == ["w1", "c1"]  # still one record per attempt, in order
+    assert records["w1"]["outcome"] == "reboot" and records["w1"]["forensics"]["findings"][0]["line"] == "NVRM: Xid 79"
+    assert records["w1"]["amended"] and "amended" not in records["c1"]
+
+
+def test_an_amendment_of_an_attempt_never_recorded_is_an_error(tmp_path: Path) -> None:
+    path = tmp_path / "attempts.jsonl"
+    AttemptLog(path).amend("ghost", outcome="wedge")
+    with pytest.raises(RecordError, match=":1: amends attempt ghost"):
+        list(read_records(path))
+
+
+def test_the_power_cycle_budget_is_counted_from_power_jsonl(tmp_path: Path) -> None:
+    from reprofleet.records import power_cycles_logged
+
+    log = tmp_path / "power.jsonl"
+    lines = [{"host": "ws01", "action": "off", "result": "ok"}, {"host": "ws01", "action": "on", "result": "ok"},
+             {"host": "ws02", "action": "off", "result": "ok"}, {"host": "ws01", "action": "off", "result": "error"},
+             {"host": "ws01", "action": "off", "result": "ok"}]
+    log.write_text("".join(json.dumps(line) + "\n" for line in lines) + '{"host": "ws01", "act')
+    assert power_cycles_logged(log, "ws01") == 2 and power_cycles_logged(log, "ws02") == 1
+    assert power_cycles_logged(tmp_path / "none.jsonl", "ws01") == 0

@@ -133,6 +133,7 @@ class CampaignResult:
     directory: CampaignDir
     records: tuple[Mapping[str, Any], ...]
     interrupted: bool
+    failure: str | None = None  # why the campaign stopped on its own (e.g. the controller's disk is full)
 
 
 def earlier_records(directory: CampaignDir) -> dict[str, list[dict[str, Any]]]:
@@ -143,6 +144,27 @@ def earlier_records(directory: CampaignDir) -> dict[str, list[dict[str, Any]]]:
             if not runs_again(record):
                 by_host.setdefault(str(record.get("host")), []).append(record)
     return by_host
+
+
+def _events(directory: CampaignDir) -> list[dict[str, Any]]:
+    if not directory.events.exists():
+        return []
+    events = []
+    for line in directory.events.read_text(encoding="utf-8").splitlines():
+        try:
+            event = json.loads(line)
+        except json.JSONDecodeError:
+            continue  # the torn last line of a controller that was killed
+        if isinstance(event, dict):
+            events.append(event)
+    return events
+
+
+def started_slots(directory: CampaignDir, playbook: Playbook) -> dict[str, tuple[Cell, int]]:
+    """Attempt id -> (cell, attempt index) for every attempt this campaign started (its events)."""
+    cells = {cell.name: cell for cell in playbook.cells}
+    return {str(e.get("attempt")): (cells[str(e.get("cell"))], int(e.get("index") or 0)) for e in _events(directory)
+            if e.get("event") == "attempt_started" and str(e.get("cell")) in cells}
 
 
 def stopped_cells(directory: CampaignDir) -> set[tuple[str, str]]:
@@ -216,7 +238,14 @@ def run_campaign(
     )
     if recovery_factory is not None:
         ctx.recovery = recovery_factory(ctx)
-    before = sum(1 for _ in read_records(directory.attempts)) if directory.attempts.exists() else 0
+    for log in (ctx.attempt_log, ctx.events):
+        if log.torn:
+            ctx.event("", "torn_line_cut", file=log.path.name, text=log.torn[:500],
+                      message="the last line was torn by a controller that died mid-write; cut back on open")
+    ctx.started_slots = started_slots(directory, plan.playbook)
+    ctx.recorded_ids = {str(r.get("attempt")) for r in read_records(directory.attempts)} \
+        if directory.attempts.exists() else set()
+    before = len(ctx.recorded_ids)
     earlier, stopped = earlier_records(directory), stopped_cells(directory)
     runners = [HostRunner(ctx, host, list(plan.per_host[host.name]), earlier=earlier.get(host.name, []),
                           stopped={cell for h, cell in stopped if h == host.name})
@@ -228,7 +257,7 @@ def run_campaign(
         while thread.is_alive():
             thread.join(0.2)
     records = tuple(read_records(directory.attempts)) if directory.attempts.exists() else ()
-    return CampaignResult(plan.campaign_id, directory, records[before:], stop.is_set())
+    return CampaignResult(plan.campaign_id, directory, records[before:], stop.is_set(), ctx.failure)
 
 
 def default_controller_name() -> str:

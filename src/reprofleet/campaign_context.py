@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any, Callable
 
@@ -30,6 +30,7 @@ class RunSettings:
     dwell_s: float = 10.0
     stability_s: float = 5.0
     reboot_grace_s: float = 30.0
+    break_leases: bool = False  # take hosts another campaign holds (only when a person says so)
 
 
 @dataclass
@@ -49,6 +50,12 @@ class CampaignContext:
     progress: Callable[..., None] = lambda host, **fields: None
     recovery: Any = None  # recovery.Recovery, set by the campaign when power control exists
     cache_seed: tuple[bytes, str] | None = None  # the starting cache, packed once for every host
+    failure: str | None = None  # why the whole campaign had to stop (the controller's disk is full ...)
+    started_slots: dict[str, tuple[Cell, int]] = field(default_factory=dict)  # attempt id -> its slot
+    recorded_ids: set[str] = field(default_factory=set)  # attempt ids already in attempts.jsonl
+
+    def recorded(self, attempt_id: str) -> bool:
+        return attempt_id in self.recorded_ids
 
     def event(self, host: str, what: str, **fields: Any) -> None:
         self.events.append({"t": utc_now(), "host": host, "event": what, **fields})

@@ -91,3 +91,11 @@ class PowerError(ReprofleetError):
 
 class CredentialError(ReprofleetError):
     """A credential reference (env var or file) could not be resolved."""
+
+
+class LeaseError(ConnectError):
+    """Another campaign holds the host's lease; only an explicit --break-lease takes it."""
+
+
+class ControllerDiskError(ReprofleetError):
+    """The controller cannot write its records (disk full, read-only): the campaign stops cleanly."""

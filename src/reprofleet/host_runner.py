@@ -6,7 +6,9 @@ an exception that reaches the other hosts.
 
 from __future__ import annotations
 
+import os
 import time
+import traceback
 import uuid
 from dataclasses import dataclass, field, replace
 from typing import Any, Iterable, Mapping
@@ -15,11 +17,12 @@ from . import identity, poc, policy
 from .agent import AgentClient, StreamEvent
 from .attempt import AttemptEnd, AttemptFollower
 from .campaign_context import CampaignContext, RunSettings, cell_identity, record_runtime
-from .errors import AgentError, ConnectError, PolicyError, ReprofleetError
+from .errors import (AgentError, ConnectError, ControllerDiskError, HostKeyError, LeaseError, PolicyError,
+                     ReprofleetError)
 from .host_stops import HostStops
 from .model import Cell, EventKind, GpuPolicy, Host, Outcome, Record
 from .preflight import cache_facts
-from .records import StreamWriter, iso_utc, utc_now, write_facts
+from .records import StreamWriter, iso_utc, power_cycles_logged, utc_now, write_facts
 from .probes import HostProbe, ProbeAnswer
 from .transport import Session, connect
 from .watchdog import Watchdog
@@ -45,6 +48,7 @@ class HostState:
     cache_manifest: str | None = None
     power_cycles: int = 0
     counts: dict[str, int] = field(default_factory=dict)
+    leased: bool = False
 
 
 class HostRunner:
@@ -87,6 +91,9 @@ class HostRunner:
     # -- preparation -----------------------------------------------------------------
     def prepare(self) -> None:
         agent = self.connect()
+        self.take_lease(agent)
+        self.count_power_cycles()
+        self.reconcile_orphans(agent)
         facts = agent.facts()
         self.state.facts_hash = write_facts(self.ctx.directory, self.host.name, facts)
         cache_facts(self.ctx.directory.root.parent, self.host.name, facts)
@@ -104,6 +111,64 @@ class HostRunner:
             self.state.cache_seed = f"{self.state.home}/{seed_rel}"
         self.ctx.event(self.host.name, "prepared", agent=self.ctx.bundle.digest, poc=poc_digest,
                        boot_id=self.state.boot_id)
+
+    def prepare_or_bring_back(self) -> None:
+        """A host that does not answer at the start (left off or frozen by a controller that
+        died mid-recovery) is brought back through the normal recovery path, then prepared."""
+        try:
+            self.prepare()
+            return
+        except (LeaseError, HostKeyError):
+            raise
+        except ConnectError as exc:
+            if self.ctx.recovery is None or not self.host.pdu or self.ctx.stop.is_set() or self.probe():
+                raise
+            self.ctx.event(self.host.name, "unreachable_at_start", reason=str(exc),
+                           message="switching it on / power-cycling it through its port")
+        placeholder = self._infra(self.ctx.playbook.cells[0], -1, "unreachable at campaign start")
+        self._drop_session()
+        self.ctx.recovery.recover(self, placeholder)
+        if self.state.quarantined:
+            raise ConnectError(self.host.name, self.state.quarantined)
+        self.prepare()
+
+    def take_lease(self, agent: AgentClient) -> None:
+        """No two campaigns run attempts on one host: take its lease, or refuse the host."""
+        answer = agent.lease("acquire", controller=self.ctx.settings.controller, campaign=self.ctx.campaign_id,
+                             pid=os.getpid(), break_lease=self.ctx.settings.break_leases)
+        if not answer.get("ok"):
+            raise LeaseError(self.host.name, str(answer.get("error") or "the host's lease was refused"))
+        if answer.get("broken"):
+            self.ctx.event(self.host.name, "lease_broken", previous=answer["broken"])
+        self.state.leased = True
+
+    def release_lease(self) -> None:
+        if not self.state.leased or self.state.agent is None:
+            return
+        try:
+            self.state.agent.lease("release", campaign=self.ctx.campaign_id)
+            self.state.leased = False
+        except ReprofleetError as exc:
+            self.ctx.event(self.host.name, "lease_release_failed", error=str(exc))
+
+    def count_power_cycles(self) -> None:
+        """The budget survives a controller restart: cycles this campaign already made, from power.jsonl."""
+        self.state.power_cycles = max(self.state.power_cycles, power_cycles_logged(self.ctx.directory.power,
+                                                                                  self.host.name))
+
+    def reconcile_orphans(self, agent: AgentClient) -> None:
+        """An attempt still running on the host (a controller died under it) is killed and
+        recorded as ``infra`` with the reason, or, if it is not this campaign's, only killed;
+        never is a second PoC started beside it."""
+        for orphan in agent.attempts(running_only=True):
+            slot = self.ctx.started_slots.get(str(orphan.get("id")))
+            agent.kill(str(orphan["id"]))
+            self.ctx.event(self.host.name, "orphan_killed", attempt=orphan["id"], age_s=orphan.get("age_s"),
+                           ours=slot is not None)
+            if slot is not None and not self.ctx.recorded(str(orphan["id"])):
+                cell, index = slot
+                self.append(self._infra(cell, index, "interrupted: the controller died during this attempt; "
+                                                     "its orphan was killed on resume", attempt_id=str(orphan["id"])))
 
     def _note_boot(self, boot_id: str, uptime_s: float) -> None:
         if boot_id != self.state.boot_id:
@@ -125,11 +190,10 @@ class HostRunner:
         """The cell's policy in force, and what the GPU reports right now (one read per attempt)."""
         if self.state.applied is not None and self.state.applied.requested == wanted:
             return policy.read(agent, self.host.gpu_index)
-        if wanted.is_default and self.state.applied is None and self.state.attempts_in_boot == 0:
-            state = policy.PolicyState(wanted, policy.read(agent, self.host.gpu_index))  # fresh boot: default
-        else:
-            state = policy.apply(agent, self.host.gpu_index, wanted)  # its read-back is fresh
-            self.ctx.event(self.host.name, "policy_applied", policy=wanted.as_dict(), readback=dict(state.readback))
+        # A boot not yet verified is applied and read back whatever the cell asks, the
+        # default cell included: a lock left by a killed controller must not run the reference.
+        state = policy.apply(agent, self.host.gpu_index, wanted)  # its read-back is fresh
+        self.ctx.event(self.host.name, "policy_applied", policy=wanted.as_dict(), readback=dict(state.readback))
         self.state.applied = state
         return state.readback
 
@@ -154,6 +218,7 @@ class HostRunner:
             agent = self.agent()
             self.current_boot(agent)
             readback = self.ensure_policy(agent, cell.gpu)
+            self.ctx.event(self.host.name, "attempt_started", attempt=attempt_id, cell=cell.name, index=index)
             follower = self._start(agent, cell, attempt_id)
             self.ctx.progress(self.host.name, cell=cell.name, attempt=index + 1, phase="starting")
             end = follower.follow()
@@ -229,36 +294,82 @@ class HostRunner:
         name = self.host.name
         try:
             self.ctx.progress(name, status="preparing")
-            self.prepare()
+            self.prepare_or_bring_back()
         except ReprofleetError as exc:
-            self.state.quarantined = f"could not prepare the host: {exc}"
-            self.ctx.event(name, "quarantined", reason=self.state.quarantined)
+            self.quarantine(f"could not prepare the host: {exc}")
+        except Exception as exc:  # not one of ours: a bug; this host stops, the campaign goes on
+            self.quarantine(f"could not prepare the host: {type(exc).__name__}: {exc}", traceback.format_exc())
         try:
             for cell, index in self.plan:
                 if self.ctx.stop.is_set():
                     break
                 if self.stopped_early(cell, index):
                     continue
-                if self.state.quarantined:
-                    record = self._skipped(cell, index)
-                else:
-                    self.ctx.progress(name, status="running", cell=cell.name, attempt=index + 1, phase="")
-                    record = self.run_attempt(cell, index)
-                    if record.outcome is Outcome.WEDGE:
-                        record = self.after_wedge(record)
-                    elif record.outcome is Outcome.REBOOT:
-                        record = self.after_reboot(record)
-                    elif record.stream is None and not self.ctx.stop.is_set() and self.stays_silent():
-                        record = self.after_unreachable(record)
-                self.ctx.attempt_log.append_record(record)
-                self.stops.add(record.cell, record.outcome.value, record.last_phase)
-                self.state.counts[record.outcome.value] = self.state.counts.get(record.outcome.value, 0) + 1
-                self.ctx.progress(name, outcome=record.outcome.value, counts=dict(self.state.counts))
+                self.run_slot(cell, index)
+        except ControllerDiskError as exc:
+            self.ctx.failure = str(exc)
+            self.ctx.stop.set()
         finally:
             self.restore_policy()
+            self.release_lease()
             if self.state.session is not None:
                 self.state.session.close()
             self.ctx.progress(name, status="quarantined" if self.state.quarantined else "done")
+
+    def run_slot(self, cell: Cell, index: int) -> None:
+        """One slot: its record is written the moment its outcome is known (a wedge at its
+        declaration); what recovery learns afterwards is appended as an amendment."""
+        if self.state.quarantined:
+            self.append(self._skipped(cell, index))
+            return
+        record: Record | None = None
+        try:
+            self.ctx.progress(self.host.name, status="running", cell=cell.name, attempt=index + 1, phase="")
+            record = self.run_attempt(cell, index)
+            if record.outcome in (Outcome.WEDGE, Outcome.REBOOT):
+                self.append(record)
+                after = self.after_wedge(record) if record.outcome is Outcome.WEDGE else self.after_reboot(record)
+                self.amend(record, after)
+                record = after
+            else:
+                if record.stream is None and not self.ctx.stop.is_set() and self.stays_silent():
+                    record = self.after_unreachable(record)
+                self.append(record)
+        except ControllerDiskError:
+            raise
+        except Exception as exc:  # not one of ours (or one nobody caught): a bug; recorded, never silent
+            reason = f"{type(exc).__name__}: {exc}"
+            self.quarantine(f"unexpected error: {reason}", traceback.format_exc())
+            if record is None:
+                record = self._infra(cell, index, f"unexpected error: {reason}")
+                self.append(record)
+            else:
+                self.ctx.attempt_log.amend(record.attempt, forensics={"recovery": "failed", "error": reason})
+        self.stops.add(record.cell, record.outcome.value, record.last_phase)
+        self.state.counts[record.outcome.value] = self.state.counts.get(record.outcome.value, 0) + 1
+        self.ctx.progress(self.host.name, outcome=record.outcome.value, counts=dict(self.state.counts))
+
+    def quarantine(self, reason: str, trace: str | None = None) -> None:
+        self.state.quarantined = reason
+        self.ctx.event(self.host.name, "quarantined", reason=reason, **({"traceback": trace} if trace else {}))
+
+    def append(self, record: Record) -> None:
+        """Append and fsync a record; a controller that cannot write stops the whole campaign."""
+        try:
+            self.ctx.attempt_log.append_record(record)
+        except OSError as exc:
+            raise ControllerDiskError(f"cannot write {self.ctx.directory.attempts}: {exc}; the campaign stops "
+                                      "(GPUs restored, nothing half-written)") from exc
+
+    def amend(self, declared: Record, final: Record) -> None:
+        """What recovery changed in a record written at declaration."""
+        before, after = declared.to_json(), final.to_json()
+        changed = {k: v for k, v in after.items() if before.get(k) != v and k not in ("attempt", "schema")}
+        if changed:
+            try:
+                self.ctx.attempt_log.amend(declared.attempt, **changed)
+            except OSError as exc:
+                raise ControllerDiskError(f"cannot write {self.ctx.directory.attempts}: {exc}") from exc
 
     def stopped_early(self, cell: Cell, index: int) -> bool:
         """Whether ``cell``'s stop rule ended it on this host: its slots are skipped, never recorded.
@@ -277,14 +388,17 @@ class HostRunner:
         return True
 
     def _skipped(self, cell: Cell, index: int) -> Record:
+        return self._infra(cell, index, f"not run: {self.state.quarantined}")
+
+    def _infra(self, cell: Cell, index: int, reason: str, attempt_id: str | None = None) -> Record:
         now = utc_now()
         runtime = record_runtime(cell)
         return Record(
-            campaign=self.ctx.campaign_id, attempt=str(uuid.uuid4()), controller=self.ctx.settings.controller,
-            host=self.host.name, cell=cell.name, factors=dict(cell.factors), policy=None,
-            runtime=runtime, cache=None,
+            campaign=self.ctx.campaign_id, attempt=attempt_id or str(uuid.uuid4()),
+            controller=self.ctx.settings.controller, host=self.host.name, cell=cell.name,
+            factors=dict(cell.factors), policy=None, runtime=runtime, cache=None,
             attempt_index=index, attempt_in_boot=0, cold_boot=False, boot_id=self.state.boot_id,
-            started=now, ended=now, outcome=Outcome.INFRA, reason=f"not run: {self.state.quarantined}",
+            started=now, ended=now, outcome=Outcome.INFRA, reason=reason,
             facts=self.state.facts_hash, poc=self.ctx.poc_digest,
             cell_id=identity.cell_id(cell.name, dict(cell.factors), runtime, self.ctx.poc_digest),
         )

@@ -139,10 +139,14 @@ class JsonlAppender:
 
 
 class AttemptLog(JsonlAppender):
-    """attempts.jsonl: one record per attempt."""
+    """attempts.jsonl: one record per attempt, and amendments that complete a record later."""
 
     def append_record(self, record: Record) -> None:
         self.append(record.to_json())
+
+    def amend(self, attempt_id: str, **fields: Any) -> None:
+        """What was learnt about a recorded attempt after it was written (readers fold it in)."""
+        self.append({"schema": SCHEMA_VERSION, AMENDS: attempt_id, "amended": utc_now(), **fields})
 
 
 class StreamWriter:
@@ -175,23 +179,62 @@ def write_facts(campaign: CampaignDir, host: str, facts: dict[str, Any]) -> str:
     return digest
 
 
+AMENDS = "amends"  # the key of an amendment line: the attempt id it completes
+
+
 def read_records(path: Path) -> Iterator[dict[str, Any]]:
-    """Records of one attempts.jsonl; a torn last line (controller died mid-write) is skipped."""
+    """Records of one attempts.jsonl, each with its amendments folded in, in file order.
+
+    A wedge is recorded the moment it is declared; what recovery learns later (forensics,
+    or that the host came back by itself) follows as amendment lines ``{"amends": id, ...}``,
+    so a controller killed during recovery loses nothing already decided. A torn last line
+    (a controller killed mid-write) is skipped.
+    """
+    records: dict[str, dict[str, Any]] = {}
+    for number, entry in _entries(path):
+        if AMENDS in entry:
+            target = records.get(str(entry[AMENDS]))
+            if target is None:
+                raise RecordError(f"{path}:{number}: amends attempt {entry[AMENDS]}, which is not recorded before it")
+            target.update({k: v for k, v in entry.items() if k not in (AMENDS, "schema", "amended")})
+            target["amended"] = entry.get("amended") or True
+            continue
+        records[str(entry.get("attempt"))] = entry
+    yield from records.values()
+
+
+def _entries(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
     with open(path, encoding="utf-8") as handle:
         lines = handle.read().split("\n")
     for number, line in enumerate(lines, start=1):
         if not line.strip():
             continue
         try:
-            record = json.loads(line)
+            entry = json.loads(line)
         except json.JSONDecodeError as exc:
             if number >= len(lines) - 1:
                 continue  # the torn tail of an interrupted append
             raise RecordError(f"{path}:{number}: not JSON: {exc}") from exc
-        schema = record.get("schema")
+        schema = entry.get("schema") if isinstance(entry, dict) else None
         if not isinstance(schema, int) or schema > SCHEMA_VERSION:
             raise RecordError(f"{path}:{number}: schema {schema!r} is not one this version reads")
-        yield record
+        yield number, entry
+
+
+def power_cycles_logged(power_log: Path, host: str) -> int:
+    """Power cycles a campaign already made on ``host``: its successful "off" switches in power.jsonl."""
+    if not power_log.exists():
+        return 0
+    cycles = 0
+    for line in power_log.read_text(encoding="utf-8").splitlines():
+        try:
+            entry = json.loads(line)
+        except json.JSONDecodeError:
+            continue  # the torn last line of a killed controller
+        if isinstance(entry, dict) and entry.get("host") == host and entry.get("action") == "off" \
+                and entry.get("result") == "ok":
+            cycles += 1
+    return cycles
 
 
 def read_stream(path: Path) -> list[dict[str, Any]]:

@@ -23,7 +23,7 @@ from dataclasses import replace
 from enum import Enum, unique
 from typing import TYPE_CHECKING, Any, Callable
 
-from .errors import PowerError, ReprofleetError
+from .errors import HostKeyError, PowerError, ReprofleetError
 from .model import Outcome, Record
 from .probes import HostProbe, IcmpMode, ProbeAnswer, icmp_mode, probe_ssh_banner
 
@@ -281,6 +281,8 @@ class Recovery:
             try:
                 agent = runner.connect()
                 boot_id = runner.current_boot(agent)
+            except HostKeyError as exc:  # a different machine, or a reinstalled one: never accepted
+                raise RecoveryError(f"the host came back with a different SSH host key; refused: {exc}") from exc
             except ReprofleetError:
                 self.ctx.stop.wait(next(delays))
                 continue

@@ -86,6 +86,7 @@ def _settings(c: Any, accept_new: bool | None = None, overrides: dict[str, Any] 
         dwell_s=float(conf["dwell_s"]),
         stability_s=float(conf["stability_s"]),
         reboot_grace_s=float(conf["reboot_grace_s"]),
+        break_leases=bool(conf.get("break_leases", False)),
     )
 
 
@@ -174,6 +175,9 @@ def run_and_report(c: Any, hosts: str, playbook: str, attempts: int | None, dry_
     html_path = report_path.with_suffix(".html")
     console.print(f"records: {result.directory.attempts}\nreport:  {report_path}"
                   + (f"\nhtml:    {html_path}" if html_path.exists() else ""))
+    if result.failure:
+        Console(stderr=True).print(f"[red]campaign stopped: {result.failure}[/]")
+        return ExitStatus.ERROR
     return ExitStatus.INTERRUPTED if result.interrupted else ExitStatus.OK
 
 
@@ -184,13 +188,15 @@ def run_and_report(c: Any, hosts: str, playbook: str, attempts: int | None, dry_
     "dry-run": "print the plan and contact nothing",
     "resume": "continue the campaign in this report folder",
     "accept-new-host-keys": "record unknown host keys instead of refusing them",
+    "break-lease": "take hosts whose lease another campaign holds (say so only when that campaign is dead)",
 })
 @handled
 def campaign(c: Context, hosts: str, playbook: str = "playbooks/sm120-hostwedge.yml", attempts: str | None = None,
-             dry_run: bool = False, resume: str | None = None, accept_new_host_keys: bool = False) -> ExitStatus:
+             dry_run: bool = False, resume: str | None = None, accept_new_host_keys: bool = False,
+             break_lease: bool = False) -> ExitStatus:
     """Run a reproduction campaign on every host of an inventory."""
     return run_and_report(c, hosts, playbook, int(attempts) if attempts else None, dry_run, resume,
-                          accept_new_host_keys or None)
+                          accept_new_host_keys or None, {"break_leases": True} if break_lease else None)
 
 
 @task(help={"hosts": "Ansible inventory", "json": "print JSON lines instead of a table",
