@@ -275,17 +275,25 @@ def demo(c: Context, hosts: int = 3, playbook: str = "playbooks/demo.yml") -> Ex
 
 @task(positional=["host", "action"],
       help={"host": "host name from the inventory (or the first word: invoke power HOST ACTION --hosts INVENTORY)",
-            "action": "on | off | status | cycle (or the second word)",
+            "action": "on | off | status | cycle | verify (or the second word); verify proves the wiring: off, "
+                      "this host and no other goes silent, on, it boots",
             "hosts": "Ansible inventory", "yes": "do not ask for confirmation", "dwell": "seconds off in a cycle"})
 @handled
 def power(c: Context, host: str, action: str, hosts: str = "", yes: bool = False, dwell: str | None = None) -> ExitStatus:
     """Switch one host's power through its PDU/BMC: invoke power HOST ACTION --hosts INVENTORY (asks unless --yes)."""
-    from .power_control import power_action
+    from .power_control import power_action, verify_wiring
 
     if not hosts:
         raise BadArgument("which inventory? invoke power HOST ACTION --hosts INVENTORY")
+    if action == "verify":
+        if not yes and not _confirm(f"switch {host} off to check its wiring, then on again? [y/N] "):
+            print("nothing done")
+            return ExitStatus.OK
+        report = verify_wiring(hosts, host, Path(_conf(c)["reports"]))
+        print("\n".join(report.lines()))
+        return ExitStatus.OK if report.ok else ExitStatus.SOME_HOSTS_FAILED
     if action not in ("on", "off", "status", "cycle"):
-        raise BadArgument(f"action must be on, off, status or cycle, not {action!r}")
+        raise BadArgument(f"action must be on, off, status, cycle or verify, not {action!r}")
     if action != "status" and not yes and not _confirm(f"power {action} {host}? [y/N] "):
         print("nothing done")
         return ExitStatus.OK
