@@ -58,7 +58,18 @@ class CampaignContext:
         return attempt_id in self.recorded_ids
 
     def event(self, host: str, what: str, **fields: Any) -> None:
-        self.events.append({"t": utc_now(), "host": host, "event": what, **fields})
+        """Append one event; a controller that cannot write any more stops the campaign
+        (the caller goes on to its next step, which sees the stop)."""
+        try:
+            self.events.append({"t": utc_now(), "host": host, "event": what, **fields})
+        except OSError as exc:
+            self.fail(f"cannot write {self.events.path}: {exc}")
+
+    def fail(self, reason: str) -> None:
+        """Stop the whole campaign for a reason that is the controller's, not a host's."""
+        if self.failure is None:
+            self.failure = reason
+        self.stop.set()
 
     @cached_property
     def poc_digest(self) -> str:

@@ -6,6 +6,7 @@ an exception that reaches the other hosts.
 
 from __future__ import annotations
 
+import errno
 import os
 import time
 import traceback
@@ -26,6 +27,8 @@ from .records import StreamWriter, iso_utc, power_cycles_logged, utc_now, write_
 from .probes import HostProbe, ProbeAnswer
 from .transport import Session, connect
 from .watchdog import Watchdog
+
+CONTROLLER_DISK_ERRORS = (errno.ENOSPC, errno.EDQUOT, errno.EROFS)  # the controller cannot write: stop all
 
 __all__ = ["CampaignContext", "HostRunner", "HostState", "RunSettings", "cell_identity", "record_runtime"]
 
@@ -307,8 +310,7 @@ class HostRunner:
                     continue
                 self.run_slot(cell, index)
         except ControllerDiskError as exc:
-            self.ctx.failure = str(exc)
-            self.ctx.stop.set()
+            self.ctx.fail(str(exc))
         finally:
             self.restore_policy()
             self.release_lease()
@@ -322,12 +324,13 @@ class HostRunner:
         if self.state.quarantined:
             self.append(self._skipped(cell, index))
             return
-        record: Record | None = None
+        declared: Record | None = None  # the record once it is on disk
         try:
             self.ctx.progress(self.host.name, status="running", cell=cell.name, attempt=index + 1, phase="")
             record = self.run_attempt(cell, index)
             if record.outcome in (Outcome.WEDGE, Outcome.REBOOT):
                 self.append(record)
+                declared = record
                 after = self.after_wedge(record) if record.outcome is Outcome.WEDGE else self.after_reboot(record)
                 self.amend(record, after)
                 record = after
@@ -337,14 +340,31 @@ class HostRunner:
                 self.append(record)
         except ControllerDiskError:
             raise
+        except OSError as exc:
+            if exc.errno not in CONTROLLER_DISK_ERRORS:  # a socket or a host's problem: that host's
+                self._unexpected(cell, index, declared, exc)
+                return
+            # the controller's own files (a stream on a full disk): stop everything
+            raise ControllerDiskError(f"the controller cannot write: {exc}; the campaign stops "
+                                      "(GPUs restored, nothing half-written)") from exc
         except Exception as exc:  # not one of ours (or one nobody caught): a bug; recorded, never silent
-            reason = f"{type(exc).__name__}: {exc}"
-            self.quarantine(f"unexpected error: {reason}", traceback.format_exc())
-            if record is None:
-                record = self._infra(cell, index, f"unexpected error: {reason}")
-                self.append(record)
-            else:
-                self.ctx.attempt_log.amend(record.attempt, forensics={"recovery": "failed", "error": reason})
+            self._unexpected(cell, index, declared, exc)
+            return
+        self._count(record)
+
+    def _unexpected(self, cell: Cell, index: int, declared: Record | None, exc: BaseException) -> None:
+        """A bug or an error nobody caught: the host is quarantined with the traceback, the slot
+        is recorded (or its declared record amended), and the other hosts go on."""
+        reason = f"{type(exc).__name__}: {exc}"
+        self.quarantine(f"unexpected error: {reason}", traceback.format_exc())
+        if declared is None:
+            declared = self._infra(cell, index, f"unexpected error: {reason}")
+            self.append(declared)
+        else:
+            self.ctx.attempt_log.amend(declared.attempt, forensics={"recovery": "failed", "error": reason})
+        self._count(declared)
+
+    def _count(self, record: Record) -> None:
         self.stops.add(record.cell, record.outcome.value, record.last_phase)
         self.state.counts[record.outcome.value] = self.state.counts.get(record.outcome.value, 0) + 1
         self.ctx.progress(self.host.name, outcome=record.outcome.value, counts=dict(self.state.counts))

@@ -79,14 +79,20 @@ def utc_now() -> str:
 
 
 def _fsync_append(path: Path, line: str) -> None:
-    """One write call per line (O_APPEND), so a line is never interleaved or split by us."""
+    """One line, whole or not at all: written with O_APPEND and fsync'd; if the disk fills
+    half-way, the file is cut back to where it was, so no reader ever sees a torn line."""
     data = (line + "\n").encode("utf-8")
     fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
     try:
-        written = os.write(fd, data)
-        while written < len(data):  # a short write (disk nearly full): finish it or raise
-            written += os.write(fd, data[written:])
-        os.fsync(fd)
+        before = os.fstat(fd).st_size
+        try:
+            written = os.write(fd, data)
+            while written < len(data):  # a short write (disk nearly full): finish it or raise
+                written += os.write(fd, data[written:])
+            os.fsync(fd)
+        except OSError:
+            os.ftruncate(fd, before)
+            raise
     finally:
         os.close(fd)
 

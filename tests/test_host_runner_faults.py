@@ -1,0 +1,96 @@
+"""One host's faults stay that host's, and nothing the controller decided is lost.
+
+Uses the scripted host runner of test_campaign_stopping (no SSH): what it writes to
+attempts.jsonl and events.jsonl is what a real campaign writes.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+from typing import Any
+
+from reprofleet.errors import CredentialError
+from reprofleet.model import Outcome, Record
+from reprofleet.records import read_records
+from test_campaign_stopping import ScriptedRunner, book, cell, context, records_of
+
+
+def _events(runner: ScriptedRunner) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in runner.ctx.directory.events.read_text().splitlines()]
+
+
+class WedgeThenCredentialError(ScriptedRunner):
+    """Recovery needs the PDU's secret, and its variable is unset."""
+
+    def after_wedge(self, record: Record) -> Record:
+        assert [r["attempt"] for r in read_records(self.ctx.directory.attempts)][-1] == record.attempt, \
+            "the wedge must be on disk before recovery starts"
+        raise CredentialError("WS01_PDU is not set")
+
+
+def test_a_wedge_is_on_disk_before_recovery_and_a_credential_error_quarantines_only_this_host(tmp_path: Path) -> None:
+    playbook = book(tmp_path, cell("ref", 0), attempts=3)
+    ctx = context(playbook, tmp_path)
+    runner = WedgeThenCredentialError(ctx, [(playbook.cells[0], i) for i in range(3)],
+                                      lambda name, index: (Outcome.WEDGE, "cuda_graph_capture"))
+    runner.run()
+    records = records_of(ctx.directory)
+    assert [r["outcome"] for r in records] == ["wedge", "infra", "infra"]  # the wedge kept, the rest not run
+    assert records[0]["forensics"] == {"recovery": "failed", "error": "CredentialError: WS01_PDU is not set"}
+    quarantined = [e for e in _events(runner) if e["event"] == "quarantined"]
+    assert "CredentialError" in quarantined[0]["reason"] and "Traceback" in quarantined[0]["traceback"]
+    assert all(r["reason"].startswith("not run: unexpected error") for r in records[1:])
+
+
+class Crashing(ScriptedRunner):
+    def run_attempt(self, cell: Any, index: int) -> Record:
+        if index == 1:
+            raise KeyError("a bug in our own code")
+        return super().run_attempt(cell, index)
+
+
+def test_an_unexpected_exception_is_an_infra_record_with_its_traceback_never_a_silent_stop(tmp_path: Path) -> None:
+    playbook = book(tmp_path, cell("ref", 0), attempts=3)
+    ctx = context(playbook, tmp_path)
+    runner = Crashing(ctx, [(playbook.cells[0], i) for i in range(3)], lambda name, index: (Outcome.CLEAN, "ready"))
+    runner.run()
+    outcomes = [(r["outcome"], r["reason"]) for r in records_of(ctx.directory)]
+    assert outcomes[0] == ("clean", "scripted")
+    assert outcomes[1] == ("infra", "unexpected error: KeyError: 'a bug in our own code'")
+    assert [o for o, _ in outcomes] == ["clean", "infra", "infra"]
+    assert any("KeyError" in e.get("traceback", "") for e in _events(runner))
+
+
+class FullDisk(ScriptedRunner):
+    def run_attempt(self, cell: Any, index: int) -> Record:
+        if index == 1:
+            raise OSError(28, "No space left on device")
+        return super().run_attempt(cell, index)
+
+
+def test_a_full_disk_stops_the_whole_campaign_not_just_this_host(tmp_path: Path) -> None:
+    playbook = book(tmp_path, cell("ref", 0), attempts=3)
+    ctx = context(playbook, tmp_path)
+    runner = FullDisk(ctx, [(playbook.cells[0], i) for i in range(3)], lambda name, index: (Outcome.CLEAN, "ready"))
+    runner.run()
+    assert ctx.stop.is_set() and ctx.failure and "No space left on device" in ctx.failure
+    assert [r["outcome"] for r in records_of(ctx.directory)] == ["clean"]
+    assert not runner.state.quarantined  # the host did nothing wrong
+
+
+def test_a_reboot_is_amended_with_its_forensics_and_stays_one_record(tmp_path: Path) -> None:
+    playbook = book(tmp_path, cell("ref", 0), attempts=1)
+    ctx = context(playbook, tmp_path)
+
+    class Rebooting(ScriptedRunner):
+        def after_reboot(self, record: Record) -> Record:
+            return dataclasses.replace(record, forensics={"findings": [{"line": "watchdog: BUG: soft lockup"}]})
+
+    runner = Rebooting(ctx, [(playbook.cells[0], 0)], lambda name, index: (Outcome.REBOOT, "cuda_graph_capture"))
+    runner.run()
+    lines = ctx.directory.attempts.read_text().splitlines()
+    assert len(lines) == 2 and json.loads(lines[1])["amends"] == json.loads(lines[0])["attempt"]
+    (record,) = records_of(ctx.directory)
+    assert record["outcome"] == "reboot" and record["forensics"]["findings"][0]["line"].startswith("watchdog")
