@@ -15,7 +15,9 @@ Scenarios (each one locked fleet run of a few minutes; results merge in a JSON f
 - ``freeze-staggered``: the hosts freeze one at a time, 5 s apart;
 - ``loss``: 10 % packet loss each way on every host for the whole attempt;
 - ``sigstop``: sshd and the agent SIGSTOPped for 3, 6 and 10 s on every host (staggered);
-- ``cpu``: every host's cgroup capped at 5 % of a CPU for 30 s.
+- ``loss-sigstop``: both at once (the probes of a stalled host run over a lossy link);
+- ``cpu``: every host's cgroup capped at 5 % of a CPU for 30 s, two busy loops of the
+  host's own competing for that share.
 
 A freeze's latency is from the hardware's freeze to the record's ``wedge_declared`` (or to
 the watcher exiting). In the slow-host scenarios, any wedge record, power action, or
@@ -62,7 +64,7 @@ CAP_S = 60.0
 SERVER_ALIVE = "-o ServerAliveInterval=1 -o ServerAliveCountMax=3"
 BENCH_MARK = f"REPROFLEET_BENCH={uuid.uuid4().hex}"
 FREEZES = ("freeze-together", "freeze-staggered")
-SLOW = ("loss", "sigstop", "cpu")
+SLOW = ("loss", "sigstop", "loss-sigstop", "cpu")
 
 
 def kill_marked_processes() -> None:
@@ -136,7 +138,7 @@ def write_playbook(folder: Path, attempt_timeout: float) -> Path:
 
 
 def run_round(fleet: Fleet, inventory: Path, workdir: Path, attempt_timeout: float,
-              fault: Callable[[list[str]], None]) -> dict[str, Any]:
+              fault: Callable[[list[str]], None], wait_watchers: bool = False) -> dict[str, Any]:
     """One campaign (one attempt per host) with watchers beside it and ``fault`` injected."""
     names = [h.name for h in fleet.hosts]
     running: set[str] = set()
@@ -164,6 +166,10 @@ def run_round(fleet: Fleet, inventory: Path, workdir: Path, attempt_timeout: flo
     fault(names)
     campaign.join(attempt_timeout + 120)
     fault_ended = time.time()
+    if wait_watchers:  # a frozen host's watchers get up to CAP_S from the fault to give up
+        for group in watchers.values():
+            for watcher in group:
+                watcher.join(max(0.0, fault_started + CAP_S - time.time()))
     for group in watchers.values():
         for watcher in group:
             watcher.stop()
@@ -212,7 +218,7 @@ def freeze_trials(fleet: Fleet, round_: dict[str, Any]) -> list[dict[str, Any]]:
     return trials
 
 
-def slow_fault(fleet: Fleet, kind: str) -> tuple[float, Callable[[list[str]], None]]:
+def slow_fault(fleet: Fleet, kind: str, notes: dict[str, Any]) -> tuple[float, Callable[[list[str]], None]]:
     def loss(names: list[str]) -> None:
         for name in names:
             fleet.host(name).set_packet_loss(10, both_ways=True)
@@ -232,11 +238,17 @@ def slow_fault(fleet: Fleet, kind: str) -> tuple[float, Callable[[list[str]], No
             for name in names:
                 fleet.host(name).starve_cpu(5)
             time.sleep(30.0)
+            notes["throttled_periods"] = {name: fleet.host(name).cpu.throttled() for name in names}
             for name in names:
                 fleet.host(name).starve_cpu(None)
         threading.Thread(target=starve, daemon=True).start()
 
-    return {"loss": (40.0, loss), "sigstop": (40.0, sigstop), "cpu": (42.0, cpu)}[kind]
+    def both(names: list[str]) -> None:
+        loss(names)
+        sigstop(names)
+
+    return {"loss": (40.0, loss), "sigstop": (40.0, sigstop), "loss-sigstop": (40.0, both),
+            "cpu": (42.0, cpu)}[kind]
 
 
 def slow_summary(round_: dict[str, Any], attempt_timeout: float) -> dict[str, Any]:
@@ -272,14 +284,15 @@ def run_scenario(scenario: str, hosts: int, rounds: int) -> dict[str, Any]:
             trials: list[dict[str, Any]] = []
             for index in range(rounds):
                 round_ = run_round(fleet, inventory, workdir / f"r{index}", 60.0,
-                                   freeze_fault(fleet, scenario == "freeze-staggered"))
+                                   freeze_fault(fleet, scenario == "freeze-staggered"), wait_watchers=True)
                 trials += freeze_trials(fleet, round_)
                 print(f"{scenario} round {index + 1}/{rounds}: {len(trials)} freezes", flush=True)
             outcome: dict[str, Any] = {"trials": trials}
         else:
-            timeout, fault = slow_fault(fleet, scenario)
+            notes: dict[str, Any] = {}
+            timeout, fault = slow_fault(fleet, scenario, notes)
             round_ = run_round(fleet, inventory, workdir / "r0", timeout, fault)
-            outcome = {"summary": slow_summary(round_, timeout)}
+            outcome = {"summary": {**slow_summary(round_, timeout), **notes}}
             print(f"{scenario}: {outcome['summary']}", flush=True)
     finally:
         kill_marked_processes()
@@ -346,8 +359,10 @@ def report(runs: dict[str, Any]) -> str:
         "reprofleet: probing after 1 s of stream silence, rounds every 0.5 s (ICMP echo + TCP/SSH banner, 1 s "
         "timeout, never waiting for earlier rounds); a frozen wedge needs 3 s of silence and the last 3 rounds "
         "DEAD; a kernel that answers without sshd is a suspect for up to 60 s (userspace window). Slow-host "
-        "scenarios: 10 % loss each way for 40 s; sshd + agent SIGSTOPped 3, 6 and 10 s; the host's cgroup at a "
-        "5 % CPU quota for 30 s. A watcher 'killed' gave up while the host was only slow.",
+        "scenarios: 10 % loss each way for 40 s; sshd + agent SIGSTOPped 3, 6 and 10 s (each host, staggered); "
+        "both at once; the host's cgroup at a 5 % CPU quota for 30 s with two busy loops of its own. "
+        "A watcher 'killed' gave up while the host was only slow; 'suspects' are hosts the watchdog probed, "
+        "'cleared' those whose stream came back.",
     ])
 
 

@@ -227,3 +227,57 @@ def test_a_cached_witness_is_asked_at_most_once_per_ttl() -> None:
     asked = []
     witness = CachedWitness(lambda: asked.append(1) or True, ttl_s=60)
     assert witness() and witness() and len(asked) == 1
+
+
+# -- the partition guard (witness.py) ---------------------------------------------------
+
+def _guard(monkeypatch: Any, *, carrier: bool | None, gateway: str | None = None) -> None:
+    from reprofleet import witness
+
+    monkeypatch.setattr(witness, "local_link_up", lambda address: carrier)
+    monkeypatch.setattr(witness, "route_to", lambda address: witness.Route("eth9", gateway))
+
+
+def test_the_guard_says_down_without_carrier_whatever_else_answers(monkeypatch: Any) -> None:
+    from reprofleet.model import Host
+    from reprofleet.witness import controller_network_ok
+
+    _guard(monkeypatch, carrier=False, gateway="127.0.0.1")
+    check = controller_network_ok([Host("ws01", "127.0.0.1")], log=None)  # type: ignore[arg-type]
+    assert not check and "carrier" in check.reason
+
+
+def test_a_gateway_that_answers_proves_our_network_for_a_single_silent_host(monkeypatch: Any) -> None:
+    from reprofleet.model import Host
+    from reprofleet.witness import controller_network_ok
+
+    _guard(monkeypatch, carrier=True, gateway="127.0.0.1")  # loopback answers echo
+    assert controller_network_ok([Host("ws01", "192.0.2.7")], log=None)  # type: ignore[arg-type]
+
+
+def test_an_inventory_witness_that_stays_silent_and_no_power_device_is_our_network_down(monkeypatch: Any) -> None:
+    from reprofleet import witness
+    from reprofleet.model import Host
+
+    _guard(monkeypatch, carrier=True)
+    monkeypatch.setattr(witness, "witness_answers", lambda address, timeout=1.0: False)
+    host = Host("ws01", "192.0.2.7", vars={"witness": "192.0.2.1"})
+    check = witness.controller_network_ok([host], log=None)  # type: ignore[arg-type]
+    assert not check and "192.0.2.1" in check.reason
+
+
+def test_a_power_device_that_answers_with_an_error_still_proves_our_network(
+        monkeypatch: Any, tmp_path: Any) -> None:
+    import socket
+
+    from reprofleet import witness
+    from reprofleet.model import Host, PowerPort
+    from reprofleet.power import PowerLog
+
+    _guard(monkeypatch, carrier=True)
+    with socket.socket() as closed:  # a device address whose kernel answers with a RST
+        closed.bind(("127.0.0.1", 0))
+        port = closed.getsockname()[1]
+    pdu = PowerPort("tasmota", f"http://127.0.0.1:{port}", "9")
+    check = witness.controller_network_ok([Host("ws01", "192.0.2.7", pdu=pdu)], PowerLog(tmp_path / "p.jsonl"))
+    assert check, check.reason

@@ -88,18 +88,39 @@ def witnesses(hosts: Sequence[Host]) -> list[str]:
 
 
 def power_device_answers(host: Host, log: PowerLog) -> bool | None:
-    """True when the host's power device said anything; None when it cannot be asked."""
+    """True when the host's power device said anything; None when it cannot be asked.
+
+    A status read that fails (a wrong outlet, a refused password) is still the device
+    answering, and so is its address answering at all (a SYN-ACK or RST on its port, an echo):
+    either way our packets reach the hosts' network.
+    """
     if host.pdu is None:
         return None
     if host.pdu.driver == "pdudaemon":
         return _http_answers(host.pdu.address)
     try:
         driver = driver_for(host.pdu, host.name, log)
-        if not driver.reads_state:
-            return None
-        return driver.status() is not PowerState.UNKNOWN
+        if driver.reads_state and driver.status() is not PowerState.UNKNOWN:
+            return True
     except ReprofleetError:
+        pass
+    if host.pdu.driver == "command":
+        return None  # a local command: its failure says nothing about our network
+    return _device_address_answers(host.pdu.address)
+
+
+def _device_address_answers(address: str) -> bool:
+    from urllib.parse import urlsplit
+
+    from .power.http import base_url
+
+    parts = urlsplit(base_url(address))
+    if not parts.hostname:
         return False
+    port = parts.port or (443 if parts.scheme == "https" else 80)
+    target = resolve(parts.hostname)
+    return probe_tcp(target, port, WITNESS_TIMEOUT_S) is not ProbeAnswer.DEAD or \
+        bool(probe_icmp_echo(target, WITNESS_TIMEOUT_S))
 
 
 def _http_answers(address: str) -> bool:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
 import time
 from pathlib import Path
 
@@ -112,8 +113,11 @@ class CpuGroup:
         self.root = root
         self.path = root / name
         self.freezer = FreezerGroup(name)
+        self.spinners: list[subprocess.Popen[bytes]] = []
 
-    def set_quota(self, percent: float | None) -> None:
+    def set_quota(self, percent: float | None, spinners: int = 0) -> None:
+        """Cap the host at ``percent`` % of one CPU, with ``spinners`` busy loops of its own
+        competing for that share (a host busy with work, not an idle one); None lifts it."""
         if percent is None:
             self.remove()
             return
@@ -123,8 +127,25 @@ class CpuGroup:
         (self.path / "cpu.cfs_period_us").write_text(str(self.PERIOD_US))
         (self.path / "cpu.cfs_quota_us").write_text(str(max(1000, int(self.PERIOD_US * percent / 100))))
         self._move(self.freezer.pids(), self.path)
+        for _ in range(spinners):
+            self.spinners.append(subprocess.Popen(
+                ["/bin/sh", "-c", f"echo $$ > {self.freezer.path}/cgroup.procs && echo $$ > {self.path}/cgroup.procs "
+                 "&& exec /usr/bin/python3 -c 'while True: pass'"],
+                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+
+    def throttled(self) -> int:
+        """How many CFS periods the host was throttled in (0 when not starved)."""
+        try:
+            stat = dict(line.split() for line in (self.path / "cpu.stat").read_text().splitlines())
+        except (OSError, ValueError):
+            return 0
+        return int(stat.get("nr_throttled", 0))
 
     def remove(self) -> None:
+        for spinner in self.spinners:
+            spinner.kill()
+            spinner.wait(5)
+        self.spinners = []
         if not self.path.is_dir():
             return
         (self.path / "cpu.cfs_quota_us").write_text("-1")

@@ -141,10 +141,11 @@ class SimHost:
             raise SimError(f"packet loss must be 0..100 %, not {pct}")
         netns.set_loss(self.record.netns, pct / 100.0, pct / 100.0 if both_ways else 0.0)
 
-    def starve_cpu(self, percent: float | None) -> None:
-        """Cap every process of the host at ``percent`` % of one CPU (cgroup v1 cpu quota);
-        None lifts the cap. The kernel (echo replies, TCP handshakes) is not throttled."""
-        self.cpu.set_quota(percent)
+    def starve_cpu(self, percent: float | None, spinners: int = 2) -> None:
+        """Cap every process of the host at ``percent`` % of one CPU (cgroup v1 cpu quota),
+        with ``spinners`` busy loops of the host's own competing for it; None lifts the cap.
+        The kernel (echo replies, TCP handshakes) is not throttled."""
+        self.cpu.set_quota(percent, spinners)
 
     def drop_ssh_sessions(self) -> int:
         """Kill sshd's per-connection children: every SSH session breaks, the host stays up."""
