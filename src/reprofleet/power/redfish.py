@@ -63,6 +63,16 @@ def reset_type_for(target: PowerState, allowed: set[Any] | None) -> sushy.ResetT
     raise PowerError(f"the BMC allows no reset to {target.value}: it offers {offered}")
 
 
+class NoAuth(sushy.auth.AuthBase):
+    """A BMC without credentials in the inventory: send no Authorization header at all."""
+
+    def _do_authenticate(self) -> None:
+        return None
+
+    def can_refresh_session(self) -> bool:
+        return False
+
+
 def watts_from_power(resource: object) -> float | None:
     """``Chassis/<id>/Power``: ``PowerControl[0].PowerConsumedWatts`` (the deprecated but common schema)."""
     controls = resource.get("PowerControl") if isinstance(resource, dict) else None
@@ -143,7 +153,7 @@ class RedfishDriver(PowerDriver):
                                                   connect_timeout=self.settings.timeout_s)
             connector._session.trust_env = False  # no proxy variables, no ~/.netrc
             password = self._password.reveal() if self._password else None
-            auth = sushy.auth.BasicAuth(self._user, password) if password is not None else None
+            auth = sushy.auth.BasicAuth(self._user, password) if password is not None else NoAuth()
             self._root = sushy.Sushy(self.url, connector=connector, auth=auth, verify=self.verify,
                                      server_side_retries=1, read_timeout=self.settings.timeout_s,
                                      connect_timeout=self.settings.timeout_s)
