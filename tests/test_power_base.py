@@ -7,6 +7,7 @@ themselves are tested against their simulators in the other test_power_* modules
 from __future__ import annotations
 
 import json
+from typing import Any
 from dataclasses import replace
 from pathlib import Path
 
@@ -275,3 +276,31 @@ def test_pdus_behind_one_pdudaemon_switch_in_parallel_and_one_pdus_requests_neve
     assert run_all([driver("rack1", "1"), driver("rack2", "1"), driver("rack3", "1")]) < 0.75
     assert run_all([driver("rack4", "1"), driver("rack4", "2"), driver("rack4", "3")]) >= 0.85
     assert overlaps == []
+
+
+def test_a_host_with_two_supplies_has_both_off_before_either_is_on(log: PowerLog) -> None:
+    from reprofleet.power.ports import HostPower, cycle_host
+
+    order: list[str] = []
+    first, second = ScriptedDevice(log), ScriptedDevice(log)
+    second.port = replace(second.port, outlet="4")
+    for name, device in (("psu1", first), ("psu2", second)):
+        original = device._set
+
+        def traced(state: PowerState, name: str = name, original: Any = original) -> None:
+            order.append(f"{name} {state.value}")
+            original(state)
+        device._set = traced  # type: ignore[method-assign]
+    heard: list[str] = []
+    assert cycle_host(HostPower("ws01", (first, second)), 0.01, heard.append) is PowerState.ON
+    assert order == ["psu1 off", "psu2 off", "psu1 on", "psu2 on"] and heard == ["off", "dwell", "on"]
+
+
+def test_when_the_second_supply_fails_to_switch_off_the_first_is_switched_back_on(log: PowerLog) -> None:
+    from reprofleet.power.ports import HostPower, cycle_host
+
+    first, stuck = ScriptedDevice(log), ScriptedDevice(log, applies=False)
+    stuck.port = replace(stuck.port, outlet="4")
+    with pytest.raises(PowerError, match="asked off, the device still reports on"):
+        cycle_host(HostPower("ws01", (first, stuck)), 0.01)
+    assert first.state is PowerState.ON and first.requests[-2:] == ["set on", "read"]
