@@ -217,8 +217,11 @@ class Recovery:
         from .power.ports import build_host_power, cycle_host
 
         budget = self.ctx.settings.power_cycle_budget
-        power = build_host_power([runner.host], self.power_log,
-                                 lock_dir=lock_folder(self.ctx.directory.root.parent))[runner.host.name]
+        try:  # checked at campaign start; a credential file removed since is a quarantine, not a dead thread
+            power = build_host_power([runner.host], self.power_log,
+                                     lock_dir=lock_folder(self.ctx.directory.root.parent))[runner.host.name]
+        except ReprofleetError as exc:
+            raise RecoveryError(f"cannot build the power driver: {exc}") from exc
         dwells = (self.ctx.settings.dwell_s, max(3 * self.ctx.settings.dwell_s, self.ctx.settings.dwell_s + 10))
         boot_s = self.ctx.playbook.timeouts.boot
         problem = ""
