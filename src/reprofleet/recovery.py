@@ -146,6 +146,7 @@ class Recovery:
             forensics = self._forensics(runner, seq)
         except NeverFrozen as exc:
             seq.transition(RecoveryState.BOOTED, boot_id=old_boot, same_boot=True)
+            self._stop_stale_attempt(runner, record)
             return replace(record, outcome=Outcome.INFRA, detect_latency_s=None, reason=str(exc))
         except NetworkDown as exc:
             return replace(record, outcome=Outcome.INFRA, reason=str(exc))
@@ -155,6 +156,14 @@ class Recovery:
             return replace(record, forensics={"recovery": "failed", "error": str(exc)})
         seq.transition(RecoveryState.READY)
         return replace(record, forensics=forensics)
+
+    @staticmethod
+    def _stop_stale_attempt(runner: "HostRunner", record: Record) -> None:
+        """The host never went down, so its attempt still runs under the agent: stop it."""
+        try:
+            runner.agent().kill(record.attempt)
+        except ReprofleetError:
+            pass
 
     def _grace_for_self_reboot(self, runner: "HostRunner", old_boot: str | None) -> str | None:
         """Give a host that resets itself (watchdog, panic) the chance to come back uncycled.
