@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 from .errors import Location, PlaybookError
 from .model import Host, Playbook
@@ -24,6 +24,7 @@ from .policy import cells_out_of_range
 from .power import PowerLog, PowerState
 from .power.locks import lock_folder
 from .power.ports import HostPower, ask_power_states, build_host_power
+from .power.wall import WallLine, WallPowerSampler
 
 FACTS_CACHE = ".facts"
 
@@ -64,3 +65,14 @@ def power_states_at_start(hosts: tuple[Host, ...], report_root: Path,
                           log: PowerLog | None = None) -> dict[str, tuple[PowerState, ...]]:
     """Campaign start (never ``--dry-run``): every PDU/BMC must answer; an outlet that is off is named."""
     return ask_power_states(check_power(hosts, report_root, log))
+
+
+def wall_sampler(host: Host, report_root: Path, write: Callable[[WallLine], None],
+                 period_s: float = 1.0) -> WallPowerSampler:
+    """A 1 Hz wall-power sampler for one host's attempts (does nothing where no outlet meters power).
+
+    ``write`` gets ``{"t", "k": "wall", "w", "source"}`` lines (the attempt's stream);
+    ``summary()`` after a wedge gives the last readings for its record.
+    """
+    power = build_host_power([host], lock_dir=lock_folder(report_root)).get(host.name)
+    return WallPowerSampler(power.drivers if power else (), write, period_s=period_s)
