@@ -78,6 +78,11 @@ def test_a_wedged_host_is_power_cycled_and_the_campaign_completes(
     assert after["policy"]["graphics_clocks"] == [180, 2800]
     power = [json.loads(line) for line in result.directory.power.read_text().splitlines()]
     assert any(p["action"] in ("cycle", "off") for p in power)
+    if simulator in ("tasmota", "shelly-gen2"):  # the plugs meter: the wall power as it froze is in the record
+        assert wedge["telemetry"]["wall_w"] is not None and wedge["telemetry"]["wall_w"] > 0
+        assert wedge["telemetry"]["wall_last"][-1]["k"] == "wall"
+        stream = [json.loads(line) for line in (result.directory.root / wedge["stream"]).read_text().splitlines()]
+        assert any(line.get("k") == "wall" for line in stream)
     for entry in power:
         assert "s3cret" not in json.dumps(entry)
     events = [json.loads(line) for line in result.directory.events.read_text().splitlines()]

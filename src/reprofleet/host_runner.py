@@ -7,6 +7,7 @@ an exception that reaches the other hosts.
 from __future__ import annotations
 
 import errno
+import json
 import os
 import time
 import traceback
@@ -22,7 +23,8 @@ from .errors import (AgentError, ConnectError, ControllerDiskError, HostKeyError
                      ReprofleetError)
 from .host_stops import HostStops
 from .model import Cell, EventKind, GpuPolicy, Host, Outcome, Record
-from .preflight import cache_facts
+from .power.wall import WallPowerSampler
+from .preflight import cache_facts, wall_sampler
 from .records import StreamWriter, iso_utc, power_cycles_logged, utc_now, write_facts
 from .probes import HostProbe, ProbeAnswer
 from .transport import Session, connect
@@ -52,6 +54,7 @@ class HostState:
     power_cycles: int = 0
     counts: dict[str, int] = field(default_factory=dict)
     leased: bool = False
+    wall: WallPowerSampler | None = None  # the current attempt's wall-power sampler
 
 
 class HostRunner:
@@ -227,6 +230,9 @@ class HostRunner:
             end = follower.follow()
         except ReprofleetError as exc:
             end = AttemptEnd(Outcome.INFRA, str(exc), None)
+        finally:
+            if self.state.wall is not None:
+                self.state.wall.stop()
         self.state.attempts_in_boot += 1
         return self._record(cell, index, attempt_id, started, end, readback, follower, stream_rel)
 
@@ -247,6 +253,10 @@ class HostRunner:
                            gpu=self.host.gpu_index, sample_hz=self.ctx.settings.sample_hz,
                            clock_threshold=self.ctx.settings.clock_threshold_mhz)
         writer = StreamWriter(self.ctx.directory.stream_path(attempt_id))
+        # wall power, where an outlet meters it: a host frozen at 400 W and one at 60 W are different bugs
+        self.state.wall = wall_sampler(self.host, self.ctx.directory.root.parent,
+                                       lambda line: writer.write(json.dumps(line, sort_keys=True)))
+        self.state.wall.start()
         watchdog = Watchdog(self.host.name, self.probe, self.ctx.settings.watchdog, self.ctx.fleet)
         return AttemptFollower(agent, attempt_id, stream, writer, watchdog, timeout_s=timeout,
                                reconnect=self.connect, on_event=self._on_event, on_pause=self._on_pause,
@@ -285,12 +295,22 @@ class HostRunner:
             wedge_declared=iso_utc(end.declared_wall),
             last_phase=trace.last_phase if trace else None,
             last_log_line=trace.last_log_line if trace else None,
-            telemetry=exit_line.get("telemetry") or ({"last_sample": trace.last_nvml} if trace and trace.last_nvml else None),
+            telemetry=self._telemetry(exit_line, trace),
             forensics=None, facts=self.state.facts_hash,
             stream=stream_rel if follower else None,
             poc=self.ctx.poc_digest, cell_id=identity.cell_id(cell.name, dict(cell.factors), runtime,
                                                               self.ctx.poc_digest),
         )
+
+    def _telemetry(self, exit_line: Mapping[str, Any], trace: Any) -> dict[str, Any] | None:
+        """The host's own summary (it exited), or the last NVML sample it sent (it froze),
+        plus the wall power its outlet metered last."""
+        telemetry = dict(exit_line.get("telemetry") or ({"last_sample": trace.last_nvml} if trace and trace.last_nvml
+                                                        else {}))
+        wall = self.state.wall
+        if wall is not None and wall.meters and wall.last():
+            telemetry.update(wall.summary())
+        return telemetry or None
 
     # -- the whole plan --------------------------------------------------------------
     def run(self) -> None:

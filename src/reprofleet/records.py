@@ -162,19 +162,24 @@ class StreamWriter:
         self.path = path
         self._handle = open(path, "a", encoding="utf-8")
         self._last_sync = time.monotonic()
+        self._lock = threading.Lock()  # the attempt's stream and its wall-power sampler both write
 
     def write(self, raw_line: str) -> None:
-        self._handle.write(raw_line.rstrip("\n") + "\n")
-        self._handle.flush()
-        if time.monotonic() - self._last_sync >= 1.0:
-            os.fsync(self._handle.fileno())
-            self._last_sync = time.monotonic()
+        with self._lock:
+            if self._handle.closed:
+                return  # a sampler's last tick after the attempt ended
+            self._handle.write(raw_line.rstrip("\n") + "\n")
+            self._handle.flush()
+            if time.monotonic() - self._last_sync >= 1.0:
+                os.fsync(self._handle.fileno())
+                self._last_sync = time.monotonic()
 
     def close(self) -> None:
-        if not self._handle.closed:
-            self._handle.flush()
-            os.fsync(self._handle.fileno())
-            self._handle.close()
+        with self._lock:
+            if not self._handle.closed:
+                self._handle.flush()
+                os.fsync(self._handle.fileno())
+                self._handle.close()
 
 
 def write_facts(campaign: CampaignDir, host: str, facts: dict[str, Any]) -> str:

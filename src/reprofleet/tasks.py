@@ -164,6 +164,12 @@ def run_and_report(c: Any, hosts: str, playbook: str, attempts: int | None, dry_
     if dry_run:
         print(campaign_mod.describe_plan(plan))
         return ExitStatus.OK
+    from .power.base import PowerState
+    from .preflight import power_states_at_start
+
+    for name, states in power_states_at_start(inventory.hosts, report_root).items():  # every PDU/BMC answers
+        if PowerState.OFF in states:
+            console.print(f"[yellow]{name}: its outlet reads off; it will be switched on before its first attempt[/]")
     settings = _settings(c, accept_new, overrides)
     stop = threading.Event()
     _install_stop_handlers(stop)

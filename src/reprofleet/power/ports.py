@@ -90,8 +90,9 @@ def duplicate_outlets(powers: Iterable[HostPower]) -> list[str]:
 def ask_power_states(powers: Mapping[str, HostPower]) -> dict[str, tuple[PowerState, ...]]:
     """Ask every outlet for its state (campaign start): a PDU that does not answer is found now.
 
-    Raises PowerPreflightError naming each host whose device did not answer; an outlet that
-    answers "off" is reported too, since a host whose outlet is off cannot run anything.
+    Raises PowerPreflightError naming each host whose device did not answer. An outlet that
+    answers "off" is no error: a controller that died mid-cycle leaves one, and the host's
+    runner switches it on through the normal recovery path; the caller reports it.
     """
     states: dict[str, tuple[PowerState, ...]] = {}
     problems: list[str] = []
@@ -103,8 +104,6 @@ def ask_power_states(powers: Mapping[str, HostPower]) -> dict[str, tuple[PowerSt
             except ReprofleetError as exc:
                 problems.append(_problem(name, driver.port, f"the power device does not answer: {exc}"))
                 continue
-            if state is PowerState.OFF:
-                problems.append(_problem(name, driver.port, f"outlet {driver.outlet_key} reports off"))
             answered.append(state)
         states[name] = tuple(answered)
     if problems:
