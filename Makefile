@@ -33,8 +33,11 @@ $(VENV)/.installed: pyproject.toml | system-deps
 demo: system-deps $(VENV)/.installed
 	$(VENV)/bin/invoke demo
 
+# Unit tests on every core, then the fleet tests on their own (each builds real namespaces,
+# sshd and simulators, and judges timing: they must not share the CPU with the unit tests).
 test: system-deps $(VENV)/.installed
-	$(VENV)/bin/python -m pytest -q $(PYTEST_ARGS)
+	$(VENV)/bin/python -m pytest -q -m "not fleet" -n auto $(PYTEST_ARGS)
+	$(VENV)/bin/python -m pytest -q -m fleet $(PYTEST_ARGS)
 
 clean:
 	-$(VENV)/bin/invoke sim.down

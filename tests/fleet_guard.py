@@ -44,6 +44,9 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
 def pytest_terminal_summary(terminalreporter: object, exitstatus: int, config: pytest.Config) -> None:
     counts = _COUNTS
     ran = counts["passed"] + counts["failed"]
+    if not ran and not counts["skipped"]:
+        getattr(terminalreporter, "write_line")("fleet tests: none selected in this run")
+        return
     line = f"fleet tests: {ran} ran ({counts['passed']} passed, {counts['failed']} failed), {counts['skipped']} skipped"
     write = getattr(terminalreporter, "write_line")
     write(line)
