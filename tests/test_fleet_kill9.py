@@ -3,7 +3,8 @@
 The controller runs as ``invoke campaign`` in its own process; the test watches the
 campaign folder, SIGKILLs the controller at a kill point (mid-append, mid-attempt, during
 policy apply, in the reboot grace, with the outlet off, during boot, during forensics,
-between attempts, during the cache push, at the last record), resumes with ``--resume``
+between attempts, during the cache push, at the last record, and mid-attempt with the
+resume killed mid-attempt as well), resumes with ``--resume``
 and holds the result against one uninterrupted run of the same plan on the same fleet:
 the same records per host x cell, no attempt recorded twice, no wedge lost, no torn line,
 every outlet on and every GPU at its defaults at the end.
@@ -11,19 +12,18 @@ every outlet on and every GPU at its defaults at the end.
 
 from __future__ import annotations
 
+import json
 import os
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Iterator, Mapping
 
 import pytest
 
-from kill9_harness import (Controller, KillPoint, Snapshot, broken_invariants, campaign_folder, counts,
+from kill9_harness import (Controller, KillPoint, Snapshot, Trigger, broken_invariants, campaign_folder, counts,
                            fleet_problems, reset_host, wait_and_kill)
 from test_fleet_campaign import write_playbook
-
-pytestmark = pytest.mark.fleet
 
 # Only scripted outcomes: the first host wedges on its 2nd attempt (the lgc cell's first),
 # the second host never does; everything after the script is clean.
@@ -114,6 +114,7 @@ def reference(kill_fleet: KillFleet, tmp_path_factory: pytest.TempPathFactory) -
     return Reference(counts(after.records), len(after.events_of("wedge")), seconds)
 
 
+@pytest.mark.fleet
 def test_the_uninterrupted_run_does_every_slot_once_and_wedges_where_the_kill_points_need_it(
         reference: Reference) -> None:
     assert reference.counts == {(host, cell): ATTEMPTS for host in (WEDGING, STEADY)
@@ -136,8 +137,27 @@ def _in_grace(now: Snapshot, _: Snapshot | None) -> bool:
 
 
 def _pushing_cache(now: Snapshot, _: Snapshot | None) -> bool:
-    prepared = {e.get("host") for e in now.events_of("prepared")}
-    return bool(now.facts - prepared)
+    """Replaced per run by :func:`cache_upload_growing` (it needs the hosts' files)."""
+    return False
+
+
+def cache_upload_growing(hosts: list[Any], since: float) -> Trigger:
+    """The starting cache's upload is on a host's disk, written since ``since``, and that host
+    has no ``prepared`` event yet: the controller is inside the push (SFTP writes it in place)."""
+    def trigger(now: Snapshot, _: Snapshot | None) -> bool:
+        prepared = {e.get("host") for e in now.events_of("prepared")}
+        for host in hosts:
+            if host.name in prepared:
+                continue
+            for upload in (host.paths.fs("root") / ".cache" / "reprofleet" / "cache-seed").glob("*.tar.gz"):
+                try:
+                    if upload.stat().st_mtime >= since and upload.stat().st_size > 0:
+                        return True
+                except FileNotFoundError:
+                    continue
+        return False
+
+    return trigger
 
 
 TOTAL_SLOTS = 2 * 2 * ATTEMPTS
@@ -152,18 +172,31 @@ KILL_POINTS = [
     KillPoint("between-attempts", lambda now, _: len(now.record_lines) >= 3),
     KillPoint("cache-push", _pushing_cache, cache_push=True),
     KillPoint("last-record", lambda now, _: len(now.record_lines) >= TOTAL_SLOTS),
+    KillPoint("resume-killed-too", _stream_growing),
 ]
+AGAIN = {  # kill points whose resume is killed as well, when this says so (given the folder at the first kill)
+    "resume-killed-too": lambda first: lambda now, before: (
+        _stream_growing(now, before) and bool(set(now.streams) - set(first.streams))),
+}
 
 
+@pytest.mark.fleet
 @pytest.mark.parametrize("point", KILL_POINTS, ids=[p.name for p in KILL_POINTS])
 def test_a_campaign_killed_and_resumed_ends_as_an_uninterrupted_one(
         point: KillPoint, kill_fleet: KillFleet, reference: Reference, tmp_path: Path) -> None:
     kill_fleet.reset()
     reports = tmp_path / "reports"
+    if point.cache_push:
+        point = replace(point, trigger=cache_upload_growing(kill_fleet.hosts, time.time()))
     controller = kill_fleet.start(reports, tmp_path / "killed.log", cache=point.cache_push)
     at_kill = wait_and_kill(controller, reports, point, KILL_DEADLINE_S)
     print(f"{point.name}: killed after {time.monotonic() - controller.started:.1f} s with "
           f"{len(at_kill.record_lines)} records, {len(at_kill.events.entries)} events")
+    again = AGAIN.get(point.name)
+    if again is not None:  # a new attempt of the resume streams: kill the resume too
+        resumed = kill_fleet.start(reports, tmp_path / "resumed-killed.log", cache=point.cache_push,
+                                   resume=at_kill.root)
+        wait_and_kill(resumed, reports, KillPoint(f"{point.name} (the resume)", again(at_kill)), KILL_DEADLINE_S)
     resumed = kill_fleet.start(reports, tmp_path / "resumed.log", cache=point.cache_push, resume=at_kill.root)
     rc = resumed.wait(RESUME_DEADLINE_S)
     after = Snapshot.read(at_kill.root)
@@ -172,3 +205,41 @@ def test_a_campaign_killed_and_resumed_ends_as_an_uninterrupted_one(
     if problems:
         problems.append(f"(the campaign folder and both controllers' logs: {tmp_path})")
     assert not problems, f"{point.name}:\n  " + "\n  ".join(problems)
+
+
+# -- the checks themselves can fail (no fleet) ------------------------------------------------
+def _folder(tmp_path: Path, attempts: list[Any], events: list[Any]) -> Snapshot:
+    def lines(entries: list[Any]) -> str:
+        return "".join((e if isinstance(e, str) else json.dumps(e)) + "\n" for e in entries)
+
+    (tmp_path / "attempts.jsonl").write_text(lines(attempts))
+    (tmp_path / "events.jsonl").write_text(lines(events))
+    return Snapshot.read(tmp_path)
+
+
+def _record(attempt: str, cell: str, outcome: str = "clean", reason: str | None = None) -> dict[str, Any]:
+    return {"schema": 1, "attempt": attempt, "host": "h", "cell": cell, "outcome": outcome, "reason": reason}
+
+
+WANT = {("h", "a"): 1, ("h", "b"): 1}
+
+
+def test_a_folder_like_the_uninterrupted_run_breaks_nothing(tmp_path: Path) -> None:
+    folder = _folder(tmp_path, [_record("1", "a", "infra", "interrupted: SIGKILL"), _record("2", "a", "wedge"),
+                                _record("3", "b"), {"schema": 1, "amends": "2", "forensics": {}}],
+                     [{"event": "wedge", "host": "h", "attempt": "2"}])
+    assert broken_invariants(folder, WANT) == []
+
+
+def test_a_wedge_event_without_its_wedge_record_is_a_lost_wedge(tmp_path: Path) -> None:
+    folder = _folder(tmp_path, [_record("1", "a"), _record("3", "b")], [{"event": "wedge", "host": "h", "attempt": "9"}])
+    (problem,) = broken_invariants(folder, WANT)
+    assert problem.startswith("lost wedge: events.jsonl entry 1")
+
+
+def test_a_slot_recorded_twice_a_missing_slot_and_a_torn_line_are_each_named(tmp_path: Path) -> None:
+    folder = _folder(tmp_path, [_record("1", "a"), _record("1", "a"), '{"schema": 1, "attem'], [])
+    problems = broken_invariants(folder, WANT)
+    assert any("records per (host, cell)" in p and "('h', 'b'): (0, 1)" in p for p in problems), problems
+    assert any(p == "attempt ids recorded more than once: ['1']" for p in problems), problems
+    assert any(p.startswith("torn line attempts.jsonl:3") for p in problems), problems
