@@ -210,6 +210,7 @@ class KillPoint:
     trigger: Trigger
     torn_tail: bool = False  # then append half a record line, as a kill mid-append leaves it
     cache_push: bool = False  # the playbook seeds a big starting cache (prepare takes a moment)
+    poll_s: float = POLL_S  # shorter where the window after the moment is short (the GPU restore)
 
 
 def wait_and_kill(controller: Controller, reports: Path, point: KillPoint, deadline_s: float) -> Snapshot:
@@ -228,7 +229,7 @@ def wait_and_kill(controller: Controller, reports: Path, point: KillPoint, deadl
                 append_torn_half(root / "attempts.jsonl")
             return Snapshot.read(root)
         previous = now
-        time.sleep(POLL_S)
+        time.sleep(point.poll_s)
     controller.kill9()
     raise AssertionError(f"{point.name}: the kill point never came within {deadline_s:g} s\n{controller.tail()}")
 

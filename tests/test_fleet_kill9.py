@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import os
 import time
+from collections import Counter
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Iterator, Mapping
@@ -171,8 +172,12 @@ KILL_POINTS = [
     KillPoint("forensics", lambda now, _: bool(now.recovery_to("forensics"))),
     KillPoint("between-attempts", lambda now, _: len(now.record_lines) >= 3),
     KillPoint("cache-push", _pushing_cache, cache_push=True),
-    KillPoint("last-record", lambda now, _: len(now.record_lines) >= TOTAL_SLOTS),
+    # the last host's GPU restore follows its last record within ~0.1 s: look often
+    KillPoint("last-record", lambda now, _: len(now.record_lines) >= TOTAL_SLOTS, poll_s=0.002),
     KillPoint("resume-killed-too", _stream_growing),
+    # one host has done all its slots (its GPU still holds the last cell's policy), the other has not
+    KillPoint("first-host-done", lambda now, _: max(Counter(str(r.get("host")) for r in now.record_lines).values(),
+                                                    default=0) >= TOTAL_SLOTS // 2, poll_s=0.002),
 ]
 AGAIN = {  # kill points whose resume is killed as well, when this says so (given the folder at the first kill)
     "resume-killed-too": lambda first: lambda now, before: (
