@@ -136,17 +136,15 @@ def _http_answers(address: str) -> bool:
 
 
 def controller_network_ok(hosts: Sequence[Host], log: PowerLog) -> NetworkCheck:
-    # An answer proves the network first: a link without carrier may only be the one host that
-    # is off (a host cabled directly, or the simulated fleet's own veth), while its PDU answers.
+    links = [local_link_up(h.address) for h in hosts[:3]]
+    if any(link is False for link in links):
+        return NetworkCheck(False, "no carrier on the local link towards the hosts")
     asked = witnesses(hosts)
     if any(witness_answers(w) for w in asked):
         return NetworkCheck(True, "a witness on the hosts' network answers")
     pdus = [power_device_answers(h, log) for h in hosts if h.pdu is not None]
     if any(pdus):
         return NetworkCheck(True, "a power device answers")
-    links = [local_link_up(h.address) for h in hosts[:3]]
-    if any(link is False for link in links):
-        return NetworkCheck(False, "no carrier on the local link towards the hosts")
     if not asked and all(p is None for p in pdus):
         return NetworkCheck(True, "carrier up and no witness to ask")
     return NetworkCheck(False, f"no witness ({', '.join(asked) or 'none'}) and no power device answers")
