@@ -131,12 +131,37 @@ class HostRunner:
                 raise
             self.ctx.event(self.host.name, "unreachable_at_start", reason=str(exc),
                            message="switching it on / power-cycling it through its port")
-        placeholder = self._infra(self.ctx.playbook.cells[0], -1, "unreachable at campaign start")
         self._drop_session()
-        self.ctx.recovery.recover(self, placeholder)
-        if self.state.quarantined:
-            raise ConnectError(self.host.name, self.state.quarantined)
+        if not self.switch_on_if_off():
+            placeholder = self._infra(self.ctx.playbook.cells[0], -1, "unreachable at campaign start")
+            self.ctx.recovery.recover(self, placeholder)  # frozen with its power on: the wedge path
+            if self.state.quarantined:
+                raise ConnectError(self.host.name, self.state.quarantined)
         self.prepare()
+
+    def switch_on_if_off(self) -> bool:
+        """An outlet that reads off explains the silence for certain (a controller died mid-cycle):
+        it is switched on, with no partition guard to consult, and the boot awaited. False when
+        every outlet reads on (the host is frozen, not off)."""
+        from .power.base import PowerState
+        from .power.locks import lock_folder
+        from .power.ports import build_host_power
+
+        power = build_host_power([self.host], self.ctx.recovery.power_log,
+                                 lock_dir=lock_folder(self.ctx.directory.root.parent))[self.host.name]
+        off = [driver for driver in power.drivers if driver.status() is PowerState.OFF]
+        if not off:
+            return False
+        for driver in power.drivers:  # every supply on, the ones that were on stay on
+            driver.on()
+        self.ctx.event(self.host.name, "switched_on_at_start", outlets=[d.outlet_key for d in off])
+        deadline = time.monotonic() + self.ctx.playbook.timeouts.boot
+        while time.monotonic() < deadline and not self.ctx.stop.is_set():
+            if self.probe() is ProbeAnswer.SSHD:
+                return True
+            self.ctx.stop.wait(1.0)
+        raise ConnectError(self.host.name, f"switched on at campaign start, but did not answer within "
+                                           f"{self.ctx.playbook.timeouts.boot:g} s")
 
     def take_lease(self, agent: AgentClient) -> None:
         """No two campaigns run attempts on one host: take its lease, or refuse the host."""
