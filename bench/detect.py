@@ -330,14 +330,17 @@ def report(runs: dict[str, Any]) -> str:
     freezes = [t for s in FREEZES for t in runs.get(s, {}).get("trials", [])]
     slow = {s: runs[s]["summary"] for s in SLOW if s in runs}
     header = "| tool | freeze -> declared (" + f"{len(freezes)} freezes) | " + \
-        " | ".join(f"false positives: {s}" for s in slow) + " |"
+        " | ".join(f"slow host: {s}" for s in slow) + " |"
     lines = [header, "|" + " --- |" * (2 + len(slow))]
     for key, label in TOOLS:
         cells = [_stats([t.get(key) for t in freezes])]
         for summary in slow.values():
             if key == "reprofleet":
+                throttled = summary.get("throttled_periods")
                 cells.append(f"{summary['wedges']} wedges, {summary['power_actions']} power actions "
-                             f"({summary['suspects']} suspects, {summary['clears']} cleared)")
+                             f"({summary['suspects']} suspects, {summary['clears']} cleared"
+                             + (f"; quota hit in {min(throttled.values())}+ periods per host" if throttled else "")
+                             + ")")
             else:
                 cells.append(f"{summary[key]} of {summary['hosts']} sessions killed")
         lines.append(f"| {label} | " + " | ".join(cells) + " |")
@@ -362,7 +365,12 @@ def report(runs: dict[str, Any]) -> str:
         "scenarios: 10 % loss each way for 40 s; sshd + agent SIGSTOPped 3, 6 and 10 s (each host, staggered); "
         "both at once; the host's cgroup at a 5 % CPU quota for 30 s with two busy loops of its own. "
         "A watcher 'killed' gave up while the host was only slow; 'suspects' are hosts the watchdog probed, "
-        "'cleared' those whose stream came back.",
+        "'cleared' those whose stream came back. Loss alone and the CPU quota never silenced the stream for "
+        "1 s (no suspect: the heartbeat kept flowing); the stalls did, and every suspect was cleared. An "
+        "Ansible 'missed' is a run that had not returned 60 s after the freeze (in freeze-staggered, always "
+        "the first host, frozen 4 s after the watchers started: Ansible was likely still connecting). The "
+        "scenarios ran on different commits of a shared tree; the liveness code (probes, watchdog, witness, "
+        "attempt) is the same in all of them (unchanged since 1d9aece).",
     ])
 
 
