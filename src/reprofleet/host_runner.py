@@ -54,6 +54,7 @@ class HostState:
     power_cycles: int = 0
     counts: dict[str, int] = field(default_factory=dict)
     leased: bool = False
+    prepared: bool = False  # this run reached the host and prepared it (so it restores it at the end)
     wall: WallPowerSampler | None = None  # the current attempt's wall-power sampler
 
 
@@ -117,6 +118,7 @@ class HostRunner:
             self.state.cache_seed = f"{self.state.home}/{seed_rel}"
         self.ctx.event(self.host.name, "prepared", agent=self.ctx.bundle.digest, poc=poc_digest,
                        boot_id=self.state.boot_id)
+        self.state.prepared = True
 
     def prepare_or_bring_back(self) -> None:
         """A host that does not answer at the start (left off or frozen by a controller that
@@ -229,7 +231,10 @@ class HostRunner:
         return state.readback
 
     def restore_policy(self) -> None:
-        if self.state.applied is None or self.state.quarantined:
+        """Defaults back at the end. A host this run prepared is restored even when this run
+        applied nothing: a resume with no slot left on it must still undo the lock a killed
+        controller left between its last record and its own restore."""
+        if self.state.quarantined or (self.state.applied is None and not self.state.prepared):
             return
         try:
             readback = policy.restore(self.agent(), self.host.gpu_index)
