@@ -6,20 +6,10 @@ import os
 import signal
 import sys
 from pathlib import Path
-from typing import Iterator
-
-import pytest
 
 sys.path.insert(0, str(Path(__file__).parent / "fixtures" / "agent"))
 import agent_harness as h  # noqa: E402
-from test_agent_run import _kill_leftovers, read_until, start_run  # noqa: E402
-
-
-@pytest.fixture
-def state_dir(tmp_path: Path) -> Iterator[Path]:
-    yield tmp_path
-    for attempt in (tmp_path / "attempts").glob("*"):
-        _kill_leftovers(attempt)
+from test_agent_run import read_until, start_run, state_dir  # noqa: E402,F401 (state_dir is a fixture)
 
 
 def test_a_second_attempt_is_refused_while_an_orphan_still_runs_on_the_gpu(state_dir: Path) -> None:
