@@ -102,3 +102,26 @@ def _not_sshd(pid: int) -> bool:
         return "sshd" not in Path(f"/proc/{pid}/cmdline").read_text()
     except OSError:
         return True
+
+
+@pytest.mark.fleet
+def test_a_fleet_whose_test_process_was_killed_is_swept_though_its_daemon_lives(sim_ready: None, tmp_path: Path) -> None:
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    from reprofleet.sim import sweep_stale
+    from reprofleet.sim.teardown import run_objects
+
+    script = ("import sys,time; from reprofleet.sim import Fleet, SimHostSpec; "
+              "f = Fleet.up([SimHostSpec('orph')]); print(f.run_id, flush=True); time.sleep(300)")
+    proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    try:
+        run_id = proc.stdout.readline().strip()  # type: ignore[union-attr]
+        assert run_id and run_objects(run_id)["netns"]
+    finally:
+        os.kill(proc.pid, signal.SIGKILL)  # a test killed mid-run: no teardown ran
+        proc.wait(10)
+    assert run_id in sweep_stale()
+    assert not run_objects(run_id)["netns"]

@@ -81,8 +81,14 @@ class Fleet:
     # -- life cycle --------------------------------------------------------------------
     @classmethod
     def up(cls, specs: Sequence[SimHostSpec], base_dir: str | Path | None = None,
-           run_id: str | None = None, *, ready_timeout_s: float = READY_TIMEOUT_S) -> "Fleet":
-        """Build and boot the fleet; return once every host's sshd answers (or clean up and raise)."""
+           run_id: str | None = None, *, ready_timeout_s: float = READY_TIMEOUT_S,
+           outlive_caller: bool = False) -> "Fleet":
+        """Build and boot the fleet; return once every host's sshd answers (or clean up and raise).
+
+        The fleet's owner is the calling process, so a test killed mid-run leaves a fleet the
+        next sweep removes; ``outlive_caller`` (``invoke sim.up``) hands it to the hardware
+        daemon instead, and it lives until ``sim.down``.
+        """
         _preflight(specs)
         if run_id is not None and not re.fullmatch(r"[0-9a-f]{4,6}", run_id):
             raise SimError(f"run id {run_id!r} must be 4 to 6 lowercase hex digits (it names kernel objects)")
@@ -97,7 +103,8 @@ class Fleet:
             hardware = _start_hardware(FleetPaths(fleet_dir))
             manifest = manifest.with_hardware(hardware)
             manifest_io.save(manifest)
-            register(run_id, hardware, fleet_dir)
+            if outlive_caller:
+                register(run_id, hardware, fleet_dir)
             fleet = cls(manifest)
             for host in fleet.hosts:
                 host.set_switch(True)

@@ -57,7 +57,7 @@ def up(hosts: int, config: str | Path | None, sim_dir: Path, power: str | None =
         specs = demo_specs(hosts or 3)
     base = sim_dir.resolve()
     base.mkdir(parents=True, exist_ok=True)
-    fleet = Fleet.up(specs, base_dir=base)
+    fleet = Fleet.up(specs, base_dir=base, outlive_caller=True)
     try:
         if power:
             fleet.attach_plug(power)
