@@ -24,7 +24,7 @@ from .campaign_context import CampaignContext, RunSettings, cell_identity
 from .host_runner import HostRunner
 from .model import Cell, Host, Playbook, StopKind
 from .playbook import plan_order
-from .records import AttemptLog, CampaignDir, JsonlAppender, read_records
+from .records import AttemptLog, CampaignDir, JsonlAppender, read_log_lines, read_records
 from .power import PowerLog
 from .watchdog import FleetLiveness
 from .witness import CachedWitness, controller_network_ok
@@ -146,40 +146,18 @@ def earlier_records(directory: CampaignDir) -> dict[str, list[dict[str, Any]]]:
     return by_host
 
 
-def _events(directory: CampaignDir) -> list[dict[str, Any]]:
-    if not directory.events.exists():
-        return []
-    events = []
-    for line in directory.events.read_text(encoding="utf-8").splitlines():
-        try:
-            event = json.loads(line)
-        except json.JSONDecodeError:
-            continue  # the torn last line of a controller that was killed
-        if isinstance(event, dict):
-            events.append(event)
-    return events
-
-
 def started_slots(directory: CampaignDir, playbook: Playbook) -> dict[str, tuple[Cell, int]]:
     """Attempt id -> (cell, attempt index) for every attempt this campaign started (its events)."""
     cells = {cell.name: cell for cell in playbook.cells}
-    return {str(e.get("attempt")): (cells[str(e.get("cell"))], int(e.get("index") or 0)) for e in _events(directory)
+    return {str(e.get("attempt")): (cells[str(e.get("cell"))], int(e.get("index") or 0))
+            for e in read_log_lines(directory.events)
             if e.get("event") == "attempt_started" and str(e.get("cell")) in cells}
 
 
 def stopped_cells(directory: CampaignDir) -> set[tuple[str, str]]:
     """(host, cell) pairs that already have a ``stopped`` event: a resume never runs them again."""
-    if not directory.events.exists():
-        return set()
-    stopped = set()
-    for line in directory.events.read_text(encoding="utf-8").splitlines():
-        try:
-            event = json.loads(line)
-        except json.JSONDecodeError:
-            continue  # the torn last line of a controller that was killed
-        if isinstance(event, dict) and event.get("event") == "stopped":
-            stopped.add((str(event.get("host")), str(event.get("cell"))))
-    return stopped
+    return {(str(e.get("host")), str(e.get("cell"))) for e in read_log_lines(directory.events)
+            if e.get("event") == "stopped"}
 
 
 def _write_manifest(directory: CampaignDir, plan: CampaignPlan, settings: RunSettings, poc_digest: str) -> None:

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping
 
 from .model import Judging
-from .records import RecordError, read_records
+from .records import RecordError, read_log_lines, read_records
 
 # Keys that may differ between two copies of one attempt without changing what it says.
 VOLATILE_KEYS = ("stream",)
@@ -75,18 +75,7 @@ def read_manifest(path: Path) -> CampaignInfo | None:
 
 
 def _stop_events(folder: Path) -> list[dict[str, Any]]:
-    path = folder / "events.jsonl"
-    if not path.exists():
-        return []
-    stops = []
-    for line in path.read_text(encoding="utf-8").splitlines():
-        try:
-            event = json.loads(line)
-        except json.JSONDecodeError:
-            continue  # a torn last line of a killed controller
-        if isinstance(event, dict) and event.get("event") == "stopped":
-            stops.append(event)
-    return stops
+    return [e for e in read_log_lines(folder / "events.jsonl") if e.get("event") == "stopped"]
 
 
 def _attempt_files(path: Path) -> list[Path]:

@@ -232,20 +232,25 @@ def _entries(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
         yield number, entry
 
 
-def power_cycles_logged(power_log: Path, host: str) -> int:
-    """Power cycles a campaign already made on ``host``: its successful "off" switches in power.jsonl."""
-    if not power_log.exists():
-        return 0
-    cycles = 0
-    for line in power_log.read_text(encoding="utf-8").splitlines():
+def read_log_lines(path: Path) -> list[dict[str, Any]]:
+    """Every whole JSON object of an events or power log; a torn line (a killed controller) is skipped."""
+    if not path.exists():
+        return []
+    entries = []
+    for line in path.read_text(encoding="utf-8").splitlines():
         try:
             entry = json.loads(line)
         except json.JSONDecodeError:
-            continue  # the torn last line of a killed controller
-        if isinstance(entry, dict) and entry.get("host") == host and entry.get("action") == "off" \
-                and entry.get("result") == "ok":
-            cycles += 1
-    return cycles
+            continue
+        if isinstance(entry, dict):
+            entries.append(entry)
+    return entries
+
+
+def power_cycles_logged(power_log: Path, host: str) -> int:
+    """Power cycles a campaign already made on ``host``: its successful "off" switches in power.jsonl."""
+    return sum(1 for e in read_log_lines(power_log)
+               if e.get("host") == host and e.get("action") == "off" and e.get("result") == "ok")
 
 
 def read_stream(path: Path) -> list[dict[str, Any]]:
