@@ -105,16 +105,20 @@ def _stop_power_simulators(fleet_dir: Path | None) -> None:
 
 
 def sweep_stale(prefix: str = PREFIX) -> list[str]:
-    """Remove leftovers of earlier runs whose owner is dead; return the run ids removed.
+    """Remove leftovers of runs whose owner or hardware daemon is dead; return the run ids removed.
 
-    Files of a swept run are kept (they are evidence); only kernel objects and processes go.
+    A fleet whose hardware daemon died is broken even while its owner lives (the daemon is
+    every host's parent), so it goes too. A fleet still starting has no daemon recorded
+    yet and is judged by its owner alone. Files of a swept run are kept (they are
+    evidence); only kernel objects and processes go.
     """
     removed = []
     for run_id in sorted(known_runs(prefix)):
         owner, fleet_dir = registered_owner(run_id)
-        if owner is not None and owner.alive():
-            continue
         hardware = _hardware_of(fleet_dir)
+        hardware_died = hardware is not None and not hardware.alive()
+        if owner is not None and owner.alive() and not hardware_died:
+            continue
         teardown(run_id, hardware=hardware, fleet_dir=fleet_dir, remove_files=False, prefix=prefix)
         removed.append(run_id)
     return removed
