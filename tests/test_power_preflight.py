@@ -44,8 +44,8 @@ def test_an_unset_credential_variable_is_one_line_naming_host_and_inventory_line
     with pytest.raises(PowerPreflightError) as caught:
         build_host_power(hosts)
     assert caught.value.problems == (
-        f"{path}:4:pdu: ws01: credential env:RF_PF_COMMUNITY: environment variable RF_PF_COMMUNITY is not set",
-        f"{path}:6:pdu: ws02: credential env:RF_PF_COMMUNITY: environment variable RF_PF_COMMUNITY is not set",
+        f"{path}:4:pdu.credentials: ws01: credential env:RF_PF_COMMUNITY: environment variable RF_PF_COMMUNITY is not set",
+        f"{path}:6:pdu.credentials: ws02: credential env:RF_PF_COMMUNITY: environment variable RF_PF_COMMUNITY is not set",
     )
 
 
@@ -162,6 +162,6 @@ def test_campaign_dry_run_stops_on_an_unset_credential_with_one_line_per_host(tm
                              str(playbook(tmp_path)), "--dry-run"], cwd=tmp_path, capture_output=True, text=True,
                             timeout=120, env=env, stdin=subprocess.DEVNULL)
     assert result.returncode != 0
-    assert f"{path}:4:pdu: ws01: credential env:RF_PF_COMMUNITY: environment variable RF_PF_COMMUNITY is not set" \
+    assert f"{path}:4:pdu.credentials: ws01: credential env:RF_PF_COMMUNITY: environment variable RF_PF_COMMUNITY is not set" \
         in result.stderr
     assert "attempts" not in result.stdout  # no plan printed: nothing runs on a broken power port

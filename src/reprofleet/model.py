@@ -184,6 +184,7 @@ class CredentialRef:
 
     source: str  # "env" or "file"
     name: str  # variable name or file path
+    where: str = field(default="", compare=False, hash=False)  # inventory file:line:field that names it
 
     def __str__(self) -> str:
         return f"{self.source}:{self.name}"

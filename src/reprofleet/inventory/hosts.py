@@ -204,9 +204,9 @@ def credential_ref(value: Any, where: Location) -> CredentialRef:
     """``env:VAR`` or ``file:/path``; the message never repeats the value (it may be a secret)."""
     scheme, _, name = value.partition(":") if isinstance(value, str) else ("", "", "")
     if scheme == "env" and _ENV_NAME.match(name):
-        return CredentialRef("env", name)
+        return CredentialRef("env", name, str(where))
     if scheme == "file" and name:
-        return CredentialRef("file", name)
+        return CredentialRef("file", name, str(where))
     if scheme in ("env", "file"):
         raise InventoryError(where, f"'{scheme}:' needs a {'variable name' if scheme == 'env' else 'path'}")
     known = f"unknown scheme {scheme!r}" if name and scheme.isalpha() and len(scheme) < 12 else "not a reference"

@@ -126,8 +126,9 @@ def _choice(doc: Doc, mapping: Any, key: str, path: str, choices: tuple[str, ...
 
 def _poc(doc: Doc, poc: Any, folder: Path) -> Poc:
     doc.check_keys(poc, POC_KEYS, "poc")
-    if "script" not in poc:
-        raise PlaybookError(Location(doc.file, line_of(poc), "poc.script"), "'poc.script' is required")
+    if poc.get("script") is None:  # absent, or `script:` with nothing after it
+        raise PlaybookError(Location(doc.file, line_of(poc, "script") or line_of(poc), "poc.script"),
+                            "'poc.script' is required")
     script = folder / _text(doc, poc, "script", "poc.script")
     if not script.is_file():
         raise doc.fail(poc, "script", "poc.script", f"no such file: {script}")

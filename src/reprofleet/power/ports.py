@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Iterable, Mapping
 
 from ..credentials import SecretResolver, resolve
-from ..errors import PowerError, ReprofleetError
+from ..errors import CredentialError, PowerError, ReprofleetError
 from ..model import Host, PowerPort
 from .base import CycleCallback, PowerActionError, PowerDriver, PowerState
 from .log import PowerLog
@@ -43,9 +43,10 @@ class HostPower:
     drivers: tuple[PowerDriver, ...]
 
 
-def _problem(host: str, port: PowerPort, text: str) -> str:
-    where = f"{port.where}: " if port.where else ""
-    return f"{where}{host}: {text}"
+def _problem(host: str, port: PowerPort, text: str, where: str = "") -> str:
+    """``file:line:field: host: text``; ``where`` overrides the pdu block's own line."""
+    where = where or port.where
+    return f"{where + ': ' if where else ''}{host}: {text}"
 
 
 def build_host_power(hosts: Iterable[Host], log: PowerLog | None = None, *, secrets: SecretResolver = resolve,
@@ -59,6 +60,9 @@ def build_host_power(hosts: Iterable[Host], log: PowerLog | None = None, *, secr
         for port in host.power_ports:
             try:
                 drivers.append(driver_for(port, host.name, log, secrets=secrets, lock_dir=lock_dir))
+            except CredentialError as exc:  # the line that names the credential, not the block's first
+                problems.append(_problem(host.name, port, str(exc).removeprefix(f"{host.name}: "),
+                                         port.credentials.where if port.credentials else ""))
             except ReprofleetError as exc:
                 problems.append(_problem(host.name, port, str(exc).removeprefix(f"{host.name}: ")))
         if host.power_ports and len(drivers) == len(host.power_ports):

@@ -61,6 +61,12 @@ class HttpPlugServer(PowerSim):
         self.port = int(json.loads(self.ready_path.read_text())["port"])
         self.daemons.wait_ready("plug", lambda: tcp_accepts(int(self.port or 0)), 5.0, "the plug's port")
 
+    def requests_served(self) -> list[str]:
+        """``METHOD /path`` of every request the plug answered so far (from its own log)."""
+        log = self.daemons.log_path("plug")
+        text = log.read_text(errors="replace") if log.exists() else ""
+        return [line.split(" -> ")[0] for line in text.splitlines() if line.startswith(("GET /", "POST /"))]
+
     def set_fault(self, mode: str) -> None:
         """Change how the running plug misbehaves: ok | error | hang | ignore_sets."""
         if mode not in FAULTS:
