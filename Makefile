@@ -37,7 +37,7 @@ demo: system-deps $(VENV)/.installed
 # sshd and simulators, and judges timing: they must not share the CPU with the unit tests).
 test: system-deps $(VENV)/.installed
 	$(VENV)/bin/python -m pytest -q -m "not fleet" -n auto $(PYTEST_ARGS)
-	$(VENV)/bin/python -m pytest -q -m fleet $(PYTEST_ARGS)
+	$(VENV)/bin/python -m pytest -q -m fleet --durations=30 $(PYTEST_ARGS)
 
 clean:
 	-$(VENV)/bin/invoke sim.down
