@@ -41,3 +41,13 @@ def test_the_live_table_orders_hosts_naturally_and_dashes_what_is_not_known_yet(
     text = _text(progress.render())
     assert text.index("ws2") < text.index("ws10")
     assert "—" in next(line for line in text.splitlines() if "ws2" in line)
+
+
+def test_a_host_whose_cell_stopped_early_ends_at_n_of_n_and_says_how_many_slots_were_not_needed() -> None:
+    progress = LiveProgress(["ws1"], {"ws1": 6}, Console(width=120, record=True))
+    for _ in range(2):
+        progress("ws1", outcome="wedge", counts={"wedge": 1})
+    for _ in range(4):
+        progress("ws1", stopped_early=1)
+    row = next(line for line in _text(progress.render()).splitlines() if "ws1" in line)
+    assert "2/2 (4 not needed)" in row

@@ -357,6 +357,7 @@ class HostRunner:
                 if self.ctx.stop.is_set():
                     break
                 if self.stopped_early(cell, index):
+                    self.ctx.progress(name, stopped_early=1)  # the plan shrinks: n/n at the end
                     continue
                 self.run_slot(cell, index)
         except ControllerDiskError as exc:

@@ -36,6 +36,8 @@ class LiveProgress:
             row = self._rows.setdefault(host, {"status": "waiting", "done": 0})
             if "outcome" in fields:
                 row["done"] = row.get("done", 0) + 1
+            if "stopped_early" in fields:  # a slot its cell's stop rule made unnecessary
+                row["stopped"] = row.get("stopped", 0) + int(fields.pop("stopped_early"))
             row.update(fields)
         if self._live is not None:
             self._live.update(self.render())
@@ -53,7 +55,7 @@ class LiveProgress:
                 )
                 table.add_row(
                     host, shown(row.get("status")), shown(row.get("cell")),
-                    f"{row.get('done', 0)}/{self._planned.get(host, 0)}",
+                    _attempts(row, self._planned.get(host, 0)),
                     shown(row.get("phase")), outcomes,
                 )
         return table
@@ -68,6 +70,13 @@ class LiveProgress:
             self._live.update(self.render())
             self._live.__exit__(None, None, None)
             self._live = None
+
+
+def _attempts(row: Mapping[str, Any], planned: int) -> str:
+    """``done/n``, where n leaves out the slots that stopping early made unnecessary."""
+    stopped = int(row.get("stopped", 0))
+    text = f"{row.get('done', 0)}/{planned - stopped}"
+    return f"{text} ({stopped} not needed)" if stopped else text
 
 
 def summary_table(judgement: Judgement, title: str) -> Table:
