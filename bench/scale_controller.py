@@ -1,0 +1,113 @@
+"""The scale benchmark's controller: one campaign, in a process of its own.
+
+    python3 bench/scale_controller.py --inventory INV --playbook BOOK --reports DIR --out OUT.json
+
+bench/scale.py starts this as a child so that what it measures (CPU-seconds from the
+child's rusage, VmHWM, thread count from /proc/<pid>/status) is the controller's alone,
+never the simulator's or the bench's. It runs the same path as ``reprofleet campaign``
+(make_plan, run_campaign with recovery) with the CLI's liveness defaults and the demo's
+short power-cycle waits, but without the live terminal table (a bench has no terminal),
+and writes its own rusage when the campaign starts and ends, so interpreter start-up and
+imports can be told from the campaign's own cost.
+
+``--profile FILE`` runs every thread under its own cProfile with a per-thread CPU clock
+(``time.thread_time``) and writes the merged stats: where the controller's CPU goes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import json
+import pstats
+import resource
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "src"))
+
+from reprofleet.campaign import make_plan, run_campaign  # noqa: E402
+from reprofleet.inventory import load_inventory  # noqa: E402
+from reprofleet.playbook import load_playbook  # noqa: E402
+from reprofleet.recovery import recovery_factory  # noqa: E402
+from reprofleet.host_runner import RunSettings  # noqa: E402
+from reprofleet.transport import TransportSettings  # noqa: E402
+from reprofleet.watchdog import WatchdogSettings  # noqa: E402
+
+DEMO_WAITS = {"dwell_s": 2.0, "stability_s": 1.0, "reboot_grace_s": 2.0}  # tasks.DEMO_OVERRIDES
+
+
+def cpu_now() -> dict[str, float]:
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return {"user_s": usage.ru_utime, "sys_s": usage.ru_stime, "wall": time.time()}
+
+
+class ThreadProfiles:
+    """One cProfile per thread (a Profile is not thread-safe), timed by thread CPU time."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._profiles: list[cProfile.Profile] = []
+        self._original: Callable[..., None] = threading.Thread.run
+
+    def install(self) -> None:
+        profiles, original, lock = self._profiles, self._original, self._lock
+
+        def run(thread: threading.Thread) -> None:
+            profile = cProfile.Profile(time.thread_time)
+            with lock:
+                profiles.append(profile)
+            profile.runcall(original, thread)
+
+        threading.Thread.run = run  # type: ignore[method-assign]
+
+    def dump(self, path: Path, main: cProfile.Profile) -> None:
+        stats = pstats.Stats(main)
+        with self._lock:
+            for profile in self._profiles:
+                try:
+                    stats.add(profile)
+                except (TypeError, ValueError):  # a thread still running: its profile is mid-call
+                    continue
+        stats.dump_stats(str(path))
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--inventory", required=True)
+    parser.add_argument("--playbook", required=True)
+    parser.add_argument("--reports", required=True)
+    parser.add_argument("--known-hosts", required=True)
+    parser.add_argument("--out", required=True)
+    parser.add_argument("--sample-hz", type=float, default=10.0)
+    parser.add_argument("--profile", help="write merged per-thread cProfile stats here")
+    args = parser.parse_args(argv)
+    out = Path(args.out)
+    profiles = ThreadProfiles() if args.profile else None
+    if profiles is not None:
+        profiles.install()
+    inventory = load_inventory(args.inventory)
+    plan = make_plan(load_playbook(args.playbook), inventory.hosts)
+    settings = RunSettings(transport=TransportSettings(known_hosts=Path(args.known_hosts)),
+                           watchdog=WatchdogSettings(), controller="scale-bench", sample_hz=args.sample_hz,
+                           **DEMO_WAITS)
+    report: dict[str, Any] = {"hosts": len(inventory.hosts), "planned": plan.total_attempts, "start": cpu_now()}
+    main_profile = cProfile.Profile(time.thread_time)
+    if profiles is not None:
+        main_profile.enable()
+    result = run_campaign(plan, settings, Path(args.reports), recovery_factory=recovery_factory)
+    if profiles is not None:
+        main_profile.disable()
+        profiles.dump(Path(args.profile), main_profile)
+    report.update(end=cpu_now(), campaign_dir=str(result.directory.root), records=len(result.records),
+                  interrupted=result.interrupted, failure=result.failure)
+    out.write_text(json.dumps(report, indent=2) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
