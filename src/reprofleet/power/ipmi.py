@@ -143,6 +143,15 @@ class IpmiDriver(PowerDriver):
             return None
         return float(watts) if isinstance(watts, (int, float)) else None
 
+    def raw(self, what: str, netfn: int, command: int, data: bytes = b"") -> bytes:
+        """One raw IPMI request (for readers such as the SEL); a completion code other than 0 is a PowerError."""
+        reply = self._ipmi(what, lambda c: c.raw_command(netfn=netfn, command=command, data=list(data)))
+        if not isinstance(reply, dict):
+            raise PowerError(f"{what}: no reply")
+        if reply.get("code") or "error" in reply:
+            raise PowerError(f"{what}: {reply.get('error') or 'completion code 0x%02x' % reply.get('code', 0xff)}")
+        return bytes(reply.get("data") or b"")
+
     def _set(self, state: PowerState) -> None:
         self._ipmi(f"set power {state.value}", lambda c: c.set_power(state.value, wait=False))
 

@@ -202,6 +202,14 @@ class RedfishDriver(PowerDriver):
             self._meter_paths = []
         return None
 
+    def get_json(self, path: str) -> Any:
+        """One resource of this BMC as JSON (for readers such as the event log); errors are PowerErrors."""
+        return self._call(f"GET {path}", lambda: self._service()._conn.get(path).json())
+
+    def system_json(self) -> Any:
+        """The ComputerSystem this driver switches, as the BMC serves it now."""
+        return self._call("read system", self._system).json
+
     def _read(self) -> PowerState:
         return parse_power_state(self._call("read PowerState", lambda: self._system().power_state))
 
