@@ -60,6 +60,9 @@ def build_parser() -> Parser:
     policy.add_argument("action", choices=("apply", "read", "restore"))
     policy.add_argument("--gpu", type=int, default=0)
     policy.add_argument("--json", default=None, help="GpuPolicy fields (apply only)")
+    debug = sub.add_parser("host-debug", help="apply, read or restore the lockup-to-panic sysctls")
+    debug.add_argument("action", choices=("apply", "read", "restore"))
+    debug.add_argument("--json", default=None, help="kernel sysctl names and values (apply only)")
     postboot = sub.add_parser("postboot", help="what the previous boot left behind")
     postboot.add_argument("--pstore", default="/sys/fs/pstore", help=argparse.SUPPRESS)
     lease = sub.add_parser("lease", help="take, give back or show this host's campaign lease")
@@ -226,6 +229,12 @@ def dispatch(args: argparse.Namespace, cmd: List[str]) -> int:
         return ExitStatus.OK
     if args.command == "policy":
         return command_policy(args)
+    if args.command == "host-debug":
+        import host_debug
+
+        report = host_debug.command(args.state_dir, args.action, args.json)
+        emit(report)
+        return ExitStatus.OK if report["ok"] else ExitStatus.FAILED
     if args.command == "postboot":
         import postboot
 
