@@ -247,6 +247,28 @@ class GpuPolicy:
         }
 
 
+@dataclass(frozen=True)
+class HostDebug:
+    """Kernel settings that turn a lock the kernel's watchdogs see into a panic (issue 13).
+
+    ``None`` leaves the host's own value. ``hardlockup_panic`` also turns the NMI watchdog
+    on (``kernel.nmi_watchdog=1``): without it no hard lockup is ever detected.
+    """
+
+    softlockup_panic: bool | None = None
+    hardlockup_panic: bool | None = None
+    panic: int | None = None  # seconds from a panic to the reboot; 0: the host stays hung
+    panic_on_oops: bool | None = None
+    softlockup_all_cpu_backtrace: bool | None = None
+
+    @property
+    def is_default(self) -> bool:
+        return all(getattr(self, name) is None for name in self.__dataclass_fields__)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {name: getattr(self, name) for name in self.__dataclass_fields__ if getattr(self, name) is not None}
+
+
 @unique
 class RuntimeKind(str, Enum):
     """How the PoC is started on a host."""
@@ -281,6 +303,7 @@ class Cell:
     args: tuple[tuple[str, Any], ...] = ()
     runtime: Runtime = Runtime(RuntimeKind.PYTHON)
     stop: StopRule | None = None  # this cell's own stopping rule; None: the playbook's
+    host_debug: HostDebug = HostDebug()  # lockup-to-panic sysctls; default: the host's own
 
 
 @dataclass(frozen=True)
@@ -372,6 +395,7 @@ class Record:
     stream: str | None = None  # stream file, relative to the campaign directory
     poc: str | None = None  # sha256 of the PoC script that ran
     cell_id: str | None = None  # the cell's identity: a hash of its resolved factors, runtime and PoC
+    host_debug: Mapping[str, Any] | None = None  # kernel sysctls read back (a host_debug cell only)
     schema: int = SCHEMA_VERSION
 
     def to_json(self) -> dict[str, Any]:

@@ -13,6 +13,7 @@ from reprofleet.model import Cell, GpuPolicy, StopRule, frozen_mapping
 
 from .document import Doc, valid_name
 from .factors import FACTOR_KEYS, GPU_FACTORS, Layer, read_layer, runtime_for, runtime_layer
+from .host_debug import host_debug_for
 from .judging import stop_rule
 
 CELL_KEYS = ("name", "stop", *FACTOR_KEYS)
@@ -61,6 +62,9 @@ def _cell(doc: Doc, name: str, index: int, layer: Layer, stop: StopRule | None) 
         "runtime": {"kind": runtime.kind.value, "image": runtime.image, "python": runtime.python,
                     "docker_args": list(runtime.docker_args)},
     }
+    host_debug = host_debug_for(layer.values("host_debug"))
+    if not host_debug.is_default:  # only then: a plain cell keeps the identity it always had
+        factors["host_debug"] = dict(sorted(host_debug.as_dict().items()))
     return Cell(
         name=name,
         index=index,
@@ -71,4 +75,5 @@ def _cell(doc: Doc, name: str, index: int, layer: Layer, stop: StopRule | None) 
         args=tuple(sorted(args.items())),
         runtime=runtime,
         stop=stop,
+        host_debug=host_debug,
     )

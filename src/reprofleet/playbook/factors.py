@@ -19,10 +19,11 @@ from reprofleet.model import Runtime, RuntimeKind
 from reprofleet.suggest import did_you_mean, line_of
 
 from .document import Doc, positive
+from .host_debug import host_debug_values
 
 RUNTIME_KEYS = ("kind", "image", "docker_args", "python")
 GPU_FACTORS = ("graphics_clocks", "memory_clocks", "power_limit", "persistence", "application_clocks")
-MAP_FACTORS = ("env", "args", "vars", "runtime")
+MAP_FACTORS = ("env", "args", "vars", "runtime", "host_debug")
 FACTOR_KEYS = GPU_FACTORS + MAP_FACTORS
 IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
@@ -63,6 +64,9 @@ def read_layer(doc: Doc, mapping: Any, path: str) -> Layer:
             layer.maps[key] = _named_values(doc, mapping[key], f"{path}.{key}", check)
     if mapping.get("runtime") is not None:
         layer.maps["runtime"] = runtime_layer(doc, mapping["runtime"], f"{path}.runtime")
+    if mapping.get("host_debug") is not None:
+        checked = host_debug_values(doc, mapping["host_debug"], f"{path}.host_debug")
+        layer.maps["host_debug"] = {key: _Set(value, where) for key, (value, where) in checked.items()}
     return layer
 
 
