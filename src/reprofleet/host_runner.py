@@ -15,7 +15,7 @@ import uuid
 from dataclasses import dataclass, field, replace
 from typing import Any, Iterable, Mapping
 
-from . import identity, poc, policy
+from . import host_debug, identity, poc, policy
 from .agent import AgentClient, StreamEvent
 from .attempt import AttemptEnd, AttemptFollower
 from .campaign_context import CampaignContext, RunSettings, cell_identity, record_runtime
@@ -56,6 +56,7 @@ class HostState:
     leased: bool = False
     prepared: bool = False  # this run reached the host and prepared it (so it restores it at the end)
     wall: WallPowerSampler | None = None  # the current attempt's wall-power sampler
+    host_debug: host_debug.HostDebugState | None = None  # lockup-to-panic sysctls applied in this boot
 
 
 class HostRunner:
@@ -208,6 +209,7 @@ class HostRunner:
             self.state.boot_id = boot_id
             self.state.attempts_in_boot = 0
             self.state.applied = None  # the driver forgot -lgc/-pl: re-apply
+            self.state.host_debug = None  # and the kernel its sysctls
             self.state.uptime_at_boot_check = uptime_s
 
     def current_boot(self, agent: AgentClient) -> str:
@@ -250,10 +252,12 @@ class HostRunner:
         stream_rel = f"streams/{attempt_id}.jsonl"
         readback: Mapping[str, Any] | None = None
         follower: AttemptFollower | None = None
+        debug: dict[str, Any] | None = None
         try:
             agent = self.agent()
             self.current_boot(agent)
             readback = self.ensure_policy(agent, cell.gpu)
+            debug = host_debug.ensure(self, agent, cell.host_debug)
             self.ctx.event(self.host.name, "attempt_started", attempt=attempt_id, cell=cell.name, index=index)
             follower = self._start(agent, cell, attempt_id)
             self.ctx.progress(self.host.name, cell=cell.name, attempt=index + 1, phase="starting")
@@ -264,7 +268,8 @@ class HostRunner:
             if self.state.wall is not None:
                 self.state.wall.stop()
         self.state.attempts_in_boot += 1
-        return self._record(cell, index, attempt_id, started, end, readback, follower, stream_rel)
+        return replace(self._record(cell, index, attempt_id, started, end, readback, follower, stream_rel),
+                       host_debug=debug)
 
     def _start(self, agent: AgentClient, cell: Cell, attempt_id: str) -> AttemptFollower:
         state_root = f"{self.state.home}/.cache/reprofleet"
@@ -364,6 +369,7 @@ class HostRunner:
             self.ctx.fail(str(exc))
         finally:
             self.restore_policy()
+            host_debug.restore_at_end(self)
             self.release_lease()
             if self.state.session is not None:
                 self.state.session.close()

@@ -11,7 +11,7 @@ from typing import Any, Mapping
 
 from rich.table import Table
 
-from . import policy
+from . import host_debug, policy
 from .agent import AgentClient, load_bundle
 from .errors import ReprofleetError
 from .inventory import load_inventory
@@ -28,7 +28,9 @@ def _one(host: Host, settings: Any, action: str) -> dict[str, Any] | ReprofleetE
         agent = AgentClient(session, load_bundle(), host.python)
         agent.push()
         readback = policy.restore(agent, host.gpu_index) if action == "restore" else policy.read(agent, host.gpu_index)
-        return dict(readback)
+        # the lockup-to-panic sysctls too: one more agent call, and a killed campaign leaves them set
+        sysctls = host_debug.restore(agent) if action == "restore" else host_debug.read(agent)
+        return {**readback, "host_debug": dict(sysctls)}
     except ReprofleetError as exc:
         return exc
     finally:
@@ -47,7 +49,18 @@ def policy_table(results: Mapping[str, Mapping[str, Any] | ReprofleetError]) -> 
     def row(readback: Mapping[str, Any]) -> list[str]:
         return [shown(readback.get("graphics_clocks")), shown(readback.get("memory_clocks")),
                 shown(readback.get("power_limit_w"), " W"), shown(readback.get("persistence")),
-                shown(readback.get("application_clocks"))]
+                shown(readback.get("application_clocks")), _panics(readback.get("host_debug"))]
 
     return host_table("GPU policy (read back through NVML)",
-                      ("graphics clocks", "memory clocks", "power limit", "persistence", "app clocks"), results, row)
+                      ("graphics clocks", "memory clocks", "power limit", "persistence", "app clocks",
+                       "kernel (host_debug)"), results, row)
+
+
+def _panics(sysctls: Mapping[str, Any] | None) -> str:
+    """``softlockup_panic=1 panic=10``: the lockup-to-panic sysctls that are on (``off`` when none)."""
+    from .progress import shown
+
+    if not sysctls:
+        return shown(None)
+    on = [f"{name}={value}" for name, value in sysctls.items() if value]
+    return " ".join(on) or "off"
