@@ -35,7 +35,7 @@ from reprofleet.sim import netns
 from reprofleet.sim.cgroup import FreezerGroup
 from reprofleet.sim.layout import FleetPaths, HostPaths
 from reprofleet.sim.manifest import HostRecord
-from reprofleet.sim.rfsim import boots, gpu, hwio
+from reprofleet.sim.rfsim import boots, gpu, hwio, kernel_panic
 
 TICK_S = 0.02
 PR_SET_CHILD_SUBREAPER = 36
@@ -56,6 +56,9 @@ class HostMachine:
     stalled: list[int] = field(default_factory=list)
     sshd: int | None = None  # pid of the process that became sshd
     first_boot: bool = True
+    lockup: dict[str, Any] | None = None  # a freeze the kernel's watchdog will see: kind, comm, pid, at
+    panic_reboot_at: float | None = None  # kernel.panic seconds after a panic
+    panicked: bool = False  # this boot panicked: the next boot keeps its pstore record
 
 
 class Hardware:
@@ -100,12 +103,17 @@ class Hardware:
         gpu.reset_settings(0, host.paths.hw)
         ended = boots.end_current(host.paths.boots)
         host.power, host.frozen = "off", False
+        host.lockup, host.panic_reboot_at = None, None
         self.event(host, "power_off", reason=reason, boot_id=ended.boot_id if ended else None,
                    took_s=round(time.monotonic() - started, 3))
         self.publish(host)
 
     def power_on(self, host: HostMachine, reason: str) -> None:
         boot = boots.new_boot(host.paths.boots, host.record.name)
+        kernel_panic.reset_sysctls(host.paths.hw)  # a reboot forgets every sysctl -w
+        if not host.panicked:
+            kernel_panic.clear_pstore(host.paths.hw)
+        host.panicked = False
         delay = 0.0 if host.first_boot else host.record.spec.boot_delay_s
         host.power, host.boot_at, host.first_boot = "booting", time.monotonic() + delay, False
         self.event(host, "power_on", reason=reason, boot_id=boot.boot_id, boot_delay_s=delay)
@@ -142,6 +150,10 @@ class Hardware:
         netns.drop_everything(host.record.netns)
         host.cgroup.freeze()
         host.frozen = True
+        if request.get("lockup") in ("soft", "hard"):  # the wedge model says the kernel will see it
+            host.lockup = {"kind": request["lockup"], "comm": str(request.get("name", "python3")),
+                           "pid": int(request.get("pid", 0)),
+                           "at": time.monotonic() + host.record.spec.lockup_detect_s}
         latency = time.time() - float(request.get("t", time.time()))
         self.event(host, "wedge", boot_id=boot.boot_id if boot else None, xid=xid,
                    source=request.get("source", "request"), latency_s=round(latency, 3))
@@ -179,6 +191,30 @@ class Hardware:
             self.handle(host, path)
         if host.stall_until is not None and time.monotonic() >= host.stall_until:
             self.resume(host)
+        if host.lockup is not None and time.monotonic() >= host.lockup["at"]:
+            self.watchdog_fires(host)
+        if host.panic_reboot_at is not None and time.monotonic() >= host.panic_reboot_at:
+            self.event(host, "reset", source="panic")
+            self.power_off(host, "panic")
+            self.power_on(host, "panic")
+
+    def watchdog_fires(self, host: HostMachine) -> None:
+        """The kernel's lockup watchdog reports the freeze; with the panic sysctls set, it
+        panics (kernel log and pstore) and reboots after kernel.panic seconds (0: stays hung)."""
+        lock, host.lockup = host.lockup or {}, None
+        boot = boots.current(host.paths.boots)
+        if boot is None:
+            return
+        said = kernel_panic.report(host.paths.hw, lock["kind"], lock["comm"], lock["pid"])
+        for level, message in said.lines:
+            boots.append_kmsg(host.paths.boots / boot.kmsg_name, message, level=level, started=boot.started)
+        if said.panics:
+            kernel_panic.write_pstore(host.paths.hw, said.lines, time.time() - boot.started)
+            host.panicked = True
+            if said.reboot_after_s is not None:
+                host.panic_reboot_at = time.monotonic() + said.reboot_after_s
+        self.event(host, "lockup_seen", kind=lock["kind"], printed=bool(said.lines), panics=said.panics,
+                   reboot_after_s=said.reboot_after_s)
 
     def reap(self) -> None:
         """Collect every exited child: sshd, and (as subreaper) the hosts' orphans."""

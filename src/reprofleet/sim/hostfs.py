@@ -40,7 +40,7 @@ def make_host_tree(paths: HostPaths, journal_persistent: bool) -> None:
     (paths.etc / "hw").mkdir(exist_ok=True)  # mount point for the hw dir
     if journal_persistent:
         (paths.fs("var-log") / "journal").mkdir(exist_ok=True)
-    for folder in (paths.ssh, paths.hw, paths.requests, paths.boots):
+    for folder in (paths.ssh, paths.hw, paths.requests, paths.boots, paths.hw / "pstore"):
         folder.mkdir(parents=True, exist_ok=True)
     install_tools(paths.fs("bin"), paths.fs("dist-packages"))
 
@@ -66,6 +66,7 @@ def sshd_config_text(paths: HostPaths, address: str, authorized_keys: Path) -> s
             "PrintLastLog no",
             "X11Forwarding no",
             "AcceptEnv LANG LC_*",
+            f"SetEnv REPROFLEET_PROC_SYS={HOST_ETC / 'hw' / 'proc-sys'}",  # the host's sysctls (host_debug)
             "Subsystem sftp internal-sftp",
             "LogLevel INFO",
             "",
@@ -101,6 +102,7 @@ def boot_script_text(paths: HostPaths, hostname: str, dist_packages: Path) -> st
         'mount --bind "$1" /proc/sys/kernel/random/boot_id',
         "mount -o remount,bind,ro /proc/sys/kernel/random/boot_id",
         'mount --bind "$2" /dev/kmsg',
+        f"mount --bind {paths.hw / 'pstore'} /sys/fs/pstore",  # what a panic left (ramoops)
         "mkdir -p /run/sshd",  # sshd's privilege separation dir (systemd's RuntimeDirectory)
         "cd /root",
         f"exec /usr/sbin/sshd -D -e -f {paths.sshd_config}",

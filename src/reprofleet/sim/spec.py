@@ -23,7 +23,7 @@ from typing import Any, Mapping
 import yaml
 
 from reprofleet.errors import InputError, Location
-from reprofleet.sim.rfsim.wedge import OUTCOMES, WedgeParams
+from reprofleet.sim.rfsim.wedge import LOCKUP_KINDS, SCRIPT_ENTRIES, WedgeParams
 
 HOST_NAME = re.compile(r"^[a-z0-9]([a-z0-9-]{0,30}[a-z0-9])?$")
 WEDGE_PHASES = (
@@ -60,6 +60,9 @@ class SimHostSpec:
     xid_on_wedge: bool = False
     wedge_phase: str = "cuda_graph_capture"
     vllm_version: str = "0.25.1"
+    p_lockup_seen: float = 0.0  # share of wedges the kernel's lockup watchdog sees (script entry: lockup)
+    lockup_kind: str = "soft"  # soft | hard
+    lockup_detect_s: float = 1.0  # freeze -> the watchdog's report (a real kernel: ~20 s soft, ~10 s hard)
 
     def __post_init__(self) -> None:
         problems = _problems(self)
@@ -88,14 +91,16 @@ def _problems(spec: SimHostSpec) -> list[str]:
     problems = []
     if not HOST_NAME.match(spec.name):
         problems.append("name must be lowercase letters, digits and '-', at most 32 characters")
-    for name in ("p_wedge", "p_error", "p_hang", "p_reboot"):
+    for name in ("p_wedge", "p_error", "p_hang", "p_reboot", "p_lockup_seen"):
         if not 0.0 <= getattr(spec, name) <= 1.0:
             problems.append(f"{name} must be between 0 and 1")
     if spec.p_wedge + spec.p_error + spec.p_hang + spec.p_reboot > 1.0:
         problems.append("p_wedge + p_error + p_hang + p_reboot must not exceed 1")
-    bad = [s for s in spec.script if s not in OUTCOMES + ("auto",)]
+    bad = [s for s in spec.script if s not in SCRIPT_ENTRIES]
     if bad:
-        problems.append(f"script entries {bad} are not among {', '.join(OUTCOMES)}, auto")
+        problems.append(f"script entries {bad} are not among {', '.join(SCRIPT_ENTRIES)}")
+    if spec.lockup_kind not in LOCKUP_KINDS or spec.lockup_detect_s < 0:
+        problems.append(f"lockup_kind must be one of {', '.join(LOCKUP_KINDS)} and lockup_detect_s >= 0")
     if spec.wedge_phase not in WEDGE_PHASES:
         problems.append(f"wedge_phase must be one of {', '.join(WEDGE_PHASES)}")
     if spec.time_scale <= 0 or spec.boot_delay_s < 0:

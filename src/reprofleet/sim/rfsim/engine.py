@@ -77,6 +77,7 @@ def decide(args: vllm_log.EngineArgs, attempt: int) -> wedge.Decision:
                             seed=int(config.get("seed", 0)), script=list(config.get("script", [])))
     hwio.append_jsonl(hwio.hw_dir() / "decisions.jsonl", {
         "t": time.time(), "attempt": attempt, "outcome": decision.outcome, "source": decision.source,
+        "lockup": decision.lockup,
         "probabilities": decision.probabilities, "conditions": cond.__dict__, "boot_id": _boot_id(),
         "pid": os.getpid(),
     })
@@ -135,7 +136,8 @@ class Engine:
         if decision.outcome == "error":
             self.fail(random.Random(decision.attempt).random() < 0.5)
         if decision.outcome in ("wedge", "reboot"):
-            hwio.request(decision.outcome, source="vllm", name="VLLM::EngineCor", attempt=decision.attempt)
+            hwio.request(decision.outcome, source="vllm", name="VLLM::EngineCor", attempt=decision.attempt,
+                         lockup=decision.lockup)
         sleep_forever()
 
     def fail(self, out_of_memory: bool) -> None:

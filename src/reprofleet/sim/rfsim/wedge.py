@@ -25,6 +25,9 @@ from dataclasses import dataclass, field
 from typing import Any, Dict, Mapping, Optional, Sequence, Tuple
 
 OUTCOMES = ("clean", "error", "hang", "wedge", "reboot")
+LOCKUP = "lockup"  # a script entry: a wedge that the kernel's lockup watchdog sees
+SCRIPT_ENTRIES = OUTCOMES + (LOCKUP, "auto")
+LOCKUP_KINDS = ("soft", "hard")
 
 
 @dataclass(frozen=True)
@@ -43,6 +46,8 @@ class WedgeParams:
     vllm_fixed_in: str = "0.26.0"
     vllm_fixed_factor: float = 0.0  # versions >= vllm_fixed_in without their own entry
     vllm_factors: Tuple[Tuple[str, float], ...] = (("0.26", 0.2),)  # version prefix -> factor
+    p_lockup_seen: float = 0.0  # share of wedges the kernel's watchdog sees (a CPU stuck in the kernel)
+    lockup_kind: str = "soft"  # what it sees then: "soft" (softlockup) or "hard" (NMI watchdog)
 
     @classmethod
     def from_config(cls, config: Mapping[str, Any]) -> "WedgeParams":
@@ -130,6 +135,7 @@ class Decision:
     source: str  # "script" or "random"
     attempt: int
     probabilities: Dict[str, float] = field(default_factory=dict)
+    lockup: Optional[str] = None  # a wedge the kernel saw: "soft" or "hard" (the host's sysctls decide the rest)
 
 
 def decide(
@@ -139,8 +145,11 @@ def decide(
     probs = outcome_probabilities(params, cond)
     if attempt < len(script) and script[attempt] != "auto":
         forced = script[attempt]
+        if forced == LOCKUP:
+            return Decision("wedge", "script", attempt, probs, lockup=params.lockup_kind)
         if forced not in OUTCOMES:
-            raise ValueError(f"script entry {forced!r} is not one of {', '.join(OUTCOMES)}")
+            raise ValueError(f"script entry {forced!r} is not one of {', '.join(SCRIPT_ENTRIES)}")
         return Decision(forced, "script", attempt, probs)
-    u = random.Random(f"{seed}:{attempt}").random()
-    return Decision(pick(probs, u), "random", attempt, probs)
+    outcome = pick(probs, random.Random(f"{seed}:{attempt}").random())
+    seen = outcome == "wedge" and random.Random(f"{seed}:{attempt}:lockup").random() < params.p_lockup_seen
+    return Decision(outcome, "random", attempt, probs, lockup=params.lockup_kind if seen else None)
