@@ -73,6 +73,12 @@ def build_parser() -> Parser:
     lease.add_argument("--break", dest="break_lease", action="store_true", help="take a lease another campaign holds")
     listing = sub.add_parser("attempts", help="the newest attempts on this host and whether they still run")
     listing.add_argument("--running", action="store_true", help="only attempts whose supervisor is alive")
+    cache = sub.add_parser("cache", help="content-addressed cache snapshots (collectors/cache_store.py)")
+    cache.add_argument("action", choices=("have", "receive", "materialize", "manifest", "send"))
+    cache.add_argument("--snapshot", default=None, help="the manifest's sha256 (have, receive, materialize)")
+    cache.add_argument("--manifest-stdin", action="store_true", help="have: the manifest arrives on stdin")
+    cache.add_argument("--dest", default=None, help="the cache folder to build (materialize) or read (manifest, send)")
+    cache.add_argument("--if-empty", action="store_true", help="materialize only into a missing or empty folder")
     supervise = sub.add_parser(state.SUPERVISOR_ARG)
     supervise.add_argument("--id", required=True)
     return parser
@@ -248,6 +254,13 @@ def dispatch(args: argparse.Namespace, cmd: List[str]) -> int:
         listed = host_lease.running(args.state_dir) if args.running else host_lease.attempts(args.state_dir)
         emit({"k": "attempts", "attempts": listed})
         return ExitStatus.OK
+    if args.command == "cache":
+        import cache_store
+
+        line = cache_store.command(args)
+        if line:
+            emit(line)
+        return ExitStatus.OK if not line.get("refused") else ExitStatus.FAILED
     if args.command == state.SUPERVISOR_ARG:
         import supervisor
 

@@ -246,6 +246,38 @@ class LineStream:
             pass
 
 
+class ExecChannel:
+    """A remote command's stdin to write bytes into and stdout to read bytes from; every
+    failure is a ConnectError naming the host."""
+
+    def __init__(self, host: str, channel: paramiko.Channel) -> None:
+        self._host = host
+        self._channel = channel
+        self.stdout = channel.makefile("rb")
+
+    def write(self, data: bytes) -> None:
+        try:
+            self._channel.sendall(data)
+        except (paramiko.SSHException, OSError, EOFError) as exc:
+            raise ConnectError(self._host, f"the transfer broke: {exc}") from exc
+
+    def finish(self, timeout: float) -> tuple[int, bytes, bytes]:
+        """Close stdin, read the rest of stdout; (exit status, stdout, stderr)."""
+        try:
+            self._channel.shutdown_write()
+            self._channel.settimeout(timeout)
+            out = self.stdout.read()
+            err = self._channel.makefile_stderr("rb").read()
+            return self._channel.recv_exit_status(), out, err
+        except (paramiko.SSHException, OSError, EOFError) as exc:
+            raise ConnectError(self._host, f"the transfer broke: {exc}") from exc
+        finally:
+            self._channel.close()
+
+    def close(self) -> None:
+        self._channel.close()
+
+
 class Session:
     """One open SSH connection to one host."""
 
@@ -297,6 +329,16 @@ class Session:
         except (paramiko.SSHException, OSError, EOFError) as exc:
             raise ConnectError(self.host.name, f"could not start a stream: {exc}") from exc
         return LineStream(self, channel)
+
+    def exec_channel(self, command: str) -> "ExecChannel":
+        """Start a command whose stdin and stdout are byte streams (cache pushes and pulls)."""
+        try:
+            channel = self._transport.open_session(window_size=16 << 20, max_packet_size=1 << 15,
+                                                   timeout=self._settings.connect_timeout)
+            channel.exec_command(command)
+        except (paramiko.SSHException, OSError, EOFError) as exc:
+            raise ConnectError(self.host.name, f"could not start {command.split()[0]!r}: {exc}") from exc
+        return ExecChannel(self.host.name, channel)
 
     def put_bytes(self, content: bytes, remote_path: str, mode: int = 0o644) -> None:
         """Write a file on the host through SFTP."""
