@@ -8,7 +8,9 @@ Each BMC gets a generated ``lan.conf`` (LAN channel on 127.0.0.1:<port>, one adm
 and enables the BMC (MC 0x20). ipmi_sim calls the script as ``<script> 0x20 get power``
 (answer ``power:1``/``power:0``) or ``<script> 0x20 set power 1|0``; the script reads and
 writes the host's switch file, so ``chassis power off`` really powers the host off. No
-watcher is needed: the switch file *is* the chassis state.
+watcher is needed: the switch file *is* the chassis state. Each BMC keeps a SEL, which the
+``ipmi_sel`` daemon fills through ipmi_sim's console (loopback only) as the host's power
+changes and when it wedges.
 
 OpenIPMI ships no sample configuration; Debian's package is ``openipmi``. ``ipmitool``
 needs ``-I lanplus -C 3`` against it (other cipher suites stall ~10 s per call).
@@ -23,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from ..procs import SimError
-from .daemons import LOOPBACK, PowerSim, free_port, python_env
+from .daemons import LOOPBACK, PYTHON, PowerSim, free_port, python_env, write_json
 
 CHASSIS_SCRIPT = """#!/bin/sh
 # chassis_control for ipmi_sim: <mc> get <parm>... | <mc> set <parm> <value>...
@@ -55,11 +57,12 @@ esac
 
 EMULATOR_COMMANDS = """mc_setbmc 0x20
 mc_add 0x20 0 no-device-sdrs 0x23 0x09 0x08 0x9f 0x1291 0xf02 persist_sdr
+sel_enable 0x20 1000 0x0a
 mc_enable 0x20
 """
 
 
-def lan_conf(name: str, port: int, user: str, password: str, script: Path) -> str:
+def lan_conf(name: str, port: int, user: str, password: str, script: Path, console: int | None = None) -> str:
     auths = "none md2 md5 straight"
     return "\n".join([
         f'name "{name}"',
@@ -72,6 +75,7 @@ def lan_conf(name: str, port: int, user: str, password: str, script: Path) -> st
         "  endlan",
         f'  chassis_control "{script} 0x20"',
         f'  user 2 true "{user}" "{password}" admin 10 {auths}',
+        *([f"console {LOOPBACK} {console}"] if console else []),
         "",
     ])
 
@@ -100,6 +104,7 @@ class IpmiBmc(PowerSim):
         self.user = user
         self.password = password
         self.ports: dict[str, int] = {}
+        self.consoles: dict[str, int] = {}  # ipmi_sim's console (emulator commands such as sel_add)
 
     @property
     def secret(self) -> str:
@@ -129,7 +134,9 @@ class IpmiBmc(PowerSim):
             script.write_text(CHASSIS_SCRIPT.format(switch=shlex.quote(str(switch))))
             script.chmod(0o700)
             port = free_port(socket.SOCK_DGRAM)
-            (folder / "lan.conf").write_text(lan_conf(f"rfsim-{name}", port, self.user, self.password, script))
+            self.consoles[name] = free_port()
+            (folder / "lan.conf").write_text(lan_conf(f"rfsim-{name}", port, self.user, self.password, script,
+                                                      self.consoles[name]))
             (folder / "lan.conf").chmod(0o600)
             (folder / "bmc.emu").write_text(EMULATOR_COMMANDS)
             self.daemons.spawn(f"ipmi_sim-{name}", [
@@ -140,6 +147,17 @@ class IpmiBmc(PowerSim):
         for name, port in self.ports.items():
             self.daemons.wait_ready(f"ipmi_sim-{name}", lambda p=port: _rmcp_ping(p), 10.0,
                                     f"ipmi_sim for {name} to answer an RMCP ping")
+        self._start_sel_writer()
+
+    def _start_sel_writer(self) -> None:
+        ready = self.workdir / "sel.ready"
+        ready.unlink(missing_ok=True)
+        config = self.workdir / "sel.json"
+        write_json(config, {"poll_s": 0.2, "ready": str(ready), "bmcs": {
+            name: {"console": self.consoles[name], "lan": self.ports[name], "user": self.user,
+                   "password": self.password, "switch": str(switch)} for name, switch in self.hosts.items()}})
+        self.daemons.spawn("sel", [PYTHON, "-m", "reprofleet.sim.power.ipmi_sel", str(config)])
+        self.daemons.wait_ready("sel", ready.exists, 30.0, "every BMC's SEL clock to be set")
 
 
 def _rmcp_ping(port: int) -> bool:

@@ -6,7 +6,9 @@
 One emulator serves every host (each a ComputerSystem named after it, with a UUID derived
 from the name); a fresh state directory per start; basic auth through an htpasswd file
 (bcrypt, the only scheme the emulator accepts) when a password is given. Plus the
-``redfish_watch`` daemon that wires each system's PowerState to its host's switch file.
+``redfish_watch`` daemon that wires each system's PowerState to its host's switch file, and
+the ``redfish_front`` that clients talk to: it forwards to the emulator and adds what the
+emulator lacks (each system's chassis Power, metered like the plugs, and its SEL log service).
 The emulator applies resets 1-11 s late: clients must read back with a deadline. The
 BMC's PowerState is the truth; the host's switch follows it within the watcher's poll
 interval (0.2 s), so a client may read "On" a moment before the host starts booting.
@@ -59,6 +61,7 @@ class RedfishBmc(PowerSim):
         self.user = user
         self.password = password
         self.port = port or None
+        self.emulator_port: int | None = None
         self.poll_s = poll_s
 
     @property
@@ -70,6 +73,10 @@ class RedfishBmc(PowerSim):
         if self.port is None:
             raise SimError("the BMC is not started")
         return f"http://{LOOPBACK}:{self.port}"
+
+    @property
+    def emulator_address(self) -> str:
+        return f"http://{LOOPBACK}:{self.emulator_port}"
 
     def _block_options(self, outlet: str) -> dict[str, Any]:
         return {"system": outlet}
@@ -84,7 +91,7 @@ class RedfishBmc(PowerSim):
                     "nics": [{"mac": "52:54:00:%02x:%02x:%02x" % tuple(uuid.uuid5(UUID_NAMESPACE, name).bytes[:3]),
                               "ip": "10.213.0.%d" % (10 + index)}]}
                    for index, (name, path) in enumerate(self.systems.items())]
-        lines = [f"SUSHY_EMULATOR_LISTEN_IP = {LOOPBACK!r}", f"SUSHY_EMULATOR_LISTEN_PORT = {self.port}",
+        lines = [f"SUSHY_EMULATOR_LISTEN_IP = {LOOPBACK!r}", f"SUSHY_EMULATOR_LISTEN_PORT = {self.emulator_port}",
                  "SUSHY_EMULATOR_FAKE_DRIVER = True", f"SUSHY_EMULATOR_STATE_DIR = {str(state_dir)!r}",
                  f"SUSHY_EMULATOR_FAKE_SYSTEMS = {systems!r}"]
         if auth_file:
@@ -93,6 +100,7 @@ class RedfishBmc(PowerSim):
 
     def _launch(self) -> None:
         self.port = self.port or free_port()
+        self.emulator_port = free_port()
         state_dir = self.workdir / "state"
         shutil.rmtree(state_dir, ignore_errors=True)
         state_dir.mkdir()
@@ -104,20 +112,34 @@ class RedfishBmc(PowerSim):
         config = self.workdir / "emulator.conf"
         config.write_text(self._config_text(state_dir, auth_file))
         self.daemons.spawn("emulator", [emulator_path(), "--config", str(config)])
-        self.daemons.wait_ready("emulator", self._answers, 30.0, "the Redfish emulator to answer /redfish/v1")
+        self.daemons.wait_ready("emulator", lambda: self._answers(self.emulator_address), 30.0,
+                                "the Redfish emulator to answer /redfish/v1")
         self._start_watcher()
+        self._start_front()
 
-    def _answers(self) -> bool:
+    @staticmethod
+    def _answers(address: str) -> bool:
         try:
-            return requests.get(f"{self.address}/redfish/v1", timeout=1).status_code == 200
+            return requests.get(f"{address}/redfish/v1", timeout=1).status_code == 200
         except requests.RequestException:
             return False
+
+    def _start_front(self) -> None:
+        ready = self.workdir / "front.ready"
+        ready.unlink(missing_ok=True)
+        config = self.workdir / "front.json"
+        write_json(config, {"port": self.port, "emulator": self.emulator_address, "poll_s": self.poll_s,
+                            "ready": str(ready),
+                            "systems": {n: {"uuid": system_uuid(n), "switch": str(p)} for n, p in self.systems.items()}})
+        self.daemons.spawn("front", [PYTHON, "-m", "reprofleet.sim.power.redfish_front", str(config)])
+        self.daemons.wait_ready("front", lambda: ready.exists() and self._answers(self.address), 20.0,
+                                "the Redfish front to answer /redfish/v1")
 
     def _start_watcher(self) -> None:
         ready = self.workdir / "watch.ready"
         ready.unlink(missing_ok=True)
         config = self.workdir / "watch.json"
-        write_json(config, {"base": self.address, "user": self.user, "password": self.password,
+        write_json(config, {"base": self.emulator_address, "user": self.user, "password": self.password,
                             "systems": outlets_to_json({system_uuid(n): p for n, p in self.systems.items()}),
                             "poll_s": self.poll_s, "ready": str(ready)})
         self.daemons.spawn("watcher", [PYTHON, "-m", "reprofleet.sim.power.redfish_watch", str(config)])
