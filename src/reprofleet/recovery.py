@@ -130,7 +130,7 @@ class Recovery:
                 seq.transition(RecoveryState.BOOTING, by="itself")
                 seq.transition(RecoveryState.BOOTED, boot_id=came_back)
                 self._check_stable(runner, seq)
-                forensics = self._forensics(runner, seq)
+                forensics = {**self._forensics(runner, seq), **self._bmc_events(runner, record)}
                 seq.transition(RecoveryState.READY)
                 return replace(record, forensics=forensics)
             if runner.host.pdu is None:
@@ -143,7 +143,7 @@ class Recovery:
                 self._power_cycle(runner, seq)
             self._wait_for_boot(runner, seq, old_boot)
             self._check_stable(runner, seq)
-            forensics = self._forensics(runner, seq)
+            forensics = {**self._forensics(runner, seq), **self._bmc_events(runner, record)}
         except NeverFrozen as exc:
             seq.transition(RecoveryState.BOOTED, boot_id=old_boot, same_boot=True)
             self._stop_stale_attempt(runner, record)
@@ -153,7 +153,9 @@ class Recovery:
         except (RecoveryError, PowerError) as exc:
             seq.transition(RecoveryState.QUARANTINED, reason=str(exc))
             runner.state.quarantined = f"recovery failed: {exc}"
-            return replace(record, forensics={"recovery": "failed", "error": str(exc)})
+            # a BMC that failed the cycle would only fail again; a host that never came back is worth the read
+            bmc = self._bmc_events(runner, record) if not isinstance(exc, PowerError) else {}
+            return replace(record, forensics={"recovery": "failed", "error": str(exc), **bmc})
         seq.transition(RecoveryState.READY)
         return replace(record, forensics=forensics)
 
@@ -330,6 +332,14 @@ class Recovery:
             raise RecoveryError(f"the host rebooted again during the stability window "
                                 f"(came up as {seq.booted}, now {boot_id})")
         seq.transition(RecoveryState.STABLE)
+
+    def _bmc_events(self, runner: "HostRunner", record: Record) -> dict[str, Any]:
+        """What the host's BMC logged since the attempt started ({} without a BMC; see power/event_log)."""
+        from .power.event_log import bmc_forensics
+        from .power.locks import lock_folder
+
+        return bmc_forensics(runner.host, record.started, log=self.power_log,
+                             lock_dir=lock_folder(self.ctx.directory.root.parent))
 
     def _forensics(self, runner: "HostRunner", seq: Sequence) -> dict[str, Any]:
         seq.transition(RecoveryState.FORENSICS)

@@ -17,6 +17,7 @@ from __future__ import annotations
 import struct
 import time
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 from typing import Any, Callable, Iterable, TypeVar
 
@@ -174,3 +175,23 @@ def within(entries: Iterable[tuple[float | None, str, str]], since: float, sourc
     if undated:
         notes.append(f"{source}: {undated} entries without a usable time left out")
     return kept
+
+
+def bmc_forensics(host: Host, started: str | None, *, log: PowerLog | None = None,
+                  lock_dir: Path | None = None) -> dict[str, Any]:
+    """``bmc_events`` (and ``bmc_notes``) for a record's forensics; {} for a host without a BMC.
+
+    ``started`` is the attempt's start (the record's ISO time). Whatever goes wrong here
+    is a note: forensics never cost a record.
+    """
+    if not has_bmc(host):
+        return {}
+    try:
+        since = datetime.fromisoformat(str(started).replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return {"bmc_events": [], "bmc_notes": [f"the attempt's start {started!r} is not a time: log not read"]}
+    try:
+        found = read_host_events(host, since, log=log, lock_dir=lock_dir)
+    except Exception as exc:  # noqa: BLE001 (a reader bug must not cost the record)
+        return {"bmc_events": [], "bmc_notes": [f"event log not read: {type(exc).__name__}: {exc}"]}
+    return found.forensics() if found is not None else {}
