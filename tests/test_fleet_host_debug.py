@@ -1,0 +1,113 @@
+"""Lockup-to-panic cells on the simulated fleet (issue 13, item 2): with the kernel's
+lockup panics on, a freeze the watchdog sees comes back by itself as a ``reboot`` carrying
+the panic text; a plain cell on the same host still wedges; the host's own sysctls are back
+at the end.
+
+One campaign on one host (sequential: plain, plain, panic, panic) with the script
+``lockup, clean, lockup, clean``: both lockups are seen by the kernel, only the second
+runs under ``softlockup_panic``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Iterator
+
+import pytest
+
+from reprofleet.campaign import make_plan, run_campaign
+from reprofleet.inventory import load_inventory
+from reprofleet.playbook import load_playbook
+from reprofleet.records import read_log_lines, read_records
+from reprofleet.recovery import recovery_factory
+from reprofleet.sim.power import HttpPlugServer
+from reprofleet.sim.rfsim import kernel_panic
+from reprofleet.sim.spec import SimHostSpec
+from test_fleet_campaign import settings_for, write_playbook
+
+pytestmark = pytest.mark.fleet
+
+CELLS = ("  - name: plain\n"
+         "  - name: lockup-panic\n"
+         "    host_debug: {softlockup_panic: true, panic: 1, softlockup_all_cpu_backtrace: true}\n")
+PANIC_LINE = "Kernel panic - not syncing: softlockup: hung tasks"
+BUG_LINE = "watchdog: BUG: soft lockup - CPU#5 stuck for 22s! [VLLM::EngineCor:"
+
+
+def _lines(forensics: dict[str, Any]) -> list[str]:
+    """Every kernel line the record's forensics carry (previous boot's journal and pstore)."""
+    lines = [f["line"] for f in forensics.get("findings") or []] + list(forensics.get("tail") or [])
+    for entry in forensics.get("pstore") or []:
+        lines += [f["line"] for f in entry.get("findings") or []] + list(entry.get("tail") or [])
+    return lines
+
+
+@pytest.fixture(scope="module")
+def campaign(sim_ready: None, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
+    from reprofleet.sim import Fleet
+
+    tmp = tmp_path_factory.mktemp("host-debug")
+    fleet = Fleet.up((SimHostSpec("hd-a", script=("lockup", "clean", "lockup", "clean"), boot_delay_s=0.5,
+                                  lockup_detect_s=0.5),))
+    host = fleet.hosts[0]
+    plug = HttpPlugServer(tmp / "pdu", "tasmota", {"1": host.paths.power}).start()  # no password
+    try:
+        inventory = fleet.write_inventory(tmp / "hosts.yml", pdu={host.name: plug.pdu_block("1", None)})
+        book = write_playbook(tmp / "book", attempts=2, attempt_timeout=30, cells=CELLS, extra="order: sequential\n")
+        plan = make_plan(load_playbook(book), load_inventory(inventory).hosts)
+        result = run_campaign(plan, settings_for(fleet, reboot_grace_s=5.0), tmp / "reports",
+                              recovery_factory=recovery_factory)
+        records = sorted(read_records(result.directory.attempts), key=lambda r: (r["cell"] != "plain",
+                                                                                 r["attempt_index"]))
+        yield {"records": records, "events": read_log_lines(result.directory.events), "host": host,
+               "sysctls": {name: kernel_panic.sysctl(host.paths.hw, name) for name in kernel_panic.SYSCTL_DEFAULTS},
+               "baseline_left": (host.paths.fs("root") / ".cache/reprofleet/host_debug/baseline.json").exists()}
+    finally:
+        plug.stop()
+        fleet.down()
+
+
+def test_a_lockup_the_kernel_sees_under_softlockup_panic_is_a_reboot_with_the_panic_text(
+        campaign: dict[str, Any]) -> None:
+    panicked = campaign["records"][2]
+    assert (panicked["cell"], panicked["attempt_index"], panicked["outcome"]) == ("lockup-panic", 0, "reboot"), \
+        panicked["reason"]
+    lines = _lines(panicked["forensics"])
+    assert any(PANIC_LINE in line for line in lines)
+    assert any(BUG_LINE in line for line in lines)
+    pstore = [entry for entry in panicked["forensics"]["pstore"] if entry["file"].endswith("dmesg-ramoops-0")]
+    assert pstore and any("panic" in f["tags"] for f in pstore[0]["findings"])
+    assert panicked["host_debug"]["requested"] == {"softlockup_panic": True, "panic": 1,
+                                                   "softlockup_all_cpu_backtrace": True}
+    assert panicked["host_debug"]["sysctls"]["softlockup_panic"] == 1
+    assert panicked["host_debug"]["sysctls"]["panic"] == 1
+    assert panicked["factors"]["host_debug"] == {"panic": 1, "softlockup_all_cpu_backtrace": True,
+                                                 "softlockup_panic": True}
+
+
+def test_the_sysctls_are_applied_again_in_the_boot_after_the_panic(campaign: dict[str, Any]) -> None:
+    after = campaign["records"][3]
+    assert (after["cell"], after["outcome"]) == ("lockup-panic", "clean")
+    assert after["boot_id"] != campaign["records"][2]["boot_id"]
+    assert after["host_debug"]["sysctls"]["softlockup_panic"] == 1  # the reboot had reset it to 0
+    applied = [e for e in campaign["events"] if e["event"] == "host_debug_applied"]
+    # every boot's first attempt applies (plain cells too: the host's own values, verified)
+    assert [e["requested"].get("softlockup_panic") for e in applied] == [None, None, True, True]
+
+
+def test_a_plain_cell_on_the_same_host_still_wedges(campaign: dict[str, Any]) -> None:
+    plain = campaign["records"][0]
+    assert (plain["cell"], plain["outcome"]) == ("plain", "wedge"), plain["reason"]
+    assert "host_debug" not in plain["factors"]
+    assert plain["host_debug"]["sysctls"]["softlockup_panic"] == 0  # the host's own value
+    lines = _lines(plain["forensics"])
+    assert any(BUG_LINE in line for line in lines)  # the kernel saw it, and did not panic
+    assert not any(PANIC_LINE in line for line in lines)
+    assert campaign["records"][1]["outcome"] == "clean"
+
+
+def test_the_hosts_own_sysctls_are_back_after_the_campaign(campaign: dict[str, Any]) -> None:
+    assert campaign["sysctls"] == kernel_panic.SYSCTL_DEFAULTS
+    assert not campaign["baseline_left"]
+    restored = [e for e in campaign["events"] if e["event"] == "host_debug_restored"]
+    assert len(restored) == 1 and restored[0]["sysctls"]["softlockup_panic"] == 0
