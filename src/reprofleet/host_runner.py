@@ -23,7 +23,7 @@ from .errors import (AgentError, ConnectError, ControllerDiskError, HostKeyError
                      ReprofleetError)
 from .host_stops import HostStops
 from .model import Cell, EventKind, GpuPolicy, Host, Outcome, Record
-from .power.wall import WallPowerSampler
+from .power.wall import WallPowerSampler, freeze_telemetry
 from .preflight import cache_facts, wall_sampler
 from .records import StreamWriter, iso_utc, power_cycles_logged, utc_now, write_facts
 from .probes import HostProbe, ProbeAnswer
@@ -330,21 +330,24 @@ class HostRunner:
             wedge_declared=iso_utc(end.declared_wall),
             last_phase=trace.last_phase if trace else None,
             last_log_line=trace.last_log_line if trace else None,
-            telemetry=self._telemetry(exit_line, trace),
+            telemetry=self._telemetry(exit_line, trace, end.outcome),
             forensics=None, facts=self.state.facts_hash,
             stream=stream_rel if follower else None,
             poc=self.ctx.poc_digest, cell_id=identity.cell_id(cell.name, dict(cell.factors), runtime,
                                                               self.ctx.poc_digest),
         )
 
-    def _telemetry(self, exit_line: Mapping[str, Any], trace: Any) -> dict[str, Any] | None:
+    def _telemetry(self, exit_line: Mapping[str, Any], trace: Any,
+                   outcome: Outcome | None = None) -> dict[str, Any] | None:
         """The host's own summary (it exited), or the last NVML sample it sent (it froze),
-        plus the wall power its outlet metered last."""
+        plus the wall power its outlet metered last (a freeze: the last minute of it, or why not)."""
         telemetry = dict(exit_line.get("telemetry") or ({"last_sample": trace.last_nvml} if trace and trace.last_nvml
                                                         else {}))
         wall = self.state.wall
         if wall is not None and wall.meters and wall.last():
             telemetry.update(wall.summary())
+        if outcome in (Outcome.WEDGE, Outcome.REBOOT):
+            telemetry.update(freeze_telemetry(wall, trace.last_heard_wall if trace else None))
         return telemetry or None
 
     # -- the whole plan --------------------------------------------------------------

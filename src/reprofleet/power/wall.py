@@ -19,6 +19,8 @@ from .base import PowerDriver
 
 WallLine = dict[str, Any]
 MAX_RUN_S = 7 * 24 * 3600.0  # a sampler never outlives a week, whatever its caller forgets
+FREEZE_WINDOW_S = 60.0  # a wedge's record carries the wall power of the last minute before the freeze
+WINDOW_KEEP = 600  # readings kept for that (several minutes at 1 Hz, also with a few outlets)
 
 
 class WallPowerSampler:
@@ -27,9 +29,11 @@ class WallPowerSampler:
     def __init__(self, drivers: Sequence[PowerDriver], write: Callable[[WallLine], None], *,
                  period_s: float = 1.0, keep: int = 10) -> None:
         self.drivers = [d for d in drivers if d.meters_power]
+        self.unmetered = tuple(f"{d.name} {d.port.address}" for d in drivers if not d.meters_power)
         self.write = write
         self.period_s = period_s
         self._last: deque[WallLine] = deque(maxlen=keep)
+        self._window: deque[WallLine] = deque(maxlen=WINDOW_KEEP)
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self.cpu_s = 0.0  # CPU time the sampling thread used (for the bench)
@@ -65,6 +69,10 @@ class WallPowerSampler:
         """The latest readings, oldest first (for the wedge record: what the host drew as it froze)."""
         return list(self._last)
 
+    def freeze_trace(self, silent_since: float) -> list[list[float]]:
+        """The readings around a freeze as [t, w], t relative to the last line heard (see freeze_trace)."""
+        return freeze_trace(list(self._window), silent_since)
+
     def summary(self) -> dict[str, Any]:
         """What goes into a wedge's record: the last readings and the last value."""
         last = self.last()
@@ -85,6 +93,8 @@ class WallPowerSampler:
             self._last.append(line)
             lines.append(line)
             self.write(line)
+        if lines and len(lines) == len(self.drivers):  # a host's draw is every outlet's, read in the same tick
+            self._window.append({"t": lines[0]["t"], "w": round(sum(line["w"] for line in lines), 1)})
         return lines
 
     def _run(self) -> None:
@@ -100,3 +110,30 @@ class WallPowerSampler:
             next_tick += self.period_s
             self._stop.wait(max(0.0, next_tick - time.monotonic()))
         self.cpu_s = time.thread_time() - cpu_start
+
+
+def freeze_trace(lines: Sequence[WallLine], silent_since: float, window_s: float = FREEZE_WINDOW_S) -> list[list[float]]:
+    """[t, w] pairs from ``window_s`` before the host went silent until the sampler stopped.
+
+    ``t`` counts seconds from the last line heard from the host (negative: before it), on
+    the controller's clock like the readings themselves, so no clock agreement with the
+    host is needed. With several outlets, ``w`` is their sum in one tick (a tick where
+    one of them gave no reading is left out rather than drawn as a drop).
+    """
+    start = silent_since - window_s
+    return [[round(float(line["t"]) - silent_since, 2), float(line["w"])] for line in lines
+            if isinstance(line.get("t"), (int, float)) and float(line["t"]) >= start]
+
+
+def freeze_telemetry(sampler: WallPowerSampler | None, silent_since: float | None) -> dict[str, Any]:
+    """``wall_trace`` for a wedge's record, or a ``wall_note`` that says plainly why there is none."""
+    if sampler is None:
+        return {}
+    if not sampler.meters:
+        return {"wall_note": f"wall power not measured: {', '.join(sampler.unmetered)} does not meter power"
+                if sampler.unmetered else "wall power not measured: the host has no power device in the inventory"}
+    if silent_since is None:
+        return {}
+    points = sampler.freeze_trace(silent_since)
+    return {"wall_trace": points} if points else \
+        {"wall_note": "the power device gave no wall-power reading in the last minute before the freeze"}
