@@ -21,6 +21,7 @@ from typing import Any, BinaryIO, Iterable, Mapping
 
 from .agent import AgentClient
 from .errors import AgentError, ReprofleetError
+from .model import Cell, Playbook
 
 CHUNK = 1 << 20
 BATCH = 1 << 20  # small objects are sent together in writes of about this size
@@ -265,3 +266,36 @@ def _remove_tree(path: Path) -> None:
     import shutil
 
     shutil.rmtree(path, ignore_errors=True)
+
+
+# -- a campaign's use of snapshots ---------------------------------------------------------
+def modes(playbook: Playbook) -> set[str]:
+    """The cache modes the playbook's cells run under."""
+    return {playbook.poc.mode(cell) for cell in playbook.cells}
+
+
+def seeded_snapshot(playbook: Playbook) -> Snapshot | None:
+    """cache_source hashed once per campaign, when a cell runs ``seeded``."""
+    if "seeded" not in modes(playbook) or playbook.poc.cache_source is None:
+        return None
+    return build_snapshot(playbook.poc.cache_source)
+
+
+def push_for_campaign(ctx: Any, agent: AgentClient) -> str | None:
+    """Prepare: the campaign's snapshot complete on this host (an event says what travelled)."""
+    snap: Snapshot | None = ctx.cache_snapshot
+    if snap is None:
+        return None
+    result = push(agent, snap)
+    ctx.event(agent.host, "cache_pushed", snapshot=snap.snapshot, objects=result.sent_objects,
+              bytes=result.sent_bytes, seconds=round(result.seconds, 3), already_there=result.already_there)
+    return snap.snapshot
+
+
+def seed_attempt(ctx: Any, agent: AgentClient, cell: Cell, cache_dir: str) -> str | None:
+    """Before a seeded attempt: ``cache_dir`` rebuilt from the snapshot; its hash, for the record."""
+    snap: Snapshot | None = ctx.cache_snapshot
+    if ctx.playbook.poc.mode(cell) != "seeded" or snap is None:
+        return None
+    materialize(agent, snap.snapshot, cache_dir)
+    return snap.snapshot

@@ -17,7 +17,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
-from . import poc
+from . import cache_sync, poc
 from .agent import load_bundle
 from .errors import ReprofleetError
 from .campaign_context import CampaignContext, RunSettings, cell_identity
@@ -212,7 +212,9 @@ def run_campaign(
         fleet=FleetLiveness(settings.watchdog.fleet_window_s,
                             CachedWitness(lambda: controller_network_ok(plan.hosts, PowerLog(directory.power)))),
         stop=stop, progress=progress,
-        cache_seed=poc.cache_seed_archive(plan.playbook.poc.cache_source) if plan.playbook.poc.cache_source else None,
+        cache_seed=poc.cache_seed_archive(plan.playbook.poc.cache_source)
+        if plan.playbook.poc.cache_source and cache_sync.modes(plan.playbook) - {"seeded"} else None,
+        cache_snapshot=cache_sync.seeded_snapshot(plan.playbook),
     )
     if recovery_factory is not None:
         ctx.recovery = recovery_factory(ctx)

@@ -50,6 +50,7 @@ class CampaignContext:
     progress: Callable[..., None] = lambda host, **fields: None
     recovery: Any = None  # recovery.Recovery, set by the campaign when power control exists
     cache_seed: tuple[bytes, str] | None = None  # the starting cache, packed once for every host
+    cache_snapshot: Any = None  # cache_sync.Snapshot of cache_source, hashed once when a cell is seeded
     failure: str | None = None  # why the whole campaign had to stop (the controller's disk is full ...)
     started_slots: dict[str, tuple[Cell, int]] = field(default_factory=dict)  # attempt id -> its slot
     recorded_ids: set[str] = field(default_factory=set)  # attempt ids already in attempts.jsonl

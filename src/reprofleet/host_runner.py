@@ -15,7 +15,7 @@ import uuid
 from dataclasses import dataclass, field, replace
 from typing import Any, Iterable, Mapping
 
-from . import host_debug, identity, poc, policy
+from . import cache_sync, host_debug, identity, poc, policy
 from .agent import AgentClient, StreamEvent
 from .attempt import AttemptEnd, AttemptFollower
 from .campaign_context import CampaignContext, RunSettings, cell_identity, record_runtime
@@ -51,6 +51,7 @@ class HostState:
     quarantined: str | None = None
     cache_seed: str | None = None  # path of the uploaded starting cache on the host
     cache_manifest: str | None = None
+    cache_snapshot: str | None = None  # the snapshot the current attempt's cache was built from (seeded)
     power_cycles: int = 0
     counts: dict[str, int] = field(default_factory=dict)
     leased: bool = False
@@ -117,6 +118,7 @@ class HostRunner:
             archive, seed_digest = self.ctx.cache_seed
             seed_rel = agent.push_file(archive, "cache-seed", f"{seed_digest}.tar.gz")
             self.state.cache_seed = f"{self.state.home}/{seed_rel}"
+        cache_sync.push_for_campaign(self.ctx, agent)  # seeded cells: the snapshot, content-addressed
         self.ctx.event(self.host.name, "prepared", agent=self.ctx.bundle.digest, poc=poc_digest,
                        boot_id=self.state.boot_id)
         self.state.prepared = True
@@ -274,10 +276,12 @@ class HostRunner:
     def _start(self, agent: AgentClient, cell: Cell, attempt_id: str) -> AttemptFollower:
         state_root = f"{self.state.home}/.cache/reprofleet"
         command = poc.build(cell, poc_path=self.state.poc_path, state_root=state_root,
-                            attempt_id=attempt_id, persistent=self.ctx.playbook.poc.cache == "persistent",
-                            gpu=self.host.gpu_index)
+                            attempt_id=attempt_id, persistent=self.ctx.playbook.poc.mode(cell) == "persistent",
+                            gpu=self.host.gpu_index, seeded=self.ctx.playbook.poc.mode(cell) == "seeded")
+        self.state.cache_snapshot = cache_sync.seed_attempt(self.ctx, agent, cell, command.cache_dir)
         prepared = agent.session.run(
-            poc.seed_cache_command(command.cache_dir, self.state.cache_seed) if self.state.cache_seed
+            poc.seed_cache_command(command.cache_dir, self.state.cache_seed)
+            if self.state.cache_seed and not self.state.cache_snapshot
             else f"mkdir -p '{command.cache_dir}'", timeout=120)
         if not prepared.ok:
             raise AgentError(self.host.name, f"cannot prepare the cache {command.cache_dir}: {prepared.stderr.strip()}")
@@ -321,7 +325,8 @@ class HostRunner:
             campaign=self.ctx.campaign_id, attempt=attempt_id, controller=self.ctx.settings.controller,
             host=self.host.name, cell=cell.name, factors=dict(cell.factors), policy=readback,
             runtime=runtime,
-            cache=self.state.cache_manifest if self.ctx.playbook.poc.cache == "persistent" and follower else None,
+            cache=self.state.cache_manifest if self.ctx.playbook.poc.mode(cell) != "fresh" and follower else None,
+            cache_snapshot=self.state.cache_snapshot if follower else None,
             attempt_index=index, attempt_in_boot=self.state.attempts_in_boot,
             cold_boot=self.state.attempts_in_boot == 1 and (self.state.uptime_at_boot_check or 1e9) < 900,
             boot_id=self.state.boot_id, started=started, ended=utc_now(), outcome=end.outcome,

@@ -303,6 +303,7 @@ class Cell:
     args: tuple[tuple[str, Any], ...] = ()
     runtime: Runtime = Runtime(RuntimeKind.PYTHON)
     stop: StopRule | None = None  # this cell's own stopping rule; None: the playbook's
+    cache: str | None = None  # this cell's own cache mode (CACHE_MODES); None: the playbook's
     host_debug: HostDebug = HostDebug()  # lockup-to-panic sysctls; default: the host's own
 
 
@@ -320,8 +321,17 @@ class Poc:
     """The reproducer: a script pushed to every host, and how to keep its cache."""
 
     script: str  # absolute path on the controller
-    cache: str = "persistent"  # "persistent" (one cache dir per host and runtime) or "fresh"
-    cache_source: str | None = None  # optional controller dir pushed as the starting cache
+    cache: str = "persistent"  # one of CACHE_MODES
+    cache_source: str | None = None  # controller dir: the starting cache (persistent) or the snapshot (seeded)
+
+    def mode(self, cell: "Cell") -> str:
+        """The cache mode ``cell`` runs under: its own, else the playbook's."""
+        return cell.cache or self.cache
+
+
+# persistent: one cache per host and runtime, carried over; fresh: an empty one per attempt;
+# seeded: cache_source's snapshot, rebuilt before every attempt (every host starts identical)
+CACHE_MODES = ("persistent", "fresh", "seeded")
 
 
 @dataclass(frozen=True)
@@ -395,6 +405,7 @@ class Record:
     stream: str | None = None  # stream file, relative to the campaign directory
     poc: str | None = None  # sha256 of the PoC script that ran
     cell_id: str | None = None  # the cell's identity: a hash of its resolved factors, runtime and PoC
+    cache_snapshot: str | None = None  # seeded: the manifest hash of the snapshot the attempt started from
     host_debug: Mapping[str, Any] | None = None  # kernel sysctls read back (a host_debug cell only)
     schema: int = SCHEMA_VERSION
 

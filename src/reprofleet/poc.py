@@ -51,9 +51,13 @@ def cache_key(cell: Cell) -> str:
     return f"{slug}-{hashlib.sha256(label.encode()).hexdigest()[:8]}"
 
 
-def build(cell: Cell, *, poc_path: str, state_root: str, attempt_id: str, persistent: bool, gpu: int) -> PocCommand:
-    """The argv and environment that start one attempt of ``cell`` on a host."""
-    cache_dir = f"{state_root}/cache/{cache_key(cell) if persistent else 'fresh-' + attempt_id}"
+def build(cell: Cell, *, poc_path: str, state_root: str, attempt_id: str, persistent: bool, gpu: int,
+          seeded: bool = False) -> PocCommand:
+    """The argv and environment that start one attempt of ``cell`` on a host. A seeded
+    cache has a folder of its own per runtime, rebuilt before each attempt (never the
+    persistent one)."""
+    folder = f"seeded-{cache_key(cell)}" if seeded else cache_key(cell) if persistent else f"fresh-{attempt_id}"
+    cache_dir = f"{state_root}/cache/{folder}"
     flags = poc_flags(cell.args)
     env = dict(cell.env)
     if cell.runtime.kind is RuntimeKind.DOCKER:

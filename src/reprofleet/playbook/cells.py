@@ -16,7 +16,7 @@ from .factors import FACTOR_KEYS, GPU_FACTORS, Layer, read_layer, runtime_for, r
 from .host_debug import host_debug_for
 from .judging import stop_rule
 
-CELL_KEYS = ("name", "stop", *FACTOR_KEYS)
+CELL_KEYS = ("name", "stop", "cache", *FACTOR_KEYS)  # a cell's `cache` is read by load
 
 
 def parse_cells(doc: Doc, top: Any) -> tuple[Cell, ...]:

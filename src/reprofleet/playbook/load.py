@@ -7,11 +7,12 @@ reference, ``stop:``) by ``judging``.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from reprofleet.errors import Location, PlaybookError
-from reprofleet.model import DEFAULT_MAX_EXCLUDED_SHARE, Playbook, Poc, StopRule, Timeouts
+from reprofleet.model import CACHE_MODES, DEFAULT_MAX_EXCLUDED_SHARE, Cell, Playbook, Poc, StopRule, Timeouts, frozen_mapping
 from reprofleet.suggest import did_you_mean, line_of, load_located_yaml
 
 from . import judging
@@ -23,7 +24,6 @@ TOP_KEYS = ("name", "description", "poc", "runtime", "attempts", "timeouts", "or
 POC_KEYS = ("script", "cache", "cache_source")
 TIMEOUT_KEYS = ("attempt", "boot", "connect")
 ORDERS = ("blocks", "interleaved", "sequential", "shuffled")  # the first is the default
-CACHE_MODES = ("persistent", "fresh")
 
 
 def load_playbook(path: str | Path, *, attempts_override: int | None = None) -> Playbook:
@@ -75,7 +75,7 @@ def _settings(doc: Doc, top: Any, path: str | Path, file: str, attempts_override
     poc = _poc(doc, top["poc"], folder)
     attempts = attempts_override or _count(doc, top, "attempts", "attempts")
     timeouts = _timeouts(doc, top.get("timeouts"))
-    cells = parse_cells(doc, top)
+    cells = _cache_modes(doc, top["matrix"], parse_cells(doc, top), poc)
     reference = judging.reference(doc, top, cells)
     judging.check_reference_runs_every_attempt(doc, top, reference)
     return Playbook(
@@ -135,11 +135,24 @@ def _poc(doc: Doc, poc: Any, folder: Path) -> Poc:
     source = _text(doc, poc, "cache_source", "poc.cache_source")
     if source is not None and not (folder / source).is_dir():
         raise doc.fail(poc, "cache_source", "poc.cache_source", f"no such folder: {folder / source}")
-    return Poc(
-        script=str(script),
-        cache=_choice(doc, poc, "cache", "poc.cache", CACHE_MODES, CACHE_MODES[0]),
-        cache_source=None if source is None else str(folder / source),
-    )
+    mode = _choice(doc, poc, "cache", "poc.cache", CACHE_MODES, CACHE_MODES[0])
+    if mode == "seeded" and source is None:
+        raise doc.fail(poc, "cache", "poc.cache", "'seeded' starts every attempt from poc.cache_source: name that folder")
+    return Poc(script=str(script), cache=mode, cache_source=None if source is None else str(folder / source))
+
+
+def _cache_modes(doc: Doc, matrix: Any, cells: tuple[Cell, ...], poc: Poc) -> tuple[Cell, ...]:
+    """A cell's own ``cache:``. Only a mode other than the playbook's joins the cell's
+    factors (and so its identity): ids of cells that say nothing stay as they were."""
+    out = []
+    for entry, cell in zip(matrix, cells):
+        path = f"matrix[{cell.index}].cache"
+        mode = _choice(doc, entry, "cache", path, CACHE_MODES, poc.cache)
+        if mode == "seeded" and poc.cache_source is None:
+            raise doc.fail(entry, "cache", path, "'seeded' starts every attempt from poc.cache_source: name that folder")
+        out.append(cell if mode == poc.cache else
+                   replace(cell, cache=mode, factors=frozen_mapping({**cell.factors, "cache": mode})))
+    return tuple(out)
 
 
 def _timeouts(doc: Doc, timeouts: Any) -> Timeouts:

@@ -18,6 +18,7 @@ Host-side module: standard library only.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import random
 import sys
@@ -91,9 +92,31 @@ def _boot_id() -> Optional[str]:
         return None
 
 
+def _sha256(path: Path) -> str:
+    with open(path, "rb") as handle:
+        return hashlib.sha256(handle.read()).hexdigest()
+
+
+def note_what_it_saw(cache: Path) -> None:
+    """Appends to ``hw/seen.jsonl`` the hash of the PoC script that started this engine and
+    of every file in its cache, as found at start: tests check that a host received exactly
+    the bytes the controller pushed (with this code, not the controller's)."""
+    files = {}
+    if cache.is_dir():
+        for path in sorted(cache.rglob("*")):
+            if path.is_file():
+                files[path.relative_to(cache).as_posix()] = _sha256(path)
+    script = Path(sys.argv[0]) if sys.argv and sys.argv[0] else None
+    hwio.append_jsonl(hwio.hw_dir() / "seen.jsonl", {
+        "t": time.time(), "poc": str(script), "poc_sha256": _sha256(script) if script and script.is_file() else None,
+        "cache_dir": str(cache), "cache_files": files, "boot_id": _boot_id(),
+    })
+
+
 class Engine:
     def __init__(self, model: str, kwargs: Dict[str, Any]) -> None:
         cache = Path(os.environ.get("VLLM_CACHE_ROOT", os.path.expanduser("~/.cache/vllm")))
+        note_what_it_saw(cache)
         probe = vllm_log.engine_args(model, kwargs, version(), cache_hit=False)
         self.marker = cache / "torch_compile_cache" / vllm_log.cache_key(probe) / "rank_0_0" / "backbone"
         self.args = vllm_log.engine_args(model, kwargs, version(), cache_hit=self.marker.is_dir())
