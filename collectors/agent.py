@@ -63,6 +63,9 @@ def build_parser() -> Parser:
     debug = sub.add_parser("host-debug", help="apply, read or restore the lockup-to-panic sysctls")
     debug.add_argument("action", choices=("apply", "read", "restore"))
     debug.add_argument("--json", default=None, help="kernel sysctl names and values (apply only)")
+    netcons = sub.add_parser("netconsole", help="apply, read or restore the kernel's netconsole to the controller")
+    netcons.add_argument("action", choices=("apply", "read", "restore"))
+    netcons.add_argument("--json", default=None, help="port, dev, target, extended (apply only)")
     postboot = sub.add_parser("postboot", help="what the previous boot left behind")
     postboot.add_argument("--pstore", default="/sys/fs/pstore", help=argparse.SUPPRESS)
     lease = sub.add_parser("lease", help="take, give back or show this host's campaign lease")
@@ -79,6 +82,9 @@ def build_parser() -> Parser:
     cache.add_argument("--manifest-stdin", action="store_true", help="have: the manifest arrives on stdin")
     cache.add_argument("--dest", default=None, help="the cache folder to build (materialize) or read (manifest, send)")
     cache.add_argument("--if-empty", action="store_true", help="materialize only into a missing or empty folder")
+    runtime = sub.add_parser("runtime", help="image digests, interpreter and package versions (runtime_probe.py)")
+    runtime.add_argument("action", choices=("image", "python", "venv"))
+    runtime.add_argument("--json", default=None, help="the runtime's settings")
     supervise = sub.add_parser(state.SUPERVISOR_ARG)
     supervise.add_argument("--id", required=True)
     return parser
@@ -241,6 +247,12 @@ def dispatch(args: argparse.Namespace, cmd: List[str]) -> int:
         report = host_debug.command(args.state_dir, args.action, args.json)
         emit(report)
         return ExitStatus.OK if report["ok"] else ExitStatus.FAILED
+    if args.command == "netconsole":
+        import netconsole
+
+        report = netconsole.command(args.state_dir, args.action, args.json)
+        emit(report)
+        return ExitStatus.OK if report["ok"] else ExitStatus.FAILED
     if args.command == "postboot":
         import postboot
 
@@ -261,6 +273,12 @@ def dispatch(args: argparse.Namespace, cmd: List[str]) -> int:
         if line:
             emit(line)
         return ExitStatus.OK if not line.get("refused") else ExitStatus.FAILED
+    if args.command == "runtime":
+        import runtime_probe
+
+        report = runtime_probe.command(args.state_dir, args.action, args.json)
+        emit(report)
+        return ExitStatus.OK if report.get("ok") else ExitStatus.FAILED
     if args.command == state.SUPERVISOR_ARG:
         import supervisor
 
