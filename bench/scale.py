@@ -28,6 +28,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -37,9 +38,12 @@ ROOT = BENCH.parent
 sys.path.insert(0, str(ROOT / "src"))
 sys.path.insert(0, str(BENCH))
 
-from scale_report import RESULTS_JSON, markdown, summarize  # noqa: E402
+from scale_report import RESULTS_JSON, busiest_window, markdown, summarize  # noqa: E402
 
 CPUACCT_ROOT = Path("/sys/fs/cgroup/cpuacct")
+# What the liveness layer did: a pause is every host silent at once (our network suspected).
+WATCHED_EVENTS = ("controller_network_suspect", "controller_network_back", "wedge", "reboot", "unreachable",
+                  "quarantined", "orphan_killed")
 SAMPLE_S = 0.2
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 
@@ -178,8 +182,9 @@ def run_controller(argv: list[str], acct: CpuAcct, max_wall_s: float) -> dict[st
     return {
         "rc": os.waitstatus_to_exitcode(status) if status is not None else None, "killed": killed,
         "wall_s": wall, "controller_cpu_s": usage.ru_utime + usage.ru_stime if usage else None,
+        "controller_sys_s": usage.ru_stime if usage else None,
         "controller_maxrss_kb": usage.ru_maxrss if usage else None, "vmhwm_kb": watch.hwm_kb,
-        "threads_peak": watch.threads_peak, "cpu_series": watch.cpu_series,
+        "threads_peak": watch.threads_peak, "busiest_10s_cores": busiest_window(watch.cpu_series),
         "sim_cpu_s": acct.usage_s() - sim0, "machine_busy_s": machine_busy_s() - busy0,
         "cpus": os.cpu_count() or 1,
     }
@@ -202,7 +207,7 @@ def read_campaign(folder: Path) -> dict[str, Any]:
         "records": [{k: r.get(k) for k in ("host", "outcome", "reason", "started", "ended")} for r in records],
         "power_actions": len(power),
         "quarantined": sorted({str(e.get("host")) for e in events if e.get("event") == "quarantined"}),
-        "suspect_events": sum(1 for e in events if "suspect" in str(e.get("event"))),
+        "events": dict(Counter(str(e.get("event")) for e in events if e.get("event") in WATCHED_EVENTS)),
     }
 
 
@@ -249,7 +254,7 @@ def keep(result: dict[str, Any], path: Path) -> None:
     """Add one run to the results file; a run of the same size and sleep replaces the older one."""
     runs = json.loads(path.read_text()) if path.exists() else []
     runs = [r for r in runs if (r["hosts"], r["sleep_s"]) != (result["hosts"], result["sleep_s"])]
-    runs.append({k: v for k, v in result.items() if k != "cpu_series"} | {"row": summarize(result)})
+    runs.append({**result, "row": summarize(result)})
     runs.sort(key=lambda r: (r["sleep_s"], r["hosts"]))
     path.write_text(json.dumps(runs, indent=1) + "\n")
 

@@ -52,18 +52,20 @@ class ThreadProfiles:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._profiles: list[cProfile.Profile] = []
-        self._original: Callable[..., None] = threading.Thread.run
+        self._original: Callable[..., None] = threading.Thread._bootstrap_inner  # type: ignore[attr-defined]
 
     def install(self) -> None:
+        """Wrap every thread's bootstrap, so subclasses with their own ``run`` (paramiko's
+        Transport, the liveness monitor) are profiled too."""
         profiles, original, lock = self._profiles, self._original, self._lock
 
-        def run(thread: threading.Thread) -> None:
+        def bootstrap(thread: threading.Thread) -> None:
             profile = cProfile.Profile(time.thread_time)
             with lock:
                 profiles.append(profile)
             profile.runcall(original, thread)
 
-        threading.Thread.run = run  # type: ignore[method-assign]
+        threading.Thread._bootstrap_inner = bootstrap  # type: ignore[attr-defined]
 
     def dump(self, path: Path, main: cProfile.Profile) -> None:
         stats = pstats.Stats(main)

@@ -34,13 +34,15 @@ def busiest_window(series: Sequence[Sequence[float]], window_s: float = WINDOW_S
     return best
 
 
-def pace(controller_cores: float, sim_cores: float, machine_busy: float) -> str:
+def pace(controller_cores: float, sim_cores: float, other_cores: float, machine_busy: float) -> str:
     """Who set the pace: a controller near one core is GIL-bound; a saturated machine is
-    paced by its biggest consumer; otherwise the attempts' own length did."""
+    paced by its biggest consumer (the simulator, the controller, or other work on the
+    machine); otherwise the attempts' own length did."""
     if controller_cores >= SATURATED:
         return "controller (near one core)"
     if machine_busy >= SATURATED:
-        return "simulator (cores saturated)" if sim_cores >= controller_cores else "controller (cores saturated)"
+        users = {"simulator": sim_cores, "controller": controller_cores, "other load": other_cores}
+        return f"{max(users, key=lambda k: users[k])} (cores saturated)"
     return "attempt length (cores not saturated)"
 
 
@@ -75,20 +77,25 @@ def summarize(run: Mapping[str, Any]) -> dict[str, Any]:
         "hosts": run["hosts"], "sleep_s": run["sleep_s"], "sample_hz": run["sample_hz"],
         "attempts": attempts, "planned": child.get("planned"), "outcomes": dict(sorted(outcomes.items())),
         "false_wedges": sum(outcomes.get(o, 0) for o in FALSE_WEDGE_OUTCOMES),
+        "not_clean": dict(Counter(f"{r.get('outcome')}: {str(r.get('reason') or '')[:45]}" for r in records
+                                  if r.get("outcome") != "clean").most_common(5)),
+        "pauses": run.get("campaign", {}).get("events", {}).get("controller_network_suspect", 0),
         "hardware_wedges": run.get("hardware_wedges", 0), "power_actions": run.get("campaign", {}).get(
             "power_actions", 0), "quarantined": len(run.get("campaign", {}).get("quarantined", [])),
         "wall_s": round(wall, 1), "campaign_wall_s": round(campaign_wall, 1),
-        "controller_cpu_s": round(run["controller_cpu_s"], 2), "campaign_cpu_s": round(campaign_cpu, 2),
+        "controller_cpu_s": round(run["controller_cpu_s"], 2),
+        "controller_sys_share": round(run["controller_sys_s"] / run["controller_cpu_s"], 2)
+        if run.get("controller_sys_s") is not None and run["controller_cpu_s"] else None, "campaign_cpu_s": round(campaign_cpu, 2),
         "cpu_per_attempt_s": round(campaign_cpu / attempts, 4) if attempts else None,
         "controller_cores": round(controller_cores, 3),
-        "controller_busiest_10s_cores": _round(busiest_window(run.get("cpu_series") or [])),
+        "controller_busiest_10s_cores": _round(run.get("busiest_10s_cores")),
         "rss_mb": round(rss_kb / 1024, 1), "threads_peak": run["threads_peak"],
         "sim_cpu_s": round(run["sim_cpu_s"], 1), "sim_cpu_per_attempt_s": round(run["sim_cpu_s"] / attempts, 3)
         if attempts else None, "sim_cores": round(sim_cores, 2), "other_cores": round(other / wall, 2) if wall else 0,
         "machine_busy": round(machine_busy, 2),
         "slot_s": round(campaign_wall / per_host, 2) if per_host else None,
         "attempt_median_s": round(statistics.median(durations), 2) if durations else None,
-        "pace": pace(controller_cores, sim_cores, machine_busy),
+        "pace": pace(controller_cores, sim_cores, other / wall if wall else 0.0, machine_busy),
     }
 
 
