@@ -1,4 +1,5 @@
-"""``docker`` on a simulated host: ``docker version`` and ``docker run`` with the seed's flags.
+"""``docker`` on a simulated host: ``docker version``, ``pull``, ``image inspect`` and ``docker run``
+with the seed's flags (images: rfsim.docker_images, files in the host's hw folder).
 
 ``docker run`` starts the entrypoint in a private mount + UTS namespace of its own (real
 ``unshare``), with its own root built by rfsim.container: the host's system directories,
@@ -191,6 +192,91 @@ def _err(message: str) -> None:
     sys.stderr.flush()
 
 
+TEMPLATE = re.compile(r"\{\{\s*(json\s+)?\.(\w+)\s*\}\}")
+
+
+def render_format(template: str, image: Dict[str, object]) -> str:
+    """docker's Go template, as far as scripts use it on images: ``{{.Id}}``, ``{{json .RepoDigests}}``."""
+    def field_value(match: "re.Match[str]") -> str:
+        key = match.group(2)
+        if key not in image:
+            raise DockerUsage(f"template: :1:{match.start() + 3}: executing \"\" at <.{key}>: "
+                              f"map has no entry for key \"{key}\"")
+        value = image[key]
+        if match.group(1):
+            return json.dumps(value, separators=(",", ":"))
+        return " ".join(str(v) for v in value) if isinstance(value, list) else str(value)
+    return TEMPLATE.sub(field_value, template)
+
+
+def image_inspect(args: List[str]) -> int:
+    """``docker image inspect [--format T] IMAGE...``: the local store's images, or an error per missing one."""
+    from . import docker_images
+
+    template: Optional[str] = None
+    names: List[str] = []
+    rest = list(args)
+    while rest:
+        token = rest.pop(0)
+        if token in ("-f", "--format"):
+            if not rest:
+                raise DockerUsage(f"flag needs an argument: {token}")
+            template = rest.pop(0)
+        elif token.startswith("--format="):
+            template = token.split("=", 1)[1]
+        elif token.startswith("-"):
+            raise DockerUsage(f"unknown flag: {token}")
+        else:
+            names.append(token)
+    if not names:
+        raise DockerUsage("\"docker image inspect\" requires at least 1 argument.")
+    found = [(name, docker_images.local(name)) for name in names]
+    shown = [image for _, image in found if image is not None]
+    if template is None:
+        print(json.dumps(shown, indent=4))
+    else:
+        for image in shown:
+            print(render_format(template, image))
+    for name, image in found:
+        if image is None:
+            _err(f"Error response from daemon: No such image: {name}")
+    return 0 if all(image is not None for _, image in found) else 1
+
+
+def pull_image(tag: str, quiet: bool = False) -> int:
+    """``docker pull TAG`` against the simulated registry (hw/docker/registry.json)."""
+    from . import docker_images
+
+    tag = docker_images.normalized(tag)
+    before = docker_images.local(tag)
+    image = docker_images.pull(tag)
+    if image is None:
+        _err(f"Error response from daemon: manifest for {tag} not found: manifest unknown: manifest unknown")
+        return 1
+    digest = str(image["RepoDigests"][0]).split("@", 1)[1]
+    if not quiet:
+        repo, _, name = tag.rpartition(":")
+        print(f"{name}: Pulling from {repo}")
+        print(f"Digest: {digest}")
+        fresh = before is None or before.get("Id") != image["Id"]
+        print(f"Status: {'Downloaded newer image' if fresh else 'Image is up to date'} for {tag}")
+    print(f"docker.io/{tag}")
+    return 0
+
+
+def ensure_image(tag: str) -> bool:
+    """``docker run`` of an image the host lacks pulls it first (``--pull=missing``), as docker does."""
+    from . import docker_images
+
+    if docker_images.local(tag) is not None:
+        return True
+    _err(f"Unable to find image '{docker_images.normalized(tag)}' locally")
+    if docker_images.pull(tag) is None:
+        _err(f"docker: Error response from daemon: manifest for {tag} not found: manifest unknown.")
+        return False
+    return True
+
+
 def main(argv: List[str]) -> int:
     if not argv:
         _err("Usage:  docker [OPTIONS] COMMAND")
@@ -202,12 +288,23 @@ def main(argv: List[str]) -> int:
             print(f"Client:\n Version:           {SERVER_VERSION}\n\nServer: Docker Engine - Community\n"
                   f" Engine:\n  Version:          {SERVER_VERSION}")
         return 0
+    try:
+        if argv[0] == "pull" and len(argv) >= 2:
+            return pull_image(argv[-1], quiet=("-q" in argv[1:-1] or "--quiet" in argv[1:-1]))
+        if argv[:2] == ["image", "inspect"]:
+            return image_inspect(argv[2:])
+    except DockerUsage as exc:
+        _err(f"{exc}")
+        return 1
     if argv[0] != "run":
-        _err(f"docker: '{argv[0]}' is not a docker command (simulated docker knows: version, run).")
+        _err(f"docker: '{argv[0]}' is not a docker command "
+             "(simulated docker knows: version, run, pull, image inspect).")
         return 1
     try:
         spec = parse_run(argv[1:], dict(os.environ))
     except DockerUsage as exc:
         _err(f"docker: {exc}\nSee 'docker run --help'.")
+        return RC_DOCKER_ERROR
+    if not ensure_image(spec.image):
         return RC_DOCKER_ERROR
     return run_container(spec)
