@@ -7,6 +7,10 @@ wedges), and the figures share a byte budget, so a campaign with hundreds of wed
 makes a report small enough to attach: when the budget runs out, every (cell, host) pair
 has had its figures drawn in turn, and the wedges left over keep their text (phase, last
 log and kernel lines) and name their stream file.
+
+The wall power the host's PDU or BMC metered (the record's ``wall_trace``, on the
+controller's clock, also relative to the silence) is drawn on the power axis beside the
+GPU's own NVML power; where the device does not meter, the axis says so.
 """
 
 from __future__ import annotations
@@ -22,14 +26,18 @@ from matplotlib.patches import Patch
 from ..model import PHASE_ORDER
 from ..verdicts import natural_key
 from . import plots
+from .evidence import WallAtFreeze, bmc_words, wall_at_freeze, wall_words
 
 WINDOW_S = 60.0
 MAX_POINTS = 200
 MIN_POINTS = 60
 FIGURE_BUDGET_BYTES = 3_500_000  # of the 5 MB a report may weigh, what the per-wedge figures may use
 LAST_LOG_LINES = 8
+LAST_BMC_EVENTS = 20
 SERIES = (("gfx_mhz", "graphics clock", "MHz", "#1565c0"), ("power_w", "power", "W", "#c62828"),
           ("temp_c", "temperature", "°C", "#ef6c00"))
+WALL_COLOUR = "#6a1b9a"
+CONTROLLER_KINDS = ("wall",)  # lines the controller writes into the stream: not the host's, no silence
 
 
 @dataclass(frozen=True)
@@ -63,6 +71,7 @@ class FreezeTrace:
     last_lines: tuple[str, ...] = ()
     kernel_lines: tuple[str, ...] = ()
     note: str = ""
+    wall: WallAtFreeze = WallAtFreeze((), (), None, "")
 
 
 def _read(path: Path) -> list[dict[str, Any]]:
@@ -104,13 +113,15 @@ def _phases(lines: list[dict[str, Any]], start: float, end: float) -> tuple[Phas
 def load_trace(record: Mapping[str, Any], path: Path | None, points: int = MAX_POINTS) -> FreezeTrace:
     """The trace of one wedge or reboot; a missing or empty stream is a note, not an error."""
     base = FreezeTrace(attempt=str(record.get("attempt")), host=str(record.get("host")), cell=str(record.get("cell")),
-                       outcome=str(record.get("outcome")), started=str(record.get("started")))
+                       outcome=str(record.get("outcome")), started=str(record.get("started")),
+                       wall=wall_at_freeze(record))
     if path is None:
         return replace(base, note=f"no stream file for this attempt ({record.get('stream') or 'none recorded'})")
     lines = _read(path)
     if not lines:
         return replace(base, note=f"the stream {record.get('stream')} has no lines")
-    end = max(line["t"] for line in lines)
+    heard = [line["t"] for line in lines if line.get("k") not in CONTROLLER_KINDS]
+    end = max(heard) if heard else max(line["t"] for line in lines)
     start = end - WINDOW_S
     recent = [line for line in lines if line["t"] >= start]
     series = []
@@ -140,7 +151,10 @@ def freeze_svg(trace: FreezeTrace) -> str:
             for band in trace.phases:
                 ax.axvspan(band.start, band.end, color=_phase_colour(band.phase), linewidth=0)
             if series.times:
-                ax.plot(series.times, series.values, color=series.colour, linewidth=1.1)
+                ax.plot(series.times, series.values, color=series.colour, linewidth=1.1,
+                        label="GPU (NVML)" if series.key == "power_w" else None)
+            if series.key == "power_w":
+                _draw_wall(ax, trace.wall)
             ax.set_ylabel(f"{series.label}\n({series.unit})", fontsize=7)
             ax.axvline(0.0, color="#000000", linewidth=0.8, linestyle=":")
         shown = list(dict.fromkeys(band.phase for band in trace.phases))
@@ -149,10 +163,33 @@ def freeze_svg(trace: FreezeTrace) -> str:
             fig.legend(handles=handles, loc="lower center", ncol=min(len(shown), 5), fontsize=6,
                        frameon=False, title="vLLM phase", title_fontsize=6)
         earliest = min((t for s in trace.series for t in s.times[:1]), default=-WINDOW_S)
-        axes[-1].set_xlim(max(-WINDOW_S, earliest - 1.0), 1.0)
+        latest = max((t for t, _ in trace.wall.after), default=0.0)  # the frozen host still drawing power
+        axes[-1].set_xlim(max(-WINDOW_S, earliest - 1.0), min(WINDOW_S, latest) + 1.0)
         axes[-1].set_xlabel("seconds before the last line heard from the host (0 = silence)")
         fig.suptitle(f"{trace.host} · {trace.cell} · {trace.outcome}", fontsize=9)
         return plots.svg_of(fig, f"last minute before the {trace.outcome} on {trace.host} ({trace.cell})")
+
+
+def _draw_wall(ax: Any, wall: WallAtFreeze) -> None:
+    """The wall trace on the power axis, or a plain note that there is none."""
+    if wall.points:
+        ax.plot([t for t, _ in wall.points], [w for _, w in wall.points], color=WALL_COLOUR, linewidth=1.1,
+                linestyle="--", marker=".", markersize=2, label="wall (PDU/BMC)")
+        ax.legend(loc="upper left", fontsize=5, frameon=False)
+    elif wall.note:
+        ax.text(0.01, 0.92, wall.note, transform=ax.transAxes, fontsize=5, color=WALL_COLOUR, va="top")
+
+
+def _bmc_html(forensics: Mapping[str, Any]) -> list[str]:
+    """The BMC's entries since the attempt started (time, severity, message), and why any are missing."""
+    if "bmc_events" not in forensics:
+        return []
+    events = [e for e in forensics.get("bmc_events") or [] if isinstance(e, Mapping)][-LAST_BMC_EVENTS:]
+    rows = [f"{e.get('time')}  {str(e.get('severity')):<8}  {e.get('message')}  [{e.get('source')}]" for e in events]
+    rows += [f"note: {note}" for note in forensics.get("bmc_notes") or []]
+    return [f"<p class=\"meta\">BMC event log since the attempt started: {html.escape(bmc_words(forensics))}</p>",
+            "<pre class=\"log bmc\">" + "\n".join(html.escape(row[:300]) for row in rows) + "</pre>"] if rows else \
+        [f"<p class=\"meta\">BMC event log since the attempt started: no entries</p>"]
 
 
 def drawable(trace: FreezeTrace) -> bool:
@@ -182,7 +219,8 @@ def freeze_html(trace: FreezeTrace, record: Mapping[str, Any], svg: str | None) 
     latency = record.get("detect_latency_s")
     facts = [f"attempt <code>{html.escape(trace.attempt)}</code>", f"started {html.escape(trace.started)}",
              f"last phase <b>{html.escape(str(record.get('last_phase') or '—'))}</b>",
-             f"declared {latency:.1f} s after the last line" if isinstance(latency, (int, float)) else ""]
+             f"declared {latency:.1f} s after the last line" if isinstance(latency, (int, float)) else "",
+             f"wall power: {html.escape(wall_words(trace.wall))}" if trace.wall.points or trace.wall.note else ""]
     parts = [f'<article class="freeze" id="freeze-{html.escape(trace.attempt)}">',
              f"<h3>{html.escape(trace.host)} · {html.escape(trace.cell)} · "
              f'<span class="o-{html.escape(trace.outcome)}">{html.escape(trace.outcome)}</span></h3>',
@@ -200,5 +238,6 @@ def freeze_html(trace: FreezeTrace, record: Mapping[str, Any], svg: str | None) 
     if trace.kernel_lines:
         parts.append("<pre class=\"log kernel\">" + "\n".join(html.escape(line[-240:]) for line in trace.kernel_lines)
                      + "</pre>")
+    parts += _bmc_html(record.get("forensics") or {})
     parts.append("</article>")
     return "\n".join(parts)

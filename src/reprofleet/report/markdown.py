@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Any, Iterable, Mapping, Sequence
 
 from ..verdicts import ALL_HOSTS, Judgement, fmt_p, pct
+from .evidence import bmc_words, wall_at_freeze, wall_words
 
 OUTCOMES = ("clean", "error", "hang", "wedge", "reboot", "infra")
 
@@ -74,8 +75,8 @@ def _wedges(records: Iterable[Mapping[str, Any]]) -> list[str]:
     wedges = [r for r in records if r.get("outcome") in ("wedge", "reboot")]
     if not wedges:
         return []
-    lines = ["| host | cell | outcome | detected after | last phase | last log line | previous boot |",
-             "| --- | --- | --- | ---: | --- | --- | --- |"]
+    lines = ["| host | cell | outcome | detected after | last phase | last log line | previous boot | wall power "
+             "| BMC event log |", "| --- | --- | --- | ---: | --- | --- | --- | --- | --- |"]
     for record in sorted(wedges, key=lambda r: (str(r.get("started")), str(r.get("attempt")))):  # the same order from any copy
         forensics = record.get("forensics") or {}
         findings = forensics.get("findings") or []
@@ -88,7 +89,8 @@ def _wedges(records: Iterable[Mapping[str, Any]]) -> list[str]:
         latency = record.get("detect_latency_s")
         line = str(record.get("last_log_line") or "").replace("|", "\\|")[-100:]
         lines.append(f"| {record['host']} | {record['cell']} | {record['outcome']} | "
-                     f"{f'{latency:.1f} s' if latency else '—'} | {record.get('last_phase') or '—'} | `{line}` | {boot} |")
+                     f"{f'{latency:.1f} s' if latency else '—'} | {record.get('last_phase') or '—'} | `{line}` | {boot} | "
+                     f"{wall_words(wall_at_freeze(record)).replace('|', '/')} | {bmc_words(forensics).replace('|', '/')} |")
     return lines
 
 
