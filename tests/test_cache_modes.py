@@ -46,3 +46,19 @@ def test_a_bad_cache_mode_names_file_line_and_field(tmp_path: Path, poc: str, ce
     with pytest.raises(PlaybookError) as caught:
         load_playbook(book(tmp_path, poc, cells))
     assert f"book.yml:{where}" in str(caught.value) and words in str(caught.value)
+
+
+def test_the_dry_run_says_per_host_what_would_be_pushed_run_and_pulled(tmp_path: Path) -> None:
+    from reprofleet import campaign
+    from reprofleet.model import Host
+
+    path = book(tmp_path, ", cache: seeded, cache_source: seed", "  - name: a\n  - name: b\n    cache: fresh\n")
+    (tmp_path / "seed" / "graph.py").write_text("x" * 1000)
+    (tmp_path / "seed" / "autotune.json").write_text("{}")
+    plan = campaign.make_plan(load_playbook(path), [Host("h1", "10.0.0.1"), Host("h2", "10.0.0.2")], "dry")
+    text = campaign.describe_plan(plan)
+    for host in ("h1", "h2"):
+        assert f"{host}: push up to agent " in text
+        assert f"{host}: run 2 attempts: a x1 (seeded), b x1 (fresh)" in text
+        assert f"{host}: pull its facts and one event stream per attempt (2)" in text
+    assert "seeded snapshot up to 2 files/1002 B" in text

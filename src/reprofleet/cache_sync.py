@@ -299,3 +299,37 @@ def seed_attempt(ctx: Any, agent: AgentClient, cell: Cell, cache_dir: str) -> st
         return None
     materialize(agent, snap.snapshot, cache_dir)
     return snap.snapshot
+
+
+# -- the dry run ---------------------------------------------------------------------------
+def _folder_size(folder: str) -> tuple[int, int]:
+    """(files, bytes) under ``folder``, from a walk (the dry run hashes nothing)."""
+    files = [p for p in Path(folder).rglob("*") if p.is_file()]
+    return len(files), sum(p.stat().st_size for p in files)
+
+
+def transfer_lines(playbook: Playbook, per_host: Mapping[str, Any], bundle_files: int, bundle_bytes: int,
+                   poc_bytes: int) -> list[str]:
+    """Per host, what a campaign would push, run and pull back. The dry run contacts no
+    host, so a push is "up to": a host that already holds an object is not sent it again."""
+    used = modes(playbook)
+    pushes = [f"agent {bundle_files} files/{bundle_bytes} B", f"PoC 1 file/{poc_bytes} B"]
+    source = playbook.poc.cache_source
+    if source is not None:
+        files, size = _folder_size(source)
+        if used - {"seeded"}:
+            pushes.append(f"starting cache (one tar.gz of {files} files/{size} B) for "
+                          f"{'/'.join(sorted(used - {'seeded'}))} cells")
+        if "seeded" in used:
+            pushes.append(f"seeded snapshot up to {files} files/{size} B (only objects the host lacks), "
+                          f"rebuilt on the host before each seeded attempt")
+    lines = [f"cache modes: {', '.join(sorted(used))}", "per host:"]
+    for host, slots in per_host.items():
+        counts = {cell.name: sum(1 for c, _ in slots if c.name == cell.name) for cell in playbook.cells}
+        run = ", ".join(f"{cell.name} x{counts[cell.name]} ({playbook.poc.mode(cell)})"
+                        for cell in playbook.cells if counts[cell.name])
+        lines += [f"  {host}: push up to {'; '.join(pushes)}",
+                  f"  {host}: run {len(slots)} attempts: {run or 'nothing'}",
+                  f"  {host}: pull its facts and one event stream per attempt ({len(slots)}); "
+                  "boot forensics after a wedge or reboot"]
+    return lines

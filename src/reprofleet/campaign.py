@@ -17,7 +17,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
-from . import cache_sync, poc
+from . import cache_sync, netconsole_setup, poc
 from .agent import load_bundle
 from .errors import ReprofleetError
 from .campaign_context import CampaignContext, RunSettings, cell_identity
@@ -99,6 +99,9 @@ def describe_plan(plan: CampaignPlan) -> str:
     hours = plan.expected_duration_s() / 3600
     lines.append(f"duration: at most {hours:.1f} h if every attempt ran to its {book.timeouts.attempt:g} s timeout "
                  "(plus power cycles and boots)")
+    bundle, poc_file = load_bundle(), Path(book.poc.script)
+    lines += cache_sync.transfer_lines(book, plan.per_host, len(bundle.files), sum(len(b) for _, b in bundle.files),
+                                       poc_file.stat().st_size if poc_file.exists() else 0)
     return "\n".join(lines)
 
 
@@ -231,11 +234,16 @@ def run_campaign(
                           stopped={cell for h, cell in stopped if h == host.name})
                for host in plan.hosts]
     threads = [threading.Thread(target=r.run, name=f"host-{r.host.name}", daemon=True) for r in runners]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        while thread.is_alive():
-            thread.join(0.2)
+    ctx.netconsole = netconsole_setup.start_receiver(plan.hosts, directory.root / "netconsole")
+    try:
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            while thread.is_alive():
+                thread.join(0.2)
+    finally:
+        if ctx.netconsole is not None:
+            ctx.netconsole.close()
     records = tuple(read_records(directory.attempts)) if directory.attempts.exists() else ()
     return CampaignResult(plan.campaign_id, directory, records[before:], stop.is_set(), ctx.failure)
 

@@ -46,7 +46,11 @@ def poc_flags(args: tuple[tuple[str, Any], ...]) -> list[str]:
 
 def cache_key(cell: Cell) -> str:
     """One persistent cache per runtime: vLLM caches differ between versions."""
-    label = cell.runtime.label
+    return cache_key_for_label(cell.runtime.label)
+
+
+def cache_key_for_label(label: str) -> str:
+    """The cache folder's name for a runtime label (a docker image, a python path)."""
     slug = re.sub(r"[^A-Za-z0-9._-]+", "_", label)[-40:]
     return f"{slug}-{hashlib.sha256(label.encode()).hexdigest()[:8]}"
 

@@ -454,6 +454,46 @@ def plan(c: Context, baseline: str | None = None, confidence: str = "0.95", fixe
     return ExitStatus.OK
 
 
+@task(name="pull", positional=["host", "name"],
+      help={"host": "the host to harvest, by its inventory name", "name": "the new snapshot's name",
+            "hosts": "Ansible inventory",
+            "runtime": "harvest the persistent cache campaigns keep for this runtime: a docker image or a python "
+                       "path, as records show it in runtime.label (e.g. vllm/vllm-openai:v0.25.1)",
+            "path": "or harvest this folder on the host (relative paths start at the login's home)",
+            "into": "where snapshot folders live on the controller (default: snapshots); the new one is "
+                    "INTO/NAME with INTO/NAME.manifest.json beside it"})
+@handled
+def cache_pull(c: Context, host: str, name: str, hosts: str = "", runtime: str = "", path: str = "",
+               into: str = "snapshots") -> ExitStatus:
+    """Harvest a host's cache as a snapshot a playbook can name: poc: {cache: seeded, cache_source: ...}."""
+    from .cache_control import pull_from, remote_cache_folder
+
+    if not hosts:
+        raise BadArgument("which inventory? invoke cache.pull HOST NAME --hosts INVENTORY --runtime IMAGE|--path DIR")
+    pulled = pull_from(hosts, _settings(c), host, name, remote_cache_folder(runtime or None, path or None), Path(into))
+    snap = pulled.snapshot
+    print(f"{host}:{pulled.remote} -> {snap.root}: {len(snap.files)} files, {snap.total_bytes} bytes, "
+          f"snapshot {snap.snapshot[:16]} (manifest {pulled.manifest})")
+    return ExitStatus.OK
+
+
+@task(name="push", positional=["folder"],
+      help={"folder": "the snapshot folder (a playbook's cache_source)", "hosts": "Ansible inventory"})
+@handled
+def cache_push(c: Context, folder: str, hosts: str = "") -> ExitStatus:
+    """Put a snapshot on every host in parallel; only objects a host lacks travel."""
+    from .cache_control import push_everywhere
+
+    if not hosts:
+        raise BadArgument("which inventory? invoke cache.push FOLDER --hosts INVENTORY")
+    results = push_everywhere(hosts, _settings(c), folder)
+    for name, result in results.items():
+        print(f"{name}: error: {result}" if isinstance(result, Exception) else
+              f"{name}: {'already there' if result.already_there else 'pushed'} {result.sent_objects} objects, "
+              f"{result.sent_bytes} bytes in {result.seconds:.2f} s")
+    return ExitStatus.OK if all(not isinstance(r, Exception) for r in results.values()) else ExitStatus.SOME_HOSTS_FAILED
+
+
 def _confirm(question: str) -> bool:
     if not sys.stdin.isatty():
         return False
@@ -465,5 +505,9 @@ sim.add_task(cast(Task, sim_up), "up")
 sim.add_task(cast(Task, sim_status), "status")
 sim.add_task(cast(Task, sim_down), "down")
 
-ns = Collection(campaign, facts, demo, power, policy_task, report, compare, plan, sim)
+cache = Collection("cache")
+cache.add_task(cast(Task, cache_pull), "pull")
+cache.add_task(cast(Task, cache_push), "push")
+
+ns = Collection(campaign, facts, demo, power, policy_task, report, compare, plan, sim, cache)
 ns.configure({"reprofleet": DEFAULTS})
