@@ -126,7 +126,7 @@ class Watch:
 
     threads_peak: int = 0
     hwm_kb: int = 0
-    cpu_series: list[tuple[float, float]] = field(default_factory=list)  # (monotonic, cpu-s)
+    cpu_series: list[tuple[float, float]] = field(default_factory=list)  # (time.time(), cpu-s)
 
     def sample(self, pid: int) -> None:
         status = proc_status(pid)
@@ -134,7 +134,7 @@ class Watch:
         self.hwm_kb = max(self.hwm_kb, status.get("VmHWM", 0))
         cpu = proc_cpu_s(pid)
         if cpu is not None:
-            self.cpu_series.append((time.monotonic(), cpu))
+            self.cpu_series.append((time.time(), cpu))  # wall clock: the child's own notes use it
 
 
 def write_playbook(folder: Path, attempts: int, sleep_s: float, attempt_timeout_s: float) -> Path:
@@ -185,6 +185,7 @@ def run_controller(argv: list[str], acct: CpuAcct, max_wall_s: float) -> dict[st
         "controller_sys_s": usage.ru_stime if usage else None,
         "controller_maxrss_kb": usage.ru_maxrss if usage else None, "vmhwm_kb": watch.hwm_kb,
         "threads_peak": watch.threads_peak, "busiest_10s_cores": busiest_window(watch.cpu_series),
+        "cpu_series": watch.cpu_series,
         "sim_cpu_s": acct.usage_s() - sim0, "machine_busy_s": machine_busy_s() - busy0,
         "cpus": os.cpu_count() or 1,
     }
@@ -232,6 +233,10 @@ def run_size(args: argparse.Namespace) -> dict[str, Any]:
         measured = run_controller(argv, acct, args.max_wall_s)
         child = json.loads((work / "controller.json").read_text()) if (work / "controller.json").exists() else {}
         campaign = read_campaign(Path(child["campaign_dir"])) if child.get("campaign_dir") else {}
+        series = measured.pop("cpu_series")
+        if child.get("prepared"):  # the steady state: after every host started its first attempt
+            measured["busiest_10s_steady_cores"] = busiest_window([p for p in series
+                                                                   if p[0] >= child["prepared"]["wall"]])
         hardware_wedges = sum(1 for e in fleet.events() if e.get("event") in ("wedge", "reset"))
     finally:
         fleet.down()

@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 import statistics
 from collections import Counter
+from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
@@ -71,6 +72,10 @@ def summarize(run: Mapping[str, Any]) -> dict[str, Any]:
     machine_busy = run["machine_busy_s"] / (run["cpus"] * wall) if wall > 0 else 0.0
     other = max(0.0, run["machine_busy_s"] - run["controller_cpu_s"] - run["sim_cpu_s"])
     durations = [d for d in map(_duration_s, records) if d is not None]
+    prepared = child.get("prepared")  # every host started its first attempt: start-up ends here
+    start_cpu = _cpu(prepared) - _cpu(start) if prepared and start else None
+    steady_wall = end["wall"] - prepared["wall"] if prepared and end else None
+    steady_cpu = _cpu(end) - _cpu(prepared) if prepared and end else None
     per_host = run["attempts_per_host"]
     rss_kb = max(run.get("vmhwm_kb") or 0, run.get("controller_maxrss_kb") or 0)
     return {
@@ -89,6 +94,10 @@ def summarize(run: Mapping[str, Any]) -> dict[str, Any]:
         "cpu_per_attempt_s": round(campaign_cpu / attempts, 4) if attempts else None,
         "controller_cores": round(controller_cores, 3),
         "controller_busiest_10s_cores": _round(run.get("busiest_10s_cores")),
+        "start_cpu_per_host_s": round(start_cpu / run["hosts"], 4) if start_cpu is not None else None,
+        "steady_wall_s": _round(steady_wall, 1), "steady_cpu_s": _round(steady_cpu, 2),
+        "steady_cores": round(steady_cpu / steady_wall, 3) if steady_cpu is not None and steady_wall else None,
+        "controller_busiest_10s_steady_cores": _round(run.get("busiest_10s_steady_cores")),
         "rss_mb": round(rss_kb / 1024, 1), "threads_peak": run["threads_peak"],
         "sim_cpu_s": round(run["sim_cpu_s"], 1), "sim_cpu_per_attempt_s": round(run["sim_cpu_s"] / attempts, 3)
         if attempts else None, "sim_cores": round(sim_cores, 2), "other_cores": round(other / wall, 2) if wall else 0,
@@ -97,6 +106,10 @@ def summarize(run: Mapping[str, Any]) -> dict[str, Any]:
         "attempt_median_s": round(statistics.median(durations), 2) if durations else None,
         "pace": pace(controller_cores, sim_cores, other / wall if wall else 0.0, machine_busy),
     }
+
+
+def _cpu(note: Mapping[str, float]) -> float:
+    return float(note["user_s"]) + float(note["sys_s"])
 
 
 def _round(value: float | None, digits: int = 3) -> float | None:
@@ -115,7 +128,9 @@ def fit(points: Iterable[tuple[float, float]]) -> tuple[float, float]:
 COLUMNS = (
     ("hosts", "hosts"), ("attempts", "attempts run"), ("false_wedges", "false wedges"),
     ("cpu_per_attempt_s", "controller CPU-s / attempt"), ("controller_cores", "controller cores (avg)"),
-    ("controller_busiest_10s_cores", "controller cores (busiest 10 s)"), ("rss_mb", "peak RSS MB (VmHWM)"),
+    ("controller_busiest_10s_cores", "controller cores (busiest 10 s)"),
+    ("start_cpu_per_host_s", "start-up CPU-s / host"), ("steady_cores", "steady cores (avg)"),
+    ("controller_busiest_10s_steady_cores", "steady cores (busiest 10 s)"), ("rss_mb", "peak RSS MB (VmHWM)"),
     ("threads_peak", "peak threads"), ("campaign_wall_s", "campaign wall s"), ("slot_s", "s per attempt per host"),
     ("sim_cpu_per_attempt_s", "simulator CPU-s / attempt"), ("sim_cores", "simulator cores"),
     ("other_cores", "other load cores"), ("pace", "pace set by"),
@@ -130,6 +145,98 @@ def table(rows: Sequence[Mapping[str, Any]]) -> str:
     return "\n".join(lines)
 
 
+@dataclass(frozen=True)
+class CostModel:
+    """The controller's cost, fitted over every kept run: start-up CPU per host (connect,
+    lease, facts, pushes); in the steady state CPU = per_attempt_s * attempts + per_host_s *
+    host-seconds watched; RSS and threads linear in hosts."""
+
+    start_per_host_s: float
+    per_attempt_s: float
+    per_host_s: float  # CPU-s per host per second watched (streams, liveness, polling)
+    rss_base_mb: float
+    rss_per_host_mb: float
+    threads_base: float
+    threads_per_host: float
+    burst: float  # steady state's busiest 10 s / its average, at the largest fleet measured
+    largest: int
+
+    def cores(self, hosts: int, slot_s: float) -> float:
+        """Average cores for ``hosts`` hosts that each finish an attempt every ``slot_s``."""
+        return hosts * (self.per_attempt_s / slot_s + self.per_host_s)
+
+    def hosts_per_controller(self, slot_s: float) -> int:
+        """Most hosts one process can watch with its busiest 10 s under SATURATED of a core."""
+        return int(SATURATED / (self.burst * (self.per_attempt_s / slot_s + self.per_host_s)))
+
+
+def fit_through_origin(samples: Sequence[tuple[float, float, float]]) -> tuple[float, float]:
+    """Least squares y = p*x1 + q*x2 over (x1, x2, y): two unknowns, no intercept."""
+    s11 = sum(x1 * x1 for x1, _, _ in samples)
+    s22 = sum(x2 * x2 for _, x2, _ in samples)
+    s12 = sum(x1 * x2 for x1, x2, _ in samples)
+    s1y = sum(x1 * y for x1, _, y in samples)
+    s2y = sum(x2 * y for _, x2, y in samples)
+    det = s11 * s22 - s12 * s12
+    if not det:
+        raise ValueError("the runs do not separate per-attempt from per-host-second cost")
+    return (s1y * s22 - s2y * s12) / det, (s2y * s11 - s1y * s12) / det
+
+
+def cost_model(rows: Sequence[Mapping[str, Any]]) -> CostModel:
+    """Only runs that noted their start-up's end are fitted (every run since the note exists)."""
+    usable = [r for r in rows if r["attempts"] and r.get("steady_cpu_s") is not None]
+    if len(usable) < 2:
+        raise ValueError("at least two runs with a start-up note are needed for a cost model")
+    per_attempt, per_host = fit_through_origin(
+        [(r["attempts"], r["hosts"] * r["steady_wall_s"], r["steady_cpu_s"]) for r in usable])
+    start = sum(r["start_cpu_per_host_s"] * r["hosts"] for r in usable) / sum(r["hosts"] for r in usable)
+    rss_base, rss_slope = fit([(r["hosts"], r["rss_mb"]) for r in usable])
+    threads_base, threads_slope = fit([(r["hosts"], r["threads_peak"]) for r in usable])
+    largest = max(usable, key=lambda r: (r["hosts"], r["steady_wall_s"]))
+    steady = largest["steady_cores"] or 0.0
+    busiest = largest.get("controller_busiest_10s_steady_cores") or steady
+    return CostModel(start, per_attempt, per_host, rss_base, rss_slope, threads_base, threads_slope,
+                     busiest / steady if steady else 1.0, largest["hosts"])
+
+
+LAB_HOSTS = 2000
+SLOTS_S = (10.0, 60.0, 300.0)  # this bench's short attempts, the demo's, a real vLLM start with its cycle
+
+
+def estimate(model: CostModel, hosts: int = LAB_HOSTS) -> str:
+    """What a ``hosts``-host lab needs, from the fitted figures (no other input)."""
+    rss = model.rss_base_mb + hosts * model.rss_per_host_mb
+    threads = model.threads_base + hosts * model.threads_per_host
+    lines = [
+        f"Fitted over the runs above (least squares): start-up {model.start_per_host_s:.3f} CPU-s per host "
+        f"(connect, lease, facts, agent and PoC pushes); then controller CPU = {model.per_attempt_s:.4f} CPU-s per "
+        f"attempt + {model.per_host_s * 1000:.3f} CPU-ms per host per second watched; peak RSS = "
+        f"{model.rss_base_mb:.0f} MB + {model.rss_per_host_mb:.2f} MB per host; peak threads = "
+        f"{model.threads_base:.0f} + {model.threads_per_host:.1f} per host; at {model.largest} hosts the steady "
+        f"state's busiest 10 s ran at {model.burst:.1f}x its average.",
+        "",
+        f"| {hosts} hosts, one attempt per host every | controller cores (avg) | busiest 10 s | "
+        "hosts one process can take (busiest 10 s under 0.85 core) | controllers needed |",
+        "| ---: | ---: | ---: | ---: | ---: |",
+    ]
+    for slot in SLOTS_S:
+        cores = model.cores(hosts, slot)
+        per = max(1, model.hosts_per_controller(slot))
+        lines.append(f"| {slot:g} s | {cores:.2f} | {cores * model.burst:.2f} | {per} | "
+                     f"{math.ceil(hosts / per)} |")
+    lines += [
+        "",
+        f"Start-up for {hosts} hosts costs {hosts * model.start_per_host_s:.0f} CPU-s: on one core, that long "
+        "before the last host starts its first attempt; split over the controllers of the table.",
+        "",
+        f"One process for all {hosts} hosts would hold about {rss:.0f} MB and {threads:.0f} threads. Memory is no "
+        "limit; CPU is, because one Python process runs on one core at most (the GIL), whether its hosts are "
+        "threads or asyncio tasks.",
+    ]
+    return "\n".join(lines)
+
+
 def markdown(runs: Sequence[Mapping[str, Any]]) -> str:
     rows = [summarize(run) for run in runs]
-    return table(rows)
+    return table(rows) + "\n\n" + estimate(cost_model(rows))
