@@ -17,7 +17,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
-from . import cache_sync, netconsole_setup, poc
+from . import cache_sync, netconsole_setup, poc, runtime_truth
 from .agent import load_bundle
 from .errors import ReprofleetError
 from .campaign_context import CampaignContext, RunSettings, cell_identity
@@ -85,7 +85,7 @@ def describe_plan(plan: CampaignPlan) -> str:
     for cell in book.cells:
         own_env = {k: v for k, v in cell.env if k not in env}
         own_args = {k: v for k, v in cell.args if k not in args}
-        parts = [f"gpu {cell.gpu.as_dict() or 'default'}", f"runtime {cell.runtime.label}"]
+        parts = [f"gpu {cell.gpu.as_dict() or 'default'}", f"runtime {runtime_truth.describe(cell.runtime)}"]
         rule = book.stop_rule(cell)
         parts += [f"stop {rule.kind.value}"] if rule.kind is not StopKind.FIXED_N else []
         parts += ["reference"] if cell.name == book.reference_cell.name else []

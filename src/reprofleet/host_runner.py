@@ -15,7 +15,7 @@ import uuid
 from dataclasses import dataclass, field, replace
 from typing import Any, Iterable, Mapping
 
-from . import cache_sync, host_debug, identity, poc, policy
+from . import cache_sync, host_debug, identity, poc, policy, runtime_truth
 from .agent import AgentClient, StreamEvent
 from .attempt import AttemptEnd, AttemptFollower
 from .campaign_context import CampaignContext, RunSettings, cell_identity, record_runtime
@@ -69,7 +69,9 @@ class HostRunner:
         self.host = host
         self.plan = plan
         self.state = HostState()
+        earlier = list(earlier)
         self.stops = HostStops(ctx.playbook, earlier, stopped)
+        self.runtimes = runtime_truth.HostRuntimes(earlier)  # image digests, interpreter and package versions
         self._probe: HostProbe | None = None
 
     # -- connection ------------------------------------------------------------------
@@ -114,6 +116,7 @@ class HostRunner:
         poc_digest = self.ctx.poc_digest[:12]  # a new PoC gets a new folder
         rel = agent.push_file(self.ctx.poc_script, f"poc/{poc_digest}", name)
         self.state.poc_path = f"{self.state.home}/{rel}"
+        self.runtimes.prepare(self.ctx, self.host.name, agent, [cell for cell, _ in self.plan], self.host.python)
         if self.ctx.cache_seed is not None:
             archive, seed_digest = self.ctx.cache_seed
             seed_rel = agent.push_file(archive, "cache-seed", f"{seed_digest}.tar.gz")
@@ -319,7 +322,7 @@ class HostRunner:
                 readback: Mapping[str, Any] | None, follower: AttemptFollower | None, stream_rel: str) -> Record:
         trace = follower.trace if follower else None
         exit_line = end.exit or {}
-        runtime = record_runtime(cell)
+        runtime = {**record_runtime(cell), **self.runtimes.fields(cell)}
         last_hb = trace.last_heard_wall if trace else None
         return Record(
             campaign=self.ctx.campaign_id, attempt=attempt_id, controller=self.ctx.settings.controller,
@@ -369,7 +372,7 @@ class HostRunner:
             for cell, index in self.plan:
                 if self.ctx.stop.is_set():
                     break
-                if self.stopped_early(cell, index):
+                if self.stopped_early(cell, index) or self.runtimes.moved(self, cell, index):
                     self.ctx.progress(name, stopped_early=1)  # the plan shrinks: n/n at the end
                     continue
                 self.run_slot(cell, index)
@@ -477,7 +480,7 @@ class HostRunner:
 
     def _infra(self, cell: Cell, index: int, reason: str, attempt_id: str | None = None) -> Record:
         now = utc_now()
-        runtime = record_runtime(cell)
+        runtime = {**record_runtime(cell), **self.runtimes.fields(cell)}
         return Record(
             campaign=self.ctx.campaign_id, attempt=attempt_id or str(uuid.uuid4()),
             controller=self.ctx.settings.controller, host=self.host.name, cell=cell.name,

@@ -14,7 +14,7 @@ from typing import Any, Mapping
 
 # Runtime keys that say what software ran (a digest joins them once recorded); the rest
 # (labels, cache keys) describe how the controller named things, not what ran.
-RUNTIME_IDENTITY_KEYS = ("kind", "label", "image", "image_digest", "python", "versions")
+RUNTIME_IDENTITY_KEYS = ("kind", "label", "image", "image_digest", "image_id", "python", "versions")
 
 
 def content_hash(factors: Mapping[str, Any], runtime: Mapping[str, Any] | None, poc: str | None) -> str:

@@ -275,6 +275,21 @@ class RuntimeKind(str, Enum):
 
     DOCKER = "docker"  # docker run <image> python3 /poc.py
     PYTHON = "python"  # <python> poc.py, vLLM installed on the host
+    VENV = "venv"  # a virtual environment per vLLM version, built once per host (no docker needed)
+
+
+@dataclass(frozen=True)
+class PipOptions:
+    """How a ``venv`` runtime's pip finds vLLM (a mirror, a local wheelhouse, extra pins)."""
+
+    index_url: str | None = None
+    find_links: tuple[str, ...] = ()
+    no_index: bool = False
+    pins: tuple[str, ...] = ()  # further requirements, e.g. "torch==2.9.0"
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"index_url": self.index_url, "find_links": list(self.find_links), "no_index": self.no_index,
+                "pins": list(self.pins)}
 
 
 @dataclass(frozen=True)
@@ -285,9 +300,13 @@ class Runtime:
     image: str | None = None
     python: str | None = None
     docker_args: tuple[str, ...] = ()
+    vllm: str | None = None  # venv: the vLLM version installed
+    pip: PipOptions = PipOptions()  # venv: where pip finds it
 
     @property
     def label(self) -> str:
+        if self.kind is RuntimeKind.VENV:
+            return f"venv-vllm-{self.vllm}"
         return (self.image or "?") if self.kind is RuntimeKind.DOCKER else (self.python or "python3")
 
 

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from .model import Cell, RuntimeKind
+from .runtime_truth import venv_python
 
 CONTAINER_CACHE = "/root/.cache/vllm"
 CONTAINER_POC = "/poc.py"
@@ -76,7 +77,8 @@ def build(cell: Cell, *, poc_path: str, state_root: str, attempt_id: str, persis
         return PocCommand(tuple(argv), (), cache_dir)
     env.setdefault("VLLM_CACHE_ROOT", cache_dir)
     env.setdefault("CUDA_VISIBLE_DEVICES", str(gpu))
-    argv = [cell.runtime.python or "python3", poc_path, *flags]
+    python = venv_python(state_root, cell.runtime) if cell.runtime.kind is RuntimeKind.VENV else cell.runtime.python
+    argv = [python or "python3", poc_path, *flags]
     return PocCommand(tuple(argv), tuple(sorted(env.items())), cache_dir)
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from reprofleet.model import Cell, GpuPolicy, StopRule, frozen_mapping
+from reprofleet.model import Cell, GpuPolicy, RuntimeKind, StopRule, frozen_mapping
 
 from .document import Doc, valid_name
 from .factors import FACTOR_KEYS, GPU_FACTORS, Layer, read_layer, runtime_for, runtime_layer
@@ -62,6 +62,9 @@ def _cell(doc: Doc, name: str, index: int, layer: Layer, stop: StopRule | None) 
         "runtime": {"kind": runtime.kind.value, "image": runtime.image, "python": runtime.python,
                     "docker_args": list(runtime.docker_args)},
     }
+    if runtime.kind is RuntimeKind.VENV:  # only then: other cells keep the identity they always had
+        venv: dict[str, Any] = {"kind": runtime.kind.value, "vllm": runtime.vllm, "pip": runtime.pip.as_dict()}
+        factors["runtime"] = venv
     host_debug = host_debug_for(layer.values("host_debug"))
     if not host_debug.is_default:  # only then: a plain cell keeps the identity it always had
         factors["host_debug"] = dict(sorted(host_debug.as_dict().items()))

@@ -16,12 +16,13 @@ from typing import Any, Callable, Mapping
 
 from reprofleet.errors import Location, PlaybookError
 from reprofleet.model import Runtime, RuntimeKind
+from reprofleet.runtime_truth import VENV_KEYS, venv_option, venv_runtime
 from reprofleet.suggest import did_you_mean, line_of
 
 from .document import Doc, positive
 from .host_debug import host_debug_values
 
-RUNTIME_KEYS = ("kind", "image", "docker_args", "python")
+RUNTIME_KEYS = ("kind", "image", "docker_args", "python") + VENV_KEYS
 GPU_FACTORS = ("graphics_clocks", "memory_clocks", "power_limit", "persistence", "application_clocks")
 MAP_FACTORS = ("env", "args", "vars", "runtime", "host_debug")
 FACTOR_KEYS = GPU_FACTORS + MAP_FACTORS
@@ -155,6 +156,8 @@ def runtime_layer(doc: Doc, runtime: Any, path: str) -> dict[str, _Set]:
             raise PlaybookError(where, f"must be one of {', '.join(kinds)}, got {value!r}{did_you_mean(value, kinds)}")
         if key == "docker_args":
             value = _docker_args(doc, runtime, path)
+        elif key in VENV_KEYS:
+            value = venv_option(key, value, where)
         elif value is not None and (not isinstance(value, str) or not value):
             raise PlaybookError(where, f"must be a non-empty string, got {value!r}")
         layer[key] = _Set(value, where)
@@ -178,6 +181,9 @@ def runtime_for(layer: Mapping[str, _Set], template_vars: Mapping[str, Any], cel
     settings = {key: s for key, s in layer.items() if s.value is not None}
     kind_set = settings.get("kind")
     kind = RuntimeKind(kind_set.value) if kind_set else RuntimeKind.DOCKER if "image" in settings else RuntimeKind.PYTHON
+    if kind is RuntimeKind.VENV:
+        return venv_runtime({k: (_fill(v, template_vars, cell) if isinstance(v.value, str) else v.value, v.where)
+                             for k, v in settings.items() if k in VENV_KEYS}, kind_set, cell)
     if kind is RuntimeKind.PYTHON:
         python = settings.get("python")
         return Runtime(kind, python=_fill(python, template_vars, cell) if python else None)
