@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
-from reprofleet.sim import hostfs, netns
+from reprofleet.sim import hostfs, netns, packages
 from reprofleet.sim import manifest as manifest_io
 from reprofleet.sim.cgroup import FREEZER_ROOT, FreezerGroup
 from reprofleet.sim.host import SimHost
@@ -255,6 +255,7 @@ def _build_host(paths: FleetPaths, run_id: str, index: int, spec: SimHostSpec,
     record = HostRecord(spec.name, index, name, name, str(address.ip), name, spec)
     host = paths.host(spec.name)
     hostfs.make_host_tree(host, spec.journal_persistent)
+    packages.install_host(host, spec.vllm_version)  # dist-info for the runtime probe, a wheelhouse for venvs
     hwio.write_json(host.host_config, spec.host_config())
     hwio.write_json(host.gpu_state(0), gpu.initial_state(f"{spec.name}/{spec.effective_seed}"))
     host.power.write_text("off\n")

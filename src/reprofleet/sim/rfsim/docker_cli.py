@@ -237,10 +237,10 @@ def image_inspect(args: List[str]) -> int:
     else:
         for image in shown:
             print(render_format(template, image))
-    for name, image in found:
-        if image is None:
-            _err(f"Error response from daemon: No such image: {name}")
-    return 0 if all(image is not None for _, image in found) else 1
+    missing = [name for name, got in found if got is None]
+    for name in missing:
+        _err(f"Error response from daemon: No such image: {name}")
+    return 1 if missing else 0
 
 
 def pull_image(tag: str, quiet: bool = False) -> int:
