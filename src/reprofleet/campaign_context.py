@@ -54,6 +54,7 @@ class CampaignContext:
     failure: str | None = None  # why the whole campaign had to stop (the controller's disk is full ...)
     started_slots: dict[str, tuple[Cell, int]] = field(default_factory=dict)  # attempt id -> its slot
     recorded_ids: set[str] = field(default_factory=set)  # attempt ids already in attempts.jsonl
+    netconsole: Any = None  # netconsole.NetconsoleReceiver, when any host has netconsole:
 
     def recorded(self, attempt_id: str) -> bool:
         return attempt_id in self.recorded_ids

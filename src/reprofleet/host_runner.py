@@ -15,7 +15,7 @@ import uuid
 from dataclasses import dataclass, field, replace
 from typing import Any, Iterable, Mapping
 
-from . import cache_sync, host_debug, identity, poc, policy, runtime_truth
+from . import cache_sync, host_debug, identity, netconsole_setup, poc, policy, runtime_truth
 from .agent import AgentClient, StreamEvent
 from .attempt import AttemptEnd, AttemptFollower
 from .campaign_context import CampaignContext, RunSettings, cell_identity, record_runtime
@@ -263,6 +263,7 @@ class HostRunner:
             self.current_boot(agent)
             readback = self.ensure_policy(agent, cell.gpu)
             debug = host_debug.ensure(self, agent, cell.host_debug)
+            netconsole_setup.ensure(self, agent)
             self.ctx.event(self.host.name, "attempt_started", attempt=attempt_id, cell=cell.name, index=index)
             follower = self._start(agent, cell, attempt_id)
             self.ctx.progress(self.host.name, cell=cell.name, attempt=index + 1, phase="starting")
@@ -272,9 +273,10 @@ class HostRunner:
         finally:
             if self.state.wall is not None:
                 self.state.wall.stop()
+            netconsole_setup.unfollow(self)
         self.state.attempts_in_boot += 1
         return replace(self._record(cell, index, attempt_id, started, end, readback, follower, stream_rel),
-                       host_debug=debug)
+                       host_debug=debug, kernel_net=netconsole_setup.record_lines(self, end.outcome))
 
     def _start(self, agent: AgentClient, cell: Cell, attempt_id: str) -> AttemptFollower:
         state_root = f"{self.state.home}/.cache/reprofleet"
@@ -299,6 +301,7 @@ class HostRunner:
         self.state.wall = wall_sampler(self.host, self.ctx.directory.root.parent,
                                        lambda line: writer.write(json.dumps(line, sort_keys=True)))
         self.state.wall.start()
+        netconsole_setup.follow(self, attempt_id, writer.write)  # the kernel's lines over the network
         watchdog = Watchdog(self.host.name, self.probe, self.ctx.settings.watchdog, self.ctx.fleet)
         return AttemptFollower(agent, attempt_id, stream, writer, watchdog, timeout_s=timeout,
                                reconnect=self.connect, on_event=self._on_event, on_pause=self._on_pause,
@@ -381,6 +384,7 @@ class HostRunner:
         finally:
             self.restore_policy()
             host_debug.restore_at_end(self)
+            netconsole_setup.restore_at_end(self)
             self.release_lease()
             if self.state.session is not None:
                 self.state.session.close()

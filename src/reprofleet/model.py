@@ -204,6 +204,21 @@ class PowerPort:
 
 
 @dataclass(frozen=True)
+class NetconsoleSetting:
+    """The inventory's ``netconsole:``: the kernel sends its messages over UDP to the controller.
+
+    ``dev`` and ``target`` default (None) to what the host itself finds: the interface that
+    routes to the controller, and the controller's address as the host's SSH session sees it.
+    """
+
+    port: int = 6666
+    dev: str | None = None
+    target: str | None = None
+    extended: bool = True  # the kernel's extended header (level, seq, usec): order survives loss
+    where: str = field(default="", compare=False, hash=False)  # inventory file:line of the block
+
+
+@dataclass(frozen=True)
 class Host:
     """A machine under test, as the inventory describes it."""
 
@@ -218,6 +233,7 @@ class Host:
     groups: tuple[str, ...] = ()
     vars: Mapping[str, Any] = field(default_factory=frozen_mapping, compare=False, hash=False)
     more_pdus: tuple[PowerPort, ...] = ()  # further outlets (a second power supply), from ``outlets:``
+    netconsole: NetconsoleSetting | None = None  # kernel messages over UDP to the controller
 
     @property
     def power_ports(self) -> tuple[PowerPort, ...]:
@@ -426,6 +442,7 @@ class Record:
     cell_id: str | None = None  # the cell's identity: a hash of its resolved factors, runtime and PoC
     cache_snapshot: str | None = None  # seeded: the manifest hash of the snapshot the attempt started from
     host_debug: Mapping[str, Any] | None = None  # kernel sysctls read back (a host_debug cell only)
+    kernel_net: tuple[Mapping[str, Any], ...] | None = None  # netconsole: last kernel lines heard ({t, line})
     schema: int = SCHEMA_VERSION
 
     def to_json(self) -> dict[str, Any]:

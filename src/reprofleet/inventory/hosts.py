@@ -16,6 +16,7 @@ from reprofleet.model import CredentialRef, Host, PowerPort, frozen_mapping
 from reprofleet.suggest import did_you_mean, line_of, plain
 
 from .graph import Graph
+from .netconsole import netconsole_setting
 from .values import Sourced, as_int, as_text
 from .vars_files import VarsFiles
 
@@ -98,6 +99,7 @@ def host_from_vars(name: str, merged: Mapping[str, Sourced], groups: Iterable[st
     gpu = _last(merged, ("gpu_index",))
     pdu = _last(merged, ("pdu",))
     ports = power_ports(pdu.value, pdu.where) if pdu else ()
+    netconsole = _last(merged, ("netconsole",))
     return Host(
         name=name,
         address=as_text(address) if address else name,
@@ -110,6 +112,7 @@ def host_from_vars(name: str, merged: Mapping[str, Sourced], groups: Iterable[st
         groups=tuple(sorted(g for g in groups if g != "all")),
         vars=frozen_mapping({key: plain(item.value) for key, item in merged.items()}),
         more_pdus=tuple(ports[1:]),
+        netconsole=netconsole_setting(netconsole) if netconsole else None,
     )
 
 
