@@ -135,5 +135,8 @@ def freeze_telemetry(sampler: WallPowerSampler | None, silent_since: float | Non
     if silent_since is None:
         return {}
     points = sampler.freeze_trace(silent_since)
-    return {"wall_trace": points} if points else \
-        {"wall_note": "the power device gave no wall-power reading in the last minute before the freeze"}
+    if points:
+        return {"wall_trace": points}
+    devices = ", ".join(f"{d.name} {d.port.address}" for d in sampler.drivers)
+    return {"wall_note": f"{devices} gave no wall-power reading in the last minute before the freeze "
+                         "(a BMC without DCMI or a chassis Power resource meters nothing)"}
