@@ -230,6 +230,8 @@ def run_size(args: argparse.Namespace) -> dict[str, Any]:
                 "--sample-hz", str(args.sample_hz)]
         if args.profile:
             argv += ["--profile", str(Path(args.profile).resolve())]
+        if args.idle_s:
+            argv += ["--idle-s", str(args.idle_s)]
         measured = run_controller(argv, acct, args.max_wall_s)
         child = json.loads((work / "controller.json").read_text()) if (work / "controller.json").exists() else {}
         campaign = read_campaign(Path(child["campaign_dir"])) if child.get("campaign_dir") else {}
@@ -242,7 +244,8 @@ def run_size(args: argparse.Namespace) -> dict[str, Any]:
         fleet.down()
         acct.remove()
     shutil.rmtree(work, ignore_errors=True)
-    return {"hosts": args.hosts, "attempts_per_host": args.attempts, "sleep_s": args.sleep_s,
+    return {"kind": "idle" if args.idle_s else "campaign", "idle_s": args.idle_s,
+            "hosts": args.hosts, "attempts_per_host": args.attempts, "sleep_s": args.sleep_s,
             "sample_hz": args.sample_hz, "fleet_up_s": up_s, "teardown_s": time.monotonic() - started - up_s
             - measured["wall_s"], "adopted_pids": acct.adopted, "child": child, "campaign": campaign,
             "hardware_wedges": hardware_wedges, "commit": git_head(), "date": time.strftime("%Y-%m-%d"),
@@ -256,12 +259,16 @@ def git_head() -> str:
 
 
 def keep(result: dict[str, Any], path: Path) -> None:
-    """Add one run to the results file; a run of the same size and sleep replaces the older one."""
+    """Add one run to the results file; a run of the same kind, size and sleep replaces the older one."""
     runs = json.loads(path.read_text()) if path.exists() else []
-    runs = [r for r in runs if (r["hosts"], r["sleep_s"]) != (result["hosts"], result["sleep_s"])]
+    runs = [r for r in runs if run_key(r) != run_key(result)]
     runs.append({**result, "row": summarize(result)})
-    runs.sort(key=lambda r: (r["sleep_s"], r["hosts"]))
+    runs.sort(key=run_key)
     path.write_text(json.dumps(runs, indent=1) + "\n")
+
+
+def run_key(run: dict[str, Any]) -> tuple[str, float, int]:
+    return str(run.get("kind", "campaign")), float(run["sleep_s"]), int(run["hosts"])
 
 
 def main() -> int:
@@ -273,6 +280,7 @@ def main() -> int:
     parser.add_argument("--attempt-timeout-s", type=float, default=120.0)
     parser.add_argument("--max-wall-s", type=float, default=540.0, help="stop the campaign after this long")
     parser.add_argument("--profile", help="cProfile the controller's threads into this file")
+    parser.add_argument("--idle-s", type=float, help="no campaign: hold one idle SSH session per host this long")
     parser.add_argument("--json", default=str(RESULTS_JSON), help="results file (one entry per size and sleep)")
     parser.add_argument("--report", action="store_true", help="write the table from the results file")
     parser.add_argument("--results", help="with --report: rewrite this RESULTS.md's scale section")

@@ -97,6 +97,27 @@ class StartWatch:
                 self._report["prepared"] = cpu_now()
 
 
+def idle_connections(hosts: list[Any], transport: TransportSettings, seconds: float) -> dict[str, Any]:
+    """Open one SSH session per host (as a campaign does), then do nothing for ``seconds``:
+    what merely holding a host costs (liveness requests, the reaper, paramiko's own thread)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from reprofleet.transport import connect
+
+    with ThreadPoolExecutor(max_workers=16) as pool:
+        sessions = list(pool.map(lambda host: connect(host, transport), hosts))
+    try:
+        time.sleep(1.0)  # let every monitor settle into its rhythm
+        before = cpu_now()
+        threads = threading.active_count()
+        time.sleep(seconds)
+        after = cpu_now()
+    finally:
+        for session in sessions:
+            session.close()
+    return {"idle": {"sessions": len(sessions), "threads": threads, "before": before, "after": after}}
+
+
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--inventory", required=True)
@@ -106,6 +127,7 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--out", required=True)
     parser.add_argument("--sample-hz", type=float, default=10.0)
     parser.add_argument("--profile", help="write merged per-thread cProfile stats here")
+    parser.add_argument("--idle-s", type=float, help="no campaign: hold one idle session per host this long")
     args = parser.parse_args(argv)
     out = Path(args.out)
     profiles = ThreadProfiles() if args.profile else None
@@ -116,6 +138,9 @@ def main(argv: list[str]) -> int:
     settings = RunSettings(transport=TransportSettings(known_hosts=Path(args.known_hosts)),
                            watchdog=WatchdogSettings(), controller="scale-bench", sample_hz=args.sample_hz,
                            **DEMO_WAITS)
+    if args.idle_s:
+        out.write_text(json.dumps(idle_connections(list(inventory.hosts), settings.transport, args.idle_s)) + "\n")
+        return 0
     report: dict[str, Any] = {"hosts": len(inventory.hosts), "planned": plan.total_attempts, "start": cpu_now()}
     main_profile = cProfile.Profile(time.thread_time)
     if profiles is not None:

@@ -55,9 +55,23 @@ def _duration_s(record: Mapping[str, Any]) -> float | None:
         return None
 
 
+def summarize_idle(run: Mapping[str, Any]) -> dict[str, Any]:
+    """An idle run: what one connected host costs per second with nothing running on it."""
+    idle = run["child"]["idle"]
+    seconds = idle["after"]["wall"] - idle["before"]["wall"]
+    cpu = _cpu(idle["after"]) - _cpu(idle["before"])
+    sessions = max(1, int(idle["sessions"]))
+    return {"kind": "idle", "hosts": run["hosts"], "sessions": sessions, "idle_s": round(seconds, 1),
+            "cpu_ms_per_session_s": round(1000 * cpu / (sessions * seconds), 4) if seconds else None,
+            "threads": idle["threads"], "threads_per_session": round(idle["threads"] / sessions, 2),
+            "sys_share": round((idle["after"]["sys_s"] - idle["before"]["sys_s"]) / cpu, 2) if cpu else None}
+
+
 def summarize(run: Mapping[str, Any]) -> dict[str, Any]:
     """One run's row: attempts, false wedges, CPU per attempt (controller and simulator),
     peak RSS and threads, wall time, and what set the pace."""
+    if run.get("kind") == "idle":
+        return summarize_idle(run)
     records = run.get("campaign", {}).get("records", [])
     child = run.get("child", {})
     attempts = len(records)
@@ -84,6 +98,7 @@ def summarize(run: Mapping[str, Any]) -> dict[str, Any]:
         "false_wedges": sum(outcomes.get(o, 0) for o in FALSE_WEDGE_OUTCOMES),
         "not_clean": dict(Counter(f"{r.get('outcome')}: {str(r.get('reason') or '')[:45]}" for r in records
                                   if r.get("outcome") != "clean").most_common(5)),
+        "not_clean_count": attempts - outcomes.get("clean", 0),
         "pauses": run.get("campaign", {}).get("events", {}).get("controller_network_suspect", 0),
         "hardware_wedges": run.get("hardware_wedges", 0), "power_actions": run.get("campaign", {}).get(
             "power_actions", 0), "quarantined": len(run.get("campaign", {}).get("quarantined", [])),
@@ -125,23 +140,31 @@ def fit(points: Iterable[tuple[float, float]]) -> tuple[float, float]:
     return my - slope * mx, slope
 
 
-COLUMNS = (
-    ("hosts", "hosts"), ("attempts", "attempts run"), ("false_wedges", "false wedges"),
-    ("cpu_per_attempt_s", "controller CPU-s / attempt"), ("controller_cores", "controller cores (avg)"),
-    ("controller_busiest_10s_cores", "controller cores (busiest 10 s)"),
-    ("start_cpu_per_host_s", "start-up CPU-s / host"), ("steady_cores", "steady cores (avg)"),
-    ("controller_busiest_10s_steady_cores", "steady cores (busiest 10 s)"), ("rss_mb", "peak RSS MB (VmHWM)"),
-    ("threads_peak", "peak threads"), ("campaign_wall_s", "campaign wall s"), ("slot_s", "s per attempt per host"),
-    ("sim_cpu_per_attempt_s", "simulator CPU-s / attempt"), ("sim_cores", "simulator cores"),
-    ("other_cores", "other load cores"), ("pace", "pace set by"),
+CONTROLLER_COLUMNS = (
+    ("hosts", "hosts"), ("sleep_s", "PoC sleep s"), ("attempts", "attempts run"), ("not_clean_count", "not clean"),
+    ("false_wedges", "false wedges"), ("pauses", "fleet-silence pauses"),
+    ("cpu_per_attempt_s", "controller CPU-s / attempt"), ("start_cpu_per_host_s", "start-up CPU-s / host"),
+    ("controller_cores", "cores (avg)"), ("controller_busiest_10s_cores", "cores (busiest 10 s)"),
+    ("steady_cores", "steady cores (avg)"), ("controller_busiest_10s_steady_cores", "steady cores (busiest 10 s)"),
+    ("controller_sys_share", "sys share of CPU"), ("rss_mb", "peak RSS MB (VmHWM)"), ("threads_peak", "peak threads"),
 )
+PACE_COLUMNS = (
+    ("hosts", "hosts"), ("sleep_s", "PoC sleep s"), ("campaign_wall_s", "campaign wall s"),
+    ("slot_s", "s per attempt per host"), ("attempt_median_s", "attempt median s"),
+    ("sim_cpu_per_attempt_s", "simulator CPU-s / attempt"), ("sim_cores", "simulator cores"),
+    ("controller_cores", "controller cores"), ("other_cores", "other load cores"),
+    ("machine_busy", "machine busy (share of all cores)"), ("pace", "pace set by"),
+)
+TEXT_COLUMNS = ("pace",)
 
 
-def table(rows: Sequence[Mapping[str, Any]]) -> str:
-    lines = ["| " + " | ".join(title for _, title in COLUMNS) + " |",
-             "| " + " | ".join("---:" if key != "pace" else "---" for key, _ in COLUMNS) + " |"]
+def table(rows: Sequence[Mapping[str, Any]], columns: Sequence[tuple[str, str]]) -> str:
+    lines = ["| " + " | ".join(title for _, title in columns) + " |",
+             "| " + " | ".join("---" if key in TEXT_COLUMNS else "---:" for key, _ in columns) + " |"]
     for row in rows:
-        lines.append("| " + " | ".join("" if row.get(key) is None else str(row.get(key)) for key, _ in COLUMNS) + " |")
+        lines.append("| " + " | ".join("" if row.get(key) is None else f"{row.get(key):g}"
+                                       if isinstance(row.get(key), float) else str(row.get(key))
+                                       for key, _ in columns) + " |")
     return "\n".join(lines)
 
 
@@ -204,8 +227,8 @@ LAB_HOSTS = 2000
 SLOTS_S = (10.0, 60.0, 300.0)  # this bench's short attempts, the demo's, a real vLLM start with its cycle
 
 
-def estimate(model: CostModel, hosts: int = LAB_HOSTS) -> str:
-    """What a ``hosts``-host lab needs, from the fitted figures (no other input)."""
+def estimate(model: CostModel, hosts: int = LAB_HOSTS, idle: Mapping[str, Any] | None = None) -> str:
+    """What a ``hosts``-host lab needs, from the fitted figures (and the idle run, if any)."""
     rss = model.rss_base_mb + hosts * model.rss_per_host_mb
     threads = model.threads_base + hosts * model.threads_per_host
     lines = [
@@ -234,9 +257,49 @@ def estimate(model: CostModel, hosts: int = LAB_HOSTS) -> str:
         "limit; CPU is, because one Python process runs on one core at most (the GIL), whether its hosts are "
         "threads or asyncio tasks.",
     ]
+    if idle is not None and idle.get("cpu_ms_per_session_s") is not None:
+        share = idle["cpu_ms_per_session_s"] / (model.per_host_s * 1000) if model.per_host_s else 0.0
+        lines += [
+            "",
+            f"Holding a host costs CPU even when nothing runs on it: {idle['sessions']} idle SSH sessions held for "
+            f"{idle['idle_s']:g} s cost {idle['cpu_ms_per_session_s']:.3f} CPU-ms per session per second "
+            f"({idle['threads_per_session']:.1f} threads each, {100 * (idle['sys_share'] or 0):.0f} % of it in the "
+            f"kernel), {100 * share:.0f} % of the fitted per-host-second cost; for {hosts} hosts that alone is "
+            f"{hosts * idle['cpu_ms_per_session_s'] / 1000:.2f} cores.",
+        ]
     return "\n".join(lines)
 
 
+def commands(runs: Sequence[Mapping[str, Any]]) -> str:
+    return "\n".join(f"- `flock /tmp/reprofleet-fleet.lock .venv/bin/python {run.get('command')}` "
+                     f"(commit {run.get('commit')}, {run.get('date')}, {run['wall_s'] + run.get('fleet_up_s', 0):.0f} s "
+                     f"with the fleet's start)" for run in runs)
+
+
+METHOD = (
+    "Each run: N simulated hosts (real sshd in network namespaces, 2-core VM shared with other sessions' work), "
+    "one cell, a PoC (bench/scale_poc.py) that prints 3 lines over a sleep and exits 0 under the `python` "
+    "runtime; it never imports the fake vLLM, so no host can truly wedge and every wedge or reboot recorded "
+    "would be a false one. The controller is the real campaign path (make_plan, run_campaign with recovery; the "
+    "CLI's liveness defaults, NVML sampling at 10 Hz, no live table) in a child process: CPU-seconds from its "
+    "rusage, minus its own notes at campaign start (interpreter and imports: about 2 CPU-s, not charged to "
+    "attempts) and when every host has started its first attempt (the start-up: connect, lease, facts, agent "
+    "and PoC pushes); peak RSS from VmHWM; threads sampled every 0.2 s. The simulator's CPU is every process "
+    "of the fleet (hardware daemon, sshd, sessions, agents, PoCs) through a cpuacct group; 'other load' is the "
+    "machine's busy time (/proc/stat) less both. A 'fleet-silence pause' is the guard suspecting the "
+    "controller's own network because every host went silent at once."
+)
+
+
 def markdown(runs: Sequence[Mapping[str, Any]]) -> str:
-    rows = [summarize(run) for run in runs]
-    return table(rows) + "\n\n" + estimate(cost_model(rows))
+    """The section: commands, the controller's figures, the pace, the 2000-host estimate."""
+    rows = [summarize(run) for run in runs if run.get("kind", "campaign") == "campaign"]
+    idle = [summarize(run) for run in runs if run.get("kind") == "idle"]
+    return "\n\n".join([
+        METHOD,
+        "Commands (one locked fleet run each, kept in bench/scale-results.json; the section written by "
+        "`.venv/bin/python bench/scale.py --report --results bench/RESULTS.md`):\n\n" + commands(runs),
+        "### The controller\n\n" + table(rows, CONTROLLER_COLUMNS),
+        "### What set the pace\n\n" + table(rows, PACE_COLUMNS),
+        f"### What a {LAB_HOSTS}-host lab needs\n\n" + estimate(cost_model(rows), idle=idle[-1] if idle else None),
+    ])
