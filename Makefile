@@ -9,7 +9,7 @@ VENV := .venv
 # libsystemd-dev/pkg-config/gcc/python3-dev: to build pdudaemon's systemd binding;
 # chromium: the headless browser the report.html test drives through Playwright (no browser download).
 APT_PACKAGES := openssh-server openssh-client iproute2 iptables openipmi ipmitool procps python3-venv \
-	libsystemd-dev pkg-config gcc python3-dev chromium
+	libsystemd-dev pkg-config gcc python3-dev chromium rsync
 PYTEST_ARGS ?=
 
 .PHONY: demo test system-deps clean
