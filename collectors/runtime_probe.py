@@ -58,7 +58,9 @@ print(json.dumps({"path": sys.executable, "version": platform.python_version(), 
 def probe_python(python: str) -> Dict[str, Any]:
     """The interpreter's own path and version, and the package versions its metadata names."""
     try:
-        done = subprocess.run([python, "-I", "-c", PROBE_SNIPPET, json.dumps(PACKAGES)], capture_output=True,
+        # from /, so that a folder named vllm in the agent's cwd cannot shadow the installed one;
+        # PYTHONPATH applies, as it does to the PoC
+        done = subprocess.run([python, "-c", PROBE_SNIPPET, json.dumps(PACKAGES)], capture_output=True, cwd="/",
                               text=True, timeout=PROBE_TIMEOUT_S, stdin=subprocess.DEVNULL)
     except (OSError, subprocess.TimeoutExpired) as exc:
         return {"ok": False, "error": "cannot run %s: %s" % (python, exc)}
