@@ -20,6 +20,7 @@ from .commands import commands_html
 from .folders import Folders
 from .forest import forest_svg
 from .freeze import draw_within_budget, drawable, freeze_html, load_trace, points_for
+from .host_debug import html_section as host_debug_html
 from .hostfacts import facts_html
 from .markdown import OUTCOMES, verdict_rows
 from .phases import phase_histogram_svg, time_to_wedge_svg
@@ -125,7 +126,7 @@ def render_html(judgement: Judgement, pool: Pool, title: str) -> str:
                                                         folders.lines("events.jsonl"))),
                             "Every attempt at its start time, coloured by outcome; power cycles, quarantines and "
                             "pauses of the campaign."),
-        "freezes": _freezes(pool, folders),
+        "freezes": host_debug_html(records) + _freezes(pool, folders),
         "phases": _figure(phase_histogram_svg(records, cell_names), "The last vLLM phase each attempt reached, per "
                           "cell, every attempt (clean ones too), stacked by outcome.")
                   + _figure(time_to_wedge_svg(records, cell_names), "Seconds from each attempt's start to the last "

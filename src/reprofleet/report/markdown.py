@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Any, Iterable, Mapping, Sequence
 
 from ..verdicts import ALL_HOSTS, Judgement, fmt_p, pct
+from .host_debug import markdown_section as host_debug_section
 from .evidence import bmc_words, wall_at_freeze, wall_words
 
 OUTCOMES = ("clean", "error", "hang", "wedge", "reboot", "infra")
@@ -125,7 +126,8 @@ def render_markdown(judgement: Judgement, records: Sequence[Mapping[str, Any]], 
     parts = [f"# {title}", "", *_header(judgement), "", "## Rates", "", *_rate_table(judgement)]
     for heading, section in (("Against the reference cell", _comparisons(judgement)),
                              ("Does the order of attempts matter?", _splits(judgement)),
-                             ("Every wedge and reboot", _wedges(records))):
+                             ("Every wedge and reboot", _wedges(records)),
+                             ("Kernel lockup panics (host_debug)", host_debug_section(records))):
         if section:
             parts += ["", f"## {heading}", "", *section]
     if judgement.excluded:
