@@ -8,7 +8,8 @@ from typing import Any
 from reprofleet.model import Judging, Phase
 from reprofleet.pooling import CampaignInfo, Pool
 from reprofleet.report import render_markdown
-from reprofleet.report.host_debug import html_section
+from reprofleet.report.commands import commands_for
+from reprofleet.report.host_debug import html_section, sysctl_commands
 from reprofleet.verdicts import judge
 
 PANIC = {"tags": ["panic"], "line": "Kernel panic - not syncing: softlockup: hung tasks"}
@@ -47,3 +48,16 @@ def test_a_report_without_host_debug_cells_has_no_such_section() -> None:
     plain = [r for r in records() if r["cell"] == "plain"]
     assert html_section(plain) == ""
     assert "softlockup_panic, reboot 10 s after a panic" in html_section(records())
+
+
+def test_the_hand_commands_of_a_host_debug_cell_set_its_sysctls_and_put_the_hosts_own_back() -> None:
+    recs = records()
+    pool = Pool(tuple(recs), {"c": CampaignInfo("c", Judging(at_risk_phase=Phase.CUDA_GRAPH_CAPTURE), "plain",
+                                                ("plain", "lockup-panic"))})
+    by_cell = {c.cell: c for c in commands_for(judge(pool), recs)}
+    assert by_cell["plain"].kernel == ()
+    panic = by_cell["lockup-panic"]
+    assert panic.kernel[-1] == "sudo sysctl -w kernel.panic=10 kernel.softlockup_panic=1"
+    assert panic.kernel_reset == ("sudo sysctl -p sysctl-before.conf",)
+    hard, _ = sysctl_commands({"host_debug": {"hardlockup_panic": True}})
+    assert hard[-1] == "sudo sysctl -w kernel.nmi_watchdog=1 kernel.hardlockup_panic=1"  # the watchdog first

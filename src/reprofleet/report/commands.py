@@ -17,6 +17,7 @@ from .. import poc
 from ..identity import record_cell_id
 from ..model import Cell, GpuPolicy, Runtime, RuntimeKind
 from ..verdicts import Judgement
+from .host_debug import sysctl_commands
 
 POC_FILE = "/path/to/poc.py"  # the campaign's PoC script; its sha256 is shown beside the command
 STATE_ROOT = "/var/tmp/reprofleet"
@@ -30,6 +31,8 @@ class HandCommands:
     env: tuple[tuple[str, str], ...]
     command: str
     poc_sha256: str
+    kernel: tuple[str, ...] = ()  # host_debug: the lockup-panic sysctls
+    kernel_reset: tuple[str, ...] = ()
 
 
 def _pair(value: Any) -> tuple[int, int] | None:
@@ -75,7 +78,8 @@ def hand_commands(name: str, record: Mapping[str, Any]) -> HandCommands:
     env = built.env if cell.runtime.kind is RuntimeKind.PYTHON else cell.env
     prefix = " ".join(f"{k}={shlex.quote(v)}" for k, v in built.env)
     command = shlex.join(built.argv)
-    return HandCommands(name, apply, reset, tuple(env), f"{prefix} {command}".strip(), str(record.get("poc") or "?"))
+    return HandCommands(name, apply, reset, tuple(env), f"{prefix} {command}".strip(), str(record.get("poc") or "?"),
+                        *sysctl_commands(record.get("factors")))
 
 
 def commands_for(judgement: Judgement, records: Sequence[Mapping[str, Any]]) -> list[HandCommands]:
@@ -94,11 +98,15 @@ def commands_html(judgement: Judgement, records: Sequence[Mapping[str, Any]]) ->
     for item in commands_for(judgement, records):
         lines = ["# GPU settings this cell applies (none: the card's defaults)", *item.nvidia_smi] if item.nvidia_smi \
             else ["# this cell keeps the card's default settings"]
+        if item.kernel:
+            lines += ["", "# kernel lockup panics this cell sets (host_debug)", *item.kernel]
         if item.env:
             lines += ["", "# environment of the PoC process", *(f"{k}={v}" for k, v in item.env)]
         lines += ["", f"# the PoC script: sha256 {item.poc_sha256}", item.command]
         if item.reset:
             lines += ["", "# afterwards, put the card back", *item.reset]
+        if item.kernel_reset:
+            lines += ["", "# afterwards, the host's own kernel settings back", *item.kernel_reset]
         blocks.append(f"<h3>{html.escape(item.cell)}</h3><pre class=\"cmd\">{html.escape(chr(10).join(lines))}</pre>")
     if not blocks:
         return '<p class="note">The records carry no factors to build a command line from.</p>'

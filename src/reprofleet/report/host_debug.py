@@ -74,3 +74,19 @@ def html_section(records: Sequence[Mapping[str, Any]]) -> str:
     return (f"<h3>Kernel lockup panics (host_debug)</h3><p>A lock the kernel's watchdog sees becomes a panic and a "
             f"reboot in a cell with lockup panics on; the same freeze in a plain cell is a wedge.</p>"
             f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>")
+
+
+def sysctl_commands(factors: Mapping[str, Any] | None) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """The sysctl calls that give a host this cell's kernel settings by hand, and the call that
+    puts the host's own values back (saved first, in sysctl.conf format)."""
+    from ..host_debug import sysctls
+    from ..model import HostDebug
+
+    debug = (factors or {}).get("host_debug") or {}
+    if not debug:
+        return (), ()
+    wanted = sysctls(HostDebug(**{k: v for k, v in debug.items() if k in HostDebug.__dataclass_fields__}))
+    names = sorted(wanted, key=lambda name: (name != "nmi_watchdog", name))  # the NMI watchdog first
+    apply = (f"sysctl {' '.join(f'kernel.{n}' for n in names)} > sysctl-before.conf  # the host's own values",
+             f"sudo sysctl -w {' '.join(f'kernel.{n}={wanted[n]}' for n in names)}")
+    return apply, ("sudo sysctl -p sysctl-before.conf",)
