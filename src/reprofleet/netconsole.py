@@ -201,11 +201,15 @@ class NetconsoleReceiver:
             self.hosts.setdefault(host, _HostLog(host))
 
     # -- the campaign's side -------------------------------------------------------------
-    def follow(self, host: str, attempt: str, sink: Sink) -> None:
-        """From now on ``host``'s lines also go to ``attempt``'s stream through ``sink``."""
+    def follow(self, host: str, attempt: str, sink: Sink, since: float | None = None) -> None:
+        """From now on ``host``'s lines also go to ``attempt``'s stream through ``sink``; the
+        lines that arrived since ``since`` (the attempt's start, before its stream existed) first."""
         with self._lock:
             log = self.hosts.setdefault(host, _HostLog(host))
             log.attempt, log.sink = attempt, sink
+            for line in log.tail:
+                if since is not None and line.t >= since:
+                    sink(json.dumps({"k": "netconsole", **line.for_record(), "t": line.t}, sort_keys=True))
 
     def unfollow(self, host: str) -> None:
         with self._lock:

@@ -80,8 +80,8 @@ def follow(runner: "HostRunner", attempt_id: str, write: Any) -> None:
     """From now on the host's kernel lines also go into this attempt's stream."""
     receiver = _receiver(runner)
     if receiver is not None:
-        receiver.attempt_started.setdefault(runner.host.name, time.time())
-        receiver.follow(runner.host.name, attempt_id, write)
+        since = receiver.attempt_started.setdefault(runner.host.name, time.time())
+        receiver.follow(runner.host.name, attempt_id, write, since)
 
 
 def unfollow(runner: "HostRunner") -> None:

@@ -35,7 +35,7 @@ from reprofleet.sim import netns
 from reprofleet.sim.cgroup import FreezerGroup
 from reprofleet.sim.layout import FleetPaths, HostPaths
 from reprofleet.sim.manifest import HostRecord
-from reprofleet.sim.rfsim import boots, gpu, hwio, kernel_panic
+from reprofleet.sim.rfsim import boots, gpu, hwio, kernel_panic, netconsole_tx
 
 TICK_S = 0.02
 PR_SET_CHILD_SUBREAPER = 36
@@ -68,6 +68,7 @@ class Hardware:
         self.hosts = [
             HostMachine(r, self.fleet.host(r.name), FreezerGroup(r.cgroup)) for r in self.manifest.hosts
         ]
+        self.senders = {h.record.name: netconsole_tx.Sender(h.record.netns) for h in self.hosts}
         self.running = True
 
     # -- bookkeeping -------------------------------------------------------------------
@@ -101,6 +102,8 @@ class Hardware:
         netns.clear_wedge(host.record.netns)
         netns.set_host_link(host.record.netns, False, self.manifest.gateway, host.record.address)
         gpu.reset_settings(0, host.paths.hw)
+        if host.frozen and not host.record.spec.journal_keeps_frozen_boot:
+            self.forget_frozen_boot(host)
         ended = boots.end_current(host.paths.boots)
         host.power, host.frozen = "off", False
         host.lockup, host.panic_reboot_at = None, None
@@ -111,6 +114,8 @@ class Hardware:
     def power_on(self, host: HostMachine, reason: str) -> None:
         boot = boots.new_boot(host.paths.boots, host.record.name)
         kernel_panic.reset_sysctls(host.paths.hw)  # a reboot forgets every sysctl -w
+        netconsole_tx.reset(host.paths.hw)  # and its netconsole (configfs is not kept)
+        self.senders[host.record.name].reset()
         if not host.panicked:
             kernel_panic.clear_pstore(host.paths.hw)
         host.panicked = False
@@ -147,6 +152,7 @@ class Hardware:
             boots.append_kmsg(host.paths.boots / boot.kmsg_name, message, level=boots.KERN_ERR,
                               started=boot.started)
             hwio.append_jsonl(gpu.xid_path(0, host.paths.hw), {"t": time.time(), "xid": int(xid)})
+        self.netconsole(host)  # the last messages leave before the freeze, nothing after
         netns.drop_everything(host.record.netns)
         host.cgroup.freeze()
         host.frozen = True
@@ -191,6 +197,8 @@ class Hardware:
             self.handle(host, path)
         if host.stall_until is not None and time.monotonic() >= host.stall_until:
             self.resume(host)
+        if host.power == "on" and not host.frozen:
+            self.netconsole(host)
         if host.lockup is not None and time.monotonic() >= host.lockup["at"]:
             self.watchdog_fires(host)
         if host.panic_reboot_at is not None and time.monotonic() >= host.panic_reboot_at:
@@ -208,6 +216,7 @@ class Hardware:
         said = kernel_panic.report(host.paths.hw, lock["kind"], lock["comm"], lock["pid"])
         for level, message in said.lines:
             boots.append_kmsg(host.paths.boots / boot.kmsg_name, message, level=level, started=boot.started)
+        self.netconsole(host)  # a kernel that sees the lock still prints: netpoll sends it
         if said.panics:
             kernel_panic.write_pstore(host.paths.hw, said.lines, time.time() - boot.started)
             host.panicked = True
@@ -215,6 +224,22 @@ class Hardware:
                 host.panic_reboot_at = time.monotonic() + said.reboot_after_s
         self.event(host, "lockup_seen", kind=lock["kind"], printed=bool(said.lines), panics=said.panics,
                    reboot_after_s=said.reboot_after_s)
+
+    def netconsole(self, host: HostMachine) -> None:
+        """Kernel messages printed since the last call go out to the netconsole target, if any."""
+        boot = boots.current(host.paths.boots)
+        if boot is not None:
+            sent = self.senders[host.record.name].pump(host.paths.hw, host.paths.boots / boot.kmsg_name,
+                                                       boot.started)
+            if sent and host.frozen:
+                self.event(host, "netconsole_from_frozen_kernel", datagrams=sent)
+
+    def forget_frozen_boot(self, host: HostMachine) -> None:
+        """The power went before journald wrote the frozen boot to disk: its kernel log is lost."""
+        boot = boots.current(host.paths.boots)
+        if boot is not None:
+            (host.paths.boots / boot.kmsg_name).write_text("")
+            self.event(host, "journal_lost", boot_id=boot.boot_id)
 
     def reap(self) -> None:
         """Collect every exited child: sshd, and (as subreaper) the hosts' orphans."""

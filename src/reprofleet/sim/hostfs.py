@@ -66,7 +66,9 @@ def sshd_config_text(paths: HostPaths, address: str, authorized_keys: Path) -> s
             "PrintLastLog no",
             "X11Forwarding no",
             "AcceptEnv LANG LC_*",
-            f"SetEnv REPROFLEET_PROC_SYS={HOST_ETC / 'hw' / 'proc-sys'}",  # the host's sysctls (host_debug)
+            # the host's sysctls (host_debug) and configfs (netconsole); sshd takes one SetEnv line only
+            f"SetEnv REPROFLEET_PROC_SYS={HOST_ETC / 'hw' / 'proc-sys'} "
+            f"REPROFLEET_CONFIGFS={HOST_ETC / 'hw' / 'configfs'}",
             "Subsystem sftp internal-sftp",
             "LogLevel INFO",
             "",

@@ -57,6 +57,7 @@ class SimHostSpec:
     time_scale: float = 0.05
     boot_delay_s: float = 2.0
     journal_persistent: bool = True
+    journal_keeps_frozen_boot: bool = True  # False: a frozen boot's kernel log never reached the disk
     xid_on_wedge: bool = False
     wedge_phase: str = "cuda_graph_capture"
     vllm_version: str = "0.25.1"
