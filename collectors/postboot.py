@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+import time
 from typing import Any, Dict, Iterable, List, Optional, Tuple
 
 import attempt_state as state
@@ -17,6 +18,9 @@ import host_facts
 from kernel_log import tags_of
 
 PSTORE_DIR = "/sys/fs/pstore"
+# systemd-pstore (on by default in Ubuntu) moves each record here at boot, one folder per record,
+# and removes it from /sys/fs/pstore: a panic's text is only here once the host is back.
+PSTORE_ARCHIVE_DIR = "/var/lib/systemd/pstore"
 FINDING_TAGS = ("xid", "nvrm", "aer", "mce", "watchdog", "hung_task", "panic", "oops")
 JOURNAL_TIMEOUT_S = 30.0
 TAIL_LINES = 50
@@ -81,6 +85,25 @@ def pstore(directory: str = PSTORE_DIR) -> List[Dict[str, Any]]:
     return records
 
 
+def archived_pstore(directory: str = PSTORE_ARCHIVE_DIR) -> List[Dict[str, Any]]:
+    """Records systemd-pstore archived during this boot (so: written by the previous one)."""
+    try:
+        with open("/proc/uptime") as handle:
+            since = time.time() - float(handle.read().split()[0]) - 60.0
+        folders = sorted(os.path.join(directory, name) for name in os.listdir(directory))
+    except (OSError, TypeError, ValueError):
+        return []
+    records: List[Dict[str, Any]] = []
+    for folder in folders:
+        try:
+            fresh = os.path.isdir(folder) and os.stat(folder).st_mtime >= since
+        except OSError:
+            continue
+        if fresh:
+            records += pstore(folder)
+    return records
+
+
 def collect(pstore_dir: str = PSTORE_DIR) -> Dict[str, Any]:
     try:
         persistent: Optional[bool] = host_facts.journal_persistent(
@@ -88,4 +111,4 @@ def collect(pstore_dir: str = PSTORE_DIR) -> Dict[str, Any]:
     except OSError:
         persistent = None
     return {"k": "postboot", "boot_id": state.read_boot_id(), "journal_persistent": persistent,
-            "previous_boot": previous_boot(), "pstore": pstore(pstore_dir)}
+            "previous_boot": previous_boot(), "pstore": pstore(pstore_dir) + archived_pstore()}

@@ -127,3 +127,23 @@ def test_the_agent_subcommand_prints_one_host_debug_line_and_exits_1_when_not_ok
     (proc_sys / "softlockup_panic").unlink()
     rc, line = agent("apply", "--json", json.dumps({"softlockup_panic": 1}))
     assert rc == 1 and not line["ok"]
+
+
+def test_a_panic_record_systemd_pstore_archived_in_this_boot_is_read_and_an_older_one_is_not(
+        tmp_path: Path) -> None:
+    import os
+    import time
+
+    import postboot
+
+    fresh = tmp_path / "archive" / "1764540000000000"
+    stale = tmp_path / "archive" / "1700000000000000"
+    for folder in (fresh, stale):
+        folder.mkdir(parents=True)
+        (folder / "dmesg-efi-176454000001001").write_text(
+            "Panic#1 Part1\n<0>[  812.4] Kernel panic - not syncing: softlockup: hung tasks\n")
+    os.utime(stale, (time.time() - 10 * 365 * 86400,) * 2)  # archived long before this boot
+    [record] = postboot.archived_pstore(str(tmp_path / "archive"))
+    assert record["file"].startswith(str(fresh))
+    assert ["panic" in f["tags"] for f in record["findings"]] == [True]
+    assert postboot.archived_pstore(str(tmp_path / "none")) == []
