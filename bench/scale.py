@@ -38,7 +38,7 @@ ROOT = BENCH.parent
 sys.path.insert(0, str(ROOT / "src"))
 sys.path.insert(0, str(BENCH))
 
-from scale_report import RESULTS_JSON, busiest_window, markdown, summarize  # noqa: E402
+from scale_report import NOTES_MD, RESULTS_JSON, busiest_window, markdown, summarize  # noqa: E402
 
 CPUACCT_ROOT = Path("/sys/fs/cgroup/cpuacct")
 # What the liveness layer did: a pause is every host silent at once (our network suspected).
@@ -287,7 +287,7 @@ def main() -> int:
     args = parser.parse_args()
     if args.report:
         runs = json.loads(Path(args.json).read_text())
-        text = markdown(runs)
+        text = markdown(runs, NOTES_MD.read_text() if NOTES_MD.exists() else "")
         print(text)
         if args.results:
             from results import rewrite_section

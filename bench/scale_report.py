@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
 RESULTS_JSON = Path(__file__).resolve().parent / "scale-results.json"
+NOTES_MD = Path(__file__).resolve().parent / "scale-notes.md"  # what the figures mean, written by a person
 FALSE_WEDGE_OUTCOMES = ("wedge", "reboot")  # the PoC cannot wedge a host: each one is false
 SATURATED = 0.85  # a share of the cores (or of the one core the GIL allows) taken as "full"
 WINDOW_S = 10.0
@@ -291,8 +292,9 @@ METHOD = (
 )
 
 
-def markdown(runs: Sequence[Mapping[str, Any]]) -> str:
-    """The section: commands, the controller's figures, the pace, the 2000-host estimate."""
+def markdown(runs: Sequence[Mapping[str, Any]], notes: str = "") -> str:
+    """The section: commands, the controller's figures, the pace, the 2000-host estimate, and
+    the notes a person wrote from them (bench/scale-notes.md)."""
     rows = [summarize(run) for run in runs if run.get("kind", "campaign") == "campaign"]
     idle = [summarize(run) for run in runs if run.get("kind") == "idle"]
     return "\n\n".join([
@@ -302,4 +304,5 @@ def markdown(runs: Sequence[Mapping[str, Any]]) -> str:
         "### The controller\n\n" + table(rows, CONTROLLER_COLUMNS),
         "### What set the pace\n\n" + table(rows, PACE_COLUMNS),
         f"### What a {LAB_HOSTS}-host lab needs\n\n" + estimate(cost_model(rows), idle=idle[-1] if idle else None),
+        *([notes.strip()] if notes.strip() else []),
     ])

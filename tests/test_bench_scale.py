@@ -133,3 +133,22 @@ def test_keeping_a_run_replaces_the_older_run_of_the_same_size_and_sleep(tmp_pat
     kept = json.loads(path.read_text())
     assert [r["hosts"] for r in kept] == [16, 48]
     assert kept[0]["row"]["cpu_per_attempt_s"] == report.summarize(second)["cpu_per_attempt_s"]
+
+
+def _idle_run(sessions: int = 200, seconds: float = 20.0, cpu: float = 2.0) -> dict[str, Any]:
+    before = {"user_s": 5.0, "sys_s": 1.0, "wall": 100.0}
+    after = {"user_s": 5.0 + cpu / 2, "sys_s": 1.0 + cpu / 2, "wall": 100.0 + seconds}
+    return {"kind": "idle", "idle_s": seconds, "hosts": sessions, "sleep_s": 1.0, "wall_s": seconds + 10,
+            "child": {"idle": {"sessions": sessions, "threads": 3 + 3 * sessions, "before": before, "after": after}}}
+
+
+def test_an_idle_run_costs_cpu_per_held_session_per_second_and_joins_the_estimate() -> None:
+    idle = report.summarize(_idle_run(sessions=200, seconds=20.0, cpu=2.0))
+    assert idle["cpu_ms_per_session_s"] == pytest.approx(0.5)  # 2 CPU-s / (200 sessions * 20 s)
+    assert idle["sys_share"] == pytest.approx(0.5)
+    runs = [_run(hosts=h, attempts_per_host=3, per_host_s=0.001, steady_wall=w) for h, w in ((16, 40.0), (48, 120.0))]
+    text = report.markdown([*runs, _idle_run()], notes="Hand-written notes.")
+    assert "0.500 CPU-ms per session per second" in text
+    assert "50 % of the fitted per-host-second cost" in text  # 0.5 of the 1.0 ms the runs were built with
+    assert text.rstrip().endswith("Hand-written notes.")
+    assert "| 16 | 1 | 48 |" in text and "| 48 | 1 | 144 |" in text and "| 200 |" not in text  # no idle row
