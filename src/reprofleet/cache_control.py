@@ -19,6 +19,7 @@ from .agent import AgentClient, REMOTE_ROOT, load_bundle
 from .errors import ReprofleetError
 from .inventory import load_inventory
 from .model import Host
+from .ssh_exec import SshTarget
 from .transport import connect
 
 T = TypeVar("T")
@@ -46,8 +47,14 @@ def push_everywhere(inventory_path: str, settings: Any, folder: str) -> dict[str
     snap = cache_sync.build_snapshot(folder)
     hosts = load_inventory(inventory_path).hosts
     with ThreadPoolExecutor(max_workers=max(1, min(32, len(hosts)))) as pool:
-        results = pool.map(lambda h: with_agent(h, settings, lambda a: cache_sync.push(a, snap)), hosts)
+        results = pool.map(lambda h: with_agent(h, settings, lambda a: cache_sync.push(a, snap, ssh_target(h, settings))),
+                           hosts)
         return dict(zip((h.name for h in hosts), results))
+
+
+def ssh_target(host: Host, settings: Any) -> SshTarget:
+    known_hosts = Path(host.vars.get("reprofleet_known_hosts") or settings.transport.known_hosts).expanduser()
+    return SshTarget(host, known_hosts, settings.transport.connect_timeout)
 
 
 def remote_cache_folder(runtime: str | None, path: str | None) -> str:

@@ -22,6 +22,9 @@ from typing import Any, BinaryIO, Iterable, Mapping
 from .agent import AgentClient
 from .errors import AgentError, ReprofleetError
 from .model import Cell, Playbook
+from .ssh_exec import SshExec, SshTarget
+from .ssh_exec import available as ssh_available
+from .transport import ExecChannel
 
 CHUNK = 1 << 20
 BATCH = 1 << 20  # small objects are sent together in writes of about this size
@@ -164,15 +167,19 @@ def frames(snap: Snapshot, missing: Iterable[str], partial: Mapping[str, int]) -
     yield bytes(buffer)
 
 
-def push(agent: AgentClient, snap: Snapshot) -> PushResult:
-    """Make ``snap`` complete on the host: one round trip when it already is."""
+def push(agent: AgentClient, snap: Snapshot, ssh: SshTarget | None = None) -> PushResult:
+    """Make ``snap`` complete on the host: one round trip when it already is. The objects
+    travel through the system ``ssh`` when ``ssh`` says how to reach the host (measured
+    faster: see ssh_exec), else through the session's own paramiko channel."""
     started = time.monotonic()
     have = ask_have(agent, snap)
     if have.get("complete"):
         return PushResult(agent.host, snap.snapshot, 0, 0, time.monotonic() - started, True)
     missing = [str(s) for s in have.get("missing") or []]
     partial = {str(k): int(v) for k, v in (have.get("partial") or {}).items()}
-    channel = agent.session.exec_channel(agent_command(agent, ["cache", "receive", "--snapshot", snap.snapshot]))
+    command = agent_command(agent, ["cache", "receive", "--snapshot", snap.snapshot])
+    channel: ExecChannel | SshExec = SshExec(ssh, command) if ssh is not None and ssh_available() \
+        else agent.session.exec_channel(command)
     for block in frames(snap, missing, partial):
         channel.write(block)
     status, out, err = channel.finish(timeout=600)
@@ -286,7 +293,9 @@ def push_for_campaign(ctx: Any, agent: AgentClient) -> str | None:
     snap: Snapshot | None = ctx.cache_snapshot
     if snap is None:
         return None
-    result = push(agent, snap)
+    host = agent.session.host
+    known_hosts = Path(host.vars.get("reprofleet_known_hosts") or ctx.settings.transport.known_hosts).expanduser()
+    result = push(agent, snap, SshTarget(host, known_hosts, ctx.settings.transport.connect_timeout))
     ctx.event(agent.host, "cache_pushed", snapshot=snap.snapshot, objects=result.sent_objects,
               bytes=result.sent_bytes, seconds=round(result.seconds, 3), already_there=result.already_there)
     return snap.snapshot
