@@ -180,8 +180,15 @@ def push(agent: AgentClient, snap: Snapshot, ssh: SshTarget | None = None) -> Pu
     command = agent_command(agent, ["cache", "receive", "--snapshot", snap.snapshot])
     channel: ExecChannel | SshExec = SshExec(ssh, command) if ssh is not None and ssh_available() \
         else agent.session.exec_channel(command)
-    for block in frames(snap, missing, partial):
-        channel.write(block)
+    try:
+        for block in frames(snap, missing, partial):
+            channel.write(block)
+    except OSError as exc:  # the controller's own file went away under the push
+        channel.close()
+        raise CacheError(f"cannot read the snapshot {snap.root}: {exc}") from exc
+    except BaseException:
+        channel.close()  # what the host has verified so far stays: the next push resumes
+        raise
     status, out, err = channel.finish(timeout=600)
     received = next((line for line in _lines(agent.host, out, "cache receive") if line.get("k") == "cache_received"),
                     None)
