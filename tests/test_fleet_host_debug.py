@@ -15,14 +15,19 @@ from typing import Any, Iterator
 
 import pytest
 
+from reprofleet import host_debug
+from reprofleet.agent import AgentClient, load_bundle
 from reprofleet.campaign import make_plan, run_campaign
 from reprofleet.inventory import load_inventory
+from reprofleet.model import HostDebug
 from reprofleet.playbook import load_playbook
+from reprofleet.policy_control import policy_everywhere
 from reprofleet.records import read_log_lines, read_records
 from reprofleet.recovery import recovery_factory
 from reprofleet.sim.power import HttpPlugServer
 from reprofleet.sim.rfsim import kernel_panic
 from reprofleet.sim.spec import SimHostSpec
+from reprofleet.transport import connect
 from test_fleet_campaign import settings_for, write_playbook
 
 pytestmark = pytest.mark.fleet
@@ -42,6 +47,26 @@ def _lines(forensics: dict[str, Any]) -> list[str]:
     return lines
 
 
+def _sysctls(host: Any) -> dict[str, int]:
+    return {name: kernel_panic.sysctl(host.paths.hw, name) for name in kernel_panic.SYSCTL_DEFAULTS}
+
+
+def _by_hand_restore(fleet: Any, inventory: Path) -> dict[str, Any]:
+    """A killed controller left the panics on: `invoke policy --restore` puts the host's own back."""
+    host = fleet.hosts[0]
+    settings = settings_for(fleet)
+    session = connect(load_inventory(inventory).hosts[0], settings.transport)
+    try:
+        agent = AgentClient(session, load_bundle())
+        agent.push()
+        host_debug.apply(agent, HostDebug(hardlockup_panic=True, panic=5))
+    finally:
+        session.close()
+    left_on = _sysctls(host)
+    results = policy_everywhere(str(inventory), settings, "restore")
+    return {"left_on": left_on, "by_hand": results[host.name], "after_by_hand": _sysctls(host)}
+
+
 @pytest.fixture(scope="module")
 def campaign(sim_ready: None, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
     from reprofleet.sim import Fleet
@@ -59,9 +84,11 @@ def campaign(sim_ready: None, tmp_path_factory: pytest.TempPathFactory) -> Itera
                               recovery_factory=recovery_factory)
         records = sorted(read_records(result.directory.attempts), key=lambda r: (r["cell"] != "plain",
                                                                                  r["attempt_index"]))
-        yield {"records": records, "events": read_log_lines(result.directory.events), "host": host,
-               "sysctls": {name: kernel_panic.sysctl(host.paths.hw, name) for name in kernel_panic.SYSCTL_DEFAULTS},
-               "baseline_left": (host.paths.fs("root") / ".cache/reprofleet/host_debug/baseline.json").exists()}
+        outcome = {"records": records, "events": read_log_lines(result.directory.events), "host": host,
+                   "sysctls": _sysctls(host),
+                   "baseline_left": (host.paths.fs("root") / ".cache/reprofleet/host_debug/baseline.json").exists()}
+        outcome.update(_by_hand_restore(fleet, inventory))
+        yield outcome
     finally:
         plug.stop()
         fleet.down()
@@ -111,3 +138,10 @@ def test_the_hosts_own_sysctls_are_back_after_the_campaign(campaign: dict[str, A
     assert not campaign["baseline_left"]
     restored = [e for e in campaign["events"] if e["event"] == "host_debug_restored"]
     assert len(restored) == 1 and restored[0]["sysctls"]["softlockup_panic"] == 0
+
+
+def test_invoke_policy_restore_also_puts_back_lockup_panics_a_killed_controller_left(
+        campaign: dict[str, Any]) -> None:
+    assert campaign["left_on"]["hardlockup_panic"] == 1 and campaign["left_on"]["nmi_watchdog"] == 1
+    assert campaign["after_by_hand"] == kernel_panic.SYSCTL_DEFAULTS
+    assert campaign["by_hand"]["host_debug"]["hardlockup_panic"] == 0
