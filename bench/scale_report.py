@@ -171,9 +171,9 @@ def table(rows: Sequence[Mapping[str, Any]], columns: Sequence[tuple[str, str]])
 
 @dataclass(frozen=True)
 class CostModel:
-    """The controller's cost, fitted over every kept run: start-up CPU per host (connect,
-    lease, facts, pushes); in the steady state CPU = per_attempt_s * attempts + per_host_s *
-    host-seconds watched; RSS and threads linear in hosts."""
+    """The controller's cost, fitted over every kept run: CPU = start_per_host_s * hosts
+    (connect, lease, facts, pushes) + per_attempt_s * attempts + per_host_s * host-seconds
+    watched; RSS and threads linear in hosts."""
 
     start_per_host_s: float
     per_attempt_s: float
@@ -194,27 +194,25 @@ class CostModel:
         return int(SATURATED / (self.burst * (self.per_attempt_s / slot_s + self.per_host_s)))
 
 
-def fit_through_origin(samples: Sequence[tuple[float, float, float]]) -> tuple[float, float]:
-    """Least squares y = p*x1 + q*x2 over (x1, x2, y): two unknowns, no intercept."""
-    s11 = sum(x1 * x1 for x1, _, _ in samples)
-    s22 = sum(x2 * x2 for _, x2, _ in samples)
-    s12 = sum(x1 * x2 for x1, x2, _ in samples)
-    s1y = sum(x1 * y for x1, _, y in samples)
-    s2y = sum(x2 * y for _, x2, y in samples)
-    det = s11 * s22 - s12 * s12
-    if not det:
-        raise ValueError("the runs do not separate per-attempt from per-host-second cost")
-    return (s1y * s22 - s2y * s12) / det, (s2y * s11 - s1y * s12) / det
+def least_squares(samples: Sequence[tuple[Sequence[float], float]]) -> list[float]:
+    """Coefficients c minimising sum (y - c.x)^2 over (x, y) samples (no intercept)."""
+    import numpy
+
+    xs = numpy.array([list(x) for x, _ in samples], dtype=float)
+    ys = numpy.array([y for _, y in samples], dtype=float)
+    if numpy.linalg.matrix_rank(xs) < xs.shape[1]:
+        raise ValueError("the runs do not separate start-up, per-attempt and per-host-second cost")
+    return [float(c) for c in numpy.linalg.lstsq(xs, ys, rcond=None)[0]]
 
 
 def cost_model(rows: Sequence[Mapping[str, Any]]) -> CostModel:
-    """Only runs that noted their start-up's end are fitted (every run since the note exists)."""
+    """campaign CPU = start * hosts + per_attempt * attempts + per_host_s * hosts * campaign wall,
+    over every run that noted its start-up's end (its steady state gives the burst)."""
     usable = [r for r in rows if r["attempts"] and r.get("steady_cpu_s") is not None]
-    if len(usable) < 2:
-        raise ValueError("at least two runs with a start-up note are needed for a cost model")
-    per_attempt, per_host = fit_through_origin(
-        [(r["attempts"], r["hosts"] * r["steady_wall_s"], r["steady_cpu_s"]) for r in usable])
-    start = sum(r["start_cpu_per_host_s"] * r["hosts"] for r in usable) / sum(r["hosts"] for r in usable)
+    if len(usable) < 3:
+        raise ValueError("at least three runs with a start-up note are needed for a cost model")
+    start, per_attempt, per_host = least_squares(
+        [((r["hosts"], r["attempts"], r["hosts"] * r["campaign_wall_s"]), r["campaign_cpu_s"]) for r in usable])
     rss_base, rss_slope = fit([(r["hosts"], r["rss_mb"]) for r in usable])
     threads_base, threads_slope = fit([(r["hosts"], r["threads_peak"]) for r in usable])
     largest = max(usable, key=lambda r: (r["hosts"], r["steady_wall_s"]))
@@ -233,9 +231,9 @@ def estimate(model: CostModel, hosts: int = LAB_HOSTS, idle: Mapping[str, Any] |
     rss = model.rss_base_mb + hosts * model.rss_per_host_mb
     threads = model.threads_base + hosts * model.threads_per_host
     lines = [
-        f"Fitted over the runs above (least squares): start-up {model.start_per_host_s:.3f} CPU-s per host "
-        f"(connect, lease, facts, agent and PoC pushes); then controller CPU = {model.per_attempt_s:.4f} CPU-s per "
-        f"attempt + {model.per_host_s * 1000:.3f} CPU-ms per host per second watched; peak RSS = "
+        f"Fitted over the runs above (least squares): a campaign's controller CPU = {model.start_per_host_s:.3f} "
+        f"CPU-s per host (start-up: connect, lease, facts, agent and PoC pushes) + {model.per_attempt_s:.4f} CPU-s "
+        f"per attempt + {model.per_host_s * 1000:.3f} CPU-ms per host per second watched; peak RSS = "
         f"{model.rss_base_mb:.0f} MB + {model.rss_per_host_mb:.2f} MB per host; peak threads = "
         f"{model.threads_base:.0f} + {model.threads_per_host:.1f} per host; at {model.largest} hosts the steady "
         f"state's busiest 10 s ran at {model.burst:.1f}x its average.",

@@ -40,7 +40,7 @@ def _run(hosts: int = 4, attempts_per_host: int = 3, *, per_attempt: float = 0.0
     records = [{"host": f"h{i % hosts}", "outcome": kind, "reason": "exit 0" if kind == "clean" else kind,
                 "started": "2026-11-30T10:00:00+00:00", "ended": "2026-11-30T10:00:02.500000+00:00"}
                for i, kind in enumerate(kinds)]
-    start_cpu = start_per_host * hosts
+    start_cpu = start_per_host * hosts + per_host_s * hosts * 5.0  # 5 s of start-up, every host watched
     steady_cpu = per_attempt * attempts + per_host_s * hosts * steady_wall
     start = {"user_s": 2.0, "sys_s": 0.5, "wall": 1000.0}
     prepared = {"user_s": 2.0 + start_cpu, "sys_s": 0.5, "wall": 1005.0}
@@ -105,6 +105,20 @@ def test_the_cost_model_recovers_the_per_attempt_and_per_host_second_costs_it_wa
     assert model.largest == 200 and model.burst == pytest.approx(2.0, rel=0.05)
 
 
+def test_a_campaign_on_a_slower_fleet_costs_more_per_attempt_but_the_same_per_host_second() -> None:
+    """Watching a host costs CPU whether or not its attempt makes progress: a fleet whose hosts
+    are starved stretches each attempt and so its CPU per attempt, never the fitted costs."""
+    fast = _run(hosts=48, attempts_per_host=6, per_attempt=0.03, per_host_s=0.001, steady_wall=100.0)
+    slow = _run(hosts=200, attempts_per_host=2, per_attempt=0.03, per_host_s=0.001, steady_wall=350.0)
+    rows = [report.summarize(r) for r in (_run(hosts=1, steady_wall=8.0, per_attempt=0.03, per_host_s=0.001),
+                                          _run(hosts=16, steady_wall=30.0, per_attempt=0.03, per_host_s=0.001),
+                                          fast, slow)]
+    assert rows[3]["cpu_per_attempt_s"] > 3 * rows[2]["cpu_per_attempt_s"]
+    model = report.cost_model(rows)
+    assert model.per_attempt_s == pytest.approx(0.03, rel=0.05)
+    assert model.per_host_s == pytest.approx(0.001, rel=0.02)
+
+
 def test_the_estimate_plans_enough_controllers_for_every_host_and_keeps_each_under_a_core() -> None:
     model = report.CostModel(start_per_host_s=0.1, per_attempt_s=0.05, per_host_s=0.001, rss_base_mb=140,
                              rss_per_host_mb=0.4, threads_base=3, threads_per_host=7, burst=2.0, largest=200)
@@ -121,7 +135,7 @@ def test_a_cost_model_needs_runs_that_noted_when_start_up_ended() -> None:
     run = _run()
     del run["child"]["prepared"]
     with pytest.raises(ValueError, match="start-up note"):
-        report.cost_model([report.summarize(run), report.summarize(run)])
+        report.cost_model([report.summarize(run)] * 3)
 
 
 def test_keeping_a_run_replaces_the_older_run_of_the_same_size_and_sleep(tmp_path: Path) -> None:
@@ -146,9 +160,11 @@ def test_an_idle_run_costs_cpu_per_held_session_per_second_and_joins_the_estimat
     idle = report.summarize(_idle_run(sessions=200, seconds=20.0, cpu=2.0))
     assert idle["cpu_ms_per_session_s"] == pytest.approx(0.5)  # 2 CPU-s / (200 sessions * 20 s)
     assert idle["sys_share"] == pytest.approx(0.5)
-    runs = [_run(hosts=h, attempts_per_host=3, per_host_s=0.001, steady_wall=w) for h, w in ((16, 40.0), (48, 120.0))]
+    runs = [_run(hosts=h, attempts_per_host=k, per_host_s=0.001, steady_wall=w)
+            for h, k, w in ((16, 3, 40.0), (48, 3, 120.0), (200, 2, 300.0))]
     text = report.markdown([*runs, _idle_run()], notes="Hand-written notes.")
     assert "0.500 CPU-ms per session per second" in text
     assert "50 % of the fitted per-host-second cost" in text  # 0.5 of the 1.0 ms the runs were built with
     assert text.rstrip().endswith("Hand-written notes.")
-    assert "| 16 | 1 | 48 |" in text and "| 48 | 1 | 144 |" in text and "| 200 |" not in text  # no idle row
+    assert "| 16 | 1 | 48 |" in text and "| 48 | 1 | 144 |" in text and "| 200 | 1 | 400 |" in text
+    assert text.count("| 200 |") == 2  # the controller and the pace table; the idle run is no row
