@@ -87,7 +87,8 @@ def test_lines_are_filed_by_host_and_by_the_attempt_running_at_arrival(receiver:
     _send(receiver, b"6,1,10,-;between attempts")
     _wait_for(receiver, "ws01", 1)
     stream: list[str] = []
-    receiver.follow("ws01", "attempt-1", stream.append, since=time.time())
+    started = time.time()
+    receiver.follow("ws01", "attempt-1", stream.append, since=started)
     _send(receiver, b"6,2,20,-;during the attempt", b"3,3,30,-;NVRM: Xid 79")
     _wait_for(receiver, "ws01", 3)
     receiver.unfollow("ws01")
@@ -98,6 +99,7 @@ def test_lines_are_filed_by_host_and_by_the_attempt_running_at_arrival(receiver:
     filed = [json.loads(l) for l in (tmp_path / "netconsole" / "ws01.jsonl").read_text().splitlines()]
     assert [(f["attempt"], f["seq"]) for f in filed] == [(None, 1), ("attempt-1", 2), ("attempt-1", 3), (None, 4)]
     assert [l.seq for l in receiver.lines("ws01", last=2)] == [3, 4]
+    assert [l.seq for l in receiver.lines("ws01", since=started)] == [2, 3, 4]  # a record's lines: its attempt's
 
 
 def test_datagrams_from_an_address_of_no_host_are_counted_not_filed(receiver: NetconsoleReceiver) -> None:

@@ -404,6 +404,7 @@ class HostRunner:
                 self.append(record)
                 declared = record
                 after = self.after_wedge(record) if record.outcome is Outcome.WEDGE else self.after_reboot(record)
+                after = netconsole_setup.with_late_lines(self, after)  # a panic's text arrives after the declaration
                 self.amend(record, after)
                 record = after
             else:

@@ -11,12 +11,13 @@ from __future__ import annotations
 import json
 import socket
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 from .agent import AgentClient
 from .errors import ReprofleetError
-from .model import Host, NetconsoleSetting, Outcome
+from .model import Host, NetconsoleSetting, Outcome, Record
 from .netconsole import NetconsoleReceiver
 
 if TYPE_CHECKING:
@@ -98,6 +99,14 @@ def record_lines(runner: "HostRunner", outcome: Outcome | None) -> tuple[dict[st
         return None
     since = receiver.attempt_started.get(runner.host.name, 0.0)
     return tuple(line.for_record() for line in receiver.lines(runner.host.name, since=since))
+
+
+def with_late_lines(runner: "HostRunner", record: Record) -> Record:
+    """A freeze's record after recovery: also the lines that arrived after its declaration (a
+    kernel that saw the lock prints its report and panic some seconds later). The new boot
+    sends nothing before its netconsole is configured again, so every line is the old boot's."""
+    lines = record_lines(runner, record.outcome if record.kernel_net is not None else None)
+    return record if lines is None or lines == record.kernel_net else replace(record, kernel_net=lines)
 
 
 def restore_at_end(runner: "HostRunner") -> None:
