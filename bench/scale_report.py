@@ -19,7 +19,6 @@ NOTES_MD = Path(__file__).resolve().parent / "scale-notes.md"  # what the figure
 FALSE_WEDGE_OUTCOMES = ("wedge", "reboot")  # the PoC cannot wedge a host: each one is false
 SATURATED = 0.85  # a share of the cores (or of the one core the GIL allows) taken as "full"
 WINDOW_S = 10.0
-TARGET_CONTROLLER_CORES = 0.5  # what a 2000-host plan gives each controller (headroom for bursts)
 
 
 def busiest_window(series: Sequence[Sequence[float]], window_s: float = WINDOW_S) -> float | None:
@@ -113,6 +112,8 @@ def summarize(run: Mapping[str, Any]) -> dict[str, Any]:
         "start_cpu_per_host_s": round(start_cpu / run["hosts"], 4) if start_cpu is not None else None,
         "steady_wall_s": _round(steady_wall, 1), "steady_cpu_s": _round(steady_cpu, 2),
         "steady_cores": round(steady_cpu / steady_wall, 3) if steady_cpu is not None and steady_wall else None,
+        "steady_mcores_per_host": round(1000 * steady_cpu / steady_wall / run["hosts"], 2)
+        if steady_cpu is not None and steady_wall else None,
         "controller_busiest_10s_steady_cores": _round(run.get("busiest_10s_steady_cores")),
         "rss_mb": round(rss_kb / 1024, 1), "threads_peak": run["threads_peak"],
         "sim_cpu_s": round(run["sim_cpu_s"], 1), "sim_cpu_per_attempt_s": round(run["sim_cpu_s"] / attempts, 3)
@@ -147,7 +148,7 @@ CONTROLLER_COLUMNS = (
     ("cpu_per_attempt_s", "controller CPU-s / attempt"), ("start_cpu_per_host_s", "start-up CPU-s / host"),
     ("controller_cores", "cores (avg)"), ("controller_busiest_10s_cores", "cores (busiest 10 s)"),
     ("steady_cores", "steady cores (avg)"), ("controller_busiest_10s_steady_cores", "steady cores (busiest 10 s)"),
-    ("controller_sys_share", "sys share of CPU"), ("rss_mb", "peak RSS MB (VmHWM)"), ("threads_peak", "peak threads"),
+    ("steady_mcores_per_host", "steady 1/1000 cores per host"), ("controller_sys_share", "sys share of CPU"), ("rss_mb", "peak RSS MB (VmHWM)"), ("threads_peak", "peak threads"),
 )
 PACE_COLUMNS = (
     ("hosts", "hosts"), ("sleep_s", "PoC sleep s"), ("campaign_wall_s", "campaign wall s"),
@@ -170,86 +171,90 @@ def table(rows: Sequence[Mapping[str, Any]], columns: Sequence[tuple[str, str]])
 
 
 @dataclass(frozen=True)
-class CostModel:
-    """The controller's cost, fitted over every kept run: CPU = start_per_host_s * hosts
-    (connect, lease, facts, pushes) + per_attempt_s * attempts + per_host_s * host-seconds
-    watched; RSS and threads linear in hosts."""
+class PerHost:
+    """One run's steady-state controller cost per host, and the conditions it was measured in."""
 
-    start_per_host_s: float
-    per_attempt_s: float
-    per_host_s: float  # CPU-s per host per second watched (streams, liveness, polling)
+    hosts: int
+    sleep_s: float
+    slot_s: float  # the campaign's seconds per attempt per host
+    mcores: float  # steady-state controller cores per host, in thousandths of a core
+    burst: float  # the steady state's busiest 10 s over its average
+
+    @property
+    def label(self) -> str:
+        return f"{self.hosts} hosts, {self.sleep_s:g} s PoC, an attempt per host every {self.slot_s:g} s"
+
+    def cores(self, hosts: int) -> float:
+        return hosts * self.mcores / 1000
+
+    def hosts_per_controller(self) -> int:
+        """Most hosts one process can watch with its busiest 10 s under SATURATED of a core."""
+        return int(SATURATED / (self.burst * self.mcores / 1000))
+
+
+@dataclass(frozen=True)
+class CostModel:
+    """What the runs measured, per host: steady-state cores (lightest and heaviest run of at
+    least MIN_HOSTS hosts), start-up CPU, RSS and threads (lines fitted over the runs)."""
+
+    lightest: PerHost
+    heaviest: PerHost
+    start_per_host_s: float  # the most any run measured
     rss_base_mb: float
     rss_per_host_mb: float
     threads_base: float
     threads_per_host: float
-    burst: float  # steady state's busiest 10 s / its average, at the largest fleet measured
-    largest: int
-
-    def cores(self, hosts: int, slot_s: float) -> float:
-        """Average cores for ``hosts`` hosts that each finish an attempt every ``slot_s``."""
-        return hosts * (self.per_attempt_s / slot_s + self.per_host_s)
-
-    def hosts_per_controller(self, slot_s: float) -> int:
-        """Most hosts one process can watch with its busiest 10 s under SATURATED of a core."""
-        return int(SATURATED / (self.burst * (self.per_attempt_s / slot_s + self.per_host_s)))
 
 
-def least_squares(samples: Sequence[tuple[Sequence[float], float]]) -> list[float]:
-    """Coefficients c minimising sum (y - c.x)^2 over (x, y) samples (no intercept)."""
-    import numpy
+MIN_HOSTS = 16  # smaller runs are all start-up and noise
 
-    xs = numpy.array([list(x) for x, _ in samples], dtype=float)
-    ys = numpy.array([y for _, y in samples], dtype=float)
-    if numpy.linalg.matrix_rank(xs) < xs.shape[1]:
-        raise ValueError("the runs do not separate start-up, per-attempt and per-host-second cost")
-    return [float(c) for c in numpy.linalg.lstsq(xs, ys, rcond=None)[0]]
+
+def per_host(row: Mapping[str, Any]) -> PerHost:
+    steady = row["steady_cpu_s"] / row["steady_wall_s"]
+    busiest = row.get("controller_busiest_10s_steady_cores") or steady
+    return PerHost(row["hosts"], row["sleep_s"], row["slot_s"], 1000 * steady / row["hosts"],
+                   max(1.0, busiest / steady) if steady else 1.0)
 
 
 def cost_model(rows: Sequence[Mapping[str, Any]]) -> CostModel:
-    """campaign CPU = start * hosts + per_attempt * attempts + per_host_s * hosts * campaign wall,
-    over every run that noted its start-up's end (its steady state gives the burst)."""
-    usable = [r for r in rows if r["attempts"] and r.get("steady_cpu_s") is not None]
-    if len(usable) < 3:
-        raise ValueError("at least three runs with a start-up note are needed for a cost model")
-    start, per_attempt, per_host = least_squares(
-        [((r["hosts"], r["attempts"], r["hosts"] * r["campaign_wall_s"]), r["campaign_cpu_s"]) for r in usable])
+    """Only runs that noted their start-up's end count (every run since the note exists)."""
+    usable = [r for r in rows if r["attempts"] and r.get("steady_cores")]
+    large = [per_host(r) for r in usable if r["hosts"] >= MIN_HOSTS]
+    if len(usable) < 2 or not large:
+        raise ValueError(f"two runs with a start-up note, one of {MIN_HOSTS} hosts or more, are needed")
     rss_base, rss_slope = fit([(r["hosts"], r["rss_mb"]) for r in usable])
     threads_base, threads_slope = fit([(r["hosts"], r["threads_peak"]) for r in usable])
-    largest = max(usable, key=lambda r: (r["hosts"], r["steady_wall_s"]))
-    steady = largest["steady_cores"] or 0.0
-    busiest = largest.get("controller_busiest_10s_steady_cores") or steady
-    return CostModel(start, per_attempt, per_host, rss_base, rss_slope, threads_base, threads_slope,
-                     busiest / steady if steady else 1.0, largest["hosts"])
+    return CostModel(min(large, key=lambda p: p.mcores), max(large, key=lambda p: p.mcores),
+                     max(r["start_cpu_per_host_s"] for r in usable), rss_base, rss_slope, threads_base,
+                     threads_slope)
 
 
 LAB_HOSTS = 2000
-SLOTS_S = (10.0, 60.0, 300.0)  # this bench's short attempts, the demo's, a real vLLM start with its cycle
 
 
 def estimate(model: CostModel, hosts: int = LAB_HOSTS, idle: Mapping[str, Any] | None = None) -> str:
-    """What a ``hosts``-host lab needs, from the fitted figures (and the idle run, if any)."""
+    """What a ``hosts``-host lab needs, from the measured per-host figures (no other input)."""
     rss = model.rss_base_mb + hosts * model.rss_per_host_mb
     threads = model.threads_base + hosts * model.threads_per_host
     lines = [
-        f"Fitted over the runs above (least squares): a campaign's controller CPU = {model.start_per_host_s:.3f} "
-        f"CPU-s per host (start-up: connect, lease, facts, agent and PoC pushes) + {model.per_attempt_s:.4f} CPU-s "
-        f"per attempt + {model.per_host_s * 1000:.3f} CPU-ms per host per second watched; peak RSS = "
-        f"{model.rss_base_mb:.0f} MB + {model.rss_per_host_mb:.2f} MB per host; peak threads = "
-        f"{model.threads_base:.0f} + {model.threads_per_host:.1f} per host; at {model.largest} hosts the steady "
-        f"state's busiest 10 s ran at {model.burst:.1f}x its average.",
+        f"Per host, as measured: steady-state controller CPU between {model.lightest.mcores:.2f} and "
+        f"{model.heaviest.mcores:.2f} thousandths of a core (runs of {MIN_HOSTS} hosts or more); start-up at most "
+        f"{model.start_per_host_s:.3f} CPU-s (connect, lease, facts, agent and PoC pushes); peak RSS "
+        f"{model.rss_base_mb:.0f} MB + {model.rss_per_host_mb:.2f} MB per host and peak threads "
+        f"{model.threads_base:.0f} + {model.threads_per_host:.1f} per host (lines fitted over the runs).",
         "",
-        f"| {hosts} hosts, one attempt per host every | controller cores (avg) | busiest 10 s | "
+        f"| {hosts} hosts, at the per-host cost of | controller cores (avg) | busiest 10 s | "
         "hosts one process can take (busiest 10 s under 0.85 core) | controllers needed |",
-        "| ---: | ---: | ---: | ---: | ---: |",
+        "| --- | ---: | ---: | ---: | ---: |",
     ]
-    for slot in SLOTS_S:
-        cores = model.cores(hosts, slot)
-        per = max(1, model.hosts_per_controller(slot))
-        lines.append(f"| {slot:g} s | {cores:.2f} | {cores * model.burst:.2f} | {per} | "
+    for name, measured in (("lightest", model.lightest), ("heaviest", model.heaviest)):
+        cores = measured.cores(hosts)
+        per = max(1, measured.hosts_per_controller())
+        lines.append(f"| {name}: {measured.label} | {cores:.2f} | {cores * measured.burst:.2f} | {per} | "
                      f"{math.ceil(hosts / per)} |")
     lines += [
         "",
-        f"Start-up for {hosts} hosts costs {hosts * model.start_per_host_s:.0f} CPU-s: on one core, that long "
+        f"Start-up for {hosts} hosts costs up to {hosts * model.start_per_host_s:.0f} CPU-s: on one core, that long "
         "before the last host starts its first attempt; split over the controllers of the table.",
         "",
         f"One process for all {hosts} hosts would hold about {rss:.0f} MB and {threads:.0f} threads. Memory is no "
@@ -257,13 +262,13 @@ def estimate(model: CostModel, hosts: int = LAB_HOSTS, idle: Mapping[str, Any] |
         "threads or asyncio tasks.",
     ]
     if idle is not None and idle.get("cpu_ms_per_session_s") is not None:
-        share = idle["cpu_ms_per_session_s"] / (model.per_host_s * 1000) if model.per_host_s else 0.0
+        share = idle["cpu_ms_per_session_s"] / model.heaviest.mcores if model.heaviest.mcores else 0.0
         lines += [
             "",
             f"Holding a host costs CPU even when nothing runs on it: {idle['sessions']} idle SSH sessions held for "
             f"{idle['idle_s']:g} s cost {idle['cpu_ms_per_session_s']:.3f} CPU-ms per session per second "
             f"({idle['threads_per_session']:.1f} threads each, {100 * (idle['sys_share'] or 0):.0f} % of it in the "
-            f"kernel), {100 * share:.0f} % of the fitted per-host-second cost; for {hosts} hosts that alone is "
+            f"kernel), {100 * share:.0f} % of the heaviest per-host figure; for {hosts} hosts that alone is "
             f"{hosts * idle['cpu_ms_per_session_s'] / 1000:.2f} cores.",
         ]
     return "\n".join(lines)

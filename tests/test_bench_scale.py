@@ -93,42 +93,32 @@ def test_the_busiest_window_finds_a_burst_and_ignores_spans_too_short_to_judge()
     assert report.busiest_window([(0.0, 0.0), (1.0, 1.0)], 10.0) is None
 
 
-def test_the_cost_model_recovers_the_per_attempt_and_per_host_second_costs_it_was_built_from() -> None:
-    runs = [_run(hosts=h, attempts_per_host=k, per_attempt=0.04, per_host_s=0.0008, steady_wall=w)
-            for h, k, w in ((1, 3, 8.0), (16, 4, 35.0), (48, 6, 120.0), (200, 2, 300.0))]
+def test_the_estimate_takes_the_lightest_and_heaviest_per_host_cost_of_runs_big_enough_to_judge() -> None:
+    runs = [_run(hosts=1, per_host_s=0.05, steady_wall=8.0),  # all start-up and noise: never the figure
+            _run(hosts=16, attempts_per_host=4, per_attempt=0.04, per_host_s=0.001, steady_wall=30.0),
+            _run(hosts=200, attempts_per_host=2, per_attempt=0.04, per_host_s=0.001, steady_wall=300.0)]
     model = report.cost_model([report.summarize(r) for r in runs])
-    assert model.per_attempt_s == pytest.approx(0.04, rel=0.02)
-    assert model.per_host_s == pytest.approx(0.0008, rel=0.02)
-    assert model.start_per_host_s == pytest.approx(0.2, rel=0.01)
+    # 16 hosts: (0.04*64 + 0.001*16*30) / 30 s / 16 hosts; 200 hosts: (0.04*400 + 0.001*200*300) / 300 / 200
+    assert model.heaviest.hosts == 16 and model.heaviest.mcores == pytest.approx(6.33, abs=0.01)
+    assert model.lightest.hosts == 200 and model.lightest.mcores == pytest.approx(1.27, abs=0.01)
+    assert model.heaviest.burst == pytest.approx(2.0, rel=0.01)
+    assert model.start_per_host_s == pytest.approx(0.2 + 0.05 * 5.0)  # the 1-host run's start-up counts
     assert model.rss_per_host_mb == pytest.approx(400 / 1024, rel=0.01)
     assert model.threads_per_host == pytest.approx(7.0)
-    assert model.largest == 200 and model.burst == pytest.approx(2.0, rel=0.05)
-
-
-def test_a_campaign_on_a_slower_fleet_costs_more_per_attempt_but_the_same_per_host_second() -> None:
-    """Watching a host costs CPU whether or not its attempt makes progress: a fleet whose hosts
-    are starved stretches each attempt and so its CPU per attempt, never the fitted costs."""
-    fast = _run(hosts=48, attempts_per_host=6, per_attempt=0.03, per_host_s=0.001, steady_wall=100.0)
-    slow = _run(hosts=200, attempts_per_host=2, per_attempt=0.03, per_host_s=0.001, steady_wall=350.0)
-    rows = [report.summarize(r) for r in (_run(hosts=1, steady_wall=8.0, per_attempt=0.03, per_host_s=0.001),
-                                          _run(hosts=16, steady_wall=30.0, per_attempt=0.03, per_host_s=0.001),
-                                          fast, slow)]
-    assert rows[3]["cpu_per_attempt_s"] > 3 * rows[2]["cpu_per_attempt_s"]
-    model = report.cost_model(rows)
-    assert model.per_attempt_s == pytest.approx(0.03, rel=0.05)
-    assert model.per_host_s == pytest.approx(0.001, rel=0.02)
 
 
 def test_the_estimate_plans_enough_controllers_for_every_host_and_keeps_each_under_a_core() -> None:
-    model = report.CostModel(start_per_host_s=0.1, per_attempt_s=0.05, per_host_s=0.001, rss_base_mb=140,
-                             rss_per_host_mb=0.4, threads_base=3, threads_per_host=7, burst=2.0, largest=200)
-    for slot in report.SLOTS_S:
-        per = model.hosts_per_controller(slot)
-        assert per * model.burst * (model.per_attempt_s / slot + model.per_host_s) <= report.SATURATED
-        assert (per + 1) * model.burst * (model.per_attempt_s / slot + model.per_host_s) > report.SATURATED
+    for mcores, burst in ((1.27, 1.7), (6.33, 2.0), (0.5, 1.0)):
+        measured = report.PerHost(hosts=200, sleep_s=1.0, slot_s=100.0, mcores=mcores, burst=burst)
+        per = measured.hosts_per_controller()
+        assert per * burst * mcores / 1000 <= report.SATURATED < (per + 1) * burst * mcores / 1000
+    model = report.CostModel(
+        lightest=report.PerHost(200, 1.0, 176.0, 1.2, 1.7), heaviest=report.PerHost(16, 1.0, 7.6, 5.0, 1.3),
+        start_per_host_s=0.3, rss_base_mb=140, rss_per_host_mb=0.4, threads_base=3, threads_per_host=7)
     text = report.estimate(model, 2000)
-    assert "| 60 s | 3.67 | 7.33 | 231 | 9 |" in text  # 2000*(0.05/60+0.001); 0.85/(2*0.001833) = 231.8
-    assert "940 MB" in text and "14003 threads" in text
+    assert "| lightest: 200 hosts, 1 s PoC, an attempt per host every 176 s | 2.40 | 4.08 | 416 | 5 |" in text
+    assert "| heaviest: 16 hosts, 1 s PoC, an attempt per host every 7.6 s | 10.00 | 13.00 | 130 | 16 |" in text
+    assert "940 MB" in text and "14003 threads" in text and "600 CPU-s" in text
 
 
 def test_a_cost_model_needs_runs_that_noted_when_start_up_ended() -> None:
@@ -136,6 +126,8 @@ def test_a_cost_model_needs_runs_that_noted_when_start_up_ended() -> None:
     del run["child"]["prepared"]
     with pytest.raises(ValueError, match="start-up note"):
         report.cost_model([report.summarize(run)] * 3)
+    with pytest.raises(ValueError, match="16 hosts or more"):
+        report.cost_model([report.summarize(_run(hosts=4))] * 2)
 
 
 def test_keeping_a_run_replaces_the_older_run_of_the_same_size_and_sleep(tmp_path: Path) -> None:
@@ -164,7 +156,7 @@ def test_an_idle_run_costs_cpu_per_held_session_per_second_and_joins_the_estimat
             for h, k, w in ((16, 3, 40.0), (48, 3, 120.0), (200, 2, 300.0))]
     text = report.markdown([*runs, _idle_run()], notes="Hand-written notes.")
     assert "0.500 CPU-ms per session per second" in text
-    assert "50 % of the fitted per-host-second cost" in text  # 0.5 of the 1.0 ms the runs were built with
+    assert "of the heaviest per-host figure" in text and "1.00 cores" in text  # 2000 * 0.5 ms
     assert text.rstrip().endswith("Hand-written notes.")
     assert "| 16 | 1 | 48 |" in text and "| 48 | 1 | 144 |" in text and "| 200 | 1 | 400 |" in text
     assert text.count("| 200 |") == 2  # the controller and the pace table; the idle run is no row
