@@ -11,6 +11,8 @@ import hashlib
 import json
 import os
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -123,6 +125,7 @@ def test_the_snapshot_travelled_once_per_host_and_an_unchanged_push_is_one_quick
     snap = campaign["snapshot"]
     assert sorted(e["host"] for e in pushed) == ["ca-a", "ca-b"]
     assert all(e["objects"] == len(snap.objects()) and e["bytes"] == snap.object_bytes for e in pushed)
+    assert {e["via"] for e in pushed} == {"ssh"}  # a campaign streams the objects through the ssh binary
     agent = client(fleet, "ca-a")
     try:
         again = cache_sync.push(agent, snap)
@@ -174,26 +177,54 @@ def test_a_corrupted_object_is_refused_on_the_host(fleet: Any, tmp_path: Path) -
         agent.session.close()
 
 
+def reprofleet(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "reprofleet", *args], cwd=cwd, capture_output=True, text=True,
+                          timeout=120, stdin=subprocess.DEVNULL)
+
+
+def test_cache_pull_harvests_a_runtimes_persistent_cache_by_its_image(fleet: Any, campaign: dict[str, Any]) -> None:
+    """The persistent cell ran under vllm/vllm-openai:v0.25.1 on ca-b, starting from the seed."""
+    tmp = campaign["tmp"]
+    done = reprofleet("cache.pull", "ca-b", "from-runtime", "--hosts", str(fleet.inventory_path),
+                      "--runtime", "vllm/vllm-openai:v0.25.1", "--into", str(tmp / "snapshots"), cwd=tmp)
+    assert done.returncode == 0, done.stderr
+    pulled = cache_sync.build_snapshot(tmp / "snapshots" / "from-runtime")
+    assert by_path(pulled) == by_path(campaign["snapshot"]) and pulled.snapshot[:16] in done.stdout
+
+
 def test_a_pulled_cache_seeds_a_campaign(fleet: Any, campaign: dict[str, Any]) -> None:
-    """A host's warm cache harvested as a snapshot, then every host starts from it."""
+    """A host's warm cache harvested as a snapshot (invoke cache.pull), pushed ahead
+    (invoke cache.push), then every host's seeded attempt starts from exactly it."""
     tmp = campaign["tmp"]
     warm = "/root/.cache/reprofleet/cache/warm-example"
     agent = client(fleet, "ca-a")
     try:
         agent.session.run(f"mkdir -p {warm}/torch_compile_cache/ff00 && printf 'compiled' > "
                           f"{warm}/torch_compile_cache/ff00/graph.so && head -c 300000 /dev/urandom > {warm}/blob")
-        pulled = cache_sync.pull(agent, warm, tmp / "snapshots" / "warm")
     finally:
         agent.session.close()
+    inventory = str(fleet.inventory_path)
+    done = reprofleet("cache.pull", "ca-a", "warm", "--hosts", inventory, "--path", warm, "--into",
+                      str(tmp / "snapshots"), cwd=tmp)
+    assert done.returncode == 0, done.stderr
+    pulled = cache_sync.build_snapshot(tmp / "snapshots" / "warm")
     assert sorted(by_path(pulled)) == ["blob", "torch_compile_cache/ff00/graph.so"]
     assert (tmp / "snapshots" / "warm.manifest.json").read_bytes() == pulled.manifest_bytes()
+    again = reprofleet("cache.pull", "ca-a", "warm", "--hosts", inventory, "--path", warm, "--into",
+                       str(tmp / "snapshots"), cwd=tmp)
+    assert again.returncode != 0 and "already exists" in again.stderr  # a snapshot is never overwritten
     book = write_playbook(tmp / "pulled-book", attempts=1, attempt_timeout=30, cells="  - name: seeded\n")
     shutil.copytree(tmp / "snapshots" / "warm", tmp / "pulled-book" / "warm")
     book.write_text(book.read_text().replace("poc: {script:", "poc: {cache: seeded, cache_source: warm, script:"))
+    pushed = reprofleet("cache.push", str(tmp / "pulled-book" / "warm"), "--hosts", inventory, cwd=tmp)
+    assert pushed.returncode == 0 and "ca-a: pushed" in pushed.stdout and "ca-b: pushed" in pushed.stdout, \
+        pushed.stdout + pushed.stderr
     before = {host.name: len(seen(host)) for host in fleet.hosts}
     plan = make_plan(load_playbook(book), load_inventory(fleet.inventory_path).hosts)
     result = run_campaign(plan, settings_for(fleet), tmp / "pulled-reports")
     records = list(read_records(result.directory.attempts))
     assert [r["cache_snapshot"] for r in records] == [pulled.snapshot] * 2
+    events = [e for e in read_log_lines(result.directory.events) if e["event"] == "cache_pushed"]
+    assert [e["already_there"] for e in events] == [True, True]  # cache.push had put it there
     for host in fleet.hosts:
         assert [line["cache_files"] for line in seen(host)[before[host.name]:]] == [by_path(pulled)]

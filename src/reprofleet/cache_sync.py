@@ -117,6 +117,7 @@ class PushResult:
     sent_bytes: int
     seconds: float
     already_there: bool
+    via: str = ""  # "ssh" (the system binary) or "paramiko": how the objects travelled
 
 
 def _lines(host: str, out: bytes, what: str) -> list[dict[str, Any]]:
@@ -178,7 +179,8 @@ def push(agent: AgentClient, snap: Snapshot, ssh: SshTarget | None = None) -> Pu
     missing = [str(s) for s in have.get("missing") or []]
     partial = {str(k): int(v) for k, v in (have.get("partial") or {}).items()}
     command = agent_command(agent, ["cache", "receive", "--snapshot", snap.snapshot])
-    channel: ExecChannel | SshExec = SshExec(ssh, command) if ssh is not None and ssh_available() \
+    via = "ssh" if ssh is not None and ssh_available() else "paramiko"
+    channel: ExecChannel | SshExec = SshExec(ssh, command) if ssh is not None and via == "ssh" \
         else agent.session.exec_channel(command)
     try:
         for block in frames(snap, missing, partial):
@@ -202,7 +204,7 @@ def push(agent: AgentClient, snap: Snapshot, ssh: SshTarget | None = None) -> Pu
     if not received.get("complete"):
         raise CacheError(f"{agent.host}: snapshot {snap.snapshot[:12]} still misses {received.get('missing')} object(s)")
     return PushResult(agent.host, snap.snapshot, int(received.get("stored", 0)), int(received.get("bytes", 0)),
-                      time.monotonic() - started, False)
+                      time.monotonic() - started, False, via)
 
 
 def materialize(agent: AgentClient, snapshot: str, dest: str, *, if_empty: bool = False) -> dict[str, Any]:
@@ -304,7 +306,8 @@ def push_for_campaign(ctx: Any, agent: AgentClient) -> str | None:
     known_hosts = Path(host.vars.get("reprofleet_known_hosts") or ctx.settings.transport.known_hosts).expanduser()
     result = push(agent, snap, SshTarget(host, known_hosts, ctx.settings.transport.connect_timeout))
     ctx.event(agent.host, "cache_pushed", snapshot=snap.snapshot, objects=result.sent_objects,
-              bytes=result.sent_bytes, seconds=round(result.seconds, 3), already_there=result.already_there)
+              bytes=result.sent_bytes, seconds=round(result.seconds, 3), already_there=result.already_there,
+              via=result.via or None)
     return snap.snapshot
 
 
