@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from reprofleet.credentials import parse_credential_ref
+from reprofleet.errors import PowerError
 from reprofleet.model import Host, PowerPort
 from reprofleet.power import redfish_log, sel
 from reprofleet.power.event_log import BmcEvent, BmcEventLog, bmc_forensics, within
@@ -187,3 +188,50 @@ def test_an_attempt_start_that_is_not_a_time_is_a_note() -> None:
     port = PowerPort(driver="ipmi", address="127.0.0.1:1")
     found = bmc_forensics(Host(name="ws01", address="x", pdu=port), "not a time")
     assert found["bmc_events"] == [] and "not a time" in found["bmc_notes"][0]
+
+
+class FakeSel:
+    """A SEL of records 1..n at times 1000, 1010, ...; ``gap`` ids are missing (a BMC that skips ids)."""
+
+    def __init__(self, n: int, gap: tuple[int, ...] = ()) -> None:
+        self.ids = [i for i in range(1, n + 1) if i not in gap]
+        self.fetched: list[int] = []
+
+    def fetch(self, record_id: int) -> tuple[sel.SelRecord, int]:
+        self.fetched.append(record_id)
+        if record_id == sel.LAST:
+            record_id = self.ids[-1]
+        elif record_id == sel.FIRST:
+            record_id = self.ids[0]
+        if record_id not in self.ids:
+            raise PowerError("Get SEL Entry: completion code 0xcb")
+        index = self.ids.index(record_id)
+        after = self.ids[index + 1] if index + 1 < len(self.ids) else sel.LAST
+        return sel.SelRecord(record_id, 1000 + 10 * record_id, "OK", f"record {record_id}"), after
+
+
+def place(record: sel.SelRecord) -> float | None:
+    return float(record.timestamp) if record.timestamp is not None else None
+
+
+def test_a_long_sel_is_read_from_its_newest_record_back_to_the_attempts_start_only() -> None:
+    log = FakeSel(3000)
+    notes: list[str] = []
+    placed = sel.newest_first(log.fetch, place, since=1000 + 10 * 2997, deadline=time.monotonic() + 10, limit=3000,
+                              notes=notes)
+    assert [m for _, _, m in placed] == ["record 2997", "record 2998", "record 2999", "record 3000"]
+    assert len(log.fetched) == 5 and notes == []  # not 3000 round trips to a BMC
+
+
+def test_a_sel_with_gaps_in_its_ids_is_read_from_the_start_instead() -> None:
+    log = FakeSel(6, gap=(4,))
+    with pytest.raises(PowerError):
+        sel.newest_first(log.fetch, place, since=0, deadline=time.monotonic() + 10, limit=6, notes=[])
+    placed = sel.oldest_first(log.fetch, place, deadline=time.monotonic() + 10, limit=6, notes=[])
+    assert [m for _, _, m in placed] == ["record 1", "record 2", "record 3", "record 5", "record 6"]
+
+
+def test_a_sel_walk_past_its_deadline_keeps_the_newest_it_read_and_says_so() -> None:
+    notes: list[str] = []
+    placed = sel.newest_first(FakeSel(50).fetch, place, since=0, deadline=time.monotonic() - 1, limit=50, notes=notes)
+    assert [m for _, _, m in placed] == ["record 50"] and "time limit" in notes[0]

@@ -41,7 +41,6 @@ MAX_SEL_RECORDS = 4096
 LOCK_WAIT_S = 10.0
 NETFN_STORAGE = 0x0A
 GET_SEL_INFO, GET_SEL_ENTRY, GET_SEL_TIME = 0x40, 0x43, 0x48
-LAST_RECORD = 0xFFFF
 
 
 @dataclass(frozen=True)
@@ -145,20 +144,23 @@ def read_ipmi(driver: IpmiDriver, since: float, deadline: float) -> tuple[list[B
     except (ReprofleetError, struct.error):
         bmc_now = None
     controller_now = time.time()
-    placed: list[tuple[float | None, str, str]] = []
-    notes: list[str] = []
-    record_id = 0
-    for _ in range(min(count, MAX_SEL_RECORDS)):
-        if record_id == LAST_RECORD:
-            break
-        if time.monotonic() > deadline:
-            notes.append(f"SEL: stopped at the time limit after {len(placed)} of {count} records")
-            break
+
+    def fetch(record_id: int) -> tuple[sel.SelRecord, int]:
         reply = raw("Get SEL Entry", GET_SEL_ENTRY, struct.pack("<HHBB", 0, record_id, 0, 0xFF))
-        record = sel.decode(reply[2:2 + sel.RECORD_BYTES])
-        when = sel.bmc_epoch(record.timestamp, bmc_now, controller_now) if record.timestamp is not None else None
-        placed.append((when, record.severity, record.message))
-        record_id = struct.unpack_from("<H", reply, 0)[0]
+        return sel.decode(reply[2:2 + sel.RECORD_BYTES]), struct.unpack_from("<H", reply, 0)[0]
+
+    def place(record: sel.SelRecord) -> float | None:
+        return sel.bmc_epoch(record.timestamp, bmc_now, controller_now) if record.timestamp is not None else None
+
+    notes: list[str] = []
+    if count == 0:
+        return [], notes
+    limit = min(count, MAX_SEL_RECORDS)
+    try:
+        placed = sel.newest_first(fetch, place, since - SLACK_S, deadline, limit, notes)
+    except ReprofleetError:  # record ids with gaps: walk from the first record instead
+        notes.clear()
+        placed = sel.oldest_first(fetch, place, deadline, limit, notes)
     return within(placed, since, f"ipmi SEL {driver.port.address}", notes), notes
 
 

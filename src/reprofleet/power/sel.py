@@ -13,7 +13,9 @@ alike in a record; ``Unknown`` where the record does not say (OEM records).
 from __future__ import annotations
 
 import struct
+import time
 from dataclasses import dataclass
+from typing import Callable, Optional
 
 RECORD_BYTES = 16
 PRE_INIT_LIMIT = 0x20000000  # timestamps below this count seconds since the BMC started, not the epoch
@@ -116,3 +118,46 @@ def bmc_epoch(timestamp: int, bmc_now: int | None, controller_now: float) -> flo
     if bmc_now is not None:
         return controller_now - (bmc_now - timestamp)
     return float(timestamp) if timestamp >= PRE_INIT_LIMIT else None
+
+
+Fetch = Callable[[int], "tuple[SelRecord, int]"]  # record id -> (record, next record id)
+Placed = list[tuple[Optional[float], str, str]]  # (time on the controller's clock, severity, message)
+FIRST, LAST = 0x0000, 0xFFFF
+
+
+def newest_first(fetch: Fetch, place: Callable[[SelRecord], Optional[float]], since: float, deadline: float,
+                 limit: int, notes: list[str]) -> Placed:
+    """From the last record back until one is older than ``since``: a wedge's entries are the newest,
+    and a server's SEL can hold thousands that each cost a LAN round trip. Record ids are read
+    as consecutive, as BMCs assign them; a missing id raises (the caller reads from the start).
+    """
+    record, _ = fetch(LAST)
+    placed: Placed = []
+    for _ in range(limit):
+        when = place(record)
+        if when is not None and when < since:
+            break
+        placed.append((when, record.severity, record.message))
+        if record.record_id <= 1:
+            break
+        if time.monotonic() > deadline:
+            notes.append(f"SEL: stopped at the time limit after the newest {len(placed)} records")
+            break
+        record, _ = fetch(record.record_id - 1)
+    return placed[::-1]
+
+
+def oldest_first(fetch: Fetch, place: Callable[[SelRecord], Optional[float]], deadline: float, limit: int,
+                 notes: list[str]) -> Placed:
+    """Every record from the first, following each record's next id (for BMCs with gaps in their ids)."""
+    placed: Placed = []
+    record_id = FIRST
+    for _ in range(limit):
+        if record_id == LAST:
+            break
+        if time.monotonic() > deadline:
+            notes.append(f"SEL: stopped at the time limit after the oldest {len(placed)} records")
+            break
+        record, record_id = fetch(record_id)
+        placed.append((place(record), record.severity, record.message))
+    return placed
