@@ -6,8 +6,10 @@ that file when a real client switches its outlet, and reports the outlet's state
 
 - ``HttpPlugServer``: Tasmota, Shelly Gen1 and Gen2 HTTP APIs (our own stdlib server);
 - ``SnmpPdu``: our pysnmp agent serving APC rPDU/sPDU and Raritan PX outlets from the MIBs (``pdu_mibs``);
-- ``RedfishBmc``: sushy-tools' emulator (fake driver), one system per host, plus a watcher;
-- ``IpmiBmc``: OpenIPMI's ipmi_sim, one per host, whose chassis control is the switch;
+- ``RedfishBmc``: sushy-tools' emulator (fake driver), one system per host, plus a watcher and a
+  front that adds a metered chassis Power and a SEL log service (``redfish_front``);
+- ``IpmiBmc``: OpenIPMI's ipmi_sim, one per host, whose chassis control is the switch, with a
+  SEL that ``ipmi_sel`` fills as the host's power changes and when it wedges (no DCMI power);
 - ``PdudaemonServer``: the real pdudaemon with a localcmdline PDU writing the switches.
 
 Every one binds 127.0.0.1 on a free port, records the PIDs it starts, waits for
