@@ -3,8 +3,9 @@ reached the controller only over the network (the host's disk kept nothing of th
 boot) carries them in its record, in order, and nothing the host printed after it froze;
 the host's netconsole configuration and console loglevel are undone after the campaign.
 
-One campaign on one host (script ``wedge, clean``, Xid on the wedge, a journal that loses
-the frozen boot). A helper thread plays the kernel: three info-level lines once netconsole
+One campaign on two hosts whose journals lose the frozen boot: ``nc-a`` (script ``wedge,
+clean``, Xid on the wedge) and ``nc-b`` (script ``lockup, clean``: the kernel's watchdog sees
+the lock and, still running, reports it, which netpoll sends from the frozen host). A helper thread plays the kernel: three info-level lines once netconsole
 is enabled (they only get through because the console loglevel was raised), and one line
 after the freeze.
 """
@@ -78,13 +79,16 @@ def campaign(sim_ready: None, tmp_path_factory: pytest.TempPathFactory) -> Itera
 
     tmp = tmp_path_factory.mktemp("netconsole")
     fleet = Fleet.up((SimHostSpec("nc-a", script=("wedge", "clean"), xid_on_wedge=True, boot_delay_s=0.5,
-                                  journal_keeps_frozen_boot=False),))
-    host = fleet.hosts[0]
-    plug = HttpPlugServer(tmp / "pdu", "tasmota", {"1": host.paths.power}).start()
+                                  journal_keeps_frozen_boot=False),
+                      SimHostSpec("nc-b", script=("lockup", "clean"), boot_delay_s=0.5, lockup_detect_s=0.5,
+                                  journal_keeps_frozen_boot=False)))
+    host, seen = fleet.hosts
+    plug = HttpPlugServer(tmp / "pdu", "tasmota", {"1": host.paths.power, "2": seen.paths.power}).start()
     done, said = threading.Event(), {}
     kernel = threading.Thread(target=_play_kernel, args=(host, done, said), daemon=True)
     try:
-        inventory = fleet.write_inventory(tmp / "hosts.yml", pdu={host.name: plug.pdu_block("1", None)})
+        inventory = fleet.write_inventory(tmp / "hosts.yml", pdu={host.name: plug.pdu_block("1", None),
+                                                                       seen.name: plug.pdu_block("2", None)})
         data = yaml.safe_load(inventory.read_text())
         data["all"]["children"]["sim"]["vars"] = {"netconsole": {"port": _free_udp_port()}}  # a group var
         inventory.write_text(yaml.safe_dump(data))
@@ -95,9 +99,11 @@ def campaign(sim_ready: None, tmp_path_factory: pytest.TempPathFactory) -> Itera
                               recovery_factory=recovery_factory)
         done.set()
         kernel.join(5)
-        records = sorted(read_records(result.directory.attempts), key=lambda r: r["attempt_index"])
+        records = sorted((r for r in read_records(result.directory.attempts) if r["host"] == "nc-a"),
+                         key=lambda r: r["attempt_index"])
+        lockup = [r for r in read_records(result.directory.attempts) if r["host"] == "nc-b"]
         folder = netconsole_tx.configfs(host.paths.hw) / "netconsole"
-        yield {"records": records, "events": read_log_lines(result.directory.events), "said": said,
+        yield {"records": records, "lockup": lockup, "events": read_log_lines(result.directory.events), "said": said,
                "dir": result.directory.root, "hardware": read_log_lines(fleet.paths.hardware_events),
                "module_loaded": folder.exists(), "target_left": (folder / "reprofleet").exists(),
                "printk": (host.paths.hw / "proc-sys" / "kernel" / "printk").read_text().split()}
@@ -144,11 +150,20 @@ def test_the_attempts_stream_files_each_kernel_line_with_its_arrival_time(campai
 
 
 def test_netconsole_is_configured_in_every_boot_and_undone_after_the_campaign(campaign: dict[str, Any]) -> None:
-    applied = [e for e in campaign["events"] if e["event"] == "netconsole_applied"]
+    applied = [e for e in campaign["events"] if e["event"] == "netconsole_applied" and e["host"] == "nc-a"]
     assert len(applied) == 2  # the power cycle forgot the first boot's configuration
     assert applied[0]["config"]["enabled"] == "1" and applied[0]["config"]["extended"] == "1"
     assert applied[0]["printk"][0] == 8
     restored = [e for e in campaign["events"] if e["event"] == "netconsole_restored"]
-    assert len(restored) == 1 and restored[0]["config"] is None
+    assert len(restored) == 2  # one per host and restored[0]["config"] is None
     assert not campaign["target_left"] and not campaign["module_loaded"]  # modprobe -r: we had loaded it
     assert campaign["printk"] == netconsole_tx.DEFAULT_PRINTK.split()
+
+
+def test_a_lock_the_kernel_sees_still_reports_over_the_network_from_the_frozen_host(
+        campaign: dict[str, Any]) -> None:
+    wedge = next(r for r in campaign["lockup"] if r["attempt_index"] == 0)
+    assert wedge["outcome"] == "wedge", wedge["reason"]
+    lines = [entry["line"] for entry in wedge["kernel_net"]]
+    assert any("watchdog: BUG: soft lockup - CPU#5 stuck for" in line for line in lines), lines
+    assert "soft lockup" not in json.dumps(wedge["forensics"])  # the disk kept nothing; the network did

@@ -9,8 +9,9 @@ panic path). Nothing else is sent while the host is frozen.
 The configuration is what the agent wrote into ``hw/configfs/netconsole/<target>/``
 (``$REPROFLEET_CONFIGFS`` on the host); the console loglevel is the first field of
 ``hw/proc-sys/kernel/printk``: messages at or above it never reach a console, as on Linux.
-The socket lives in the host's network namespace with the host's address; its packets carry
-a mark that a rule ahead of the wedge chain accepts (netpoll bypasses netfilter).
+Like netpoll, it writes whole frames (to ``remote_mac``, from ``local_ip``) on the host's
+interface through a packet socket in the host's network namespace: below routing, ARP and
+netfilter, so the wedge's DROP rules and ARP-off do not stop a kernel that still prints.
 
 Standard library only.
 """
@@ -21,16 +22,16 @@ import ctypes
 import os
 import shutil
 import socket
-import subprocess
+import struct
 import threading
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Optional
 
 from . import boots
 
 CLONE_NEWNET = 0x40000000
-SO_MARK = 36
-MARK = 0x6E63  # "nc"
+ETH_P_IP = 0x0800
+BROADCAST = "ff:ff:ff:ff:ff:ff"
 LOCAL_PORT = 6665  # the kernel's default source port
 CHUNK = 1000  # MAX_PRINT_CHUNK: longer messages go in pieces (ncfrag= in the extended form)
 DEFAULT_PRINTK = "4\t4\t1\t7"
@@ -98,8 +99,7 @@ class Sender:
     def __init__(self, netns: str) -> None:
         self.netns = netns
         self.sent = -1  # records of this boot already past; -1: not yet enabled
-        self.sockets: Dict[Tuple[str, int], socket.socket] = {}
-        self.marked = False
+        self.sockets: Dict[str, socket.socket] = {}  # dev_name -> packet socket on it
 
     def reset(self) -> None:
         """A new boot: the module is gone, nothing sent yet."""
@@ -123,7 +123,7 @@ class Sender:
         level_cap = console_loglevel(hw)
         count = 0
         for target in enabled:
-            sock = self._socket(target.get("local_ip", ""))
+            sock = self._socket(target.get("dev_name") or "eth0")
             if sock is None:
                 continue
             for record in fresh:
@@ -131,34 +131,48 @@ class Sender:
                     continue
                 for data in datagrams(record, target.get("extended") == "1"):
                     try:
-                        sock.sendto(data, (target["remote_ip"], int(target.get("remote_port") or 6666)))
+                        sock.send(frame(sock.getsockname()[4], target, data))
                         count += 1
-                    except OSError:
+                    except (OSError, ValueError, KeyError):
                         break
         return count
 
-    def _socket(self, local_ip: str) -> Optional[socket.socket]:
-        key = (local_ip, LOCAL_PORT)
-        if key not in self.sockets:
-            sock = in_netns(self.netns, lambda: _bound_socket(local_ip))
+    def _socket(self, dev: str) -> Optional[socket.socket]:
+        if dev not in self.sockets:
+            sock = in_netns(self.netns, lambda: _packet_socket(dev))
             if sock is None:
                 return None
-            if not self.marked:
-                self.marked = _accept_marked(self.netns)
-            self.sockets[key] = sock
-        return self.sockets[key]
+            self.sockets[dev] = sock
+        return self.sockets[dev]
 
 
-def _bound_socket(local_ip: str) -> socket.socket:
-    sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.setsockopt(socket.SOL_SOCKET, SO_MARK, MARK)
-    try:
-        sock.bind((local_ip, LOCAL_PORT) if local_ip else ("", 0))
-    except OSError:
-        sock.bind((local_ip, 0) if local_ip else ("", 0))
+def _packet_socket(dev: str) -> socket.socket:
+    """netpoll writes whole frames to the driver: below routing, ARP and netfilter (the
+    wedge's DROP rules), to the MAC it was given."""
+    sock = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(ETH_P_IP))
+    sock.bind((dev, 0))
     sock.setblocking(False)
     return sock
+
+
+def _checksum(header: bytes) -> int:
+    total = sum(struct.unpack("!%dH" % (len(header) // 2), header))
+    while total > 0xFFFF:
+        total = (total & 0xFFFF) + (total >> 16)
+    return ~total & 0xFFFF
+
+
+def frame(src_mac: bytes, target: Dict[str, str], payload: bytes) -> bytes:
+    """Ethernet + IPv4 + UDP, as netpoll_send_udp builds it (UDP checksum 0: optional in IPv4)."""
+    dst_mac = bytes.fromhex((target.get("remote_mac") or BROADCAST).replace(":", ""))
+    src_ip = socket.inet_aton(target["local_ip"])
+    dst_ip = socket.inet_aton(target["remote_ip"])
+    udp = struct.pack("!HHHH", int(target.get("local_port") or LOCAL_PORT),
+                      int(target.get("remote_port") or 6666), 8 + len(payload), 0) + payload
+    header = struct.pack("!BBHHHBBH4s4s", 0x45, 0, 20 + len(udp), 0, 0x4000, 64, socket.IPPROTO_UDP, 0,
+                         src_ip, dst_ip)
+    header = header[:10] + struct.pack("!H", _checksum(header)) + header[12:]
+    return dst_mac + src_mac + struct.pack("!H", ETH_P_IP) + header + udp
 
 
 def in_netns(netns: str, make: Any) -> Any:
@@ -183,14 +197,3 @@ def in_netns(netns: str, make: Any) -> Any:
     thread.start()
     thread.join(5.0)
     return result[0]
-
-
-def _accept_marked(netns: str) -> bool:
-    """netpoll writes to the driver below netfilter: the wedge's DROP must not catch it."""
-    rules = f"*filter\n-I OUTPUT 1 -m mark --mark {MARK} -j ACCEPT\nCOMMIT\n"
-    try:
-        subprocess.run(["ip", "netns", "exec", netns, "iptables-restore", "--noflush"], input=rules,
-                       universal_newlines=True, timeout=5.0, check=True, capture_output=True)
-    except (OSError, subprocess.SubprocessError):
-        return False
-    return True
