@@ -118,3 +118,17 @@ def test_a_figure_of_a_host_whose_device_does_not_meter_says_so(tmp_path: Path) 
     record = wedge_record(wall_note="wall power not measured: snmp 10.0.0.2 does not meter power")
     svg = freeze_svg(load_trace(record, stream))
     assert "does not meter power" in svg
+
+
+def test_a_wedges_block_lists_the_bmc_entries_and_why_some_are_missing(tmp_path: Path) -> None:
+    stream = tmp_path / "a1.jsonl"
+    stream.write_text(json.dumps({"t": 100.0, "k": "nvml", "gfx_mhz": 2800, "power_w": 300, "temp_c": 70}) + "\n")
+    record = wedge_record()
+    record["forensics"]["bmc_events"] = [{"time": "2026-11-30T18:00:05.000Z", "severity": "Critical",
+                                          "message": "Bus <fatal> error", "source": "ipmi SEL 10.0.0.5"}]
+    record["forensics"]["bmc_notes"] = ["redfish 10.0.0.6: event log not read: connection refused"]
+    page = freeze_html(load_trace(record, stream), record, None)
+    assert "BMC event log since the attempt started: 1 entries: Critical: Bus &lt;fatal&gt; error" in page
+    assert "2026-11-30T18:00:05.000Z  Critical  Bus &lt;fatal&gt; error  [ipmi SEL 10.0.0.5]" in page
+    assert "note: redfish 10.0.0.6: event log not read: connection refused" in page
+    assert "BMC event log" not in freeze_html(load_trace(wedge_record(), stream), wedge_record(), None)
