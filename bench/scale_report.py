@@ -262,14 +262,15 @@ def estimate(model: CostModel, hosts: int = LAB_HOSTS, idle: Mapping[str, Any] |
         "threads or asyncio tasks.",
     ]
     if idle is not None and idle.get("cpu_ms_per_session_s") is not None:
-        share = idle["cpu_ms_per_session_s"] / model.heaviest.mcores if model.heaviest.mcores else 0.0
+        light, heavy = (idle["cpu_ms_per_session_s"] / m.mcores if m.mcores else 0.0
+                        for m in (model.lightest, model.heaviest))
         lines += [
             "",
             f"Holding a host costs CPU even when nothing runs on it: {idle['sessions']} idle SSH sessions held for "
             f"{idle['idle_s']:g} s cost {idle['cpu_ms_per_session_s']:.3f} CPU-ms per session per second "
             f"({idle['threads_per_session']:.1f} threads each, {100 * (idle['sys_share'] or 0):.0f} % of it in the "
-            f"kernel), {100 * share:.0f} % of the heaviest per-host figure; for {hosts} hosts that alone is "
-            f"{hosts * idle['cpu_ms_per_session_s'] / 1000:.2f} cores.",
+            f"kernel): {100 * light:.0f} % of the lightest per-host figure, {100 * heavy:.0f} % of the heaviest; "
+            f"for {hosts} hosts that alone is {hosts * idle['cpu_ms_per_session_s'] / 1000:.2f} cores.",
         ]
     return "\n".join(lines)
 

@@ -156,7 +156,7 @@ def test_an_idle_run_costs_cpu_per_held_session_per_second_and_joins_the_estimat
             for h, k, w in ((16, 3, 40.0), (48, 3, 120.0), (200, 2, 300.0))]
     text = report.markdown([*runs, _idle_run()], notes="Hand-written notes.")
     assert "0.500 CPU-ms per session per second" in text
-    assert "of the heaviest per-host figure" in text and "1.00 cores" in text  # 2000 * 0.5 ms
+    assert "% of the lightest per-host figure" in text and "1.00 cores" in text  # 2000 * 0.5 ms
     assert text.rstrip().endswith("Hand-written notes.")
     assert "| 16 | 1 | 48 |" in text and "| 48 | 1 | 144 |" in text and "| 200 | 1 | 400 |" in text
     assert text.count("| 200 |") == 2  # the controller and the pace table; the idle run is no row
