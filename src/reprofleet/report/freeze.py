@@ -37,7 +37,7 @@ LAST_BMC_EVENTS = 20
 SERIES = (("gfx_mhz", "graphics clock", "MHz", "#1565c0"), ("power_w", "power", "W", "#c62828"),
           ("temp_c", "temperature", "°C", "#ef6c00"))
 WALL_COLOUR = "#6a1b9a"
-CONTROLLER_KINDS = ("wall",)  # lines the controller writes into the stream: not the host's, no silence
+CONTROLLER_KINDS = ("wall", "netconsole")  # lines the controller writes into the stream (controller clock), no silence
 
 
 @dataclass(frozen=True)
