@@ -99,11 +99,12 @@ class Sender:
     def __init__(self, netns: str) -> None:
         self.netns = netns
         self.sent = -1  # records of this boot already past; -1: not yet enabled
+        self.size_before = 0  # the kernel log's size at the last tick before netconsole was enabled
         self.sockets: Dict[str, socket.socket] = {}  # dev_name -> packet socket on it
 
     def reset(self) -> None:
         """A new boot: the module is gone, nothing sent yet."""
-        self.sent = -1
+        self.sent, self.size_before = -1, 0
         for sock in self.sockets.values():
             sock.close()
         self.sockets = {}
@@ -113,12 +114,14 @@ class Sender:
         boot's start (a record's time is ``started`` + its usec)."""
         enabled = targets(hw)
         if not enabled:
-            self.sent = -1
+            self.sent, self.size_before = -1, _size(kmsg)
             return 0
-        records = boots.parse_kmsg(kmsg.read_text()) if kmsg.exists() else []
-        if self.sent < 0:  # enabled since the last tick: netconsole sends what came after
-            since = enabled_since(hw)
-            self.sent = sum(1 for r in records if started + int(r["usec"]) / 1e6 < since)
+        text = kmsg.read_text() if kmsg.exists() else ""
+        records = boots.parse_kmsg(text)
+        if self.sent < 0:  # enabled since the last tick: what was there then stays home, and
+            since = enabled_since(hw)  # of what came later, what was printed before the enable
+            old = len(boots.parse_kmsg(text[:self.size_before]))
+            self.sent = old + sum(1 for r in records[old:] if started + int(r["usec"]) / 1e6 < since)
         fresh, self.sent = records[self.sent:], len(records)
         level_cap = console_loglevel(hw)
         count = 0
@@ -144,6 +147,13 @@ class Sender:
                 return None
             self.sockets[dev] = sock
         return self.sockets[dev]
+
+
+def _size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except OSError:
+        return 0
 
 
 def _packet_socket(dev: str) -> socket.socket:
