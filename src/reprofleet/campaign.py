@@ -174,6 +174,8 @@ def _write_manifest(directory: CampaignDir, plan: CampaignPlan, settings: RunSet
         "controller": settings.controller,
         "created": datetime.now(timezone.utc).isoformat(),
         "hosts": [{"name": h.name, "address": h.address, "port": h.port} for h in plan.hosts],
+        # the planned identity; each record carries the one resolved on its host (image digest,
+        # interpreter versions), which is what pooling and verdicts group by
         "cells": [{"name": c.name, "cell_id": cell_identity(c, poc_digest), "factors": dict(c.factors),
                    "stop": book.stop_rule(c).to_json()} for c in book.cells],
         "attempts_per_cell": book.attempts,
