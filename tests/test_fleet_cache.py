@@ -32,6 +32,8 @@ pytestmark = pytest.mark.fleet
 
 CELLS = ("  - name: seeded\n"
          "  - name: seeded-python\n    runtime: {kind: python, image: null, docker_args: null}\n"
+         "  - name: seeded-venv\n    runtime: {kind: venv, vllm: '0.26.0', image: null, docker_args: null, "
+         "find_links: /etc/reprofleet-sim/wheelhouse, no_index: true}\n"
          "  - name: fresh\n    cache: fresh\n"
          "  - name: persistent\n    cache: persistent\n")
 
@@ -68,7 +70,7 @@ def fleet(sim_ready: None) -> Iterator[Any]:
 
 @pytest.fixture(scope="module")
 def campaign(fleet: Any, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    """Every cache mode, docker and python runtimes, two hosts, one attempt per cell."""
+    """Every cache mode, docker, python and venv runtimes, two hosts, one attempt per cell."""
     tmp = tmp_path_factory.mktemp("cache-modes")
     book = write_playbook(tmp / "book", attempts=1, attempt_timeout=30, cells=CELLS, extra="order: sequential\n")
     make_seed(tmp / "book" / "seed", "first")
@@ -93,7 +95,8 @@ def client(fleet: Any, name: str) -> AgentClient:
 def test_every_cache_mode_and_runtime_ran_and_each_record_names_its_snapshot(campaign: dict[str, Any]) -> None:
     records = campaign["records"]
     assert [(r["cell"], r["outcome"]) for r in records] == [
-        (cell, "clean") for _ in ("ca-a", "ca-b") for cell in ("seeded", "seeded-python", "fresh", "persistent")]
+        (cell, "clean") for _ in ("ca-a", "ca-b")
+        for cell in ("seeded", "seeded-python", "seeded-venv", "fresh", "persistent")]
     snapshot = campaign["snapshot"].snapshot
     for record in records:
         seeded = record["cell"].startswith("seeded")
@@ -101,21 +104,23 @@ def test_every_cache_mode_and_runtime_ran_and_each_record_names_its_snapshot(cam
         assert (record["cache"] is None) == (record["cell"] == "fresh")
     # a cell's own mode is part of its identity; the playbook's default is not (ids stay as they were)
     assert {r["cell"]: r["factors"].get("cache") for r in records} == {
-        "seeded": None, "seeded-python": None, "fresh": "fresh", "persistent": "persistent"}
+        "seeded": None, "seeded-python": None, "seeded-venv": None, "fresh": "fresh", "persistent": "persistent"}
 
 
 def test_each_host_received_exactly_the_pushed_poc_and_snapshot_bytes(campaign: dict[str, Any]) -> None:
     """The engine's own hashes at start: the PoC is the controller's; a seeded cache holds
-    exactly the manifest (in docker and python alike); fresh and persistent cells start from
+    exactly the manifest (in docker, python and venv alike); fresh and persistent cells start from
     cache_source too (unpacked into their empty folder, as before seeded existed)."""
     poc_sha = hashlib.sha256(POC.read_bytes()).hexdigest()
     expected = by_path(campaign["snapshot"])
     for host, lines in campaign["seen"].items():
-        assert len(lines) == 4, host
+        assert len(lines) == 5, host
         assert {line["poc_sha256"] for line in lines} == {poc_sha}
-        seeded, seeded_python, fresh, persistent = lines
+        seeded, seeded_python, seeded_venv, fresh, persistent = lines
         assert seeded["cache_files"] == expected and seeded_python["cache_files"] == expected
+        assert seeded_venv["cache_files"] == expected  # the venv runtime's engine saw the same bytes
         assert seeded["cache_dir"] == "/root/.cache/vllm" and "seeded-" in seeded_python["cache_dir"]
+        assert "seeded-" in seeded_venv["cache_dir"] and seeded_venv["cache_dir"] != seeded_python["cache_dir"]
         assert fresh["cache_files"] == expected and persistent["cache_files"] == expected
 
 
