@@ -12,34 +12,17 @@ import re
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, TypeVar
+from typing import Any
 
 from . import cache_sync, poc
-from .agent import AgentClient, REMOTE_ROOT, load_bundle
+from .agent import REMOTE_ROOT
+from .agent_session import with_agent
 from .errors import ReprofleetError
 from .inventory import load_inventory
 from .model import Host
 from .ssh_exec import SshTarget
-from .transport import connect
 
-T = TypeVar("T")
 SNAPSHOT_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
-
-
-def with_agent(host: Host, settings: Any, work: Callable[[AgentClient], T]) -> T | ReprofleetError:
-    """``work`` on one host's agent; a failure is returned (one host's problem), not raised."""
-    try:
-        session = connect(host, settings.transport)
-    except ReprofleetError as exc:
-        return exc
-    try:
-        agent = AgentClient(session, load_bundle(), host.python)
-        agent.push()
-        return work(agent)
-    except ReprofleetError as exc:
-        return exc
-    finally:
-        session.close()
 
 
 def push_everywhere(inventory_path: str, settings: Any, folder: str) -> dict[str, cache_sync.PushResult | ReprofleetError]:
@@ -47,7 +30,7 @@ def push_everywhere(inventory_path: str, settings: Any, folder: str) -> dict[str
     snap = cache_sync.build_snapshot(folder)
     hosts = load_inventory(inventory_path).hosts
     with ThreadPoolExecutor(max_workers=max(1, min(32, len(hosts)))) as pool:
-        results = pool.map(lambda h: with_agent(h, settings, lambda a: cache_sync.push(a, snap, ssh_target(h, settings))),
+        results = pool.map(lambda h: with_agent(h, settings.transport, lambda a: cache_sync.push(a, snap, ssh_target(h, settings))),
                            hosts)
         return dict(zip((h.name for h in hosts), results))
 
@@ -83,7 +66,7 @@ def pull_from(inventory_path: str, settings: Any, host_name: str, name: str, rem
     if host_name not in hosts:
         raise ReprofleetError(f"no host {host_name!r} in {inventory_path}")
     into.mkdir(parents=True, exist_ok=True)
-    result = with_agent(hosts[host_name], settings, lambda agent: cache_sync.pull(agent, remote, into / name))
+    result = with_agent(hosts[host_name], settings.transport, lambda agent: cache_sync.pull(agent, remote, into / name))
     if isinstance(result, ReprofleetError):
         raise result
     return Pulled(host_name, remote, result, into / f"{name}.manifest.json")

@@ -7,20 +7,10 @@ from typing import Any, Mapping, Sequence
 
 from rich.table import Table
 
-from .agent import AgentClient, load_bundle
+from .agent_session import with_agent
 from .errors import ReprofleetError
 from .model import Host
-from .transport import TransportSettings, connect
-
-
-def host_facts(host: Host, transport: TransportSettings) -> dict[str, Any]:
-    session = connect(host, transport)
-    try:
-        agent = AgentClient(session, load_bundle(), host.python)
-        agent.push()
-        return agent.facts()
-    finally:
-        session.close()
+from .transport import TransportSettings
 
 
 def collect_facts(hosts: Sequence[Host], settings: Any) -> dict[str, dict[str, Any] | ReprofleetError]:
@@ -28,10 +18,7 @@ def collect_facts(hosts: Sequence[Host], settings: Any) -> dict[str, dict[str, A
     transport: TransportSettings = settings.transport
 
     def one(host: Host) -> dict[str, Any] | ReprofleetError:
-        try:
-            return host_facts(host, transport)
-        except ReprofleetError as exc:
-            return exc
+        return with_agent(host, transport, lambda agent: agent.facts())
 
     with ThreadPoolExecutor(max_workers=max(1, min(16, len(hosts)))) as pool:
         return dict(zip((h.name for h in hosts), pool.map(one, hosts)))

@@ -12,29 +12,21 @@ from typing import Any, Mapping
 from rich.table import Table
 
 from . import host_debug, policy
-from .agent import AgentClient, load_bundle
+from .agent import AgentClient
+from .agent_session import with_agent
 from .errors import ReprofleetError
 from .inventory import load_inventory
 from .model import Host
-from .transport import connect
 
 
 def _one(host: Host, settings: Any, action: str) -> dict[str, Any] | ReprofleetError:
-    try:
-        session = connect(host, settings.transport)
-    except ReprofleetError as exc:
-        return exc
-    try:
-        agent = AgentClient(session, load_bundle(), host.python)
-        agent.push()
+    def work(agent: AgentClient) -> dict[str, Any]:
         readback = policy.restore(agent, host.gpu_index) if action == "restore" else policy.read(agent, host.gpu_index)
         # the lockup-to-panic sysctls too: one more agent call, and a killed campaign leaves them set
         sysctls = host_debug.restore(agent) if action == "restore" else host_debug.read(agent)
         return {**readback, "host_debug": dict(sysctls)}
-    except ReprofleetError as exc:
-        return exc
-    finally:
-        session.close()
+
+    return with_agent(host, settings.transport, work)
 
 
 def policy_everywhere(inventory_path: str, settings: Any, action: str) -> dict[str, dict[str, Any] | ReprofleetError]:
