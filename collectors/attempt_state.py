@@ -73,6 +73,34 @@ def read_json(path: str) -> Optional[Dict[str, Any]]:
     return value if isinstance(value, dict) else None
 
 
+def remove_file(path: str) -> None:
+    try:
+        os.remove(path)
+    except FileNotFoundError:
+        pass
+
+
+def load_boot_baseline(path: str) -> Optional[Dict[str, Any]]:
+    """What an apply saved in this boot (host settings as they were before it), or None.
+
+    One saved in an earlier boot is removed: the reboot already put the host's own
+    settings back, so writing it again could only do harm.
+    """
+    baseline = read_json(path)
+    if baseline is not None and baseline.get("boot_id") == read_boot_id():
+        return baseline
+    remove_file(path)
+    return None
+
+
+def save_boot_baseline(path: str, fields: Dict[str, Any]) -> Dict[str, Any]:
+    """Save ``fields`` with this boot's id (see load_boot_baseline); returns what was saved."""
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    baseline = {"boot_id": read_boot_id(), **fields}
+    write_json_atomic(path, baseline)
+    return baseline
+
+
 def read_pid(path: str) -> Optional[int]:
     try:
         with open(path) as handle:

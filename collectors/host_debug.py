@@ -113,30 +113,17 @@ def _baseline_path(state_dir: str) -> str:
 
 
 def load_baseline(state_dir: str) -> Optional[Dict[str, Any]]:
-    """This boot's saved values, or None; a baseline from an earlier boot is dropped (the
-    reboot already put the host's own values back, so writing it could only do harm)."""
-    baseline = state.read_json(_baseline_path(state_dir))
-    if not isinstance(baseline, dict):
-        return None
-    if baseline.get("boot_id") != state.read_boot_id():
-        _drop_baseline(state_dir)
-        return None
-    return baseline
+    """This boot's saved values, or None (an earlier boot's are dropped: see attempt_state)."""
+    return state.load_boot_baseline(_baseline_path(state_dir))
 
 
 def _drop_baseline(state_dir: str) -> None:
-    try:
-        os.remove(_baseline_path(state_dir))
-    except FileNotFoundError:
-        pass
+    state.remove_file(_baseline_path(state_dir))
 
 
 def _save_baseline(state_dir: str, values: Dict[str, Optional[int]]) -> Dict[str, Any]:
-    path = _baseline_path(state_dir)
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    baseline = {"boot_id": state.read_boot_id(), "values": {k: v for k, v in values.items() if v is not None}}
-    state.write_json_atomic(path, baseline)
-    return baseline
+    return state.save_boot_baseline(_baseline_path(state_dir),
+                                    {"values": {k: v for k, v in values.items() if v is not None}})
 
 
 def _write_all(targets: List[Tuple[str, int]], before: Dict[str, Optional[int]],

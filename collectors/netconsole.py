@@ -215,26 +215,15 @@ def _baseline_path(state_dir: str) -> str:
 
 def load_baseline(state_dir: str) -> Optional[Dict[str, Any]]:
     """This boot's saved state, or None (a reboot already undid what an earlier boot's apply did)."""
-    baseline = state.read_json(_baseline_path(state_dir))
-    if isinstance(baseline, dict) and baseline.get("boot_id") == state.read_boot_id():
-        return baseline
-    _drop_baseline(state_dir)
-    return None
+    return state.load_boot_baseline(_baseline_path(state_dir))
 
 
 def _drop_baseline(state_dir: str) -> None:
-    try:
-        os.remove(_baseline_path(state_dir))
-    except FileNotFoundError:
-        pass
+    state.remove_file(_baseline_path(state_dir))
 
 
 def _save_baseline(state_dir: str, loaded_module: bool, printk: Optional[List[int]]) -> Dict[str, Any]:
-    path = _baseline_path(state_dir)
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    baseline = {"boot_id": state.read_boot_id(), "loaded_module": loaded_module, "printk": printk}
-    state.write_json_atomic(path, baseline)
-    return baseline
+    return state.save_boot_baseline(_baseline_path(state_dir), {"loaded_module": loaded_module, "printk": printk})
 
 
 # -- the actions -----------------------------------------------------------------------
