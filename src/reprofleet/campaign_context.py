@@ -12,6 +12,7 @@ from typing import Any, Callable
 from . import identity, poc
 from .agent import AgentBundle
 from .model import Cell, Playbook
+from .netconsole import NetconsoleReceiver
 from .records import AttemptLog, CampaignDir, JsonlAppender, utc_now
 from .transport import TransportSettings
 from .watchdog import FleetLiveness, WatchdogSettings
@@ -54,7 +55,7 @@ class CampaignContext:
     failure: str | None = None  # why the whole campaign had to stop (the controller's disk is full ...)
     started_slots: dict[str, tuple[Cell, int]] = field(default_factory=dict)  # attempt id -> its slot
     recorded_ids: set[str] = field(default_factory=set)  # attempt ids already in attempts.jsonl
-    netconsole: Any = None  # netconsole.NetconsoleReceiver, when any host has netconsole:
+    netconsole: NetconsoleReceiver | None = None  # when any host has netconsole:
 
     def recorded(self, attempt_id: str) -> bool:
         return attempt_id in self.recorded_ids

@@ -41,8 +41,8 @@ def start_receiver(hosts: Sequence[Host], folder: Path) -> NetconsoleReceiver | 
 
 
 def _receiver(runner: "HostRunner") -> NetconsoleReceiver | None:
-    receiver = getattr(runner.ctx, "netconsole", None)
-    return receiver if isinstance(receiver, NetconsoleReceiver) and runner.host.netconsole else None
+    """The campaign's receiver, when this host sends to it."""
+    return runner.ctx.netconsole if runner.host.netconsole else None
 
 
 def wanted(setting: NetconsoleSetting) -> dict[str, Any]:
@@ -52,8 +52,8 @@ def wanted(setting: NetconsoleSetting) -> dict[str, Any]:
 def ensure(runner: "HostRunner", agent: AgentClient) -> None:
     """The host's kernel sends to us in this boot (applied once per boot); the attempt about to
     start counts its kernel lines from here."""
-    receiver = _receiver(runner)
-    if receiver is None or runner.host.netconsole is None:
+    receiver, setting = _receiver(runner), runner.host.netconsole
+    if receiver is None or setting is None:
         return
     name = runner.host.name
     receiver.attempt_started[name] = time.time()  # this attempt's lines count from here
@@ -61,7 +61,7 @@ def ensure(runner: "HostRunner", agent: AgentClient) -> None:
         return
     receiver.configured[name] = runner.state.boot_id
     try:
-        report = agent.one(["netconsole", "apply", "--json", json.dumps(wanted(runner.host.netconsole))],
+        report = agent.one(["netconsole", "apply", "--json", json.dumps(wanted(setting))],
                            "netconsole", timeout=60)
     except ReprofleetError as exc:
         runner.ctx.event(name, "netconsole_failed", error=str(exc))
