@@ -1,3 +1,3 @@
 """reprofleet's Invoke tasks; everything lives in the package (``invoke --list``)."""
 
-from reprofleet.tasks import ns  # noqa: F401
+from reprofleet.cli.tasks import ns  # noqa: F401

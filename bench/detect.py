@@ -47,15 +47,15 @@ from typing import Any, Callable
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from results import rewrite_section  # noqa: E402
 
-from reprofleet.campaign import make_plan, run_campaign  # noqa: E402
-from reprofleet.host_runner import RunSettings  # noqa: E402
+from reprofleet.campaign.run import make_plan, run_campaign  # noqa: E402
+from reprofleet.runner.host import RunSettings  # noqa: E402
 from reprofleet.inventory import load_inventory  # noqa: E402
 from reprofleet.playbook import load_playbook  # noqa: E402
-from reprofleet.recovery import recovery_factory  # noqa: E402
+from reprofleet.runner.recovery import recovery_factory  # noqa: E402
 from reprofleet.sim import Fleet, SimHostSpec  # noqa: E402
 from reprofleet.sim.power import HttpPlugServer  # noqa: E402
-from reprofleet.transport import TransportSettings  # noqa: E402
-from reprofleet.watchdog import WatchdogSettings  # noqa: E402
+from reprofleet.remote.transport import TransportSettings  # noqa: E402
+from reprofleet.liveness.watchdog import WatchdogSettings  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 POC = REPO / "playbooks" / "poc" / "sm120_hostwedge.py"

@@ -35,13 +35,13 @@ from typing import Any, Callable
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from results import rewrite_section  # noqa: E402
 
-from reprofleet import cache_sync  # noqa: E402
-from reprofleet.agent import AgentClient, load_bundle  # noqa: E402
+from reprofleet.runner import cache_sync
+from reprofleet.remote.agent import AgentClient, load_bundle  # noqa: E402
 from reprofleet.inventory import load_inventory  # noqa: E402
 from reprofleet.model import Host  # noqa: E402
 from reprofleet.sim import Fleet, SimHostSpec  # noqa: E402
-from reprofleet.ssh_exec import SshTarget  # noqa: E402
-from reprofleet.transport import TransportSettings, connect  # noqa: E402
+from reprofleet.remote.ssh import SshTarget  # noqa: E402
+from reprofleet.remote.transport import TransportSettings, connect  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 SOURCE = Path("/var/lib/reprofleet-bench/push-cache")  # not /tmp: simulated hosts shadow it

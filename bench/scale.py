@@ -199,7 +199,7 @@ def fleet_pids(fleet: Any) -> list[int]:
 
 
 def read_campaign(folder: Path) -> dict[str, Any]:
-    from reprofleet.records import read_log_lines, read_records
+    from reprofleet.records.store import read_log_lines, read_records
 
     records = list(read_records(folder / "attempts.jsonl")) if (folder / "attempts.jsonl").exists() else []
     power = list(read_log_lines(folder / "power.jsonl")) if (folder / "power.jsonl").exists() else []

@@ -30,13 +30,13 @@ from typing import Any, Callable
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "src"))
 
-from reprofleet.campaign import make_plan, run_campaign  # noqa: E402
+from reprofleet.campaign.run import make_plan, run_campaign  # noqa: E402
 from reprofleet.inventory import load_inventory  # noqa: E402
 from reprofleet.playbook import load_playbook  # noqa: E402
-from reprofleet.recovery import recovery_factory  # noqa: E402
-from reprofleet.host_runner import RunSettings  # noqa: E402
-from reprofleet.transport import TransportSettings  # noqa: E402
-from reprofleet.watchdog import WatchdogSettings  # noqa: E402
+from reprofleet.runner.recovery import recovery_factory  # noqa: E402
+from reprofleet.runner.host import RunSettings  # noqa: E402
+from reprofleet.remote.transport import TransportSettings  # noqa: E402
+from reprofleet.liveness.watchdog import WatchdogSettings  # noqa: E402
 
 DEMO_WAITS = {"dwell_s": 2.0, "stability_s": 1.0, "reboot_grace_s": 2.0}  # tasks.DEMO_OVERRIDES
 
@@ -102,7 +102,7 @@ def idle_connections(hosts: list[Any], transport: TransportSettings, seconds: fl
     what merely holding a host costs (liveness requests, the reaper, paramiko's own thread)."""
     from concurrent.futures import ThreadPoolExecutor
 
-    from reprofleet.transport import connect
+    from reprofleet.remote.transport import connect
 
     with ThreadPoolExecutor(max_workers=16) as pool:
         sessions = list(pool.map(lambda host: connect(host, transport), hosts))

@@ -58,10 +58,10 @@ from typing import Any, Iterable, Sequence
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from results import rewrite_section  # noqa: E402
 
-from reprofleet import stopping  # noqa: E402
+from reprofleet.stats import stop_rules as stopping
 from reprofleet.model import Judging, Phase, PHASE_ORDER, StopKind, StopRule  # noqa: E402
-from reprofleet.pooling import CampaignInfo, Pool  # noqa: E402
-from reprofleet.stats import clean_attempts_to_rule_out  # noqa: E402
+from reprofleet.records.pooling import CampaignInfo, Pool  # noqa: E402
+from reprofleet.stats.intervals import clean_attempts_to_rule_out  # noqa: E402
 from reprofleet.verdicts import Verdict, VerdictKind, judge  # noqa: E402
 
 JUDGING = Judging(at_risk_phase=Phase.CUDA_GRAPH_CAPTURE)
@@ -80,7 +80,7 @@ SPRT_DESIGNS = ((0.3, 0.03), (0.5, 0.05), (0.2, 0.02))
 GOAL_AGREE, GOAL_FALSE_FIXED, GOAL_SPRT_SHARE = 0.95, 0.05, 0.60
 ALPHA = 0.05  # the SPRT designs' alpha
 KINDS = tuple(VerdictKind)
-JUDGED_CODE = ("verdicts", "pooling.py", "stats.py", "sprt.py", "stopping.py", "model.py", "identity.py")
+JUDGED_CODE = ("verdicts", "stats", "model", "records/pooling.py", "records/identity.py")
 PROFILED = 5  # campaigns profiled for the time shares
 
 

@@ -17,7 +17,7 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
-from reprofleet.identity import cell_id
+from reprofleet.records.identity import cell_id
 
 PHASES = ("engine_init", "model_load", "torch_compile", "kv_cache", "kernel_warmup", "flashinfer_autotune",
           "attention_warmup", "cuda_graph_capture", "ready")

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from reprofleet import stats
+from reprofleet.stats import intervals as stats
 from reprofleet.model import Role, StopKind, StopRule
 from reprofleet.verdicts import Verdict, VerdictKind
 
@@ -163,7 +163,7 @@ def test_an_sprt_sequence_at_an_extreme_rate_stops_early_with_the_obvious_claim(
 
 
 def test_the_exact_walks_claims_and_what_is_left_at_the_cap_add_up_to_one() -> None:
-    from reprofleet import stopping
+    from reprofleet.stats import stop_rules as stopping
 
     rule = StopRule(StopKind.SPRT, p0=0.5, p1=0.05, alpha=0.05, beta=0.2)
     test, cap = stopping.sprt_of(rule), stopping.max_attempts(rule, 0)

@@ -12,8 +12,8 @@ import pytest
 from reprofleet.credentials import parse_credential_ref
 from reprofleet.errors import PowerError
 from reprofleet.model import Host, PowerPort
-from reprofleet.power import redfish_log, sel
-from reprofleet.power.event_log import BmcEvent, BmcEventLog, bmc_forensics, within
+from reprofleet.power.bmc_log import redfish as redfish_log, sel
+from reprofleet.power.bmc_log.events import BmcEvent, BmcEventLog, bmc_forensics, within
 from reprofleet.sim.power.daemons import free_port
 
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from reprofleet.campaign_context import cell_identity
+from reprofleet.runner.context import cell_identity
 from reprofleet.errors import PlaybookError
 from reprofleet.playbook import load_playbook
 
@@ -49,7 +49,7 @@ def test_a_bad_cache_mode_names_file_line_and_field(tmp_path: Path, poc: str, ce
 
 
 def test_the_dry_run_says_per_host_what_would_be_pushed_run_and_pulled(tmp_path: Path) -> None:
-    from reprofleet import campaign
+    from reprofleet.campaign import run as campaign
     from reprofleet.model import Host
 
     path = book(tmp_path, ", cache: seeded, cache_source: seed", "  - name: a\n  - name: b\n    cache: fresh\n")

@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from reprofleet.model import Host
-from reprofleet.ssh_exec import SshTarget
+from reprofleet.remote.ssh import SshTarget
 
 
 def test_the_push_pipe_uses_the_inventorys_key_port_user_and_the_campaigns_known_hosts() -> None:

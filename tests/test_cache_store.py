@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from reprofleet import cache_sync
+from reprofleet.runner import cache_sync
 
 AGENT = Path(__file__).resolve().parents[1] / "collectors" / "agent.py"
 

@@ -16,14 +16,16 @@ from typing import Any, Callable, Mapping
 
 import pytest
 
-from reprofleet import campaign, identity, stopping
-from reprofleet.attempt import AttemptEnd
-from reprofleet.host_runner import CampaignContext, HostRunner, RunSettings, cell_identity, record_runtime
-from reprofleet.host_stops import HostStops
+from reprofleet.campaign import run as campaign
+from reprofleet.records import identity
+from reprofleet.stats import stop_rules as stopping
+from reprofleet.runner.attempt import AttemptEnd
+from reprofleet.runner.host import CampaignContext, HostRunner, RunSettings, cell_identity, record_runtime
+from reprofleet.runner.stops import HostStops
 from reprofleet.model import (Cell, Host, Outcome, Phase, Playbook, Poc, Record, Runtime, RuntimeKind, StopKind,
                               StopRule, Timeouts)
-from reprofleet.records import AttemptLog, CampaignDir, JsonlAppender, read_records, utc_now
-from reprofleet.transport import TransportSettings
+from reprofleet.records.store import AttemptLog, CampaignDir, JsonlAppender, read_records, utc_now
+from reprofleet.remote.transport import TransportSettings
 
 POC_BYTES = b"print('the reproducer')\n"
 HOST = Host(name="h1", address="127.0.0.1")

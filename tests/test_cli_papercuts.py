@@ -10,7 +10,7 @@ import pytest
 from invoke import Program
 
 from reprofleet.sim import simctl
-from reprofleet.tasks import ns
+from reprofleet.cli.tasks import ns
 
 
 def _run(*argv: str) -> None:
@@ -33,7 +33,7 @@ def test_sim_up_with_a_config_keeps_every_host_unless_hosts_is_given(monkeypatch
 
 def test_power_reads_host_then_action_and_names_the_missing_inventory(monkeypatch: pytest.MonkeyPatch,
                                                                          capsys: pytest.CaptureFixture[str]) -> None:
-    import reprofleet.power_control as power_control
+    import reprofleet.campaign.power_ops as power_control
 
     calls: list[tuple[Any, ...]] = []
     monkeypatch.setattr(power_control, "power_action",

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from reprofleet.pooling import load_pool
+from reprofleet.records.pooling import load_pool
 from reprofleet.report.compare import CompareError, SideBy, build_sides, compare_html, compare_table, rate_text
 from reprofleet.verdicts import judge
 

@@ -10,11 +10,11 @@ from typing import Any, Iterator
 
 import pytest
 
-from reprofleet.campaign import make_plan, run_campaign
+from reprofleet.campaign.run import make_plan, run_campaign
 from reprofleet.inventory import load_inventory
 from reprofleet.playbook import load_playbook
-from reprofleet.records import read_records
-from reprofleet.recovery import recovery_factory
+from reprofleet.records.store import read_records
+from reprofleet.runner.recovery import recovery_factory
 from reprofleet.sim.power import HttpPlugServer, IpmiBmc, RedfishBmc
 from reprofleet.sim.spec import SimHostSpec
 from test_fleet_campaign import settings_for, write_playbook

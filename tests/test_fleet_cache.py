@@ -18,14 +18,14 @@ from typing import Any, Iterator
 
 import pytest
 
-from reprofleet import cache_sync
-from reprofleet.agent import AgentClient, load_bundle
-from reprofleet.campaign import make_plan, run_campaign
+from reprofleet.runner import cache_sync
+from reprofleet.remote.agent import AgentClient, load_bundle
+from reprofleet.campaign.run import make_plan, run_campaign
 from reprofleet.inventory import load_inventory
 from reprofleet.playbook import load_playbook
-from reprofleet.records import read_log_lines, read_records
+from reprofleet.records.store import read_log_lines, read_records
 from reprofleet.sim.spec import SimHostSpec
-from reprofleet.transport import TransportSettings, connect
+from reprofleet.remote.transport import TransportSettings, connect
 from test_fleet_campaign import POC, settings_for, write_playbook
 
 pytestmark = pytest.mark.fleet

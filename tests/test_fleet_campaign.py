@@ -11,18 +11,18 @@ from typing import Any
 
 import pytest
 
-from reprofleet.agent import AgentClient, load_bundle
-from reprofleet.campaign import make_plan, run_campaign
+from reprofleet.remote.agent import AgentClient, load_bundle
+from reprofleet.campaign.run import make_plan, run_campaign
 from reprofleet.errors import HostKeyError
-from reprofleet.host_runner import RunSettings
+from reprofleet.runner.host import RunSettings
 from reprofleet.inventory import load_inventory
 from reprofleet.model import EventKind, Outcome
 from reprofleet.playbook import load_playbook
-from reprofleet.records import read_stream
-from reprofleet.recovery import recovery_factory
+from reprofleet.records.store import read_stream
+from reprofleet.runner.recovery import recovery_factory
 from reprofleet.sim.spec import SimHostSpec
-from reprofleet.transport import TransportSettings, connect
-from reprofleet.watchdog import WatchdogSettings
+from reprofleet.remote.transport import TransportSettings, connect
+from reprofleet.liveness.watchdog import WatchdogSettings
 
 pytestmark = pytest.mark.fleet
 

@@ -15,19 +15,19 @@ from typing import Any, Iterator
 
 import pytest
 
-from reprofleet import host_debug
-from reprofleet.agent import AgentClient, load_bundle
-from reprofleet.campaign import make_plan, run_campaign
+from reprofleet.runner import host_debug
+from reprofleet.remote.agent import AgentClient, load_bundle
+from reprofleet.campaign.run import make_plan, run_campaign
 from reprofleet.inventory import load_inventory
 from reprofleet.model import HostDebug
 from reprofleet.playbook import load_playbook
-from reprofleet.policy_control import policy_everywhere
-from reprofleet.records import read_log_lines, read_records
-from reprofleet.recovery import recovery_factory
+from reprofleet.campaign.policy_restore import policy_everywhere
+from reprofleet.records.store import read_log_lines, read_records
+from reprofleet.runner.recovery import recovery_factory
 from reprofleet.sim.power import HttpPlugServer
 from reprofleet.sim.rfsim import kernel_panic
 from reprofleet.sim.spec import SimHostSpec
-from reprofleet.transport import connect
+from reprofleet.remote.transport import connect
 from test_fleet_campaign import settings_for, write_playbook
 
 pytestmark = pytest.mark.fleet

@@ -17,14 +17,14 @@ from typing import Any
 
 import pytest
 
-from reprofleet.campaign import make_plan, run_campaign
+from reprofleet.campaign.run import make_plan, run_campaign
 from reprofleet.inventory import load_inventory
 from reprofleet.playbook import load_playbook
-from reprofleet.records import read_records, read_stream
-from reprofleet.recovery import recovery_factory
+from reprofleet.records.store import read_records, read_stream
+from reprofleet.runner.recovery import recovery_factory
 from reprofleet.sim.power import HttpPlugServer
 from reprofleet.sim.spec import SimHostSpec
-from reprofleet.watchdog import WatchdogSettings
+from reprofleet.liveness.watchdog import WatchdogSettings
 from test_fleet_campaign import settings_for, write_playbook
 
 pytestmark = pytest.mark.fleet

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from reprofleet.records import read_records
+from reprofleet.records.store import read_records
 from reprofleet.sim.spec import SimHostSpec
 from test_fleet_campaign import write_playbook
 

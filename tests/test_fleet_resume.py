@@ -9,15 +9,15 @@ from typing import Any
 
 import pytest
 
-from reprofleet.agent import AgentClient, load_bundle
-from reprofleet.campaign import make_plan, run_campaign
+from reprofleet.remote.agent import AgentClient, load_bundle
+from reprofleet.campaign.run import make_plan, run_campaign
 from reprofleet.inventory import load_inventory
 from reprofleet.playbook import load_playbook
-from reprofleet.records import read_records
-from reprofleet.recovery import recovery_factory
+from reprofleet.records.store import read_records
+from reprofleet.runner.recovery import recovery_factory
 from reprofleet.sim.power import HttpPlugServer
 from reprofleet.sim.spec import SimHostSpec
-from reprofleet.transport import TransportSettings, connect
+from reprofleet.remote.transport import TransportSettings, connect
 from test_fleet_campaign import settings_for, write_playbook
 
 pytestmark = pytest.mark.fleet

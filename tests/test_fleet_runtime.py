@@ -15,11 +15,11 @@ from typing import Any, Iterator
 
 import pytest
 
-from reprofleet.campaign import make_plan, run_campaign
-from reprofleet.identity import record_cell_id
+from reprofleet.campaign.run import make_plan, run_campaign
+from reprofleet.records.identity import record_cell_id
 from reprofleet.inventory import load_inventory
 from reprofleet.playbook import load_playbook
-from reprofleet.records import read_log_lines, read_records
+from reprofleet.records.store import read_log_lines, read_records
 from reprofleet.sim.rfsim import docker_images
 from reprofleet.sim.spec import SimHostSpec
 from test_fleet_campaign import settings_for, write_playbook

@@ -10,12 +10,12 @@ from typing import Any
 
 import pytest
 
-from reprofleet import identity
-from reprofleet.campaign import completed_counts, make_plan, run_campaign
+from reprofleet.records import identity
+from reprofleet.campaign.run import completed_counts, make_plan, run_campaign
 from reprofleet.inventory import load_inventory
 from reprofleet.playbook import load_playbook, plan_order
-from reprofleet.records import CampaignDir, read_records
-from reprofleet.recovery import recovery_factory
+from reprofleet.records.store import CampaignDir, read_records
+from reprofleet.runner.recovery import recovery_factory
 from reprofleet.sim.power import HttpPlugServer
 from reprofleet.sim.spec import SimHostSpec
 from test_fleet_campaign import settings_for, write_playbook

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from reprofleet import host_debug
+from reprofleet.runner import host_debug
 from reprofleet.errors import PlaybookError
 from reprofleet.model import HostDebug
 from reprofleet.playbook import load_playbook

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from reprofleet.model import Judging, Phase
-from reprofleet.pooling import CampaignInfo, Pool
+from reprofleet.records.pooling import CampaignInfo, Pool
 from reprofleet.report import render_markdown
 from reprofleet.report.commands import commands_for
 from reprofleet.report.host_debug import html_section, sysctl_commands

@@ -13,7 +13,7 @@ from typing import Any
 
 from reprofleet.errors import CredentialError
 from reprofleet.model import Outcome, Record
-from reprofleet.records import read_records
+from reprofleet.records.store import read_records
 from test_campaign_stopping import ScriptedRunner, book, cell, context, records_of
 
 

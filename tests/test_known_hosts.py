@@ -7,7 +7,7 @@ from pathlib import Path
 
 import paramiko
 
-from reprofleet.transport import append_known_host, load_known_hosts
+from reprofleet.remote.transport import append_known_host, load_known_hosts
 
 _CA = paramiko.ECDSAKey.generate()
 USER_FILE = (f"# my hosts, by hand\n@cert-authority *.lab.example {_CA.get_name()} {_CA.get_base64()}\n"

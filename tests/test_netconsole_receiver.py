@@ -11,7 +11,7 @@ from typing import Iterator
 
 import pytest
 
-from reprofleet.netconsole import NetconsoleError, NetconsoleReceiver, Reassembler
+from reprofleet.remote.netconsole import NetconsoleError, NetconsoleReceiver, Reassembler
 from reprofleet.sim.rfsim import netconsole_tx
 
 

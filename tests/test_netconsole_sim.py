@@ -7,7 +7,7 @@ import socket
 import struct
 from pathlib import Path
 
-from reprofleet.netconsole import Reassembler
+from reprofleet.remote.netconsole import Reassembler
 from reprofleet.sim.rfsim import boots, netconsole_tx
 
 TARGET = {"local_ip": "10.213.7.10", "remote_ip": "10.213.7.1", "remote_port": "6666",

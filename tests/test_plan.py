@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from reprofleet.model import StopKind, StopRule
-from reprofleet.planning import baseline_plan, campaign_estimate, cell_plan, describe_campaign
+from reprofleet.campaign.estimate import baseline_plan, campaign_estimate, cell_plan, describe_campaign
 from reprofleet.playbook import load_playbook
 from test_fleet_campaign import write_playbook
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from reprofleet import poc
+from reprofleet.runner import poc
 from reprofleet.model import Cell, Runtime, RuntimeKind
 
 

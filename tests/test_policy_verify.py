@@ -5,7 +5,7 @@ from __future__ import annotations
 from types import MappingProxyType
 
 from reprofleet.model import Cell, GpuPolicy, Host, Playbook, Poc, Timeouts
-from reprofleet.policy import check_power_limits, verify
+from reprofleet.runner.gpu_policy import check_power_limits, verify
 
 
 def test_read_back_within_tolerance_verifies() -> None:

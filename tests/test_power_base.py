@@ -245,7 +245,7 @@ def test_pdus_behind_one_pdudaemon_switch_in_parallel_and_one_pdus_requests_neve
     import threading
     import time
 
-    from reprofleet.power.pdudaemon import PdudaemonDriver
+    from reprofleet.power.drivers.pdudaemon import PdudaemonDriver
 
     busy: dict[str, int] = {}
     overlaps: list[str] = []

@@ -9,7 +9,7 @@ import pytest
 
 from conftest_power import Switches, SwitchRecorder
 from reprofleet.errors import PowerError
-from reprofleet.power.ipmi import LATE_JOIN_S
+from reprofleet.power.drivers.ipmi import LATE_JOIN_S
 from reprofleet.power import PowerLog, PowerState, driver_for
 from reprofleet.power.base import PowerDriver
 from reprofleet.sim.power import IpmiBmc, RedfishBmc

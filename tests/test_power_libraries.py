@@ -12,7 +12,7 @@ import pytest
 from reprofleet.errors import PowerError
 from reprofleet.model import PowerPort, frozen_mapping
 from reprofleet.power import PowerLog, PowerState, TransientPowerError, driver_for
-from reprofleet.power.ipmi import call_with_deadline
+from reprofleet.power.drivers.ipmi import call_with_deadline
 from reprofleet.sim.power import RedfishBmc, SnmpPdu
 
 

@@ -16,7 +16,7 @@ from reprofleet.inventory import load_inventory
 from reprofleet.playbook import load_playbook
 from reprofleet.power import PowerLog, PowerState
 from reprofleet.power.ports import PowerPreflightError, ask_power_states, build_host_power
-from reprofleet.preflight import check_playbook_against_hosts
+from reprofleet.campaign.preflight import check_playbook_against_hosts
 from test_fleet_campaign import write_playbook
 
 

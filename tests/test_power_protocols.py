@@ -11,14 +11,14 @@ from reprofleet.credentials import Secret
 from reprofleet.errors import CredentialError, PowerError
 from reprofleet.model import CredentialRef, PowerPort, frozen_mapping
 from reprofleet.power import DRIVERS, PowerConfigError, PowerLog, PowerState, driver_for
-from reprofleet.power.command import parse_status_exit, parse_status_output, render
-from reprofleet.power.http import base_url
-from reprofleet.power.pdudaemon import control_query
-from reprofleet.power.redfish import parse_power_state, reset_type_for
-from reprofleet.power.shelly import flip_back_seconds, generation_of
-from reprofleet.power.snmp import split_host_port
-from reprofleet.power.snmp_oids import OUTLET_MODELS, is_oid
-from reprofleet.power.tasmota import command_query, parse_power_reply
+from reprofleet.power.drivers.command import parse_status_exit, parse_status_output, render
+from reprofleet.power.drivers.http import base_url
+from reprofleet.power.drivers.pdudaemon import control_query
+from reprofleet.power.drivers.redfish import parse_power_state, reset_type_for
+from reprofleet.power.drivers.shelly import flip_back_seconds, generation_of
+from reprofleet.power.drivers.snmp import split_host_port
+from reprofleet.power.drivers.snmp_oids import OUTLET_MODELS, is_oid
+from reprofleet.power.drivers.tasmota import command_query, parse_power_reply
 
 
 def port(driver: str, address: str = "10.0.0.5", outlet: str | None = "1", **options: Any) -> PowerPort:
@@ -208,7 +208,7 @@ def test_the_drivers_oid_table_agrees_with_the_simulators_copy_of_the_mibs() -> 
 
 
 def test_redfish_wall_power_from_either_chassis_schema() -> None:
-    from reprofleet.power.redfish import watts_from_environment, watts_from_power
+    from reprofleet.power.drivers.redfish import watts_from_environment, watts_from_power
 
     assert watts_from_power({"PowerControl": [{"PowerConsumedWatts": 412}]}) == 412.0
     assert watts_from_power({"PowerControl": []}) is None and watts_from_power({"Voltages": []}) is None

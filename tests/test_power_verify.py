@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from reprofleet.power_control import verify_wiring
+from reprofleet.campaign.power_ops import verify_wiring
 from reprofleet.sim.power import HttpPlugServer
 from reprofleet.sim.spec import SimHostSpec
 from test_fleet_tasks import reprofleet

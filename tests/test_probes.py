@@ -16,8 +16,8 @@ from typing import Iterator
 
 import pytest
 
-from reprofleet import probes
-from reprofleet.probes import HostProbe, IcmpMode, ProbeAnswer, probe_icmp_echo, probe_tcp
+from reprofleet.liveness import probes
+from reprofleet.liveness.probes import HostProbe, IcmpMode, ProbeAnswer, probe_icmp_echo, probe_tcp
 
 
 @pytest.fixture
@@ -107,7 +107,7 @@ def test_an_unprivileged_datagram_socket_pings_where_ping_group_range_allows() -
         "import subprocess, sys\n"
         "subprocess.run(['ip', 'link', 'set', 'lo', 'up'], check=True)\n"
         "open('/proc/sys/net/ipv4/ping_group_range', 'w').write('0 0')\n"
-        "from reprofleet.probes import IcmpMode, probe_icmp_echo\n"
+        "from reprofleet.liveness.probes import IcmpMode, probe_icmp_echo\n"
         "sys.exit(0 if probe_icmp_echo('127.0.0.1', 1.0, mode=IcmpMode.DATAGRAM) else 3)\n"
     )
     done = subprocess.run(["unshare", "--net", sys.executable, "-c", script], capture_output=True, text=True,

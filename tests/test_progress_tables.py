@@ -6,9 +6,9 @@ from rich.console import Console
 from rich.table import Table
 
 from reprofleet.errors import ReprofleetError
-from reprofleet.facts import facts_table
-from reprofleet.policy_control import policy_table
-from reprofleet.progress import LiveProgress
+from reprofleet.cli.tables import facts_table
+from reprofleet.cli.tables import policy_table
+from reprofleet.cli.progress import LiveProgress
 
 
 def _text(table: Table) -> str:

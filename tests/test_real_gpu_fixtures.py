@@ -12,11 +12,11 @@ import sys
 from pathlib import Path
 
 
-from reprofleet.agent import parse_event
-from reprofleet.attempt import AttemptTrace, classify_exit
-from reprofleet.facts import facts_table
+from reprofleet.remote.agent import parse_event
+from reprofleet.runner.attempt import AttemptTrace, classify_exit
+from reprofleet.cli.tables import facts_table
 from reprofleet.model import EventKind, GpuPolicy, Host, Outcome
-from reprofleet.policy import power_limit_range, verify
+from reprofleet.runner.gpu_policy import power_limit_range, verify
 
 FIXTURES = Path(__file__).parent / "fixtures" / "real-gpu"
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "collectors"))

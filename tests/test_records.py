@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from reprofleet.attempt import classify_exit
+from reprofleet.runner.attempt import classify_exit
 from reprofleet.model import Outcome, Record
-from reprofleet.pooling import load_pool
-from reprofleet.records import AttemptLog, RecordError, StreamWriter, read_records
+from reprofleet.records.pooling import load_pool
+from reprofleet.records.store import AttemptLog, RecordError, StreamWriter, read_records
 
 
 def _record(attempt: str, outcome: Outcome = Outcome.CLEAN) -> Record:
@@ -88,8 +88,8 @@ def test_a_lost_supervisor_on_a_new_boot_is_a_reboot() -> None:
 def test_resume_reruns_interrupted_attempts_but_not_judged_ones(tmp_path: Path) -> None:
     from dataclasses import replace
 
-    from reprofleet.campaign import completed_counts
-    from reprofleet.records import CampaignDir
+    from reprofleet.campaign.run import completed_counts
+    from reprofleet.records.store import CampaignDir
 
     directory = CampaignDir(tmp_path).create()
     log = AttemptLog(directory.attempts)
@@ -139,7 +139,7 @@ def test_an_amendment_of_an_attempt_never_recorded_is_an_error(tmp_path: Path) -
 
 
 def test_the_power_cycle_budget_is_counted_from_power_jsonl(tmp_path: Path) -> None:
-    from reprofleet.records import power_cycles_logged
+    from reprofleet.records.store import power_cycles_logged
 
     log = tmp_path / "power.jsonl"
     lines = [{"host": "ws01", "action": "off", "result": "ok"}, {"host": "ws01", "action": "on", "result": "ok"},

@@ -15,7 +15,7 @@ import pytest
 from PIL import Image, ImageStat
 from playwright import sync_api
 
-from reprofleet.pooling import load_pool
+from reprofleet.records.pooling import load_pool
 from reprofleet.report import render_html, render_markdown
 from reprofleet.verdicts import judge
 

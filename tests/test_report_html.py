@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from reprofleet.pooling import load_pool
+from reprofleet.records.pooling import load_pool
 from reprofleet.report import render_html, render_markdown
 from reprofleet.report.freeze import MAX_POINTS, load_trace
 from reprofleet.verdicts import judge

@@ -9,10 +9,11 @@ from typing import Any
 
 import pytest
 
-from reprofleet import poc, runtime_truth
-from reprofleet.campaign import describe_plan, make_plan
+from reprofleet.runner import poc, runtimes as runtime_truth
+from reprofleet.playbook.venv import poc_requirement
+from reprofleet.campaign.run import describe_plan, make_plan
 from reprofleet.errors import PlaybookError
-from reprofleet.identity import cell_id
+from reprofleet.records.identity import cell_id
 from reprofleet.model import Host, PipOptions, Runtime, RuntimeKind
 from reprofleet.playbook import load_playbook
 
@@ -60,8 +61,8 @@ def test_a_venv_runtime_without_a_version_is_refused_at_its_line(tmp_path: Path)
 def test_a_version_outside_the_poc_extras_pin_is_refused(tmp_path: Path) -> None:
     path = write(tmp_path, '{kind: venv, vllm: "0.24.0"}')
     text = error(path)
-    assert text.startswith(f"{path}:4:runtime.vllm") and runtime_truth.poc_requirement() in text
-    assert runtime_truth.poc_requirement().startswith("vllm>=")  # read from pyproject's poc extra
+    assert text.startswith(f"{path}:4:runtime.vllm") and poc_requirement() in text
+    assert poc_requirement().startswith("vllm>=")  # read from pyproject's poc extra
 
 
 @pytest.mark.parametrize("runtime, field, words", [

@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from reprofleet.stats import (
+from reprofleet.stats.intervals import (
     Interval, boschloo, clean_attempts_to_rule_out, clopper_pearson, holm, hosts_disagree, lower_bound, rate_interval,
     stratified, upper_bound)
 
@@ -193,7 +193,7 @@ def test_hosts_disagree_about_a_cells_rate() -> None:
 
 def test_past_the_enumeration_limit_a_seeded_monte_carlo_agrees_with_the_exact_test(
         monkeypatch: pytest.MonkeyPatch) -> None:
-    from reprofleet import conditional
+    from reprofleet.stats import conditional
 
     rows = [(5, 6), (0, 6), (1, 6), (2, 6)]
     exact = hosts_disagree(rows)
@@ -205,8 +205,8 @@ def test_past_the_enumeration_limit_a_seeded_monte_carlo_agrees_with_the_exact_t
 
 # --- SPRT, worked by hand for p0 = 30% (still reproduces), p1 = 3% (fixed), alpha 5%, beta 20% --
 
-from reprofleet.stats import Sprt  # noqa: E402
-from reprofleet.stopping import fixed_n  # noqa: E402
+from reprofleet.stats.intervals import Sprt  # noqa: E402
+from reprofleet.stats.stop_rules import fixed_n  # noqa: E402
 
 DESIGN = Sprt(0.3, 0.03, 0.05, 0.2)
 STEP_REPRODUCTION = math.log(0.03 / 0.3)  # -2.3026

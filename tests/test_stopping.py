@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from reprofleet.model import StopKind, StopRule
-from reprofleet.stopping import StopDecision, decide, max_attempts
+from reprofleet.stats.stop_rules import StopDecision, decide, max_attempts
 
 FIXED = StopRule()
 FIRST = StopRule(StopKind.FIRST_REPRODUCTION)

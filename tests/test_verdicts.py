@@ -11,8 +11,8 @@ import pytest
 from scipy.stats import beta
 
 from reprofleet.model import Judging, Outcome, Phase
-from reprofleet.pooling import CampaignInfo, Pool, load_pool
-from reprofleet.records import RecordError
+from reprofleet.records.pooling import CampaignInfo, Pool, load_pool
+from reprofleet.records.store import RecordError
 from reprofleet.report import render_markdown
 from reprofleet.verdicts import ALL_HOSTS, VerdictKind, judge
 

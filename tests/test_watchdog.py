@@ -6,8 +6,8 @@ import threading
 import time
 from typing import Any, Callable
 
-from reprofleet.probes import ProbeAnswer
-from reprofleet.watchdog import FleetLiveness, Verdict, Watchdog, WatchdogSettings, WedgeKind
+from reprofleet.liveness.probes import ProbeAnswer
+from reprofleet.liveness.watchdog import FleetLiveness, Verdict, Watchdog, WatchdogSettings, WedgeKind
 
 SETTINGS = WatchdogSettings(silence_s=3.0, probe_after_s=1.0, probe_interval_s=0.5, probe_timeout_s=1.0,
                             dead_rounds=3, userspace_s=60.0)
@@ -222,7 +222,7 @@ def test_one_silent_host_among_live_ones_is_a_wedge_without_a_guard() -> None:
 
 
 def test_a_cached_witness_is_asked_at_most_once_per_ttl() -> None:
-    from reprofleet.witness import CachedWitness
+    from reprofleet.liveness.witness import CachedWitness
 
     asked = []
     witness = CachedWitness(lambda: asked.append(1) or True, ttl_s=60)
@@ -232,7 +232,7 @@ def test_a_cached_witness_is_asked_at_most_once_per_ttl() -> None:
 # -- the partition guard (witness.py) ---------------------------------------------------
 
 def _guard(monkeypatch: Any, *, carrier: bool | None, gateway: str | None = None) -> None:
-    from reprofleet import witness
+    from reprofleet.liveness import witness
 
     monkeypatch.setattr(witness, "local_link_up", lambda address: carrier)
     monkeypatch.setattr(witness, "route_to", lambda address: witness.Route("eth9", gateway))
@@ -240,7 +240,7 @@ def _guard(monkeypatch: Any, *, carrier: bool | None, gateway: str | None = None
 
 def test_the_guard_says_down_without_carrier_whatever_else_answers(monkeypatch: Any) -> None:
     from reprofleet.model import Host
-    from reprofleet.witness import controller_network_ok
+    from reprofleet.liveness.witness import controller_network_ok
 
     _guard(monkeypatch, carrier=False, gateway="127.0.0.1")
     check = controller_network_ok([Host("ws01", "127.0.0.1")], log=None)  # type: ignore[arg-type]
@@ -249,14 +249,14 @@ def test_the_guard_says_down_without_carrier_whatever_else_answers(monkeypatch: 
 
 def test_a_gateway_that_answers_proves_our_network_for_a_single_silent_host(monkeypatch: Any) -> None:
     from reprofleet.model import Host
-    from reprofleet.witness import controller_network_ok
+    from reprofleet.liveness.witness import controller_network_ok
 
     _guard(monkeypatch, carrier=True, gateway="127.0.0.1")  # loopback answers echo
     assert controller_network_ok([Host("ws01", "192.0.2.7")], log=None)  # type: ignore[arg-type]
 
 
 def test_an_inventory_witness_that_stays_silent_and_no_power_device_is_our_network_down(monkeypatch: Any) -> None:
-    from reprofleet import witness
+    from reprofleet.liveness import witness
     from reprofleet.model import Host
 
     _guard(monkeypatch, carrier=True)
@@ -270,7 +270,7 @@ def test_a_power_device_that_answers_with_an_error_still_proves_our_network(
         monkeypatch: Any, tmp_path: Any) -> None:
     import socket
 
-    from reprofleet import witness
+    from reprofleet.liveness import witness
     from reprofleet.model import Host, PowerPort
     from reprofleet.power import PowerLog
 

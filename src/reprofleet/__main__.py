@@ -8,8 +8,8 @@ import sys
 def main() -> None:
     from invoke import Program
 
-    from . import __version__
-    from .tasks import ns
+    from reprofleet import __version__
+    from reprofleet.cli.tasks import ns
 
     Program(namespace=ns, version=__version__, name="reprofleet", binary="reprofleet").run(sys.argv)
 

@@ -19,8 +19,8 @@ from pathlib import Path
 from typing import Callable, Iterable, Mapping
 from urllib.parse import quote, quote_plus
 
-from .errors import CredentialError
-from .model import CredentialRef
+from reprofleet.errors import CredentialError
+from reprofleet.model import CredentialRef
 
 SCHEMES = ("env", "file")
 REDACTED = "***"

@@ -19,7 +19,7 @@ Modules: ``load`` (which reader a path needs), ``graph`` (groups and hosts), ``r
 
 from __future__ import annotations
 
-from .hosts import (
+from reprofleet.inventory.hosts import (
     ADDRESS_VARS,
     KEY_FILE_VARS,
     PDU_SECRET_KEYS,
@@ -30,11 +30,11 @@ from .hosts import (
     host_from_vars,
     power_port,
 )
-from .ini_format import ini_value
-from .listing import ANSIBLE_INVENTORY_TIMEOUT_S, ansible_inventory_command
-from .load import load_inventory
-from .ranges import expand_host_pattern, expand_host_ranges
-from .values import YAML_SUFFIXES, VaultEncrypted
+from reprofleet.inventory.ini_format import ini_value
+from reprofleet.inventory.listing import ANSIBLE_INVENTORY_TIMEOUT_S, ansible_inventory_command
+from reprofleet.inventory.load import load_inventory
+from reprofleet.inventory.ranges import expand_host_pattern, expand_host_ranges
+from reprofleet.inventory.values import YAML_SUFFIXES, VaultEncrypted
 
 __all__ = [
     "ADDRESS_VARS", "ANSIBLE_INVENTORY_TIMEOUT_S", "Inventory", "KEY_FILE_VARS", "PDU_SECRET_KEYS", "PORT_VARS",

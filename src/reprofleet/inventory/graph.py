@@ -11,7 +11,7 @@ from typing import Any
 
 from reprofleet.errors import InventoryError, Location
 
-from .values import Sourced, as_int
+from reprofleet.inventory.values import Sourced, as_int
 
 
 @dataclass

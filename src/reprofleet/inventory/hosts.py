@@ -15,10 +15,10 @@ from reprofleet.errors import InventoryError, Location
 from reprofleet.model import CredentialRef, Host, PowerPort, frozen_mapping
 from reprofleet.suggest import did_you_mean, line_of, plain
 
-from .graph import Graph
-from .netconsole import netconsole_setting
-from .values import Sourced, as_int, as_text
-from .vars_files import VarsFiles
+from reprofleet.inventory.graph import Graph
+from reprofleet.inventory.netconsole import netconsole_setting
+from reprofleet.inventory.values import Sourced, as_int, as_text
+from reprofleet.inventory.vars_files import VarsFiles
 
 # Later names win, as in Ansible's ssh connection plugin option definitions.
 ADDRESS_VARS = ("ansible_host", "ansible_ssh_host")

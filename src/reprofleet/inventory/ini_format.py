@@ -14,8 +14,8 @@ from typing import Any, Mapping
 
 from reprofleet.errors import InventoryError, Location
 
-from .graph import Graph
-from .ranges import expand_host_pattern
+from reprofleet.inventory.graph import Graph
+from reprofleet.inventory.ranges import expand_host_pattern
 
 _SECTION = re.compile(r"^\[([^:\]\s]+)(?::(\w+))?\]\s*(?:#.*)?$")
 _GROUP_NAME = re.compile(r"^([^:\]\s]+)\s*(?:#.*)?$")

@@ -19,8 +19,8 @@ from typing import Any, Mapping
 from reprofleet.errors import InventoryError, Location
 from reprofleet.model import frozen_mapping
 
-from .hosts import Inventory, host_from_vars
-from .values import Sourced, VaultEncrypted
+from reprofleet.inventory.hosts import Inventory, host_from_vars
+from reprofleet.inventory.values import Sourced, VaultEncrypted
 
 ANSIBLE_INVENTORY_TIMEOUT_S = 60.0
 

@@ -13,13 +13,13 @@ from typing import Any
 from reprofleet.errors import InventoryError, Location
 from reprofleet.suggest import load_located_yaml
 
-from .graph import Graph
-from .hosts import Inventory, inventory_from_graph
-from .ini_format import parse_ini_inventory
-from .listing import ANSIBLE_INVENTORY_TIMEOUT_S, ansible_list, inventory_from_listing
-from .values import YAML_SUFFIXES, InventoryLoader, read_text
-from .vars_files import VarsFiles
-from .yaml_format import parse_yaml_inventory
+from reprofleet.inventory.graph import Graph
+from reprofleet.inventory.hosts import Inventory, inventory_from_graph
+from reprofleet.inventory.ini_format import parse_ini_inventory
+from reprofleet.inventory.listing import ANSIBLE_INVENTORY_TIMEOUT_S, ansible_list, inventory_from_listing
+from reprofleet.inventory.values import YAML_SUFFIXES, InventoryLoader, read_text
+from reprofleet.inventory.vars_files import VarsFiles
+from reprofleet.inventory.yaml_format import parse_yaml_inventory
 
 
 def load_inventory(path: str | Path, *, timeout_s: float = ANSIBLE_INVENTORY_TIMEOUT_S) -> Inventory:

@@ -13,7 +13,7 @@ from reprofleet.errors import InventoryError, Location
 from reprofleet.model import NetconsoleSetting
 from reprofleet.suggest import did_you_mean, line_of
 
-from .values import Sourced, as_int, as_text
+from reprofleet.inventory.values import Sourced, as_int, as_text
 
 KEYS = ("port", "dev", "target", "extended")
 _IFNAME = re.compile(r"^[A-Za-z0-9_.:@-]{1,15}$")  # IFNAMSIZ - 1, no slash or space

@@ -12,7 +12,7 @@ from pathlib import Path
 from reprofleet.errors import InventoryError, Location
 from reprofleet.suggest import line_of, load_located_yaml
 
-from .values import YAML_SUFFIXES, InventoryLoader, Sourced, read_text
+from reprofleet.inventory.values import YAML_SUFFIXES, InventoryLoader, Sourced, read_text
 
 
 class VarsFiles:

@@ -12,8 +12,8 @@ from typing import Any, Mapping
 from reprofleet.errors import InventoryError, Location
 from reprofleet.suggest import LineMap, did_you_mean, line_of
 
-from .graph import Graph
-from .ranges import expand_host_pattern
+from reprofleet.inventory.graph import Graph
+from reprofleet.inventory.ranges import expand_host_pattern
 
 _GROUP_SECTIONS = ("vars", "children", "hosts")
 

@@ -21,12 +21,12 @@ host, with each cell's slots), ``document`` (locations and the checks they share
 
 from __future__ import annotations
 
-from .cells import CELL_KEYS
-from .document import NAME
-from .factors import FACTOR_KEYS, GPU_FACTORS, IDENTIFIER, MAP_FACTORS, RUNTIME_KEYS
-from .load import CACHE_MODES, ORDERS, POC_KEYS, TIMEOUT_KEYS, TOP_KEYS, load_playbook
-from .order import cell_slots, plan_order
-from .judging import PHASES, REPRODUCTION_OUTCOMES, STOP_RULES
+from reprofleet.playbook.cells import CELL_KEYS
+from reprofleet.playbook.document import NAME
+from reprofleet.playbook.factors import FACTOR_KEYS, GPU_FACTORS, IDENTIFIER, MAP_FACTORS, RUNTIME_KEYS
+from reprofleet.playbook.load import CACHE_MODES, ORDERS, POC_KEYS, TIMEOUT_KEYS, TOP_KEYS, load_playbook
+from reprofleet.playbook.order import cell_slots, plan_order
+from reprofleet.playbook.judging import PHASES, REPRODUCTION_OUTCOMES, STOP_RULES
 
 __all__ = [
     "CACHE_MODES", "CELL_KEYS", "FACTOR_KEYS", "GPU_FACTORS", "IDENTIFIER", "MAP_FACTORS", "NAME", "ORDERS",

@@ -11,10 +11,10 @@ from typing import Any
 
 from reprofleet.model import Cell, GpuPolicy, RuntimeKind, StopRule, frozen_mapping
 
-from .document import Doc, valid_name
-from .factors import FACTOR_KEYS, GPU_FACTORS, Layer, read_layer, runtime_for, runtime_layer
-from .host_debug import host_debug_for
-from .judging import stop_rule
+from reprofleet.playbook.document import Doc, valid_name
+from reprofleet.playbook.factors import FACTOR_KEYS, GPU_FACTORS, Layer, read_layer, runtime_for, runtime_layer
+from reprofleet.playbook.host_debug import host_debug_for
+from reprofleet.playbook.judging import stop_rule
 
 CELL_KEYS = ("name", "stop", "cache", *FACTOR_KEYS)  # a cell's `cache` is read by load
 

@@ -16,11 +16,11 @@ from typing import Any, Callable, Mapping
 
 from reprofleet.errors import Location, PlaybookError
 from reprofleet.model import Runtime, RuntimeKind
-from reprofleet.runtime_truth import VENV_KEYS, venv_option, venv_runtime
+from reprofleet.playbook.venv import VENV_KEYS, venv_option, venv_runtime
 from reprofleet.suggest import did_you_mean, line_of
 
-from .document import Doc, positive
-from .host_debug import host_debug_values
+from reprofleet.playbook.document import Doc, positive
+from reprofleet.playbook.host_debug import host_debug_values
 
 RUNTIME_KEYS = ("kind", "image", "docker_args", "python") + VENV_KEYS
 GPU_FACTORS = ("graphics_clocks", "memory_clocks", "power_limit", "persistence", "application_clocks")

@@ -19,7 +19,7 @@ from reprofleet.errors import Location, PlaybookError
 from reprofleet.model import HostDebug
 from reprofleet.suggest import did_you_mean, line_of
 
-from .document import Doc
+from reprofleet.playbook.document import Doc
 
 HOST_DEBUG_KEYS = tuple(HostDebug.__dataclass_fields__)
 SWITCHES = ("softlockup_panic", "hardlockup_panic", "panic_on_oops", "softlockup_all_cpu_backtrace")

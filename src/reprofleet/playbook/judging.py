@@ -12,10 +12,10 @@ from __future__ import annotations
 from typing import Any
 
 from reprofleet.model import DEFAULT_REPRODUCTIONS, Cell, Outcome, Phase, StopKind, StopRule
-from reprofleet.stopping import fixed_n
+from reprofleet.stats.stop_rules import fixed_n
 from reprofleet.suggest import did_you_mean
 
-from .document import Doc
+from reprofleet.playbook.document import Doc
 
 REPRODUCTION_OUTCOMES = (Outcome.WEDGE.value, Outcome.REBOOT.value, Outcome.HANG.value)
 PHASES = tuple(phase.value for phase in Phase)

@@ -15,9 +15,9 @@ from reprofleet.errors import Location, PlaybookError
 from reprofleet.model import CACHE_MODES, DEFAULT_MAX_EXCLUDED_SHARE, Cell, Playbook, Poc, StopRule, Timeouts, frozen_mapping
 from reprofleet.suggest import did_you_mean, line_of, load_located_yaml
 
-from . import judging
-from .cells import parse_cells
-from .document import Doc, line_of_path, positive, valid_name
+from reprofleet.playbook import judging
+from reprofleet.playbook.cells import parse_cells
+from reprofleet.playbook.document import Doc, line_of_path, positive, valid_name
 
 TOP_KEYS = ("name", "description", "poc", "runtime", "attempts", "timeouts", "order", "seed",
             "reproductions", "reference", "at_risk_phase", "max_excluded_share", "stop", "defaults", "matrix")

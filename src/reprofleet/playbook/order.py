@@ -11,7 +11,7 @@ from __future__ import annotations
 import hashlib
 
 from reprofleet.model import Host, Playbook, StopRule
-from reprofleet.stopping import max_attempts
+from reprofleet.stats.stop_rules import max_attempts
 
 
 def plan_order(playbook: Playbook, host: str | Host) -> list[tuple[int, int]]:

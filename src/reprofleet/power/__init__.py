@@ -8,10 +8,10 @@ inventory's ``pdu: driver:``, and the machinery they share (``base``).
 
 from __future__ import annotations
 
-from .base import PowerActionError, PowerDriver, PowerState, TransientPowerError
-from .log import PowerEvent, PowerLog
-from .options import PowerConfigError
-from .registry import DRIVERS, driver_for
+from reprofleet.power.base import PowerActionError, PowerDriver, PowerState, TransientPowerError
+from reprofleet.power.log import PowerEvent, PowerLog
+from reprofleet.power.options import PowerConfigError
+from reprofleet.power.registry import DRIVERS, driver_for
 
 __all__ = [
     "DRIVERS", "PowerActionError", "PowerConfigError", "PowerDriver", "PowerEvent", "PowerLog", "PowerState",

@@ -31,12 +31,12 @@ from enum import Enum, unique
 from pathlib import Path
 from typing import Callable, ClassVar, Iterator, TypeVar
 
-from ..credentials import Secret, scrub
-from ..errors import PowerError, ReprofleetError
-from ..model import PowerPort
-from .locks import address_key, device_lock, file_lock, thread_lock
-from .log import PowerEvent, PowerLog, utc_now_iso
-from .options import Options, PowerConfigError
+from reprofleet.credentials import Secret, scrub
+from reprofleet.errors import PowerError, ReprofleetError
+from reprofleet.model import PowerPort
+from reprofleet.power.locks import address_key, device_lock, file_lock, thread_lock
+from reprofleet.power.log import PowerEvent, PowerLog, utc_now_iso
+from reprofleet.power.options import Options, PowerConfigError
 
 __all__ = [
     "DriverSettings", "PowerActionError", "PowerConfigError", "PowerDriver", "PowerLog",

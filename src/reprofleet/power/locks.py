@@ -26,7 +26,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
 
-from ..errors import PowerError
+from reprofleet.errors import PowerError
 
 LOCK_FOLDER = ".power-locks"
 _POLL_S = 0.05

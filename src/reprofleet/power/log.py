@@ -15,7 +15,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from ..records import utc_now
+from reprofleet.records.store import utc_now
 
 
 @dataclass(frozen=True)

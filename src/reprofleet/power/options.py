@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any, Iterable, Mapping, Sequence
 
-from ..errors import PowerError
+from reprofleet.errors import PowerError
 
 # Options every driver understands (see base.DriverSettings).
 COMMON_OPTIONS = ("timeout_s", "settle_s", "tries", "poll_s")

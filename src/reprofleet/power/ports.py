@@ -19,12 +19,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Mapping
 
-from ..credentials import SecretResolver, resolve
-from ..errors import CredentialError, PowerError, ReprofleetError
-from ..model import Host, PowerPort
-from .base import CycleCallback, PowerActionError, PowerDriver, PowerState
-from .log import PowerLog
-from .registry import driver_for
+from reprofleet.credentials import SecretResolver, resolve
+from reprofleet.errors import CredentialError, PowerError, ReprofleetError
+from reprofleet.model import Host, PowerPort
+from reprofleet.power.base import CycleCallback, PowerActionError, PowerDriver, PowerState
+from reprofleet.power.log import PowerLog
+from reprofleet.power.registry import driver_for
 
 
 class PowerPreflightError(ReprofleetError):

@@ -11,18 +11,18 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Mapping
 
-from ..credentials import SecretResolver, resolve
-from ..model import PowerPort
-from .base import PowerDriver
-from .command import CommandDriver
-from .ipmi import IpmiDriver
-from .log import PowerLog
-from .options import PowerConfigError
-from .pdudaemon import PdudaemonDriver
-from .redfish import RedfishDriver
-from .shelly import ShellyDriver
-from .snmp import SnmpDriver
-from .tasmota import TasmotaDriver
+from reprofleet.credentials import SecretResolver, resolve
+from reprofleet.model import PowerPort
+from reprofleet.power.base import PowerDriver
+from reprofleet.power.drivers.command import CommandDriver
+from reprofleet.power.drivers.ipmi import IpmiDriver
+from reprofleet.power.log import PowerLog
+from reprofleet.power.options import PowerConfigError
+from reprofleet.power.drivers.pdudaemon import PdudaemonDriver
+from reprofleet.power.drivers.redfish import RedfishDriver
+from reprofleet.power.drivers.shelly import ShellyDriver
+from reprofleet.power.drivers.snmp import SnmpDriver
+from reprofleet.power.drivers.tasmota import TasmotaDriver
 
 DRIVERS: Mapping[str, type[PowerDriver]] = MappingProxyType({
     cls.name: cls

@@ -13,9 +13,13 @@ from __future__ import annotations
 import threading
 import time
 from collections import deque
-from typing import Any, Callable, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
-from .base import PowerDriver
+from reprofleet.power.base import PowerDriver
+
+if TYPE_CHECKING:
+    from reprofleet.model import Host
 
 WallLine = dict[str, Any]
 MAX_RUN_S = 7 * 24 * 3600.0  # a sampler never outlives a week, whatever its caller forgets
@@ -140,3 +144,17 @@ def freeze_telemetry(sampler: WallPowerSampler | None, silent_since: float | Non
     devices = ", ".join(f"{d.name} {d.port.address}" for d in sampler.drivers)
     return {"wall_note": f"{devices} gave no wall-power reading in the last minute before the freeze "
                          "(a BMC without DCMI or a chassis Power resource meters nothing)"}
+
+
+def wall_sampler(host: "Host", report_root: Path, write: Callable[[WallLine], None],
+                 period_s: float = 1.0) -> WallPowerSampler:
+    """A 1 Hz wall-power sampler for one host's attempts (does nothing where no outlet meters power).
+
+    ``write`` gets ``{"t", "k": "wall", "w", "source"}`` lines (the attempt's stream);
+    ``summary()`` after a wedge gives the last readings for its record.
+    """
+    from reprofleet.power.locks import lock_folder
+    from reprofleet.power.ports import build_host_power
+
+    power = build_host_power([host], lock_dir=lock_folder(report_root)).get(host.name)
+    return WallPowerSampler(power.drivers if power else (), write, period_s=period_s)

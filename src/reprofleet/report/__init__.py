@@ -3,7 +3,7 @@
 The terminal table is in progress.py; both reports print the verdict layer's sentences.
 """
 
-from .html import render_html
-from .markdown import render_markdown
+from reprofleet.report.html import render_html
+from reprofleet.report.markdown import render_markdown
 
 __all__ = ["render_html", "render_markdown"]

@@ -3,7 +3,7 @@
 An engineer who gets the report wants to try one cell on their own machine without
 reprofleet: the GPU settings the cell applied (``nvidia-smi -pm/-pl/-lgc/-lmc/-ac``, in the
 agent's order), its environment, and the docker or python command line that
-:func:`reprofleet.poc.build` makes for it, built from the factors the records carry.
+:func:`reprofleet.runner.poc.build` makes for it, built from the factors the records carry.
 """
 
 from __future__ import annotations
@@ -13,11 +13,11 @@ import shlex
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
-from .. import poc
-from ..identity import record_cell_id
-from ..model import Cell, GpuPolicy, Runtime, RuntimeKind
-from ..verdicts import Judgement
-from .host_debug import sysctl_commands
+from reprofleet.runner import poc
+from reprofleet.records.identity import record_cell_id
+from reprofleet.model import Cell, GpuPolicy, Runtime, RuntimeKind
+from reprofleet.verdicts import Judgement
+from reprofleet.report.host_debug import sysctl_commands
 
 POC_FILE = "/path/to/poc.py"  # the campaign's PoC script; its sha256 is shown beside the command
 STATE_ROOT = "/var/tmp/reprofleet"

@@ -15,10 +15,10 @@ from typing import Any, Callable, Mapping, Sequence
 
 from rich.table import Table
 
-from ..errors import ReprofleetError
-from ..pooling import Pool, load_pool
-from ..verdicts import Judgement, Verdict, judge, natural_key, pct
-from .style import CSS
+from reprofleet.errors import ReprofleetError
+from reprofleet.records.pooling import Pool, load_pool
+from reprofleet.verdicts import Judgement, Verdict, judge, natural_key, pct
+from reprofleet.report.style import CSS
 
 
 class CompareError(ReprofleetError):

@@ -14,8 +14,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from ..pooling import Pool
-from ..verdicts import natural_key
+from reprofleet.records.pooling import Pool
+from reprofleet.verdicts import natural_key
 
 
 @dataclass(frozen=True)

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from matplotlib.ticker import PercentFormatter
 
-from ..verdicts import ALL_HOSTS, Judgement
-from . import plots
+from reprofleet.verdicts import ALL_HOSTS, Judgement
+from reprofleet.report import plots
 
 
 def forest_svg(judgement: Judgement) -> str:

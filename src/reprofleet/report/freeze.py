@@ -23,10 +23,10 @@ from typing import Any, Mapping, Sequence
 
 from matplotlib.patches import Patch
 
-from ..model import PHASE_ORDER
-from ..verdicts import natural_key
-from . import plots
-from .evidence import WallAtFreeze, bmc_words, wall_at_freeze, wall_words
+from reprofleet.model import PHASE_ORDER
+from reprofleet.verdicts import natural_key
+from reprofleet.report import plots
+from reprofleet.report.evidence import WallAtFreeze, bmc_words, wall_at_freeze, wall_words
 
 WINDOW_S = 60.0
 MAX_POINTS = 200

@@ -79,8 +79,8 @@ def html_section(records: Sequence[Mapping[str, Any]]) -> str:
 def sysctl_commands(factors: Mapping[str, Any] | None) -> tuple[tuple[str, ...], tuple[str, ...]]:
     """The sysctl calls that give a host this cell's kernel settings by hand, and the call that
     puts the host's own values back (saved first, in sysctl.conf format)."""
-    from ..host_debug import sysctls
-    from ..model import HostDebug
+    from reprofleet.runner.host_debug import sysctls
+    from reprofleet.model import HostDebug
 
     debug = (factors or {}).get("host_debug") or {}
     if not debug:

@@ -13,19 +13,19 @@ import html
 from collections import Counter
 from typing import Any, Mapping, Sequence
 
-from ..identity import cell_name
-from ..pooling import Pool
-from ..verdicts import ALL_HOSTS, Judgement, natural_key, pct
-from .commands import commands_html
-from .folders import Folders
-from .forest import forest_svg
-from .freeze import draw_within_budget, drawable, freeze_html, load_trace, points_for
-from .host_debug import html_section as host_debug_html
-from .hostfacts import facts_html
-from .markdown import OUTCOMES, verdict_rows
-from .phases import phase_histogram_svg, time_to_wedge_svg
-from .style import CSS
-from .timeline import build_timeline, timeline_svg
+from reprofleet.records.identity import cell_name
+from reprofleet.records.pooling import Pool
+from reprofleet.verdicts import ALL_HOSTS, Judgement, natural_key, pct
+from reprofleet.report.commands import commands_html
+from reprofleet.report.folders import Folders
+from reprofleet.report.forest import forest_svg
+from reprofleet.report.freeze import draw_within_budget, drawable, freeze_html, load_trace, points_for
+from reprofleet.report.host_debug import html_section as host_debug_html
+from reprofleet.report.hostfacts import facts_html
+from reprofleet.report.markdown import OUTCOMES, verdict_rows
+from reprofleet.report.phases import phase_histogram_svg, time_to_wedge_svg
+from reprofleet.report.style import CSS
+from reprofleet.report.timeline import build_timeline, timeline_svg
 
 FREEZES = ("wedge", "reboot")
 

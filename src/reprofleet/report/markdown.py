@@ -11,9 +11,9 @@ from __future__ import annotations
 
 from typing import Any, Iterable, Mapping, Sequence
 
-from ..verdicts import ALL_HOSTS, Judgement, fmt_p, pct
-from .host_debug import markdown_section as host_debug_section
-from .evidence import bmc_words, wall_at_freeze, wall_words
+from reprofleet.verdicts import ALL_HOSTS, Judgement, fmt_p, pct
+from reprofleet.report.host_debug import markdown_section as host_debug_section
+from reprofleet.report.evidence import bmc_words, wall_at_freeze, wall_words
 
 OUTCOMES = ("clean", "error", "hang", "wedge", "reboot", "infra")
 

@@ -9,9 +9,9 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any, Mapping, Sequence
 
-from ..model import PHASE_ORDER
-from . import plots
-from .timeline import parse_time
+from reprofleet.model import PHASE_ORDER
+from reprofleet.report import plots
+from reprofleet.report.timeline import parse_time
 
 NO_PHASE = "(none)"
 

@@ -13,8 +13,8 @@ from typing import Any, Mapping, Sequence
 
 from matplotlib.lines import Line2D
 
-from ..verdicts import natural_key
-from . import plots
+from reprofleet.verdicts import natural_key
+from reprofleet.report import plots
 
 PAUSE_START, PAUSE_END = "controller_network_suspect", "controller_network_back"
 

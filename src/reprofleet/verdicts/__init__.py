@@ -17,13 +17,13 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
-from .. import stats
-from ..errors import ReprofleetError
-from ..identity import cell_name
-from ..model import Judging
-from ..pooling import Pool
-from .judge import ALPHA, LEVEL, CellEvidence, Comparison, Split, Verdict, VerdictKind, fmt_p, judge_cell, pct, run_tests
-from .tally import ALL_HOSTS, Judged, Tally, judge_records, natural_key, split_tally, tallies
+from reprofleet.stats import intervals as stats
+from reprofleet.errors import ReprofleetError
+from reprofleet.records.identity import cell_name
+from reprofleet.model import Judging
+from reprofleet.records.pooling import Pool
+from reprofleet.verdicts.judge import ALPHA, LEVEL, CellEvidence, Comparison, Split, Verdict, VerdictKind, fmt_p, judge_cell, pct, run_tests
+from reprofleet.verdicts.tally import ALL_HOSTS, Judged, Tally, judge_records, natural_key, split_tally, tallies
 
 __all__ = ["ALL_HOSTS", "Judgement", "ReferenceCellError", "Row", "Split", "Verdict", "VerdictKind", "judge", "fmt_p", "pct", "natural_key"]
 

@@ -18,9 +18,9 @@ from dataclasses import dataclass
 from enum import Enum, unique
 from typing import Any, Mapping, Sequence
 
-from .. import stats
-from ..model import Judging
-from .tally import ALL_HOSTS, Tally, natural_key
+from reprofleet.stats import intervals as stats
+from reprofleet.model import Judging
+from reprofleet.verdicts.tally import Tally, natural_key
 
 LEVEL = 0.95
 ALPHA = 1.0 - LEVEL

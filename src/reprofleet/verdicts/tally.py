@@ -12,8 +12,8 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping
 
-from ..identity import record_cell_id
-from ..model import Judging, Outcome, Role
+from reprofleet.records.identity import record_cell_id
+from reprofleet.model import Judging, Outcome, Role
 
 ALL_HOSTS = "(all)"
 EMPTY_CACHE_MANIFEST = "e3b0c44298fc1c14"  # sha256 of no entries at all: the cache folder was empty

@@ -1,6 +1,6 @@
 """What the simulated SNMP PDUs serve, copied from the vendors' MIBs by hand.
 
-Written independently of ``reprofleet.power.snmp_oids`` on purpose: a simulator built
+Written independently of ``reprofleet.power.drivers.snmp_oids`` on purpose: a simulator built
 from the driver's own table would agree with a wrong OID. Every OID below is a literal
 from the MIB text (object name in the comment); nothing is derived from the driver.
 

@@ -1,0 +1,36 @@
+"""`invoke policy`: read or restore every host's GPU policy, outside a campaign.
+
+The restore path is the one a user reaches for after a controller crash left GPUs locked:
+every host in parallel, failures reported per host.
+"""
+
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+
+from reprofleet.runner import host_debug, gpu_policy as policy
+from reprofleet.remote.agent import AgentClient
+from reprofleet.remote.session import with_agent
+from reprofleet.errors import ReprofleetError
+from reprofleet.inventory import load_inventory
+from reprofleet.model import Host
+
+
+def _one(host: Host, settings: Any, action: str) -> dict[str, Any] | ReprofleetError:
+    def work(agent: AgentClient) -> dict[str, Any]:
+        readback = policy.restore(agent, host.gpu_index) if action == "restore" else policy.read(agent, host.gpu_index)
+        # the lockup-to-panic sysctls too: one more agent call, and a killed campaign leaves them set
+        sysctls = host_debug.restore(agent) if action == "restore" else host_debug.read(agent)
+        return {**readback, "host_debug": dict(sysctls)}
+
+    return with_agent(host, settings.transport, work)
+
+
+def policy_everywhere(inventory_path: str, settings: Any, action: str) -> dict[str, dict[str, Any] | ReprofleetError]:
+    hosts = load_inventory(inventory_path).hosts
+    with ThreadPoolExecutor(max_workers=max(1, min(16, len(hosts)))) as pool:
+        return dict(zip((h.name for h in hosts), pool.map(lambda h: _one(h, settings, action), hosts)))
+
+

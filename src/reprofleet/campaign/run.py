@@ -1,0 +1,254 @@
+"""The orchestrator: hosts in parallel, each through its cells in plan order; resume; stop.
+
+One thread per host. A host that fails, freezes or is quarantined never holds the others
+back. SIGINT/SIGTERM set the stop event: every host kills its running attempt (recorded as
+``infra``, never clean), restores the GPU defaults, and the campaign returns.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import secrets
+import socket
+import threading
+from dataclasses import dataclass, replace
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Callable, Mapping, Sequence
+
+from reprofleet.runner import cache_sync, netconsole as netconsole_setup, poc, runtimes as runtime_truth
+from reprofleet.remote.agent import load_bundle
+from reprofleet.errors import ReprofleetError
+from reprofleet.runner.context import CampaignContext, RunSettings, cell_identity
+from reprofleet.runner.host import HostRunner
+from reprofleet.model import Cell, Host, Playbook, StopKind
+from reprofleet.playbook import plan_order
+from reprofleet.records.store import AttemptLog, CampaignDir, JsonlAppender, read_log_lines, read_records
+from reprofleet.power import PowerLog
+from reprofleet.liveness.watchdog import FleetLiveness
+from reprofleet.liveness.witness import CachedWitness, controller_network_ok
+
+
+@dataclass(frozen=True)
+class CampaignPlan:
+    campaign_id: str
+    playbook: Playbook
+    hosts: tuple[Host, ...]
+    per_host: Mapping[str, tuple[tuple[Cell, int], ...]]
+
+    @property
+    def total_attempts(self) -> int:
+        return sum(len(v) for v in self.per_host.values())
+
+    def expected_duration_s(self, typical_attempt_s: float | None = None) -> float:
+        """Wall time if every attempt ran to its timeout (hosts run in parallel): an upper bound."""
+        each = typical_attempt_s or self.playbook.timeouts.attempt
+        return max((len(v) for v in self.per_host.values()), default=0) * each
+
+
+def new_campaign_id(playbook: Playbook) -> str:
+    stamp = datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S")
+    return f"{playbook.name}-{stamp}-{secrets.token_hex(2)}"
+
+
+def make_plan(playbook: Playbook, hosts: Sequence[Host], campaign_id: str | None = None,
+              done: Mapping[tuple[str, str], int] | None = None) -> CampaignPlan:
+    """Each host's (cell, attempt index) sequence; attempts already recorded are skipped."""
+    done = done or {}
+    per_host: dict[str, tuple[tuple[Cell, int], ...]] = {}
+    for host in hosts:
+        order = plan_order(playbook, host.name)
+        per_host[host.name] = tuple(
+            (playbook.cells[c], k) for c, k in order if k >= done.get((host.name, playbook.cells[c].name), 0)
+        )
+    return CampaignPlan(campaign_id or new_campaign_id(playbook), playbook, tuple(hosts), per_host)
+
+
+def _shared(cells: Sequence[Cell], attr: str) -> dict[str, Any]:
+    """Items every cell has with the same value (printed once, not per cell)."""
+    dicts = [dict(getattr(cell, attr)) for cell in cells]
+    return {k: v for k, v in dicts[0].items() if all(d.get(k, object()) == v for d in dicts[1:])} if dicts else {}
+
+
+def describe_plan(plan: CampaignPlan) -> str:
+    """The dry-run text: hosts, cells, attempts and the duration bound. Contacts nothing."""
+    book = plan.playbook
+    env, args = _shared(book.cells, "env"), _shared(book.cells, "args")
+    lines = [
+        f"campaign {plan.campaign_id}",
+        f"playbook {book.path}",
+        f"hosts ({len(plan.hosts)}): " + ", ".join(f"{h.name} ({h.address}:{h.port})" for h in plan.hosts),
+        f"every cell: env {env}; args {args}",
+        f"cells ({len(book.cells)}), {book.attempts} attempts each per host, order {book.order}:",
+    ]
+    for cell in book.cells:
+        own_env = {k: v for k, v in cell.env if k not in env}
+        own_args = {k: v for k, v in cell.args if k not in args}
+        parts = [f"gpu {cell.gpu.as_dict() or 'default'}", f"runtime {runtime_truth.describe(cell.runtime)}"]
+        rule = book.stop_rule(cell)
+        parts += [f"stop {rule.kind.value}"] if rule.kind is not StopKind.FIXED_N else []
+        parts += ["reference"] if cell.name == book.reference_cell.name else []
+        parts += [f"env {own_env}"] if own_env else []
+        parts += [f"args {own_args}"] if own_args else []
+        lines.append(f"  - {cell.name}: " + "; ".join(parts))
+    early = any(book.stop_rule(cell).kind is not StopKind.FIXED_N for cell in book.cells)
+    lines.append(f"attempts planned: {plan.total_attempts} "
+                 f"({', '.join(f'{h}: {len(v)}' for h, v in plan.per_host.items())})"
+                 + ("; at most: a cell with a stop rule ends early on a host once its rule decides" if early else ""))
+    hours = plan.expected_duration_s() / 3600
+    lines.append(f"duration: at most {hours:.1f} h if every attempt ran to its {book.timeouts.attempt:g} s timeout "
+                 "(plus power cycles and boots)")
+    bundle, poc_file = load_bundle(), Path(book.poc.script)
+    lines += cache_sync.transfer_lines(book, plan.per_host, len(bundle.files), sum(len(b) for _, b in bundle.files),
+                                       poc_file.stat().st_size if poc_file.exists() else 0)
+    return "\n".join(lines)
+
+
+RERUN_ON_RESUME = ("interrupted", "not run")  # infra reasons that say nothing about the host
+
+
+def runs_again(record: Mapping[str, Any]) -> bool:
+    """An attempt that was interrupted or never run: its slot runs again on resume, and it
+    counts for nothing (so a resumed campaign tallies and decides as an uninterrupted one)."""
+    return record["outcome"] == "infra" and str(record.get("reason", "")).startswith(RERUN_ON_RESUME)
+
+
+def completed_counts(directory: CampaignDir) -> dict[tuple[str, str], int]:
+    """Attempts per (host, cell) already done; interrupted or never-run ones run again on resume.
+
+    A cell that its stop rule ended keeps its remaining slots in the plan; the host runner
+    skips them (its ``stopped`` event says so).
+    """
+    counts: dict[tuple[str, str], int] = {}
+    if directory.attempts.exists():
+        for record in read_records(directory.attempts):
+            if runs_again(record):
+                continue
+            key = (record["host"], record["cell"])
+            counts[key] = counts.get(key, 0) + 1
+    return counts
+
+
+@dataclass(frozen=True)
+class CampaignResult:
+    campaign_id: str
+    directory: CampaignDir
+    records: tuple[Mapping[str, Any], ...]
+    interrupted: bool
+    failure: str | None = None  # why the campaign stopped on its own (e.g. the controller's disk is full)
+
+
+def earlier_records(directory: CampaignDir) -> dict[str, list[dict[str, Any]]]:
+    """Each host's records that count (a resume rebuilds its stop tallies from them)."""
+    by_host: dict[str, list[dict[str, Any]]] = {}
+    if directory.attempts.exists():
+        for record in read_records(directory.attempts):
+            if not runs_again(record):
+                by_host.setdefault(str(record.get("host")), []).append(record)
+    return by_host
+
+
+def started_slots(directory: CampaignDir, playbook: Playbook) -> dict[str, tuple[Cell, int]]:
+    """Attempt id -> (cell, attempt index) for every attempt this campaign started (its events)."""
+    cells = {cell.name: cell for cell in playbook.cells}
+    return {str(e.get("attempt")): (cells[str(e.get("cell"))], int(e.get("index") or 0))
+            for e in read_log_lines(directory.events)
+            if e.get("event") == "attempt_started" and str(e.get("cell")) in cells}
+
+
+def stopped_cells(directory: CampaignDir) -> set[tuple[str, str]]:
+    """(host, cell) pairs that already have a ``stopped`` event: a resume never runs them again."""
+    return {(str(e.get("host")), str(e.get("cell"))) for e in read_log_lines(directory.events)
+            if e.get("event") == "stopped"}
+
+
+def _write_manifest(directory: CampaignDir, plan: CampaignPlan, settings: RunSettings, poc_digest: str) -> None:
+    """campaign.json: how this campaign judges and stops, for every report that reads it later."""
+    if directory.manifest.exists():
+        return
+    book = plan.playbook
+    manifest = {
+        "campaign": plan.campaign_id,
+        "playbook": plan.playbook.path,
+        "controller": settings.controller,
+        "created": datetime.now(timezone.utc).isoformat(),
+        "hosts": [{"name": h.name, "address": h.address, "port": h.port} for h in plan.hosts],
+        # the planned identity; each record carries the one resolved on its host (image digest,
+        # interpreter versions), which is what pooling and verdicts group by
+        "cells": [{"name": c.name, "cell_id": cell_identity(c, poc_digest), "factors": dict(c.factors),
+                   "stop": book.stop_rule(c).to_json()} for c in book.cells],
+        "attempts_per_cell": book.attempts,
+        "judging": book.judging.to_json(),
+        "reference": book.reference_cell.name,
+        "order": book.order,
+        "seed": book.seed,
+        "poc": poc_digest,
+        "reproductions": [o.value for o in book.reproductions],  # for readers older than ``judging``
+    }
+    directory.manifest.write_text(json.dumps(manifest, indent=2, default=str) + "\n")
+
+
+def run_campaign(
+    plan: CampaignPlan,
+    settings: RunSettings,
+    report_root: Path,
+    *,
+    progress: Callable[..., None] = lambda host, **fields: None,
+    stop: threading.Event | None = None,
+    recovery_factory: Callable[[CampaignContext], Any] | None = None,
+) -> CampaignResult:
+    """Run every host's plan in parallel and return the records this run appended."""
+    # The playbook's connect timeout governs every connection of this campaign.
+    settings = replace(settings, transport=replace(settings.transport,
+                                                   connect_timeout=plan.playbook.timeouts.connect))
+    poc_path = Path(plan.playbook.poc.script)
+    try:
+        poc_script = poc_path.read_bytes()
+    except OSError as exc:
+        raise ReprofleetError(f"{plan.playbook.path}: cannot read the PoC {poc_path}: {exc}") from exc
+    directory = CampaignDir(report_root / plan.campaign_id).create()
+    _write_manifest(directory, plan, settings, hashlib.sha256(poc_script).hexdigest())
+    stop = stop or threading.Event()
+    ctx = CampaignContext(
+        campaign_id=plan.campaign_id, directory=directory, playbook=plan.playbook, settings=settings,
+        bundle=load_bundle(), poc_script=poc_script, attempt_log=AttemptLog(directory.attempts),
+        events=JsonlAppender(directory.events),
+        fleet=FleetLiveness(settings.watchdog.fleet_window_s,
+                            CachedWitness(lambda: controller_network_ok(plan.hosts, PowerLog(directory.power)))),
+        stop=stop, progress=progress,
+        cache_seed=poc.cache_seed_archive(plan.playbook.poc.cache_source)
+        if plan.playbook.poc.cache_source and cache_sync.modes(plan.playbook) - {"seeded"} else None,
+        cache_snapshot=cache_sync.seeded_snapshot(plan.playbook),
+    )
+    if recovery_factory is not None:
+        ctx.recovery = recovery_factory(ctx)
+    for log in (ctx.attempt_log, ctx.events):
+        if log.torn:
+            ctx.event("", "torn_line_cut", file=log.path.name, text=log.torn[:500],
+                      message="the last line was torn by a controller that died mid-write; cut back on open")
+    ctx.started_slots = started_slots(directory, plan.playbook)
+    ctx.recorded_ids = {str(r.get("attempt")) for r in read_records(directory.attempts)} \
+        if directory.attempts.exists() else set()
+    before = len(ctx.recorded_ids)
+    earlier, stopped = earlier_records(directory), stopped_cells(directory)
+    runners = [HostRunner(ctx, host, list(plan.per_host[host.name]), earlier=earlier.get(host.name, []),
+                          stopped={cell for h, cell in stopped if h == host.name})
+               for host in plan.hosts]
+    threads = [threading.Thread(target=r.run, name=f"host-{r.host.name}", daemon=True) for r in runners]
+    ctx.netconsole = netconsole_setup.start_receiver(plan.hosts, directory.root / "netconsole")
+    try:
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            while thread.is_alive():
+                thread.join(0.2)
+    finally:
+        if ctx.netconsole is not None:
+            ctx.netconsole.close()
+    records = tuple(read_records(directory.attempts)) if directory.attempts.exists() else ()
+    return CampaignResult(plan.campaign_id, directory, records[before:], stop.is_set(), ctx.failure)
+
+
+def default_controller_name() -> str:
+    return socket.gethostname()

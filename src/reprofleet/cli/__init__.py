@@ -1,0 +1,1 @@
+"""The only layer that knows Invoke and rich: tasks, arguments, exit codes, progress."""

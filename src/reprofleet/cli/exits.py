@@ -1,0 +1,57 @@
+"""One place turns errors into exit codes and one clear line on stderr.
+
+Tasks are wrapped in :func:`handled`: a ReprofleetError (bad inventory, unreachable host,
+PDU failure ...) becomes its message and an exit code; ``REPROFLEET_TRACEBACK=1`` shows
+the traceback as well.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import traceback
+from enum import IntEnum, unique
+from typing import Any, Callable
+
+from invoke import Exit
+
+from reprofleet.errors import InputError, ReprofleetError
+
+
+class BadArgument(ReprofleetError):
+    """A command-line argument is wrong (exit status 2, like bad input files)."""
+
+
+@unique
+class ExitStatus(IntEnum):
+    OK = 0
+    ERROR = 1
+    BAD_INPUT = 2
+    SOME_HOSTS_FAILED = 3
+    INTERRUPTED = 130
+
+
+def exit_status_for(error: BaseException) -> ExitStatus:
+    if isinstance(error, (InputError, BadArgument)):
+        return ExitStatus.BAD_INPUT
+    if isinstance(error, KeyboardInterrupt):
+        return ExitStatus.INTERRUPTED
+    return ExitStatus.ERROR
+
+
+def handled(body: Callable[..., Any]) -> Callable[..., Any]:
+    """Run a task body; map its result or error to an exit status and one line."""
+
+    @functools.wraps(body)
+    def wrapper(*args: Any, **kwargs: Any) -> None:
+        try:
+            status = body(*args, **kwargs)
+        except (ReprofleetError, KeyboardInterrupt) as error:
+            if os.environ.get("REPROFLEET_TRACEBACK"):
+                traceback.print_exc()
+            message = str(error) or type(error).__name__
+            raise Exit(f"reprofleet: error: {message}", code=int(exit_status_for(error))) from None
+        if status is not None and int(status) != 0:
+            raise Exit(code=int(status))
+
+    return wrapper

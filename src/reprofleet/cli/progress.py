@@ -1,0 +1,153 @@
+"""The live view while a campaign runs, and the summary table when it ends (rich)."""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any, Callable, Iterable, Mapping, Sequence
+
+from rich.console import Console
+from rich.live import Live
+from rich.table import Table
+
+from reprofleet.verdicts import Judgement, Row, natural_key, pct
+
+DASH = "—"
+
+OUTCOME_STYLE = {
+    "clean": "green", "error": "yellow", "hang": "magenta",
+    "wedge": "bold red", "reboot": "red", "infra": "dim",
+}
+
+
+class LiveProgress:
+    """Per host: status, cell, attempt k of n, phase, outcome counts. Thread-safe."""
+
+    def __init__(self, hosts: Iterable[str], planned: Mapping[str, int], console: Console | None = None) -> None:
+        self._lock = threading.Lock()
+        self._rows: dict[str, dict[str, Any]] = {h: {"status": "waiting", "done": 0} for h in hosts}
+        self._planned = dict(planned)
+        self._console = console or Console()
+        self._live: Live | None = None
+        self._started = time.monotonic()
+
+    def __call__(self, host: str, **fields: Any) -> None:
+        with self._lock:
+            row = self._rows.setdefault(host, {"status": "waiting", "done": 0})
+            if "outcome" in fields:
+                row["done"] = row.get("done", 0) + 1
+            if "stopped_early" in fields:  # a slot its cell's stop rule made unnecessary
+                row["stopped"] = row.get("stopped", 0) + int(fields.pop("stopped_early"))
+            row.update(fields)
+        if self._live is not None:
+            self._live.update(self.render())
+
+    def render(self) -> Table:
+        elapsed = time.monotonic() - self._started
+        table = Table(title=f"reprofleet campaign — {elapsed:,.0f} s", expand=False)
+        for column in ("host", "status", "cell", "attempt", "phase", "outcomes"):
+            table.add_column(column)
+        with self._lock:
+            for host, row in sorted(self._rows.items(), key=lambda item: natural_key(item[0])):
+                counts = row.get("counts") or {}
+                outcomes = " ".join(
+                    f"[{OUTCOME_STYLE.get(k, '')}]{k}:{v}[/]" for k, v in sorted(counts.items())
+                )
+                table.add_row(
+                    host, shown(row.get("status")), shown(row.get("cell")),
+                    _attempts(row, self._planned.get(host, 0)),
+                    shown(row.get("phase")), outcomes,
+                )
+        return table
+
+    def __enter__(self) -> "LiveProgress":
+        self._live = Live(self.render(), console=self._console, refresh_per_second=4, transient=False)
+        self._live.__enter__()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._live is not None:
+            self._live.update(self.render())
+            self._live.__exit__(None, None, None)
+            self._live = None
+
+
+def _attempts(row: Mapping[str, Any], planned: int) -> str:
+    """``done/n``, where n leaves out the slots that stopping early made unnecessary."""
+    stopped = int(row.get("stopped", 0))
+    text = f"{row.get('done', 0)}/{planned - stopped}"
+    return f"{text} ({stopped} not needed)" if stopped else text
+
+
+def summary_table(judgement: Judgement, title: str) -> Table:
+    """Per cell and host: judged attempts, each outcome, excluded, the rate with its exact interval."""
+    label = judgement.rows[0].rate.label() if judgement.rows else "95% two-sided exact"
+    table = Table(title=title)
+    for column in ("cell", "host", "judged", "clean", "error", "hang", "wedge", "reboot", "infra", "excluded",
+                   "repro rate", f"{label} CI"):
+        table.add_column(column, justify="left" if column in ("cell", "host") else "right")
+    for row in judgement.rows:
+        table.add_row(*_row(row))
+    return table
+
+
+def verdict_table(judgement: Judgement) -> Table:
+    """One plain-words verdict per cell: the same lines as report.md and ``invoke report --json``."""
+    table = Table(title=f"verdicts (reference: {judgement.reference})")
+    table.add_column("cell")
+    table.add_column("verdict")
+    for verdict in judgement.verdicts:
+        style = VERDICT_STYLE.get(verdict.kind.value, "")
+        stopped = f" [dim](stopped early: {'; '.join(verdict.stopped)}; intervals approximate)[/]" if verdict.stopped else ""
+        name = f"{verdict.cell} (reference)" if verdict.reference else verdict.cell
+        table.add_row(name, f"[{style}]{verdict.text}[/]{stopped}" if style else verdict.text + stopped)
+    for warning in judgement.warnings:
+        table.add_row("[yellow]note[/]", f"[yellow]{warning}[/]")
+    return table
+
+
+VERDICT_STYLE = {"reproduces": "bold red", "host-specific": "red", "fixed": "green", "cannot judge": "yellow"}
+
+
+def _row(row: Row) -> list[str]:
+    tally = row.tally
+    approx = "≈" if row.approximate else ""
+    rate = "—" if tally.judged == 0 else f"{approx}{pct(tally.reproductions / tally.judged)} ({tally.reproductions}/{tally.judged})"
+    ci = "—" if tally.judged == 0 else f"{approx}{pct(row.rate.low)}–{pct(row.rate.high)}"
+    cells = [f"{row.cell} (ref)" if row.reference else row.cell, row.host, str(tally.judged)]
+    for outcome in ("clean", "error", "hang", "wedge", "reboot", "infra"):
+        value = tally.outcomes.get(outcome, 0)
+        style = OUTCOME_STYLE[outcome] if value and outcome in ("wedge", "reboot") else ""
+        cells.append(f"[{style}]{value}[/]" if style else str(value))
+    return cells + [str(tally.excluded), rate, ci]
+
+
+def shown(value: Any, unit: str = "") -> str:
+    """A value for a table cell: a dash when it is missing (never ``None`` or ``None W``)."""
+    if value is None or value == "":
+        return DASH
+    if isinstance(value, (list, tuple)):
+        return ",".join(shown(v) for v in value) if value else DASH
+    return f"{value}{unit}"
+
+
+def pair(first: Any, second: Any) -> str:
+    """``a / b`` with a dash for each missing side, or one dash when both are missing."""
+    if first in (None, "") and second in (None, ""):
+        return DASH
+    return f"{shown(first)} / {shown(second)}"
+
+
+def host_table(title: str, columns: Sequence[str], results: Mapping[str, Any],
+               row: Callable[[Any], Sequence[str]]) -> Table:
+    """One row per host (``ws2`` before ``ws10``); a host that failed gets dashes and its error in a column of
+    its own, never inside a data column."""
+    table = Table(title=title)
+    for column in ("host", *columns, "error"):
+        table.add_column(column)
+    for name, value in sorted(results.items(), key=lambda item: natural_key(item[0])):
+        if isinstance(value, BaseException):
+            table.add_row(name, *(DASH for _ in columns), f"[red]{value}[/]")
+        else:
+            table.add_row(name, *row(value), "")
+    return table

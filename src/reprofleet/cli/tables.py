@@ -1,0 +1,59 @@
+"""The tables `invoke facts` and `invoke policy` print: one row per host, failures as rows."""
+
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+from rich.table import Table
+
+from reprofleet.errors import ReprofleetError
+
+
+def _gpu_line(facts: Mapping[str, Any]) -> str:
+    gpus = facts.get("gpus") or []
+    if not gpus:
+        return f"no GPU via NVML ({facts.get('nvml')})"
+    from reprofleet.cli.progress import shown
+
+    first = gpus[0]
+    limits = first.get("power_limit_w") or {}
+    return (f"{len(gpus)}x {shown(first.get('name'))} vbios {shown(first.get('vbios'))} "
+            f"pl {shown(limits.get('current'), 'W')} [{shown(limits.get('min'))}-{shown(limits.get('max'))}]")
+
+
+def facts_table(results: Mapping[str, Mapping[str, Any] | ReprofleetError]) -> Table:
+    from reprofleet.cli.progress import host_table, pair, shown
+
+    def row(facts: Mapping[str, Any]) -> list[str]:
+        dmi = facts.get("dmi") or {}
+        journal = facts.get("journal_persistent")
+        return [_gpu_line(facts), pair(facts.get("driver_version"), facts.get("cuda_driver_version")),
+                shown(facts.get("kernel")), pair(dmi.get("board_name"), dmi.get("bios_version")),
+                shown(facts.get("boot_id"))[:8],
+                shown(None if journal is None else "persistent" if journal else "[yellow]volatile[/]")]
+
+    return host_table("host facts", ("GPU", "driver / CUDA", "kernel", "board / BIOS", "boot_id", "journal"),
+                      results, row)
+
+
+def policy_table(results: Mapping[str, Mapping[str, Any] | ReprofleetError]) -> Table:
+    from reprofleet.cli.progress import host_table, shown
+
+    def row(readback: Mapping[str, Any]) -> list[str]:
+        return [shown(readback.get("graphics_clocks")), shown(readback.get("memory_clocks")),
+                shown(readback.get("power_limit_w"), " W"), shown(readback.get("persistence")),
+                shown(readback.get("application_clocks")), _panics(readback.get("host_debug"))]
+
+    return host_table("GPU policy (read back through NVML)",
+                      ("graphics clocks", "memory clocks", "power limit", "persistence", "app clocks",
+                       "kernel (host_debug)"), results, row)
+
+
+def _panics(sysctls: Mapping[str, Any] | None) -> str:
+    """``softlockup_panic=1 panic=10``: the lockup-to-panic sysctls that are on (``off`` when none)."""
+    from reprofleet.cli.progress import shown
+
+    if not sysctls:
+        return shown(None)
+    on = [f"{name}={value}" for name, value in sysctls.items() if value]
+    return " ".join(on) or "off"

@@ -1,0 +1,515 @@
+"""Invoke tasks: thin wrappers that parse flags and call the modules that do the work.
+
+Project defaults live in ``invoke.yaml`` under ``reprofleet:`` (Invoke's own layering:
+defaults < project file < env ``INVOKE_REPROFLEET_...`` < flags). Every task turns a
+ReprofleetError into one line on stderr and an exit code (see :mod:`reprofleet.cli.exits`).
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import sys
+import threading
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, cast
+
+from invoke import Collection, Context, Task, task
+from rich.console import Console
+
+from reprofleet.cli.exits import BadArgument, ExitStatus, handled
+from reprofleet.cli.args import RestTask
+
+if TYPE_CHECKING:
+    from reprofleet.runner.host import RunSettings
+
+DEFAULTS: dict[str, Any] = {
+    "reports": "reports",
+    "known_hosts": "~/.ssh/known_hosts",
+    "accept_new_host_keys": False,
+    "sample_hz": 10.0,
+    "clock_threshold_mhz": 2800.0,
+    "silence_s": 3.0,
+    "probe_after_s": 1.0,
+    "probe_interval_s": 0.5,
+    "probe_timeout_s": 1.0,
+    "dead_rounds": 3,
+    "userspace_s": 60.0,
+    "pause_cap_s": 600.0,
+    "fleet_window_s": 5.0,
+    "power_cycle_budget": 20,
+    "dwell_s": 10.0,
+    "stability_s": 5.0,
+    "reboot_grace_s": 30.0,
+    "controller": None,
+    "sim_dir": "/var/lib/reprofleet-sim/cli",  # not under /tmp, /root or /var/tmp: simulated hosts shadow those
+}
+
+
+def _console() -> Console:
+    """A terminal's own width; 160 columns in logs and CI, where rich would squeeze to 80."""
+    return Console() if sys.stdout.isatty() else Console(width=160)
+
+
+def _conf(c: Any) -> dict[str, Any]:
+    merged = dict(DEFAULTS)
+    merged.update(dict(c.config.get("reprofleet", {}) or {}))
+    return merged
+
+
+# The demo's hosts boot in seconds: no need to wait as long as for a real workstation.
+DEMO_OVERRIDES = {"dwell_s": 2.0, "stability_s": 1.0, "reboot_grace_s": 2.0}
+
+
+def _settings(c: Any, accept_new: bool | None = None, overrides: dict[str, Any] | None = None) -> "RunSettings":
+    from reprofleet.campaign.run import default_controller_name
+    from reprofleet.runner.host import RunSettings
+    from reprofleet.remote.transport import TransportSettings
+    from reprofleet.liveness.watchdog import WatchdogSettings
+
+    conf = {**_conf(c), **(overrides or {})}
+    transport = TransportSettings(
+        known_hosts=Path(str(conf["known_hosts"])).expanduser(),
+        accept_new_host_keys=bool(conf["accept_new_host_keys"] if accept_new is None else accept_new),
+    )
+    return RunSettings(
+        transport=transport,
+        watchdog=WatchdogSettings(
+            silence_s=float(conf["silence_s"]), probe_after_s=float(conf["probe_after_s"]),
+            probe_interval_s=float(conf["probe_interval_s"]), probe_timeout_s=float(conf["probe_timeout_s"]),
+            dead_rounds=int(conf["dead_rounds"]), userspace_s=float(conf["userspace_s"]),
+            pause_cap_s=float(conf["pause_cap_s"]), fleet_window_s=float(conf["fleet_window_s"])),
+        controller=conf["controller"] or default_controller_name(),
+        sample_hz=float(conf["sample_hz"]),
+        clock_threshold_mhz=float(conf["clock_threshold_mhz"]),
+        power_cycle_budget=int(conf["power_cycle_budget"]),
+        dwell_s=float(conf["dwell_s"]),
+        stability_s=float(conf["stability_s"]),
+        reboot_grace_s=float(conf["reboot_grace_s"]),
+        break_leases=bool(conf.get("break_leases", False)),
+    )
+
+
+def _install_stop_handlers(stop: threading.Event) -> None:
+    def _stop(signum: int, _frame: Any) -> None:
+        if stop.is_set():
+            raise KeyboardInterrupt
+        Console(stderr=True).print(f"[yellow]{signal.Signals(signum).name}: stopping — killing running "
+                                   "attempts and restoring GPU defaults (again to force)[/]")
+        stop.set()
+
+    signal.signal(signal.SIGINT, _stop)
+    signal.signal(signal.SIGTERM, _stop)
+    signal.signal(signal.SIGHUP, _stop)  # a closed terminal or a lost SSH session to the controller
+
+
+def write_campaign_report(folder: Path, console: Console, title: str) -> Path:
+    """The summary and verdict tables on the terminal, report.md and report.html beside the records."""
+    from reprofleet.records.pooling import load_pool
+    from reprofleet.cli.progress import summary_table, verdict_table
+    from reprofleet.report import render_markdown
+    from reprofleet.verdicts import judge
+
+    pool = load_pool([folder]) if (folder / "attempts.jsonl").exists() else None
+    report_path = folder / "report.md"
+    if pool is None:
+        report_path.write_text(f"# {title}\n\nNo attempt was recorded.\n")
+        return report_path
+    judgement = judge(pool)
+    console.print()  # the live table's last line stays apart from the summary's title
+    console.print(summary_table(judgement, title))
+    console.print(verdict_table(judgement))
+    report_path.write_text(render_markdown(judgement, pool.records, title.capitalize()))
+    _write_html(folder / "report.html", judgement, pool, title.capitalize(), console)
+    return report_path
+
+
+def _write_html(path: Path, judgement: Any, pool: Any, title: str, console: Console) -> Path | None:
+    """report.html; a figure that fails to draw costs the HTML file, never report.md or the records."""
+    from reprofleet.report import render_html
+
+    try:
+        path.write_text(render_html(judgement, pool, title), encoding="utf-8")
+    except Exception as exc:  # noqa: BLE001 - a plotting bug must not lose a campaign's summary
+        console.print(f"[yellow]report.html not written: {type(exc).__name__}: {exc}[/]")
+        return None
+    return path
+
+
+def run_and_report(c: Any, hosts: str, playbook: str, attempts: int | None, dry_run: bool,
+                   resume: str | None, accept_new: bool | None,
+                   overrides: dict[str, Any] | None = None) -> ExitStatus:
+    """Load and validate everything, then run (or describe) the campaign and summarize it."""
+    from reprofleet.campaign import run as campaign_mod
+    from reprofleet.inventory import load_inventory
+    from reprofleet.playbook import load_playbook
+    from reprofleet.cli.progress import LiveProgress
+    from reprofleet.records.store import CampaignDir
+    from reprofleet.campaign.preflight import check_playbook_against_hosts
+    from reprofleet.runner.recovery import recovery_factory
+
+    inventory = load_inventory(hosts)
+    book = load_playbook(playbook, attempts_override=attempts)
+    report_root = Path(_conf(c)["reports"])
+    done: dict[tuple[str, str], int] = {}
+    campaign_id = None
+    if resume:
+        directory = CampaignDir(Path(resume))
+        done = campaign_mod.completed_counts(directory)
+        campaign_id = directory.root.name
+        report_root = directory.root.parent
+    check_playbook_against_hosts(book, inventory.hosts, report_root)
+    plan = campaign_mod.make_plan(book, inventory.hosts, campaign_id, done)
+    console = _console()
+    if dry_run:
+        print(campaign_mod.describe_plan(plan))
+        return ExitStatus.OK
+    from reprofleet.power.base import PowerState
+    from reprofleet.campaign.preflight import power_states_at_start
+
+    for name, states in power_states_at_start(inventory.hosts, report_root).items():  # every PDU/BMC answers
+        if PowerState.OFF in states:
+            console.print(f"[yellow]{name}: its outlet reads off; it will be switched on before its first attempt[/]")
+    settings = _settings(c, accept_new, overrides)
+    stop = threading.Event()
+    _install_stop_handlers(stop)
+    planned = {h: len(v) for h, v in plan.per_host.items()}
+    with LiveProgress(planned.keys(), planned, console) as progress:
+        result = campaign_mod.run_campaign(plan, settings, report_root, progress=progress, stop=stop,
+                                           recovery_factory=recovery_factory)
+    report_path = write_campaign_report(result.directory.root, console, f"campaign {result.campaign_id}")
+    html_path = report_path.with_suffix(".html")
+    console.print(f"records: {result.directory.attempts}\nreport:  {report_path}"
+                  + (f"\nhtml:    {html_path}" if html_path.exists() else ""))
+    if result.failure:
+        Console(stderr=True).print(f"[red]campaign stopped: {result.failure}[/]")
+        return ExitStatus.ERROR
+    return ExitStatus.INTERRUPTED if result.interrupted else ExitStatus.OK
+
+
+@task(help={
+    "hosts": "Ansible inventory (YAML, INI, or any source ansible-inventory reads)",
+    "playbook": "campaign YAML (default playbooks/sm120-hostwedge.yml)",
+    "attempts": "attempts per cell per host (overrides the playbook)",
+    "dry-run": "print the plan and contact nothing",
+    "resume": "continue the campaign in this report folder",
+    "accept-new-host-keys": "record unknown host keys instead of refusing them",
+    "break-lease": "take hosts whose lease another campaign holds (say so only when that campaign is dead)",
+})
+@handled
+def campaign(c: Context, hosts: str, playbook: str = "playbooks/sm120-hostwedge.yml", attempts: str | None = None,
+             dry_run: bool = False, resume: str | None = None, accept_new_host_keys: bool = False,
+             break_lease: bool = False) -> ExitStatus:
+    """Run a reproduction campaign on every host of an inventory."""
+    return run_and_report(c, hosts, playbook, int(attempts) if attempts else None, dry_run, resume,
+                          accept_new_host_keys or None, {"break_leases": True} if break_lease else None)
+
+
+@task(help={"hosts": "Ansible inventory", "json": "print JSON lines instead of a table",
+            "accept-new-host-keys": "record unknown host keys instead of refusing them"})
+@handled
+def facts(c: Context, hosts: str, json_: bool = False, accept_new_host_keys: bool = False) -> ExitStatus:
+    """Collect and show each host's facts (GPU, driver, OS, BIOS, boot_id)."""
+    from reprofleet.campaign.facts import collect_facts
+    from reprofleet.cli.tables import facts_table
+    from reprofleet.records.facts_cache import cache_facts
+
+    from reprofleet.inventory import load_inventory
+
+    inventory_hosts = load_inventory(hosts).hosts
+    results = collect_facts(inventory_hosts, _settings(c, accept_new_host_keys or None))
+    for name, value in results.items():
+        if isinstance(value, dict):
+            cache_facts(Path(_conf(c)["reports"]), name, value)
+    if json_:
+        for name, value in results.items():
+            print(json.dumps({"host": name, **(value if isinstance(value, dict) else {"error": str(value)})}))
+    else:
+        _console().print(facts_table(results))
+    return ExitStatus.OK if all(isinstance(v, dict) for v in results.values()) else ExitStatus.SOME_HOSTS_FAILED
+
+
+@task(help={"hosts": "number of simulated hosts (default: every host of --config, or 3 demo hosts)",
+            "config": "fleet YAML (default: the demo fleet)"})
+@handled
+def sim_up(c: Context, hosts: str = "", config: str | None = None) -> ExitStatus:
+    """Start a simulated fleet (real sshd in network namespaces) and write its inventory."""
+    from reprofleet.sim import simctl
+
+    try:
+        count = int(hosts) if hosts else 0
+    except ValueError:
+        raise BadArgument(f"--hosts takes a number, not {hosts!r}") from None
+    fleet = simctl.up(count, config, Path(_conf(c)["sim_dir"]))
+    print(f"fleet up: {len(fleet.hosts)} hosts; inventory: {fleet.inventory_path}")
+    return ExitStatus.OK
+
+
+@task
+@handled
+def sim_status(c: Context) -> ExitStatus:
+    """Show the simulated fleet's hosts: address, power, frozen, boot_id, GPU policy."""
+    from reprofleet.sim import simctl
+
+    _console().print(simctl.status_table(Path(_conf(c)["sim_dir"])))
+    return ExitStatus.OK
+
+
+@task
+@handled
+def sim_down(c: Context) -> ExitStatus:
+    """Tear the simulated fleet down (every process, namespace, bridge and cgroup)."""
+    from reprofleet.sim import simctl
+
+    simctl.down(Path(_conf(c)["sim_dir"]))
+    print("fleet down")
+    return ExitStatus.OK
+
+
+@task(help={"hosts": "number of simulated hosts", "playbook": "demo campaign YAML"})
+@handled
+def demo(c: Context, hosts: int = 3, playbook: str = "playbooks/demo.yml") -> ExitStatus:
+    """Simulated fleet up, a campaign over it, the summary, fleet down."""
+    from reprofleet.sim import simctl
+
+    sim_dir = Path(_conf(c)["sim_dir"])
+    fleet = simctl.up(int(hosts), None, sim_dir)
+    try:
+        return run_and_report(c, str(fleet.inventory_path), playbook, None, False, None, None, DEMO_OVERRIDES)
+    finally:
+        simctl.down(sim_dir)
+
+
+@task(positional=["host", "action"],
+      help={"host": "host name from the inventory (or the first word: invoke power HOST ACTION --hosts INVENTORY)",
+            "action": "on | off | status | cycle | verify (or the second word); verify proves the wiring: off, "
+                      "this host and no other goes silent, on, it boots",
+            "hosts": "Ansible inventory", "yes": "do not ask for confirmation", "dwell": "seconds off in a cycle"})
+@handled
+def power(c: Context, host: str, action: str, hosts: str = "", yes: bool = False, dwell: str | None = None) -> ExitStatus:
+    """Switch one host's power through its PDU/BMC: invoke power HOST ACTION --hosts INVENTORY (asks unless --yes)."""
+    from reprofleet.campaign.power_ops import power_action, verify_wiring
+
+    if not hosts:
+        raise BadArgument("which inventory? invoke power HOST ACTION --hosts INVENTORY")
+    if action == "verify":
+        if not yes and not _confirm(f"switch {host} off to check its wiring, then on again? [y/N] "):
+            print("nothing done")
+            return ExitStatus.OK
+        report = verify_wiring(hosts, host, Path(_conf(c)["reports"]))
+        print("\n".join(report.lines()))
+        return ExitStatus.OK if report.ok else ExitStatus.SOME_HOSTS_FAILED
+    if action not in ("on", "off", "status", "cycle"):
+        raise BadArgument(f"action must be on, off, status, cycle or verify, not {action!r}")
+    if action != "status" and not yes and not _confirm(f"power {action} {host}? [y/N] "):
+        print("nothing done")
+        return ExitStatus.OK
+    state = power_action(hosts, host, action, Path(_conf(c)["reports"]),
+                         float(dwell if dwell is not None else _conf(c)["dwell_s"]))
+    print(f"{host}: {state.value}")
+    return ExitStatus.OK
+
+
+@task(name="policy", help={"hosts": "Ansible inventory", "restore": "put every GPU back to its defaults",
+                           "read": "show what each GPU reports (default)"})
+@handled
+def policy_task(c: Context, hosts: str, restore: bool = False, read: bool = False) -> ExitStatus:
+    """Read, or restore to defaults, the GPU policy of every host."""
+    from reprofleet.campaign.policy_restore import policy_everywhere
+    from reprofleet.cli.tables import policy_table
+
+    results = policy_everywhere(hosts, _settings(c), "restore" if restore else "read")
+    _console().print(policy_table(results))
+    return ExitStatus.OK if all(isinstance(v, dict) for v in results.values()) else ExitStatus.SOME_HOSTS_FAILED
+
+
+def _sources(c: Any, paths: list[str] | None) -> list[Path]:
+    """Positional PATHs and ``--paths`` (repeatable, or comma-separated as before); default: reports/."""
+    return [Path(p) for entry in paths or [] for p in str(entry).split(",") if p] or [Path(_conf(c)["reports"])]
+
+
+def _report_outputs(c: Any, out: str) -> tuple[Path, Path]:
+    """``--out FILE.md`` (report.html beside it) or ``--out FOLDER``; default: reports/pooled/."""
+    target = Path(out) if out else Path(_conf(c)["reports"]) / "pooled"
+    if target.suffix == ".md":
+        return target, target.with_suffix(".html")
+    return target / "report.md", target / "report.html"
+
+
+@task(klass=RestTask, iterable=["paths"],
+      help={"paths": "campaign folders or attempts.jsonl files: invoke report PATH [PATH ...] (also --paths A,B; "
+                     "default: every campaign under reports/)",
+            "reproductions": "override the campaigns' own reproductions (comma-separated outcomes)",
+            "reference": "compare every cell with this one (default: the campaigns' reference)",
+            "json": "print the verdicts as JSON instead of tables and files",
+            "out": "a folder for report.md and report.html, or FILE.md (report.html beside it); default reports/pooled"})
+@handled
+def report(c: Context, paths: list[str] | None = None, reproductions: str = "", reference: str = "",
+           json_: bool = False, out: str = "") -> ExitStatus:
+    """Pool records from many campaigns and controllers: report.md and report.html, one verdict per cell."""
+    from dataclasses import replace
+
+    from reprofleet.model import Outcome
+    from reprofleet.records.pooling import load_pool
+    from reprofleet.cli.progress import summary_table, verdict_table
+    from reprofleet.report import render_markdown
+    from reprofleet.verdicts import judge
+
+    pool = load_pool(_sources(c, paths))
+    if reproductions:
+        try:
+            counted = tuple(Outcome(o.strip()) for o in reproductions.split(",") if o.strip())
+        except ValueError as exc:
+            raise BadArgument(f"--reproductions: {exc}") from None
+        pool = replace(pool, campaigns={k: replace(v, judging=replace(v.judging, reproductions=counted))
+                                        for k, v in pool.campaigns.items()})
+    judgement = judge(pool, reference or None)
+    if json_:
+        print(json.dumps(judgement.to_json(), indent=2, default=str))
+        return ExitStatus.OK
+    console = _console()
+    console.print(summary_table(judgement, f"{judgement.attempts} attempts pooled"))
+    console.print(verdict_table(judgement))
+    markdown_path, html_path = _report_outputs(c, out)
+    markdown_path.parent.mkdir(parents=True, exist_ok=True)
+    markdown_path.write_text(render_markdown(judgement, pool.records, "reprofleet report"), encoding="utf-8")
+    written = _write_html(html_path, judgement, pool, "reprofleet report", console)
+    console.print(f"report:  {markdown_path}" + (f"\nhtml:    {written}" if written else ""))
+    return ExitStatus.OK
+
+
+@task(klass=RestTask, iterable=["paths"],
+      help={"paths": "two or more campaign folders or attempts files: invoke compare A B [C ...]",
+            "by": "sides: path (each argument, default), campaign, controller, host or group (all arguments pooled, "
+                  "then split; group: the --hosts inventory's groups)",
+            "hosts": "Ansible inventory whose host groups are the sides (with --by group)",
+            "reference": "compare every cell with this one on each side (default: the campaigns' reference)",
+            "html": "also write the comparison as an HTML file here"})
+@handled
+def compare(c: Context, paths: list[str] | None = None, by: str = "path", hosts: str = "", reference: str = "",
+            html: str = "") -> ExitStatus:
+    """Campaigns, controllers or hosts side by side: the same cells, each side's rate and verdict."""
+    from reprofleet.report.compare import SideBy, build_sides, compare_html, compare_table
+
+    try:
+        side_by = SideBy(by)
+    except ValueError:
+        raise BadArgument(f"--by takes {', '.join(s.value for s in SideBy)}, not {by!r}") from None
+    sources = [Path(p) for entry in paths or [] for p in str(entry).split(",") if p]
+    if not sources:
+        raise BadArgument("what to compare? invoke compare A B [C ...] (campaign folders or attempts files)")
+    groups = None
+    if hosts:
+        from reprofleet.inventory import load_inventory
+
+        groups = load_inventory(hosts).groups
+    sides = build_sides(sources, side_by, reference or None, groups)
+    _console().print(compare_table(sides))
+    if html:
+        Path(html).write_text(compare_html(sides, "reprofleet comparison"), encoding="utf-8")
+        print(f"html:    {html}")
+    return ExitStatus.OK
+
+
+@task(help={"baseline": "reproduction rate to rule out, e.g. 0.3 (with --hosts/--playbook: the rate assumed, default 0.3)",
+            "confidence": "level of the clean-run bound (default 0.95)",
+            "fixed-rate": "SPRT: the rate that counts as fixed (default a tenth of the baseline)",
+            "alpha": "SPRT: chance of a false 'fixed' (default 0.05)",
+            "beta": "SPRT: chance of a false 'still reproduces' (default 0.2)",
+            "hosts": "Ansible inventory: estimate this campaign's length and power cycles (with --playbook)",
+            "playbook": "campaign YAML (with --hosts)",
+            "attempt-s": "typical seconds per attempt (default: the playbook's attempt timeout, an upper bound)"})
+@handled
+def plan(c: Context, baseline: str | None = None, confidence: str = "0.95", fixed_rate: str | None = None,
+         alpha: str = "0.05", beta: str = "0.2", hosts: str | None = None, playbook: str | None = None,
+         attempt_s: str | None = None) -> ExitStatus:
+    """Clean attempts that rule out a rate, what an SPRT saves, or a campaign's length and power cycles."""
+    from reprofleet.campaign import estimate as planning
+
+    def number(flag: str, value: str | None) -> float | None:
+        try:
+            return None if value is None else float(value)
+        except ValueError:
+            raise BadArgument(f"--{flag} takes a number, not {value!r}") from None
+
+    rate, level = number("baseline", baseline), number("confidence", confidence)
+    assert level is not None
+    try:
+        if hosts or playbook:
+            if not (hosts and playbook):
+                raise BadArgument("--hosts and --playbook go together")
+            from reprofleet.inventory import load_inventory
+            from reprofleet.playbook import load_playbook
+
+            conf = _conf(c)
+            estimate = planning.campaign_estimate(
+                load_playbook(playbook), load_inventory(hosts).names, rate or planning.DEFAULT_BASELINE,
+                float(conf["dwell_s"]), number("attempt-s", attempt_s), int(conf["power_cycle_budget"]))
+            print(planning.describe_campaign(estimate))
+            return ExitStatus.OK
+        if rate is None:
+            raise BadArgument("give --baseline RATE, or --hosts and --playbook")
+        print(planning.describe_baseline(planning.baseline_plan(
+            rate, level, number("fixed-rate", fixed_rate), number("alpha", alpha) or 0.0, number("beta", beta) or 0.0)))
+    except ValueError as exc:
+        raise BadArgument(str(exc)) from None
+    return ExitStatus.OK
+
+
+@task(name="pull", positional=["host", "name"],
+      help={"host": "the host to harvest, by its inventory name", "name": "the new snapshot's name",
+            "hosts": "Ansible inventory",
+            "runtime": "harvest the persistent cache campaigns keep for this runtime: a docker image or a python "
+                       "path, as records show it in runtime.label (e.g. vllm/vllm-openai:v0.25.1)",
+            "path": "or harvest this folder on the host (relative paths start at the login's home)",
+            "into": "where snapshot folders live on the controller (default: snapshots); the new one is "
+                    "INTO/NAME with INTO/NAME.manifest.json beside it"})
+@handled
+def cache_pull(c: Context, host: str, name: str, hosts: str = "", runtime: str = "", path: str = "",
+               into: str = "snapshots") -> ExitStatus:
+    """Harvest a host's cache as a snapshot a playbook can name: poc: {cache: seeded, cache_source: ...}."""
+    from reprofleet.campaign.cache_ops import pull_from, remote_cache_folder
+
+    if not hosts:
+        raise BadArgument("which inventory? invoke cache.pull HOST NAME --hosts INVENTORY --runtime IMAGE|--path DIR")
+    pulled = pull_from(hosts, _settings(c), host, name, remote_cache_folder(runtime or None, path or None), Path(into))
+    snap = pulled.snapshot
+    print(f"{host}:{pulled.remote} -> {snap.root}: {len(snap.files)} files, {snap.total_bytes} bytes, "
+          f"snapshot {snap.snapshot[:16]} (manifest {pulled.manifest})")
+    return ExitStatus.OK
+
+
+@task(name="push", positional=["folder"],
+      help={"folder": "the snapshot folder (a playbook's cache_source)", "hosts": "Ansible inventory"})
+@handled
+def cache_push(c: Context, folder: str, hosts: str = "") -> ExitStatus:
+    """Put a snapshot on every host in parallel; only objects a host lacks travel."""
+    from reprofleet.campaign.cache_ops import push_everywhere
+
+    if not hosts:
+        raise BadArgument("which inventory? invoke cache.push FOLDER --hosts INVENTORY")
+    results = push_everywhere(hosts, _settings(c), folder)
+    for name, result in results.items():
+        print(f"{name}: error: {result}" if isinstance(result, Exception) else
+              f"{name}: {'already there' if result.already_there else 'pushed'} {result.sent_objects} objects, "
+              f"{result.sent_bytes} bytes in {result.seconds:.2f} s")
+    return ExitStatus.OK if all(not isinstance(r, Exception) for r in results.values()) else ExitStatus.SOME_HOSTS_FAILED
+
+
+def _confirm(question: str) -> bool:
+    if not sys.stdin.isatty():
+        return False
+    return input(question).strip().lower() in ("y", "yes")
+
+
+sim = Collection("sim")
+sim.add_task(cast(Task, sim_up), "up")
+sim.add_task(cast(Task, sim_status), "status")
+sim.add_task(cast(Task, sim_down), "down")
+
+cache = Collection("cache")
+cache.add_task(cast(Task, cache_pull), "pull")
+cache.add_task(cast(Task, cache_push), "push")
+
+ns = Collection(campaign, facts, demo, power, policy_task, report, compare, plan, sim, cache)
+ns.configure({"reprofleet": DEFAULTS})

@@ -1,0 +1,335 @@
+"""Liveness of a host during an attempt: silence, then rounds of independent probes, a verdict.
+
+The attempt stream carries a heartbeat at least every half second. After ``probe_after_s``
+of silence the host is a *suspect* and is probed independently of the stalled connection
+(:mod:`probes`: ICMP echo + TCP/SSH banner) in rounds every ``probe_interval_s``; a round
+never waits for an earlier one's timeout, so a frozen host's answers (all DEAD) arrive on
+a steady grid. Each round answers DEAD, KERNEL or SSHD:
+
+- a *frozen* wedge needs the stream silent for ``silence_s`` AND the last ``dead_rounds``
+  rounds all DEAD AND the partition guard saying our own network works;
+- a *userspace* wedge is KERNEL without SSHD for ``userspace_s``: the kernel answers, nothing
+  else does (a long SIGSTOP, a starved CPU or a short stall stays well below it);
+- a silent stream with a host whose sshd answers is re-attached, never cycled.
+
+Answers are never sticky: a suspect that answered once and then went DEAD is judged by its
+latest rounds. If the guard says our own network is down (no carrier, no witness, no PDU
+answers), or, without a guard, every watched host went silent within one window,
+:class:`FleetLiveness` holds every verdict back (cycle nothing) until hosts answer again.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass
+from enum import Enum, unique
+from typing import Any, Callable, Protocol
+
+from reprofleet.liveness.probes import ProbeAnswer
+
+MAX_ROUNDS_IN_FLIGHT = 8  # a probe thread that outlives its timeout never piles up more
+
+
+@dataclass(frozen=True)
+class WatchdogSettings:
+    silence_s: float = 3.0  # a wedge needs at least this much stream silence
+    probe_after_s: float = 1.0  # stream silence before probing starts (the host is a suspect)
+    probe_interval_s: float = 0.5  # a new round this often, whatever earlier rounds are doing
+    probe_timeout_s: float = 1.0  # a round with no answer by then is DEAD
+    dead_rounds: int = 3  # K: the last K rounds all DEAD
+    userspace_s: float = 60.0  # KERNEL without SSHD this long is a userspace wedge
+    fleet_window_s: float = 5.0  # no guard: all hosts silent within this window -> our network
+    pause_cap_s: float = 600.0  # our network down this long: the attempt ends as infra
+    confirm_s: float = 3.0  # between attempts: probes all failing this long = unreachable
+
+
+@unique
+class Verdict(str, Enum):
+    LIVE = "live"
+    SUSPECT = "suspect"  # silent, probes under way
+    ALIVE_BUT_DETACHED = "reattach"  # silent stream, but sshd answers: re-attach
+    WEDGED = "wedged"
+    CONTROLLER_NETWORK = "controller_network"  # the guard says our own network is down
+
+
+@unique
+class WedgeKind(str, Enum):
+    FROZEN = "frozen"  # nothing answers: no echo, no handshake, no banner
+    USERSPACE = "userspace"  # the kernel answers, sshd never does
+
+
+class Probe(Protocol):
+    def __call__(self) -> ProbeAnswer | bool: ...
+
+
+Report = Callable[..., None]  # report(host, event, **fields) -> an event in the campaign log
+
+
+def _as_answer(value: ProbeAnswer | bool) -> ProbeAnswer:
+    """Plain bool probes (True = alive) read as SSHD/DEAD."""
+    if isinstance(value, ProbeAnswer):
+        return value
+    return ProbeAnswer.SSHD if value else ProbeAnswer.DEAD
+
+
+@dataclass(frozen=True)
+class Round:
+    index: int
+    launched: float
+    answer: ProbeAnswer
+
+
+class ProbeRounds:
+    """Launches one probe per round in its own thread; collects answers as they come."""
+
+    def __init__(self, probe: Probe, clock: Callable[[], float]) -> None:
+        self._probe = probe
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._done: list[Round] = []
+        self._in_flight = 0
+        self.launched = 0
+
+    def launch(self) -> None:
+        with self._lock:
+            if self._in_flight >= MAX_ROUNDS_IN_FLIGHT:
+                return
+            self._in_flight += 1
+            index, self.launched = self.launched, self.launched + 1
+        started = self._clock()
+        threading.Thread(target=self._run, args=(index, started), daemon=True, name="liveness-round").start()
+
+    def _run(self, index: int, started: float) -> None:
+        try:
+            answer = _as_answer(self._probe())
+        except Exception:  # a probe that raises saw nothing answer
+            answer = ProbeAnswer.DEAD
+        with self._lock:
+            self._in_flight -= 1
+            self._done.append(Round(index, started, answer))
+
+    def completed(self) -> list[Round]:
+        """Every answered round so far, in launch order."""
+        with self._lock:
+            return sorted(self._done, key=lambda r: r.index)
+
+    def answered_since(self, count: int) -> list[Round]:
+        """Rounds answered after the first ``count`` answers, in the order they answered."""
+        with self._lock:
+            return self._done[count:]
+
+
+class NetworkGuard(Protocol):
+    def __call__(self) -> bool: ...
+
+
+class FleetLiveness:
+    """Shared by the hosts of one campaign: who is silent since when, and the partition guard."""
+
+    def __init__(self, window_s: float, network_ok: NetworkGuard | None = None) -> None:
+        self._window = window_s
+        self.network_ok = network_ok
+        self._lock = threading.Lock()
+        self._watched: set[str] = set()
+        self._silent_since: dict[str, float] = {}
+        self.report: Report | None = None
+
+    def report_to(self, report: Report) -> None:
+        """Where suspect/probe/clear events go (the campaign's events.jsonl)."""
+        self.report = report
+
+    def watching(self, host: str, active: bool) -> None:
+        with self._lock:
+            (self._watched.add if active else self._watched.discard)(host)
+            if not active:
+                self._silent_since.pop(host, None)
+
+    def silent(self, host: str, since: float) -> None:
+        with self._lock:
+            self._silent_since[host] = since
+
+    def heard(self, host: str) -> None:
+        with self._lock:
+            self._silent_since.pop(host, None)
+
+    def controller_suspect(self) -> bool:
+        """Our own network is down: the guard says so, or (no guard) everyone fell silent at once."""
+        if self.network_ok is not None:
+            return not self.network_ok()
+        return self.everyone_silent()
+
+    def everyone_silent(self) -> bool:
+        """True when more than one host is watched and all went silent within one window."""
+        with self._lock:
+            if len(self._watched) < 2 or not self._watched <= self._silent_since.keys():
+                return False
+            times = [self._silent_since[h] for h in self._watched]
+            return max(times) - min(times) <= self._window
+
+
+class Watchdog:
+    """One host's liveness during one attempt. Call :meth:`heard` on every stream line."""
+
+    def __init__(
+        self,
+        host: str,
+        probe: Probe,
+        settings: WatchdogSettings,
+        fleet: FleetLiveness | None = None,
+        clock: Callable[[], float] = time.monotonic,
+        report: Report | None = None,
+    ) -> None:
+        self.host = host
+        self._probe = probe
+        self.settings = settings
+        self._fleet = fleet
+        self._clock = clock
+        self._report = report or (fleet.report if fleet else None)
+        self.last_heard = clock()
+        self.suspect_since: float | None = None
+        self.wedge_kind: WedgeKind | None = None
+        self._rounds: ProbeRounds | None = None
+        self._next_round = 0.0
+        self._seen = 0  # completed rounds already reported
+        self._last_answer: ProbeAnswer | None = None
+        self._kernel_only_since: float | None = None
+        self._paused = False
+        if fleet:
+            fleet.watching(host, True)
+
+    # -- what the follower tells us ----------------------------------------------------
+    def heard(self) -> None:
+        self.last_heard = self._clock()
+        if self.suspect_since is not None:
+            self._event("clear", suspect_s=round(self.last_heard - self.suspect_since, 2),
+                        rounds=self._rounds.launched if self._rounds else 0,
+                        last_answer=self._last_answer.name if self._last_answer is not None else None)
+            self._end_suspicion()
+        if self._fleet:
+            self._fleet.heard(self.host)
+
+    def restart(self) -> None:
+        """After a re-attach: the host is heard from again, start afresh."""
+        self.heard()
+
+    def reattach_failed(self, reason: str) -> None:
+        """A failed re-attach proves nothing: judge by fresh rounds from now on."""
+        if self.suspect_since is not None:
+            self._event("reattach_failed", reason=reason)
+            self._fresh_rounds(self._clock())
+
+    def close(self) -> None:
+        self._end_suspicion()
+        if self._fleet:
+            self._fleet.watching(self.host, False)
+
+    # -- the verdict -------------------------------------------------------------------
+    def check(self) -> Verdict:
+        now = self._clock()
+        silent = now - self.last_heard
+        if silent < self.settings.probe_after_s:
+            return Verdict.LIVE
+        if self.suspect_since is None:
+            self._begin_suspicion(now, silent)
+        self._launch_due(now)
+        latest = self._collect(now)
+        if silent < self.settings.silence_s:
+            return Verdict.SUSPECT
+        if self._userspace_dead(now):
+            self.wedge_kind = WedgeKind.USERSPACE
+            return Verdict.WEDGED
+        if self._last_rounds_dead():
+            return self._frozen_unless_our_network(now)
+        if self._paused:
+            self._network_back(now)
+        return Verdict.ALIVE_BUT_DETACHED if latest is ProbeAnswer.SSHD else Verdict.SUSPECT
+
+    def _frozen_unless_our_network(self, now: float) -> Verdict:
+        if self._fleet and self._fleet.controller_suspect():
+            if not self._paused:
+                self._paused = True
+                self._event("guard", network="down", message="our own network looks down: no verdict")
+            return Verdict.CONTROLLER_NETWORK
+        if self._paused:  # our network is back: the host gets fresh rounds before any verdict
+            self._network_back(now)
+            return Verdict.SUSPECT
+        self.wedge_kind = WedgeKind.FROZEN
+        return Verdict.WEDGED
+
+    def _network_back(self, now: float) -> None:
+        self._paused = False
+        self._event("guard", network="up")
+        self._fresh_rounds(now)
+
+    def _userspace_dead(self, now: float) -> bool:
+        since = self._kernel_only_since
+        return since is not None and now - since >= self.settings.userspace_s
+
+    def _last_rounds_dead(self) -> bool:
+        if self._rounds is None:
+            return False
+        done = self._rounds.completed()
+        k = max(1, self.settings.dead_rounds)
+        return len(done) >= k and all(r.answer is ProbeAnswer.DEAD for r in done[-k:])
+
+    # -- rounds ------------------------------------------------------------------------
+    def _begin_suspicion(self, now: float, silent: float) -> None:
+        self.suspect_since = now
+        self._kernel_only_since = None
+        self._event("suspect", silent_s=round(silent, 2))
+        if self._fleet:
+            self._fleet.silent(self.host, self.last_heard)
+        self._fresh_rounds(now)
+
+    def _fresh_rounds(self, now: float) -> None:
+        self._rounds = ProbeRounds(self._probe, self._clock)
+        self._next_round = now
+        self._seen = 0
+        self._last_answer = None
+
+    def _launch_due(self, now: float) -> None:
+        assert self._rounds is not None
+        interval = max(0.05, self.settings.probe_interval_s)
+        for _ in range(4):  # bounded catch-up after a slow check
+            if now < self._next_round:
+                return
+            self._rounds.launch()
+            self._next_round += interval
+        self._next_round = now + interval
+
+    def _collect(self, now: float) -> ProbeAnswer | None:
+        """Fold newly answered rounds into the userspace window; report answer changes."""
+        assert self._rounds is not None
+        fresh = self._rounds.answered_since(self._seen)
+        for r in fresh:
+            if r.answer is ProbeAnswer.KERNEL and self._kernel_only_since is None:
+                self._kernel_only_since = r.launched
+            elif r.answer is ProbeAnswer.SSHD:
+                self._kernel_only_since = None
+            if r.answer is not self._last_answer:
+                self._event("probe", answer=r.answer.name, round=r.index,
+                            silent_s=round(now - self.last_heard, 2))
+            self._last_answer = r.answer
+        self._seen += len(fresh)
+        done = self._rounds.completed()
+        return done[-1].answer if done else None
+
+    def _end_suspicion(self) -> None:
+        self._rounds = None  # threads in flight finish on their own (bounded by the timeout)
+        self.suspect_since = None
+        self._kernel_only_since = None
+        self._last_answer = None
+        self._seen = 0
+        self._paused = False
+
+    def _event(self, what: str, **fields: Any) -> None:
+        if self._report is not None:
+            try:
+                self._report(self.host, what, **fields)
+            except Exception:  # the log must never take the watchdog down
+                pass
+
+    @property
+    def rounds_completed(self) -> int:
+        return len(self._rounds.completed()) if self._rounds else 0

@@ -1,0 +1,85 @@
+"""HTTP for the power drivers: one timeout on every call, errors mapped once.
+
+Transport failures become ``TransientPowerError`` (retried by the base driver), refused
+credentials a plain ``PowerError``. Sessions ignore the environment (``trust_env`` off):
+no proxy and no ``~/.netrc`` ever sees a device's password. Messages name the device and the path but never the
+query string or the headers, which may carry a password (Tasmota takes it in the URL).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+import requests
+from requests.auth import AuthBase
+
+from reprofleet.errors import PowerError
+from reprofleet.power.base import TransientPowerError
+
+
+def base_url(address: str, default_scheme: str = "http") -> str:
+    """``10.0.0.5`` / ``10.0.0.5:8080`` / ``https://bmc`` -> a URL without trailing slash."""
+    address = address.strip().rstrip("/")
+    if "://" not in address:
+        address = f"{default_scheme}://{address}"
+    return address
+
+
+def _connection_reason(exc: requests.ConnectionError) -> str:
+    text = str(exc)
+    for marker, reason in (("Connection refused", "connection refused"),
+                           ("timed out", "connect timed out"),
+                           ("Name or service not known", "name does not resolve"),
+                           ("No route to host", "no route to host"),
+                           ("RemoteDisconnected", "the device closed the connection"),
+                           ("Connection reset", "connection reset")):
+        if marker in text:
+            return reason
+    return "connection failed"
+
+
+class HttpDevice:
+    """A PDU/plug/BMC spoken to over HTTP(S)."""
+
+    def __init__(self, base: str, timeout_s: float, *, auth: AuthBase | tuple[str, str] | None = None,
+                 verify: bool | str = True) -> None:
+        self.base = base
+        self.timeout_s = timeout_s
+        self.session = requests.Session()
+        # No proxy variables, no ~/.netrc, no REQUESTS_CA_BUNDLE: a password (Tasmota's query,
+        # Shelly's basic auth) must never travel through a proxy that logs it, and the
+        # credentials sent are the ones the inventory names, not whatever .netrc holds.
+        self.session.trust_env = False
+        self.session.auth = auth
+        self.session.verify = verify
+        self.session.headers["User-Agent"] = "reprofleet-power"
+
+    def request(self, method: str, path: str, *, query: str | None = None,
+                params: Mapping[str, Any] | None = None, json_body: Any = None,
+                retry_server_errors: bool = True) -> requests.Response:
+        """Send one request; 401/403 and (unless told otherwise) 5xx are errors."""
+        url = self.base + path + (f"?{query}" if query else "")
+        label = f"{method} {path}"
+        try:
+            response = self.session.request(method, url, params=params, json=json_body,
+                                            timeout=(self.timeout_s, self.timeout_s))
+        except requests.Timeout:
+            raise TransientPowerError(f"{label}: no answer within {self.timeout_s:g}s") from None
+        except requests.ConnectionError as exc:
+            raise TransientPowerError(f"{label}: {_connection_reason(exc)}") from None
+        except requests.RequestException as exc:
+            raise PowerError(f"{label}: {type(exc).__name__}") from None
+        if response.status_code in (401, 403):
+            who = "refused the credentials" if self.session.auth or query else "asks for credentials (none configured)"
+            raise PowerError(f"{label}: HTTP {response.status_code}: the device {who}")
+        if response.status_code >= 500 and retry_server_errors:
+            raise TransientPowerError(f"{label}: HTTP {response.status_code} {response.reason}")
+        return response
+
+    @staticmethod
+    def json(response: requests.Response) -> Any:
+        try:
+            return response.json()
+        except ValueError:
+            snippet = response.text[:80].replace("\n", " ")
+            raise PowerError(f"reply is not JSON (HTTP {response.status_code}): {snippet!r}") from None

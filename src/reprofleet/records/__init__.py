@@ -1,0 +1,1 @@
+"""The JSONL records: schema, append + fsync, torn-tail repair, identity, pooling."""

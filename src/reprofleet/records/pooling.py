@@ -1,0 +1,126 @@
+"""Records from many campaigns and controllers, pooled with what each campaign decided.
+
+A report judges each record by its own campaign's rules (``campaign.json``: which outcomes
+are reproductions, the phase at risk, the reference cell), so the same data gives the same
+rate in a campaign's ``report.md`` and in any pooled report. The same attempt found twice
+(two controllers' copies of one folder) counts once; the same attempt id with different
+contents is an error that names both files, because one of them is wrong and a report
+cannot know which.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable, Mapping
+
+from reprofleet.model import Judging
+from reprofleet.records.store import RecordError, read_log_lines, read_records
+
+# Keys that may differ between two copies of one attempt without changing what it says.
+VOLATILE_KEYS = ("stream",)
+
+
+@dataclass(frozen=True)
+class CampaignInfo:
+    """What a campaign's manifest says about judging its records."""
+
+    campaign: str
+    judging: Judging
+    reference: str | None = None
+    cells: tuple[str, ...] = ()  # names in playbook order
+    source: str = ""
+
+
+@dataclass(frozen=True)
+class Pool:
+    """Attempt records (each once), the campaigns they came from, and their stop events."""
+
+    records: tuple[Mapping[str, Any], ...]
+    campaigns: Mapping[str, CampaignInfo] = field(default_factory=dict)
+    stops: tuple[Mapping[str, Any], ...] = ()
+    sources: tuple[str, ...] = ()
+
+    def judging_of(self, record: Mapping[str, Any]) -> Judging:
+        info = self.campaigns.get(str(record.get("campaign")))
+        return info.judging if info else Judging.from_json(None)
+
+    def cell_order(self) -> list[str]:
+        """Cell names in playbook order, campaign by campaign."""
+        names: list[str] = []
+        for info in self.campaigns.values():
+            names += [n for n in info.cells if n not in names]
+        return names
+
+    def references(self) -> list[str]:
+        return list(dict.fromkeys(i.reference for i in self.campaigns.values() if i.reference))
+
+
+def read_manifest(path: Path) -> CampaignInfo | None:
+    if not path.exists():
+        return None
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError) as exc:
+        raise RecordError(f"{path}: cannot read the campaign manifest: {exc}") from exc
+    judging_data = data.get("judging")
+    if judging_data is None and data.get("reproductions"):
+        judging_data = {"reproductions": data["reproductions"]}  # written before roles existed
+    cells = tuple(str(c.get("name")) for c in data.get("cells") or [] if isinstance(c, dict))
+    return CampaignInfo(campaign=str(data.get("campaign") or path.parent.name),
+                        judging=Judging.from_json(judging_data),
+                        reference=data.get("reference") or (cells[0] if cells else None),
+                        cells=cells, source=str(path))
+
+
+def _stop_events(folder: Path) -> list[dict[str, Any]]:
+    return [e for e in read_log_lines(folder / "events.jsonl") if e.get("event") == "stopped"]
+
+
+def _attempt_files(path: Path) -> list[Path]:
+    if path.is_dir():
+        return sorted(path.rglob("attempts.jsonl"))
+    if path.exists():
+        return [path]
+    raise RecordError(f"{path}: no such campaign folder or attempts file")
+
+
+def _comparable(record: Mapping[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in record.items() if k not in VOLATILE_KEYS}
+
+
+def load_pool(paths: Iterable[Path]) -> Pool:
+    """Every attempts file under ``paths`` (folders are searched), with manifests and stops."""
+    seen: dict[str, tuple[Mapping[str, Any], str]] = {}
+    campaigns: dict[str, CampaignInfo] = {}
+    stops: dict[str, Mapping[str, Any]] = {}
+    sources: list[str] = []
+    for path in paths:
+        for file in _attempt_files(Path(path)):
+            sources.append(str(file))
+            info = read_manifest(file.parent / "campaign.json")
+            if info is not None:
+                campaigns.setdefault(info.campaign, info)
+            for event in _stop_events(file.parent):
+                stops.setdefault(json.dumps(event, sort_keys=True, default=str), event)
+            for record in read_records(file):
+                _add(seen, record, str(file))
+    records = tuple(entry for entry, _ in seen.values())
+    for entry in records:  # campaigns without a manifest still get the old default
+        name = str(entry.get("campaign"))
+        campaigns.setdefault(name, CampaignInfo(name, Judging.from_json(None)))
+    return Pool(records, campaigns, tuple(stops.values()), tuple(sources))
+
+
+def _add(seen: dict[str, tuple[Mapping[str, Any], str]], record: Mapping[str, Any], file: str) -> None:
+    attempt = str(record.get("attempt"))
+    if attempt not in seen:
+        seen[attempt] = (record, file)
+        return
+    earlier, earlier_file = seen[attempt]
+    if _comparable(earlier) != _comparable(record):
+        differing = sorted(k for k in set(earlier) | set(record)
+                           if k not in VOLATILE_KEYS and earlier.get(k) != record.get(k))
+        raise RecordError(f"attempt {attempt} appears in {earlier_file} and in {file} with different "
+                          f"contents ({', '.join(differing)}): one of them is wrong; remove one file from the report")

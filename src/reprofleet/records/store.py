@@ -1,0 +1,259 @@
+"""Campaign records on disk: attempts.jsonl, per-attempt streams, pooling.
+
+An attempt's record is appended and fsync'd before the campaign takes its next step, so a
+controller that dies mid-campaign loses nothing already decided and can resume. Stream
+lines are flushed as they arrive, so the last seconds before a host froze are on the
+controller's disk even though the host never says goodbye.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import threading
+import time
+from datetime import datetime, timezone
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterator
+
+import jsonlines
+
+from reprofleet.errors import ReprofleetError
+from reprofleet.model import SCHEMA_VERSION, Record
+
+
+class RecordError(ReprofleetError):
+    """An attempts file cannot be read as records of a schema we know."""
+
+
+@dataclass(frozen=True)
+class CampaignDir:
+    """The files of one campaign under the report directory."""
+
+    root: Path
+
+    @property
+    def attempts(self) -> Path:
+        return self.root / "attempts.jsonl"
+
+    @property
+    def streams(self) -> Path:
+        return self.root / "streams"
+
+    @property
+    def power(self) -> Path:
+        return self.root / "power.jsonl"
+
+    @property
+    def events(self) -> Path:
+        return self.root / "events.jsonl"
+
+    @property
+    def facts(self) -> Path:
+        return self.root / "facts"
+
+    @property
+    def manifest(self) -> Path:
+        return self.root / "campaign.json"
+
+    def stream_path(self, attempt_id: str) -> Path:
+        return self.streams / f"{attempt_id}.jsonl"
+
+    def create(self) -> "CampaignDir":
+        self.streams.mkdir(parents=True, exist_ok=True)
+        self.facts.mkdir(parents=True, exist_ok=True)
+        return self
+
+
+def iso_utc(unix_time: float | None) -> str | None:
+    """The timestamp format of every record: ISO 8601 UTC, milliseconds, ``Z``."""
+    if unix_time is None:
+        return None
+    return datetime.fromtimestamp(unix_time, timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def utc_now() -> str:
+    return str(iso_utc(time.time()))
+
+
+def _fsync_append(path: Path, line: str) -> None:
+    """One line, whole or not at all: written with O_APPEND and fsync'd; if the disk fills
+    half-way, the file is cut back to where it was, so no reader ever sees a torn line."""
+    data = (line + "\n").encode("utf-8")
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        before = os.fstat(fd).st_size
+        try:
+            written = os.write(fd, data)
+            while written < len(data):  # a short write (disk nearly full): finish it or raise
+                written += os.write(fd, data[written:])
+            os.fsync(fd)
+        except OSError:
+            os.ftruncate(fd, before)
+            raise
+    finally:
+        os.close(fd)
+
+
+def cut_torn_tail(path: Path) -> str:
+    """Cut a file back to its last complete line; return what was cut ("" when nothing).
+
+    A controller killed mid-append leaves a line without its newline. Appending after it
+    would glue the next record onto the torn one, and both would be lost to every reader.
+    """
+    if not path.exists():
+        return ""
+    with open(path, "r+b") as handle:
+        size = handle.seek(0, os.SEEK_END)
+        if size == 0:
+            return ""
+        handle.seek(size - 1)
+        if handle.read(1) == b"\n":
+            return ""
+        block = min(size, 1 << 20)
+        handle.seek(size - block)
+        tail = handle.read(block)
+        keep = size - block + tail.rfind(b"\n") + 1 if b"\n" in tail else (0 if block == size else size)
+        if keep == size:
+            return ""  # a single line longer than a MiB without a newline: leave it to the reader
+        handle.seek(keep)
+        torn = handle.read()
+        handle.truncate(keep)
+        handle.flush()
+        os.fsync(handle.fileno())
+    return torn.decode("utf-8", errors="replace")
+
+
+class JsonlAppender:
+    """Appends JSON lines to one file, thread-safe, each line whole and fsync'd before returning.
+
+    On open, a torn last line (a killed controller) is cut off; ``torn`` keeps what was cut
+    so the campaign can report it.
+    """
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._lock = threading.Lock()
+        self.torn = cut_torn_tail(path)
+
+    def append(self, entry: dict[str, Any]) -> None:
+        line = json.dumps(entry, sort_keys=True, default=str)
+        with self._lock:
+            _fsync_append(self.path, line)
+
+
+class AttemptLog(JsonlAppender):
+    """attempts.jsonl: one record per attempt, and amendments that complete a record later."""
+
+    def append_record(self, record: Record) -> None:
+        self.append(record.to_json())
+
+    def amend(self, attempt_id: str, **fields: Any) -> None:
+        """What was learnt about a recorded attempt after it was written (readers fold it in)."""
+        self.append({"schema": SCHEMA_VERSION, AMENDS: attempt_id, "amended": utc_now(), **fields})
+
+
+class StreamWriter:
+    """One attempt's stream file: every line as received, flushed at once, fsync'd each second."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._handle = open(path, "a", encoding="utf-8")
+        self._last_sync = time.monotonic()
+        self._lock = threading.Lock()  # the attempt's stream and its wall-power sampler both write
+
+    def write(self, raw_line: str) -> None:
+        with self._lock:
+            if self._handle.closed:
+                return  # a sampler's last tick after the attempt ended
+            self._handle.write(raw_line.rstrip("\n") + "\n")
+            self._handle.flush()
+            if time.monotonic() - self._last_sync >= 1.0:
+                os.fsync(self._handle.fileno())
+                self._last_sync = time.monotonic()
+
+    def close(self) -> None:
+        with self._lock:
+            if not self._handle.closed:
+                self._handle.flush()
+                os.fsync(self._handle.fileno())
+                self._handle.close()
+
+
+def write_facts(campaign: CampaignDir, host: str, facts: dict[str, Any]) -> str:
+    """Store a host's facts snapshot and return its hash (records carry the hash)."""
+    body = json.dumps(facts, sort_keys=True, default=str)
+    digest = hashlib.sha256(body.encode()).hexdigest()
+    (campaign.facts / f"{host}.json").write_text(body + "\n", encoding="utf-8")
+    return digest
+
+
+AMENDS = "amends"  # the key of an amendment line: the attempt id it completes
+
+
+def read_records(path: Path) -> Iterator[dict[str, Any]]:
+    """Records of one attempts.jsonl, each with its amendments folded in, in file order.
+
+    A wedge is recorded the moment it is declared; what recovery learns later (forensics,
+    or that the host came back by itself) follows as amendment lines ``{"amends": id, ...}``,
+    so a controller killed during recovery loses nothing already decided. A torn last line
+    (a controller killed mid-write) is skipped.
+    """
+    records: dict[str, dict[str, Any]] = {}
+    for number, entry in _entries(path):
+        if AMENDS in entry:
+            target = records.get(str(entry[AMENDS]))
+            if target is None:
+                raise RecordError(f"{path}:{number}: amends attempt {entry[AMENDS]}, which is not recorded before it")
+            target.update({k: v for k, v in entry.items() if k not in (AMENDS, "schema", "amended")})
+            target["amended"] = entry.get("amended") or True
+            continue
+        records[str(entry.get("attempt"))] = entry
+    yield from records.values()
+
+
+def _entries(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
+    with open(path, encoding="utf-8") as handle:
+        lines = handle.read().split("\n")
+    for number, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        try:
+            entry = json.loads(line)
+        except json.JSONDecodeError as exc:
+            if number >= len(lines) - 1:
+                continue  # the torn tail of an interrupted append
+            raise RecordError(f"{path}:{number}: not JSON: {exc}") from exc
+        schema = entry.get("schema") if isinstance(entry, dict) else None
+        if not isinstance(schema, int) or schema > SCHEMA_VERSION:
+            raise RecordError(f"{path}:{number}: schema {schema!r} is not one this version reads")
+        yield number, entry
+
+
+def read_log_lines(path: Path) -> list[dict[str, Any]]:
+    """Every whole JSON object of an events or power log; a torn line (a killed controller) is skipped."""
+    if not path.exists():
+        return []
+    entries = []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        try:
+            entry = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        if isinstance(entry, dict):
+            entries.append(entry)
+    return entries
+
+
+def power_cycles_logged(power_log: Path, host: str) -> int:
+    """Power cycles a campaign already made on ``host``: its successful "off" switches in power.jsonl."""
+    return sum(1 for e in read_log_lines(power_log)
+               if e.get("host") == host and e.get("action") == "off" and e.get("result") == "ok")
+
+
+def read_stream(path: Path) -> list[dict[str, Any]]:
+    """Every line of a stream file (for reports and tests)."""
+    with jsonlines.open(path) as reader:
+        return [line for line in reader.iter(type=dict, skip_invalid=True)]

@@ -1,0 +1,1 @@
+"""The only edge to a host: SSH transport, the system ssh for bulk bytes, the agent client and its replies."""

@@ -1,0 +1,226 @@
+"""Controller side of the host agent protocol (collectors/PROTOCOL.md).
+
+The agent is pushed under a content-hash name, so a host never runs a stale agent and a
+second push of the same code costs one ``test -f``. Its stdout is JSON lines; anything
+that is not is "the protocol broke" (AgentError), distinct from "the agent reported a
+failure" (a line with ``k: error`` or a non-zero exit with details).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shlex
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping
+
+from reprofleet.errors import AgentError
+from reprofleet.model import EventKind, frozen_mapping
+from reprofleet.remote.transport import LineStream, Session
+
+REMOTE_ROOT = ".cache/reprofleet"  # relative to the login user's home (SFTP starts there)
+
+
+def collectors_dir() -> Path:
+    """Where the host agent's source lives: packaged copy first, then the checkout."""
+    packaged = Path(__file__).resolve().parents[1] / "_collectors"
+    if (packaged / "agent.py").exists():
+        return packaged
+    checkout = Path(__file__).resolve().parents[3] / "collectors"
+    if (checkout / "agent.py").exists():
+        return checkout
+    raise AgentError("controller", "the host agent (collectors/agent.py) is not installed")
+
+
+@dataclass(frozen=True)
+class AgentBundle:
+    """The agent's files and the hash that names them on a host."""
+
+    files: tuple[tuple[str, bytes], ...]
+    digest: str
+
+    @property
+    def remote_dir(self) -> str:
+        return f"{REMOTE_ROOT}/agent-{self.digest}"
+
+
+def load_bundle(source: Path | None = None) -> AgentBundle:
+    root = source or collectors_dir()
+    files = tuple(sorted((p.name, p.read_bytes()) for p in root.glob("*.py")))
+    hasher = hashlib.sha256()
+    for name, content in files:
+        hasher.update(name.encode() + b"\0" + content + b"\0")
+    return AgentBundle(files, hasher.hexdigest()[:12])
+
+
+@dataclass(frozen=True)
+class StreamEvent:
+    """One line of an attempt stream, parsed; ``raw`` is the line exactly as received."""
+
+    kind: EventKind
+    t: float
+    seq: int | None
+    data: Mapping[str, Any] = field(default_factory=frozen_mapping)
+    raw: str = ""
+
+
+def parse_event(host: str, raw: str) -> StreamEvent:
+    data = _maybe_json(raw)
+    if not isinstance(data, dict) or not isinstance(data.get("k"), str):
+        raise AgentError(host, f"not a stream line: {raw[:200]!r}")
+    if data["k"] == "error":
+        raise AgentError(host, str(data.get("error")))
+    try:
+        kind = EventKind(data["k"])
+    except ValueError:
+        kind = EventKind.NOTICE  # a kind from a newer agent: kept verbatim in the stream file
+    return StreamEvent(kind, float(data.get("t", 0.0)), data.get("seq"), frozen_mapping(data), raw)
+
+
+def _maybe_json(raw: str) -> Any:
+    try:
+        return json.loads(raw)
+    except ValueError:
+        return None
+
+
+class EventStream:
+    """An attempt's stream as events, over one SSH channel."""
+
+    def __init__(self, host: str, lines: LineStream) -> None:
+        self._host = host
+        self._lines = lines
+
+    def next_event(self, timeout: float) -> StreamEvent | None:
+        """The next event, or None if none arrived within ``timeout`` seconds."""
+        line = self._lines.next_line(timeout)
+        if line is None or not line.strip():
+            if self._lines.finished and self._lines.exit_code not in (0, None):
+                detail = self._lines.stderr_tail.decode("utf-8", "replace").strip()
+                raise AgentError(self._host, f"stream ended with exit {self._lines.exit_code}: {detail}")
+            return None
+        return parse_event(self._host, line)
+
+    @property
+    def finished(self) -> bool:
+        return self._lines.finished
+
+    def close(self) -> None:
+        self._lines.close()
+
+
+class AgentClient:
+    """Runs agent subcommands on one host over an open session."""
+
+    def __init__(self, session: Session, bundle: AgentBundle, python: str = "python3") -> None:
+        self.session = session
+        self.bundle = bundle
+        self.python = python
+        self.host = session.host.name
+
+    @property
+    def _agent(self) -> str:
+        return f"{shlex.quote(self.python)} \"$HOME\"/{self.bundle.remote_dir}/agent.py"
+
+    def push(self) -> None:
+        """Upload the agent unless this exact version is already on the host."""
+        marker = f'"$HOME"/{self.bundle.remote_dir}/.complete'
+        if self.session.run(f"test -f {marker}", timeout=15).ok:
+            return
+        mkdir = self.session.run(f'mkdir -p "$HOME"/{self.bundle.remote_dir}', timeout=15)
+        if not mkdir.ok:
+            raise AgentError(self.host, f"cannot create the agent folder: {mkdir.stderr.strip()}")
+        for name, content in self.bundle.files:
+            self.session.put_bytes(content, f"{self.bundle.remote_dir}/{name}", 0o755)
+        self.session.run(f"touch {marker}", timeout=15)
+
+    def push_file(self, content: bytes, remote_rel_dir: str, name: str) -> str:
+        """Upload one file under the agent's state root; returns its path relative to $HOME."""
+        self.session.run(f'mkdir -p "$HOME"/{REMOTE_ROOT}/{remote_rel_dir}', timeout=15)
+        path = f"{REMOTE_ROOT}/{remote_rel_dir}/{name}"
+        self.session.put_bytes(content, path, 0o644)
+        return path
+
+    def call(self, args: list[str], timeout: float = 60.0) -> list[dict[str, Any]]:
+        """Run a one-shot subcommand; return its JSON lines."""
+        command = f"{self._agent} {' '.join(shlex.quote(a) for a in args)}"
+        result = self.session.run(command, timeout=timeout)
+        try:
+            lines = result.json_lines()
+        except ValueError as exc:
+            raise AgentError(self.host, f"{args[0]}: output is not JSON lines: {result.stdout[:200]!r}") from exc
+        if result.exit_code == 2 or any(line.get("k") == "error" for line in lines):
+            errors = [str(line.get("error")) for line in lines if line.get("k") == "error"]
+            raise AgentError(self.host, f"{args[0]}: {'; '.join(errors) or result.stderr.strip()}")
+        return lines
+
+    def one(self, args: list[str], kind: str, timeout: float = 60.0) -> dict[str, Any]:
+        for line in self.call(args, timeout):
+            if line.get("k") == kind:
+                return line
+        raise AgentError(self.host, f"{args[0]}: no {kind!r} line in the agent's output")
+
+    def facts(self) -> dict[str, Any]:
+        return self.one(["facts"], "facts", timeout=60)
+
+    def postboot(self) -> dict[str, Any]:
+        return self.one(["postboot"], "postboot", timeout=60)
+
+    def policy(self, action: str, gpu: int, settings: Mapping[str, Any] | None = None) -> dict[str, Any]:
+        args = ["policy", action, "--gpu", str(gpu)]
+        if settings is not None:
+            args += ["--json", json.dumps(dict(settings))]
+        return self.one(args, "policy", timeout=120)
+
+    def run(
+        self,
+        attempt_id: str,
+        argv: list[str],
+        *,
+        timeout: float,
+        env: Mapping[str, str] | None = None,
+        cwd: str | None = None,
+        gpu: int = 0,
+        sample_hz: float | None = None,
+        clock_threshold: float | None = None,
+    ) -> EventStream:
+        args = ["run", "--id", attempt_id, "--timeout", f"{timeout:g}", "--gpu", str(gpu)]
+        for key, value in (env or {}).items():
+            args += ["--env", f"{key}={value}"]
+        if cwd:
+            args += ["--cwd", cwd]
+        if sample_hz is not None:
+            args += ["--sample-hz", f"{sample_hz:g}"]
+        if clock_threshold is not None:
+            args += ["--clock-threshold", f"{clock_threshold:g}"]
+        command = f"{self._agent} {' '.join(shlex.quote(a) for a in args)} -- {shlex.join(argv)}"
+        return EventStream(self.host, self.session.stream(command))
+
+    def attach(self, attempt_id: str, from_seq: int) -> EventStream:
+        command = f"{self._agent} attach --id {shlex.quote(attempt_id)} --from {from_seq}"
+        return EventStream(self.host, self.session.stream(command))
+
+    def kill(self, attempt_id: str) -> dict[str, Any]:
+        return self.one(["kill", "--id", attempt_id], "killed", timeout=30)
+
+    def attempts(self, running_only: bool = False) -> list[dict[str, Any]]:
+        """The host's newest attempts: ``running`` (supervisor alive), ``exited`` or ``lost``."""
+        line = self.one(["attempts"] + (["--running"] if running_only else []), "attempts", timeout=30)
+        return list(line.get("attempts") or [])
+
+    def lease(self, action: str, *, controller: str = "", campaign: str = "", pid: int = 0,
+              break_lease: bool = False) -> dict[str, Any]:
+        """Take (``acquire``), give back (``release``) or read (``show``) the host's campaign lease.
+
+        A refusal is data (``ok`` false, ``error`` naming the holder), not an exception.
+        """
+        args = ["lease", action, "--controller", controller, "--campaign", campaign, "--pid", str(pid)]
+        if break_lease:
+            args.append("--break")
+        command = f"{self._agent} {' '.join(shlex.quote(a) for a in args)}"
+        result = self.session.run(command, timeout=30)
+        for line in result.json_lines():
+            if line.get("k") == "lease":
+                return line
+        raise AgentError(self.host, f"lease {action}: {result.stderr.strip() or 'no lease line'}")

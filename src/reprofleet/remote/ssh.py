@@ -1,0 +1,83 @@
+"""One remote command over the system ``ssh`` binary, for bulk bytes (cache pushes).
+
+Why not paramiko here: measured on the simulated fleet (bench/push.py, 1 GiB to 4 hosts),
+the same object stream took 42.1 s through a paramiko exec channel and 26.5 s through
+OpenSSH's ``ssh`` (``rsync -a``: 25.9 s): paramiko frames and windows every 32 KiB packet in
+Python. Control traffic stays on paramiko (transport.py); this is only a pipe. Same key,
+same known_hosts file, strict host-key checking, never a password prompt.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO
+
+from reprofleet.errors import ConnectError
+from reprofleet.model import Host
+
+
+@dataclass(frozen=True)
+class SshTarget:
+    """How ``ssh`` reaches one host, as the inventory and the campaign's transport say."""
+
+    host: Host
+    known_hosts: Path
+    connect_timeout: float = 10.0
+
+    def argv(self, command: str) -> list[str]:
+        options = ["-o", "BatchMode=yes", "-o", "StrictHostKeyChecking=yes",
+                   "-o", f"UserKnownHostsFile={self.known_hosts}", "-o", "GlobalKnownHostsFile=/dev/null",
+                   "-o", f"ConnectTimeout={max(1, int(self.connect_timeout))}", "-o", "ServerAliveInterval=5",
+                   "-o", "ServerAliveCountMax=3", "-o", "ControlMaster=no", "-o", "ControlPath=none",
+                   "-p", str(self.host.port)]
+        if self.host.key_file:
+            options += ["-i", str(Path(self.host.key_file).expanduser()), "-o", "IdentitiesOnly=yes"]
+        login = f"{self.host.user}@{self.host.address}" if self.host.user else self.host.address
+        return ["ssh", *options, login, command]
+
+
+def available() -> bool:
+    return shutil.which("ssh") is not None
+
+
+class SshExec:
+    """A remote command's stdin (bytes in) and, once done, its stdout and stderr; the same
+    interface as transport.ExecChannel, so a push can go over either."""
+
+    def __init__(self, target: SshTarget, command: str) -> None:
+        self._host = target.host.name
+        try:
+            self._proc = subprocess.Popen(target.argv(command), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                          stderr=subprocess.PIPE)
+        except OSError as exc:
+            raise ConnectError(self._host, f"cannot start ssh: {exc}") from exc
+        self.stdout: IO[bytes] | None = self._proc.stdout
+
+    def write(self, data: bytes) -> None:
+        try:
+            assert self._proc.stdin is not None
+            self._proc.stdin.write(data)
+        except (BrokenPipeError, OSError) as exc:
+            _, err = self._proc.communicate(timeout=30)
+            raise ConnectError(self._host, f"the transfer broke: {exc}: {err.decode('utf-8', 'replace').strip()}") \
+                from exc
+
+    def finish(self, timeout: float) -> tuple[int, bytes, bytes]:
+        """Close stdin, wait; (exit status, stdout, stderr). 255 is ssh's own failure."""
+        try:
+            out, err = self._proc.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired as exc:
+            self._proc.kill()
+            self._proc.communicate()
+            raise ConnectError(self._host, f"the transfer did not finish within {timeout:g} s") from exc
+        if self._proc.returncode == 255:
+            raise ConnectError(self._host, f"ssh failed: {err.decode('utf-8', 'replace').strip()}")
+        return self._proc.returncode, out, err
+
+    def close(self) -> None:
+        if self._proc.poll() is None:
+            self._proc.kill()
+            self._proc.communicate()

@@ -1,0 +1,297 @@
+"""Following one attempt's stream to its end, and judging how it ended.
+
+The stream is written to the controller's disk line by line as it arrives. A broken SSH
+session is not an outcome: the attempt runs on under the host agent, so we reconnect and
+``attach`` from the last sequence number we have, with nothing lost or repeated. Only the
+watchdog (silence + failed independent probes) turns silence into a wedge.
+
+Re-attaching runs in its own thread: a connect that hangs never holds back the watchdog's
+verdict or a stop, and a re-attach that fails sends the watchdog back to fresh probes.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable, Mapping
+
+from reprofleet.remote.agent import AgentClient, EventStream, StreamEvent
+from reprofleet.errors import AgentError, ConnectError, ReprofleetError
+from reprofleet.model import EventKind, Outcome
+from reprofleet.records.store import StreamWriter
+from reprofleet.liveness.watchdog import Verdict, Watchdog, WedgeKind
+
+CONTROLLER_GRACE_S = 30.0  # past the agent's own timeout, before the controller steps in
+
+
+@dataclass
+class AttemptTrace:
+    """What the controller has seen of one attempt so far (mutable, one thread)."""
+
+    next_seq: int = 0
+    last_heard_wall: float | None = None
+    last_heartbeat_wall: float | None = None
+    last_phase: str | None = None
+    last_log_line: str | None = None
+    last_nvml: Mapping[str, Any] | None = None
+    phases: list[tuple[float, str]] = field(default_factory=list)
+    start: Mapping[str, Any] | None = None
+    exit: Mapping[str, Any] | None = None
+    reattached: int = 0
+
+    def observe(self, event: StreamEvent) -> None:
+        self.last_heard_wall = time.time()
+        if event.kind is EventKind.HEARTBEAT:
+            self.last_heartbeat_wall = self.last_heard_wall
+            return
+        if event.seq is not None:
+            self.next_seq = event.seq + 1
+        data = event.data
+        if event.kind is EventKind.LOG:
+            self.last_log_line = str(data.get("line", ""))
+        elif event.kind is EventKind.PHASE:
+            self.last_phase = str(data.get("phase"))
+            self.phases.append((event.t, self.last_phase))
+        elif event.kind is EventKind.NVML and "xid" not in data:
+            self.last_nvml = dict(data)
+        elif event.kind is EventKind.EXIT:
+            self.exit = dict(data)
+        elif event.kind is EventKind.START:
+            self.start = dict(data)
+
+
+def classify_exit(exit_line: Mapping[str, Any], *, boot_changed: bool) -> tuple[Outcome, str]:
+    """Outcome of an attempt whose stream ended with an ``exit`` line."""
+    if exit_line.get("lost"):
+        if boot_changed:
+            return Outcome.REBOOT, "the host rebooted by itself during the attempt"
+        return Outcome.INFRA, "the agent's supervisor vanished without recording an exit"
+    if exit_line.get("timed_out"):
+        return Outcome.HANG, "the PoC did not finish within its timeout and was killed"
+    if exit_line.get("killed"):
+        return Outcome.INFRA, "the attempt was stopped by the controller"
+    rc = exit_line.get("rc")
+    if rc == 0:
+        return Outcome.CLEAN, "exit 0"
+    if exit_line.get("signal"):
+        return Outcome.ERROR, f"killed by signal {exit_line.get('signal')}"
+    return Outcome.ERROR, f"exit {rc}"
+
+
+@dataclass(frozen=True)
+class AttemptEnd:
+    """How following an attempt ended, before it becomes a record."""
+
+    outcome: Outcome
+    reason: str
+    exit: Mapping[str, Any] | None
+    detect_latency_s: float | None = None
+    declared_wall: float | None = None
+
+
+Reconnect = Callable[[], AgentClient]
+
+WEDGE_REASONS = {
+    WedgeKind.FROZEN: "host stopped answering: stream silent and every independent probe failed "
+                      "(no echo reply, no handshake, no banner)",
+    WedgeKind.USERSPACE: "userspace: the kernel answers (echo, handshake) but sshd has not sent a banner "
+                         "for the whole userspace window",
+}
+
+
+class _Reattach(threading.Thread):
+    """One re-attach in the background: reconnect, then ``attach`` from ``from_seq``."""
+
+    def __init__(self, reconnect: Reconnect, attempt_id: str, from_seq: int) -> None:
+        super().__init__(daemon=True, name="reattach")
+        self._reconnect = reconnect
+        self._attempt_id = attempt_id
+        self._from_seq = from_seq
+        self.result: tuple[AgentClient, EventStream] | None = None
+        self.error: str | None = None
+        self.abandoned = False
+
+    def run(self) -> None:
+        try:
+            agent = self._reconnect()
+            self.result = (agent, agent.attach(self._attempt_id, self._from_seq))
+        except ReprofleetError as exc:
+            self.error = str(exc)
+        except Exception as exc:  # a thread must not die silently: the follower reads error
+            self.error = f"{type(exc).__name__}: {exc}"
+        if self.abandoned and self.result is not None:
+            self.result[1].close()
+
+
+class AttemptFollower:
+    """Reads one attempt's stream until it ends, re-attaching as often as needed."""
+
+    def __init__(
+        self,
+        agent: AgentClient,
+        attempt_id: str,
+        stream: EventStream,
+        writer: StreamWriter,
+        watchdog: Watchdog,
+        *,
+        timeout_s: float,
+        reconnect: Reconnect,
+        on_event: Callable[[StreamEvent], None] = lambda e: None,
+        on_pause: Callable[[bool], None] = lambda paused: None,
+        stop: threading.Event | None = None,
+    ) -> None:
+        self.agent = agent
+        self.attempt_id = attempt_id
+        self._stream: EventStream | None = stream
+        self._writer = writer
+        self._watchdog = watchdog
+        self._deadline = time.monotonic() + timeout_s + CONTROLLER_GRACE_S
+        self._reconnect = reconnect
+        self._on_event = on_event
+        self._stop = stop or threading.Event()
+        self.trace = AttemptTrace()
+        self.broken_reason: str | None = None
+        self._paused_since: float | None = None
+        self._on_pause = on_pause
+        self._reattach: _Reattach | None = None
+
+    def follow(self) -> AttemptEnd:
+        try:
+            return self._follow()
+        finally:
+            if self._reattach is not None:
+                self._reattach.abandoned = True
+            self._watchdog.close()
+            self._writer.close()
+            if self._stream is not None:
+                self._stream.close()
+
+    def _follow(self) -> AttemptEnd:
+        while True:
+            if self._stop.is_set():
+                return self._interrupted()
+            event = self._read_one()
+            if event is not None and event.kind is EventKind.EXIT:
+                outcome, reason = classify_exit(event.data, boot_changed=bool(event.data.get("rebooted")))
+                return AttemptEnd(outcome, reason, event.data)
+            self._reattach_done()
+            verdict = self._watchdog.check()
+            if verdict is Verdict.WEDGED:
+                return self._wedged()
+            self._note_controller_network(verdict)
+            if self._paused_too_long():
+                return self._network_down_end()
+            if verdict is Verdict.ALIVE_BUT_DETACHED or (self._stream is None and verdict is Verdict.LIVE):
+                self._try_reattach()
+            if time.monotonic() > self._deadline and self._paused_since is None:
+                return self._overdue(verdict)
+
+    def _read_one(self) -> StreamEvent | None:
+        if self._stream is None:
+            time.sleep(0.2)
+            return None
+        try:
+            event = self._stream.next_event(0.25)
+        except (ConnectError, AgentError) as exc:
+            self.broken_reason = str(exc)
+            self._stream.close()
+            self._stream = None
+            return None
+        if event is None:
+            if self._stream.finished:  # the channel ended without an exit line
+                self._stream.close()
+                self._stream = None
+            return None
+        self._watchdog.heard()
+        if event.seq is not None and event.seq < self.trace.next_seq:
+            return None  # already written: a re-attach overlapped a stream that came back
+        self._writer.write(event.raw)
+        self.trace.observe(event)
+        self._on_event(event)
+        return event
+
+    def _note_controller_network(self, verdict: Verdict) -> None:
+        """Every host silent at once: our own network is the suspect. Cycle nothing; wait.
+
+        The time paused does not count against the attempt: the hosts are presumably still
+        running it, and re-attaching afterwards recovers every line they streamed meanwhile.
+        """
+        now = time.monotonic()
+        if verdict is Verdict.CONTROLLER_NETWORK:
+            if self._paused_since is None:
+                self._paused_since = now
+                self._on_pause(True)
+        elif self._paused_since is not None:
+            self._deadline += now - self._paused_since
+            self._paused_since = None
+            self._on_pause(False)
+
+    def _paused_too_long(self) -> bool:
+        since = self._paused_since
+        return since is not None and time.monotonic() - since >= self._watchdog.settings.pause_cap_s
+
+    def _network_down_end(self) -> AttemptEnd:
+        """Our own network stayed down past the cap: say so, count nothing against the host."""
+        return AttemptEnd(
+            Outcome.INFRA,
+            f"the controller's network stayed down for {self._watchdog.settings.pause_cap_s:g} s "
+            "(the partition guard found no carrier, witness or power device answering); host not judged",
+            None,
+        )
+
+    def _try_reattach(self) -> None:
+        """Start a re-attach in the background (one at a time); never wait for it here."""
+        if self._reattach is not None:
+            return
+        self._reattach = _Reattach(self._reconnect, self.attempt_id, self.trace.next_seq)
+        self._reattach.start()
+
+    def _reattach_done(self) -> None:
+        job = self._reattach
+        if job is None or job.is_alive():
+            return
+        self._reattach = None
+        if job.result is None:
+            self.broken_reason = job.error or "re-attach failed"
+            self._watchdog.reattach_failed(self.broken_reason)
+            return
+        if self._stream is not None:
+            self._stream.close()
+        self.agent, self._stream = job.result
+        self.trace.reattached += 1
+        self._watchdog.restart()
+
+    def _wedged(self) -> AttemptEnd:
+        now_wall = time.time()
+        last = self.trace.last_heard_wall
+        latency = (now_wall - last) if last else None
+        return AttemptEnd(
+            Outcome.WEDGE,
+            WEDGE_REASONS[self._watchdog.wedge_kind or WedgeKind.FROZEN],
+            None,
+            detect_latency_s=latency,
+            declared_wall=now_wall,
+        )
+
+    def _interrupted(self) -> AttemptEnd:
+        """The controller is stopping (SIGINT/SIGTERM): stop the PoC, never count it."""
+        try:
+            self.agent.kill(self.attempt_id)
+        except ReprofleetError:
+            pass
+        return AttemptEnd(Outcome.INFRA, "interrupted: the campaign was stopped", None)
+
+    def _overdue(self, verdict: Verdict) -> AttemptEnd:
+        """Past the agent's timeout plus grace and still no exit line."""
+        if verdict in (Verdict.LIVE, Verdict.ALIVE_BUT_DETACHED):
+            try:
+                self.agent.kill(self.attempt_id)
+            except ReprofleetError:
+                pass
+            return AttemptEnd(Outcome.HANG, "no exit within the timeout; killed by the controller", None)
+        return AttemptEnd(
+            Outcome.INFRA,
+            f"host not answering at the attempt deadline ({self.broken_reason or 'silent'})",
+            None,
+        )

@@ -1,0 +1,91 @@
+"""What every host runner of one campaign shares: its settings, its files, its PoC, and
+the identity each cell's records carry."""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import Any, Callable
+
+from reprofleet.records import identity
+from reprofleet.runner import poc
+from reprofleet.remote.agent import AgentBundle
+from reprofleet.model import Cell, Playbook
+from reprofleet.remote.netconsole import NetconsoleReceiver
+from reprofleet.records.store import AttemptLog, CampaignDir, JsonlAppender, utc_now
+from reprofleet.remote.transport import TransportSettings
+from reprofleet.liveness.watchdog import FleetLiveness, WatchdogSettings
+
+
+@dataclass(frozen=True)
+class RunSettings:
+    """Controller-side knobs of a campaign run."""
+
+    transport: TransportSettings
+    watchdog: WatchdogSettings = WatchdogSettings()
+    controller: str = "controller"
+    sample_hz: float = 10.0
+    clock_threshold_mhz: float = 2800.0
+    power_cycle_budget: int = 20
+    dwell_s: float = 10.0
+    stability_s: float = 5.0
+    reboot_grace_s: float = 30.0
+    break_leases: bool = False  # take hosts another campaign holds (only when a person says so)
+
+
+@dataclass
+class CampaignContext:
+    """What every host runner of one campaign shares."""
+
+    campaign_id: str
+    directory: CampaignDir
+    playbook: Playbook
+    settings: RunSettings
+    bundle: AgentBundle
+    poc_script: bytes
+    attempt_log: AttemptLog
+    events: JsonlAppender
+    fleet: FleetLiveness
+    stop: threading.Event
+    progress: Callable[..., None] = lambda host, **fields: None
+    recovery: Any = None  # recovery.Recovery, set by the campaign when power control exists
+    cache_seed: tuple[bytes, str] | None = None  # the starting cache, packed once for every host
+    cache_snapshot: Any = None  # cache_sync.Snapshot of cache_source, hashed once when a cell is seeded
+    failure: str | None = None  # why the whole campaign had to stop (the controller's disk is full ...)
+    started_slots: dict[str, tuple[Cell, int]] = field(default_factory=dict)  # attempt id -> its slot
+    recorded_ids: set[str] = field(default_factory=set)  # attempt ids already in attempts.jsonl
+    netconsole: NetconsoleReceiver | None = None  # when any host has netconsole:
+
+    def recorded(self, attempt_id: str) -> bool:
+        return attempt_id in self.recorded_ids
+
+    def event(self, host: str, what: str, **fields: Any) -> None:
+        """Append one event; a controller that cannot write any more stops the campaign
+        (the caller goes on to its next step, which sees the stop)."""
+        try:
+            self.events.append({"t": utc_now(), "host": host, "event": what, **fields})
+        except OSError as exc:
+            self.fail(f"cannot write {self.events.path}: {exc}")
+
+    def fail(self, reason: str) -> None:
+        """Stop the whole campaign for a reason that is the controller's, not a host's."""
+        if self.failure is None:
+            self.failure = reason
+        self.stop.set()
+
+    @cached_property
+    def poc_digest(self) -> str:
+        """sha256 of the PoC bytes this campaign pushes: records and cell identities carry it."""
+        return hashlib.sha256(self.poc_script).hexdigest()
+
+
+def record_runtime(cell: Cell) -> dict[str, Any]:
+    """The runtime a record stores, and that its cell identity is computed from."""
+    return {"kind": cell.runtime.kind.value, "label": cell.runtime.label, "cache_key": poc.cache_key(cell)}
+
+
+def cell_identity(cell: Cell, poc_digest: str) -> str:
+    """The identity records and the manifest give ``cell`` (name, factors, runtime, PoC)."""
+    return identity.cell_id(cell.name, dict(cell.factors), record_runtime(cell), poc_digest)

@@ -1,0 +1,99 @@
+"""GPU policies: apply, read back, verify, restore (through the host agent).
+
+Policy is an experimental factor, so what goes into a record is what the GPU *reports*
+after we asked, not what we asked. A policy that does not read back within tolerance makes
+the attempt ``infra``: running it would attribute an outcome to the wrong setting.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+from reprofleet.remote.agent import AgentClient
+from reprofleet.errors import PolicyError
+from reprofleet.model import Cell, GpuPolicy, Host, Playbook
+
+CLOCK_TOLERANCE_MHZ = 15
+POWER_TOLERANCE_W = 1.0
+
+
+@dataclass(frozen=True)
+class PolicyState:
+    """A policy as applied on one host, with what the GPU reported back."""
+
+    requested: GpuPolicy
+    readback: Mapping[str, Any]
+
+
+def verify(requested: GpuPolicy, readback: Mapping[str, Any]) -> list[str]:
+    """Differences between what was asked and what the GPU reports (empty = verified)."""
+    problems: list[str] = []
+    for name in ("graphics_clocks", "memory_clocks", "application_clocks"):
+        wanted = getattr(requested, name)
+        if wanted is None:
+            continue
+        got = readback.get(name)
+        if not got or any(abs(int(g) - int(w)) > CLOCK_TOLERANCE_MHZ for g, w in zip(got, wanted)):
+            problems.append(f"{name}: asked {list(wanted)}, GPU reports {got}")
+    if requested.power_limit_w is not None:
+        got = readback.get("power_limit_w")
+        if got is None or abs(float(got) - requested.power_limit_w) > POWER_TOLERANCE_W:
+            problems.append(f"power_limit_w: asked {requested.power_limit_w:g}, GPU reports {got}")
+    if requested.persistence is not None and readback.get("persistence") is not requested.persistence:
+        problems.append(f"persistence: asked {requested.persistence}, GPU reports {readback.get('persistence')}")
+    return problems
+
+
+def apply(agent: AgentClient, gpu: int, requested: GpuPolicy) -> PolicyState:
+    """Apply ``requested`` (unset fields reset to the card default) and verify it."""
+    report = agent.policy("apply", gpu, requested.as_dict())
+    readback = dict(report.get("readback") or {})
+    problems = list(report.get("errors") or []) + verify(requested, readback)
+    if not report.get("ok", False) or problems:
+        raise PolicyError(f"{agent.host}: policy not applied: {'; '.join(map(str, problems)) or 'agent said not ok'}")
+    return PolicyState(requested, readback)
+
+
+def read(agent: AgentClient, gpu: int) -> Mapping[str, Any]:
+    return dict(agent.policy("read", gpu).get("readback") or {})
+
+
+def restore(agent: AgentClient, gpu: int) -> Mapping[str, Any]:
+    """Put the card back to its defaults; returns the read-back after restoring."""
+    report = agent.policy("restore", gpu)
+    if not report.get("ok", False):
+        raise PolicyError(f"{agent.host}: restore failed: {report.get('errors')}")
+    return dict(report.get("readback") or {})
+
+
+def power_limit_range(host: Host, facts: Mapping[str, Any] | None) -> tuple[float, float] | None:
+    """The card's power-limit range: inventory override, else the host's (cached) facts."""
+    override = host.vars.get("gpu_power_limits")
+    if override:
+        low, high = override
+        return float(low), float(high)
+    for gpu in (facts or {}).get("gpus") or []:
+        if gpu.get("index") == host.gpu_index:
+            limits = gpu.get("power_limit_w") or {}
+            if limits.get("min") is not None and limits.get("max") is not None:
+                return float(limits["min"]), float(limits["max"])
+    return None
+
+
+def cells_out_of_range(playbook: Playbook, host: Host,
+                       facts: Mapping[str, Any] | None) -> list[tuple[Cell, float, float]]:
+    """Cells whose power limit this host's card cannot take, with the card's range."""
+    limits = power_limit_range(host, facts)
+    if limits is None:
+        return []
+    low, high = limits
+    return [(cell, low, high) for cell in playbook.cells
+            if cell.gpu.power_limit_w is not None and not low <= cell.gpu.power_limit_w <= high]
+
+
+def check_power_limits(playbook: Playbook, host: Host, facts: Mapping[str, Any] | None) -> list[str]:
+    """The same, as messages (for a host whose facts were only learnt by connecting)."""
+    return [f"{host.name}: cell {cell.name!r} asks power_limit {cell.gpu.power_limit_w:g} W, "
+            f"outside the card's range {low:g}-{high:g} W"
+            for cell, low, high in cells_out_of_range(playbook, host, facts)]

@@ -1,0 +1,544 @@
+"""One host's share of a campaign: prepare it, run its attempts in plan order, recover it.
+
+Everything that goes wrong on one host is data (an ``infra`` record, a quarantine), never
+an exception that reaches the other hosts.
+"""
+
+from __future__ import annotations
+
+import errno
+import json
+import os
+import time
+import traceback
+import uuid
+from dataclasses import dataclass, field, replace
+from typing import Any, Iterable, Mapping
+
+from reprofleet.runner import cache_sync, host_debug, netconsole as netconsole_setup, poc, gpu_policy as policy, runtimes as runtime_truth
+from reprofleet.records import identity
+from reprofleet.remote.agent import AgentClient, StreamEvent
+from reprofleet.runner.attempt import AttemptEnd, AttemptFollower
+from reprofleet.runner.context import CampaignContext, RunSettings, cell_identity, record_runtime
+from reprofleet.errors import (AgentError, ConnectError, ControllerDiskError, HostKeyError, LeaseError, PolicyError,
+                     ReprofleetError)
+from reprofleet.runner.stops import HostStops
+from reprofleet.model import Cell, EventKind, GpuPolicy, Host, Outcome, Record
+from reprofleet.power.wall import WallPowerSampler, freeze_telemetry, wall_sampler
+from reprofleet.records.facts_cache import cache_facts
+from reprofleet.records.store import StreamWriter, iso_utc, power_cycles_logged, utc_now, write_facts
+from reprofleet.liveness.probes import HostProbe, ProbeAnswer
+from reprofleet.remote.transport import Session, connect
+from reprofleet.liveness.watchdog import Watchdog
+
+CONTROLLER_DISK_ERRORS = (errno.ENOSPC, errno.EDQUOT, errno.EROFS)  # the controller cannot write: stop all
+
+__all__ = ["CampaignContext", "HostRunner", "HostState", "RunSettings", "cell_identity", "record_runtime"]
+
+
+@dataclass
+class HostState:
+    """What the runner knows of its host right now."""
+
+    session: Session | None = None
+    agent: AgentClient | None = None
+    home: str = ""
+    boot_id: str | None = None
+    attempts_in_boot: int = 0
+    uptime_at_boot_check: float | None = None
+    applied: policy.PolicyState | None = None
+    facts_hash: str | None = None
+    poc_path: str = ""
+    quarantined: str | None = None
+    cache_seed: str | None = None  # path of the uploaded starting cache on the host
+    cache_manifest: str | None = None
+    cache_snapshot: str | None = None  # the snapshot the current attempt's cache was built from (seeded)
+    power_cycles: int = 0
+    counts: dict[str, int] = field(default_factory=dict)
+    leased: bool = False
+    prepared: bool = False  # this run reached the host and prepared it (so it restores it at the end)
+    wall: WallPowerSampler | None = None  # the current attempt's wall-power sampler
+    host_debug: host_debug.HostDebugState | None = None  # lockup-to-panic sysctls applied in this boot
+
+
+class HostRunner:
+    def __init__(self, ctx: CampaignContext, host: Host, plan: list[tuple[Cell, int]],
+                 earlier: Iterable[Mapping[str, Any]] = (), stopped: Iterable[str] = ()) -> None:
+        """``earlier``: this host's records from attempts.jsonl; ``stopped``: its cells that
+        already have a ``stopped`` event (a resumed campaign rebuilds its stop state from them)."""
+        self.ctx = ctx
+        self.host = host
+        self.plan = plan
+        self.state = HostState()
+        earlier = list(earlier)
+        self.stops = HostStops(ctx.playbook, earlier, stopped)
+        self.runtimes = runtime_truth.HostRuntimes(earlier)  # image digests, interpreter and package versions
+        self._probe: HostProbe | None = None
+
+    # -- connection ------------------------------------------------------------------
+    def connect(self) -> AgentClient:
+        """A fresh session and agent client (the old session, if any, is dropped)."""
+        if self.state.session is not None:
+            self.state.session.close()
+        session = connect(self.host, self.ctx.settings.transport)
+        self.state.session = session
+        agent = AgentClient(session, self.ctx.bundle, self.host.python)
+        agent.push()
+        self.state.agent = agent
+        if not self.state.home:
+            self.state.home = session.run('printf %s "$HOME"', timeout=15).stdout.strip()
+        return agent
+
+    def agent(self) -> AgentClient:
+        if self.state.agent is None or self.state.session is None or not self.state.session.alive:
+            return self.connect()
+        return self.state.agent
+
+    def probe(self) -> ProbeAnswer:
+        """Independent of the attempt's connection: SSHD (a banner), KERNEL (echo or handshake) or DEAD."""
+        if self._probe is None:  # the address is resolved once per host
+            self._probe = HostProbe(self.host.address, self.host.port, self.ctx.settings.watchdog.probe_timeout_s)
+        return self._probe()
+
+    # -- preparation -----------------------------------------------------------------
+    def prepare(self) -> None:
+        agent = self.connect()
+        self.take_lease(agent)
+        self.count_power_cycles()
+        self.reconcile_orphans(agent)
+        facts = agent.facts()
+        self.state.facts_hash = write_facts(self.ctx.directory, self.host.name, facts)
+        cache_facts(self.ctx.directory.root.parent, self.host.name, facts)
+        self._note_boot(str(facts.get("boot_id")), float(facts.get("uptime_s") or 0.0))
+        problems = policy.check_power_limits(self.ctx.playbook, self.host, facts)
+        if problems:
+            raise PolicyError("; ".join(problems))
+        name = self.ctx.playbook.poc.script.rsplit("/", 1)[-1]
+        poc_digest = self.ctx.poc_digest[:12]  # a new PoC gets a new folder
+        rel = agent.push_file(self.ctx.poc_script, f"poc/{poc_digest}", name)
+        self.state.poc_path = f"{self.state.home}/{rel}"
+        self.runtimes.prepare(self.ctx, self.host.name, agent, [cell for cell, _ in self.plan], self.host.python)
+        if self.ctx.cache_seed is not None:
+            archive, seed_digest = self.ctx.cache_seed
+            seed_rel = agent.push_file(archive, "cache-seed", f"{seed_digest}.tar.gz")
+            self.state.cache_seed = f"{self.state.home}/{seed_rel}"
+        cache_sync.push_for_campaign(self.ctx, agent)  # seeded cells: the snapshot, content-addressed
+        self.ctx.event(self.host.name, "prepared", agent=self.ctx.bundle.digest, poc=poc_digest,
+                       boot_id=self.state.boot_id)
+        self.state.prepared = True
+
+    def prepare_or_bring_back(self) -> None:
+        """A host that does not answer at the start (left off or frozen by a controller that
+        died mid-recovery) is brought back through the normal recovery path, then prepared."""
+        try:
+            self.prepare()
+            return
+        except (LeaseError, HostKeyError):
+            raise
+        except ConnectError as exc:
+            if self.ctx.recovery is None or not self.host.pdu or self.ctx.stop.is_set() or self.probe():
+                raise
+            self.ctx.event(self.host.name, "unreachable_at_start", reason=str(exc),
+                           message="switching it on / power-cycling it through its port")
+        self._drop_session()
+        if not self.switch_on_if_off():
+            placeholder = self._infra(self.ctx.playbook.cells[0], -1, "unreachable at campaign start")
+            self.ctx.recovery.recover(self, placeholder)  # frozen with its power on: the wedge path
+            if self.state.quarantined:
+                raise ConnectError(self.host.name, self.state.quarantined)
+        self.prepare()
+
+    def switch_on_if_off(self) -> bool:
+        """An outlet that reads off explains the silence for certain (a controller died mid-cycle):
+        it is switched on, with no partition guard to consult, and the boot awaited. False when
+        every outlet reads on (the host is frozen, not off)."""
+        from reprofleet.power.base import PowerState
+        from reprofleet.power.locks import lock_folder
+        from reprofleet.power.ports import build_host_power
+
+        power = build_host_power([self.host], self.ctx.recovery.power_log,
+                                 lock_dir=lock_folder(self.ctx.directory.root.parent))[self.host.name]
+        off = [driver for driver in power.drivers if driver.status() is PowerState.OFF]
+        if not off:
+            return False
+        for driver in power.drivers:  # every supply on, the ones that were on stay on
+            driver.on()
+        self.ctx.event(self.host.name, "switched_on_at_start", outlets=[d.outlet_key for d in off])
+        deadline = time.monotonic() + self.ctx.playbook.timeouts.boot
+        while time.monotonic() < deadline and not self.ctx.stop.is_set():
+            if self.probe() is ProbeAnswer.SSHD:
+                return True
+            self.ctx.stop.wait(1.0)
+        raise ConnectError(self.host.name, f"switched on at campaign start, but did not answer within "
+                                           f"{self.ctx.playbook.timeouts.boot:g} s")
+
+    def take_lease(self, agent: AgentClient) -> None:
+        """No two campaigns run attempts on one host: take its lease, or refuse the host."""
+        answer = agent.lease("acquire", controller=self.ctx.settings.controller, campaign=self.ctx.campaign_id,
+                             pid=os.getpid(), break_lease=self.ctx.settings.break_leases)
+        if not answer.get("ok"):
+            raise LeaseError(self.host.name, str(answer.get("error") or "the host's lease was refused"))
+        if answer.get("broken"):
+            self.ctx.event(self.host.name, "lease_broken", previous=answer["broken"])
+        self.state.leased = True
+
+    def release_lease(self) -> None:
+        if not self.state.leased or self.state.agent is None:
+            return
+        try:
+            self.state.agent.lease("release", campaign=self.ctx.campaign_id)
+            self.state.leased = False
+        except ReprofleetError as exc:
+            self.ctx.event(self.host.name, "lease_release_failed", error=str(exc))
+
+    def count_power_cycles(self) -> None:
+        """The budget survives a controller restart: cycles this campaign already made, from power.jsonl."""
+        self.state.power_cycles = max(self.state.power_cycles, power_cycles_logged(self.ctx.directory.power,
+                                                                                  self.host.name))
+
+    def reconcile_orphans(self, agent: AgentClient) -> None:
+        """An attempt still running on the host (a controller died under it) is killed and
+        recorded as ``infra`` with the reason, or, if it is not this campaign's, only killed;
+        never is a second PoC started beside it."""
+        for orphan in agent.attempts(running_only=True):
+            slot = self.ctx.started_slots.get(str(orphan.get("id")))
+            agent.kill(str(orphan["id"]))
+            self.ctx.event(self.host.name, "orphan_killed", attempt=orphan["id"], age_s=orphan.get("age_s"),
+                           ours=slot is not None)
+            if slot is not None and not self.ctx.recorded(str(orphan["id"])):
+                cell, index = slot
+                self.append(self._infra(cell, index, "interrupted: the controller died during this attempt; "
+                                                     "its orphan was killed on resume", attempt_id=str(orphan["id"])))
+
+    def _note_boot(self, boot_id: str, uptime_s: float) -> None:
+        if boot_id != self.state.boot_id:
+            self.state.boot_id = boot_id
+            self.state.attempts_in_boot = 0
+            self.state.applied = None  # the driver forgot -lgc/-pl: re-apply
+            self.state.host_debug = None  # and the kernel its sysctls
+            self.state.uptime_at_boot_check = uptime_s
+
+    def current_boot(self, agent: AgentClient) -> str:
+        out = agent.session.run("cat /proc/sys/kernel/random/boot_id; cut -d' ' -f1 /proc/uptime", timeout=15)
+        lines = out.stdout.split()
+        if len(lines) < 2:
+            raise ConnectError(self.host.name, "cannot read boot_id")
+        self._note_boot(lines[0], float(lines[1]))
+        return lines[0]
+
+    # -- policy ----------------------------------------------------------------------
+    def ensure_policy(self, agent: AgentClient, wanted: GpuPolicy) -> Mapping[str, Any]:
+        """The cell's policy in force, and what the GPU reports right now (one read per attempt)."""
+        if self.state.applied is not None and self.state.applied.requested == wanted:
+            return policy.read(agent, self.host.gpu_index)
+        # A boot not yet verified is applied and read back whatever the cell asks, the
+        # default cell included: a lock left by a killed controller must not run the reference.
+        state = policy.apply(agent, self.host.gpu_index, wanted)  # its read-back is fresh
+        self.ctx.event(self.host.name, "policy_applied", policy=wanted.as_dict(), readback=dict(state.readback))
+        self.state.applied = state
+        return state.readback
+
+    def restore_policy(self) -> None:
+        """Defaults back at the end. A host this run prepared is restored even when this run
+        applied nothing: a resume with no slot left on it must still undo the lock a killed
+        controller left between its last record and its own restore."""
+        if self.state.quarantined or (self.state.applied is None and not self.state.prepared):
+            return
+        try:
+            readback = policy.restore(self.agent(), self.host.gpu_index)
+            self.ctx.event(self.host.name, "policy_restored", readback=dict(readback))
+            self.state.applied = None
+        except ReprofleetError as exc:
+            self.ctx.event(self.host.name, "policy_restore_failed", error=str(exc))
+
+    # -- one attempt -----------------------------------------------------------------
+    def run_attempt(self, cell: Cell, index: int) -> Record:
+        attempt_id = str(uuid.uuid4())
+        started = utc_now()
+        stream_rel = f"streams/{attempt_id}.jsonl"
+        readback: Mapping[str, Any] | None = None
+        follower: AttemptFollower | None = None
+        debug: dict[str, Any] | None = None
+        try:
+            agent = self.agent()
+            self.current_boot(agent)
+            readback = self.ensure_policy(agent, cell.gpu)
+            debug = host_debug.ensure(self, agent, cell.host_debug)
+            netconsole_setup.ensure(self, agent)
+            self.ctx.event(self.host.name, "attempt_started", attempt=attempt_id, cell=cell.name, index=index)
+            follower = self._start(agent, cell, attempt_id)
+            self.ctx.progress(self.host.name, cell=cell.name, attempt=index + 1, phase="starting")
+            end = follower.follow()
+        except ReprofleetError as exc:
+            end = AttemptEnd(Outcome.INFRA, str(exc), None)
+        finally:
+            if self.state.wall is not None:
+                self.state.wall.stop()
+            netconsole_setup.unfollow(self)
+        self.state.attempts_in_boot += 1
+        return replace(self._record(cell, index, attempt_id, started, end, readback, follower, stream_rel),
+                       host_debug=debug, kernel_net=netconsole_setup.record_lines(self, end.outcome))
+
+    def _start(self, agent: AgentClient, cell: Cell, attempt_id: str) -> AttemptFollower:
+        state_root = f"{self.state.home}/.cache/reprofleet"
+        command = poc.build(cell, poc_path=self.state.poc_path, state_root=state_root,
+                            attempt_id=attempt_id, persistent=self.ctx.playbook.poc.mode(cell) == "persistent",
+                            gpu=self.host.gpu_index, seeded=self.ctx.playbook.poc.mode(cell) == "seeded")
+        self.state.cache_snapshot = cache_sync.seed_attempt(self.ctx, agent, cell, command.cache_dir)
+        prepared = agent.session.run(
+            poc.seed_cache_command(command.cache_dir, self.state.cache_seed)
+            if self.state.cache_seed and not self.state.cache_snapshot
+            else f"mkdir -p '{command.cache_dir}'", timeout=120)
+        if not prepared.ok:
+            raise AgentError(self.host.name, f"cannot prepare the cache {command.cache_dir}: {prepared.stderr.strip()}")
+        manifest = agent.session.run(poc.cache_manifest_command(command.cache_dir), timeout=60)
+        self.state.cache_manifest = manifest.stdout.strip() or None
+        timeout = self.ctx.playbook.timeouts.attempt
+        stream = agent.run(attempt_id, list(command.argv), timeout=timeout, env=dict(command.env),
+                           gpu=self.host.gpu_index, sample_hz=self.ctx.settings.sample_hz,
+                           clock_threshold=self.ctx.settings.clock_threshold_mhz)
+        writer = StreamWriter(self.ctx.directory.stream_path(attempt_id))
+        # wall power, where an outlet meters it: a host frozen at 400 W and one at 60 W are different bugs
+        self.state.wall = wall_sampler(self.host, self.ctx.directory.root.parent,
+                                       lambda line: writer.write(json.dumps(line, sort_keys=True)))
+        self.state.wall.start()
+        netconsole_setup.follow(self, attempt_id, writer.write)  # the kernel's lines over the network
+        watchdog = Watchdog(self.host.name, self.probe, self.ctx.settings.watchdog, self.ctx.fleet)
+        return AttemptFollower(agent, attempt_id, stream, writer, watchdog, timeout_s=timeout,
+                               reconnect=self.connect, on_event=self._on_event, on_pause=self._on_pause,
+                               stop=self.ctx.stop)
+
+    def _on_pause(self, paused: bool) -> None:
+        if paused:
+            self.ctx.event(self.host.name, "controller_network_suspect",
+                           message="every host went silent at once: suspecting the controller's own network; "
+                                   "no power action, waiting for hosts to answer")
+            self.ctx.progress(self.host.name, status="paused: controller network?")
+        else:
+            self.ctx.event(self.host.name, "controller_network_back")
+            self.ctx.progress(self.host.name, status="running")
+
+    def _on_event(self, event: StreamEvent) -> None:
+        if event.kind is EventKind.PHASE:
+            self.ctx.progress(self.host.name, phase=str(event.data.get("phase")))
+
+    def _record(self, cell: Cell, index: int, attempt_id: str, started: str, end: AttemptEnd,
+                readback: Mapping[str, Any] | None, follower: AttemptFollower | None, stream_rel: str) -> Record:
+        trace = follower.trace if follower else None
+        exit_line = end.exit or {}
+        runtime = {**record_runtime(cell), **self.runtimes.fields(cell)}
+        last_hb = trace.last_heard_wall if trace else None
+        return Record(
+            campaign=self.ctx.campaign_id, attempt=attempt_id, controller=self.ctx.settings.controller,
+            host=self.host.name, cell=cell.name, factors=dict(cell.factors), policy=readback,
+            runtime=runtime,
+            cache=self.state.cache_manifest if self.ctx.playbook.poc.mode(cell) != "fresh" and follower else None,
+            cache_snapshot=self.state.cache_snapshot if follower else None,
+            attempt_index=index, attempt_in_boot=self.state.attempts_in_boot,
+            cold_boot=self.state.attempts_in_boot == 1 and (self.state.uptime_at_boot_check or 1e9) < 900,
+            boot_id=self.state.boot_id, started=started, ended=utc_now(), outcome=end.outcome,
+            reason=end.reason, exit_code=exit_line.get("rc"), detect_latency_s=end.detect_latency_s,
+            last_heartbeat=iso_utc(last_hb),
+            wedge_declared=iso_utc(end.declared_wall),
+            last_phase=trace.last_phase if trace else None,
+            last_log_line=trace.last_log_line if trace else None,
+            telemetry=self._telemetry(exit_line, trace, end.outcome),
+            forensics=None, facts=self.state.facts_hash,
+            stream=stream_rel if follower else None,
+            poc=self.ctx.poc_digest, cell_id=identity.cell_id(cell.name, dict(cell.factors), runtime,
+                                                              self.ctx.poc_digest),
+        )
+
+    def _telemetry(self, exit_line: Mapping[str, Any], trace: Any,
+                   outcome: Outcome | None = None) -> dict[str, Any] | None:
+        """The host's own summary (it exited), or the last NVML sample it sent (it froze),
+        plus the wall power its outlet metered last (a freeze: the last minute of it, or why not)."""
+        telemetry = dict(exit_line.get("telemetry") or ({"last_sample": trace.last_nvml} if trace and trace.last_nvml
+                                                        else {}))
+        wall = self.state.wall
+        if wall is not None and wall.meters and wall.last():
+            telemetry.update(wall.summary())
+        if outcome in (Outcome.WEDGE, Outcome.REBOOT):
+            telemetry.update(freeze_telemetry(wall, trace.last_heard_wall if trace else None))
+        return telemetry or None
+
+    # -- the whole plan --------------------------------------------------------------
+    def run(self) -> None:
+        name = self.host.name
+        try:
+            self.ctx.progress(name, status="preparing")
+            self.prepare_or_bring_back()
+        except ReprofleetError as exc:
+            self.quarantine(f"could not prepare the host: {exc}")
+        except Exception as exc:  # not one of ours: a bug; this host stops, the campaign goes on
+            self.quarantine(f"could not prepare the host: {type(exc).__name__}: {exc}", traceback.format_exc())
+        try:
+            for cell, index in self.plan:
+                if self.ctx.stop.is_set():
+                    break
+                if self.stopped_early(cell, index) or self.runtimes.moved(self, cell, index):
+                    self.ctx.progress(name, stopped_early=1)  # the plan shrinks: n/n at the end
+                    continue
+                self.run_slot(cell, index)
+        except ControllerDiskError as exc:
+            self.ctx.fail(str(exc))
+        finally:
+            self.restore_policy()
+            host_debug.restore_at_end(self)
+            netconsole_setup.restore_at_end(self)
+            self.release_lease()
+            if self.state.session is not None:
+                self.state.session.close()
+            self.ctx.progress(name, status="quarantined" if self.state.quarantined else "done")
+
+    def run_slot(self, cell: Cell, index: int) -> None:
+        """One slot: its record is written the moment its outcome is known (a wedge at its
+        declaration); what recovery learns afterwards is appended as an amendment."""
+        if self.state.quarantined:
+            self.append(self._skipped(cell, index))
+            return
+        declared: Record | None = None  # the record once it is on disk
+        try:
+            self.ctx.progress(self.host.name, status="running", cell=cell.name, attempt=index + 1, phase="")
+            record = self.run_attempt(cell, index)
+            if record.outcome in (Outcome.WEDGE, Outcome.REBOOT):
+                self.append(record)
+                declared = record
+                after = self.after_wedge(record) if record.outcome is Outcome.WEDGE else self.after_reboot(record)
+                after = netconsole_setup.with_late_lines(self, after)  # a panic's text arrives after the declaration
+                self.amend(record, after)
+                record = after
+            else:
+                if record.stream is None and not self.ctx.stop.is_set() and self.stays_silent():
+                    record = self.after_unreachable(record)
+                self.append(record)
+        except ControllerDiskError:
+            raise
+        except OSError as exc:
+            if exc.errno not in CONTROLLER_DISK_ERRORS:  # a socket or a host's problem: that host's
+                self._unexpected(cell, index, declared, exc)
+                return
+            # the controller's own files (a stream on a full disk): stop everything
+            raise ControllerDiskError(f"the controller cannot write: {exc}; the campaign stops "
+                                      "(GPUs restored, nothing half-written)") from exc
+        except Exception as exc:  # not one of ours (or one nobody caught): a bug; recorded, never silent
+            self._unexpected(cell, index, declared, exc)
+            return
+        self._count(record)
+
+    def _unexpected(self, cell: Cell, index: int, declared: Record | None, exc: BaseException) -> None:
+        """A bug or an error nobody caught: the host is quarantined with the traceback, the slot
+        is recorded (or its declared record amended), and the other hosts go on."""
+        reason = f"{type(exc).__name__}: {exc}"
+        self.quarantine(f"unexpected error: {reason}", traceback.format_exc())
+        if declared is None:
+            declared = self._infra(cell, index, f"unexpected error: {reason}")
+            self.append(declared)
+        else:
+            self.ctx.attempt_log.amend(declared.attempt, forensics={"recovery": "failed", "error": reason})
+        self._count(declared)
+
+    def _count(self, record: Record) -> None:
+        self.stops.add(record.cell, record.outcome.value, record.last_phase)
+        self.state.counts[record.outcome.value] = self.state.counts.get(record.outcome.value, 0) + 1
+        self.ctx.progress(self.host.name, outcome=record.outcome.value, counts=dict(self.state.counts))
+
+    def quarantine(self, reason: str, trace: str | None = None) -> None:
+        self.state.quarantined = reason
+        self.ctx.event(self.host.name, "quarantined", reason=reason, **({"traceback": trace} if trace else {}))
+
+    def append(self, record: Record) -> None:
+        """Append and fsync a record; a controller that cannot write stops the whole campaign."""
+        try:
+            self.ctx.attempt_log.append_record(record)
+        except OSError as exc:
+            raise ControllerDiskError(f"cannot write {self.ctx.directory.attempts}: {exc}; the campaign stops "
+                                      "(GPUs restored, nothing half-written)") from exc
+
+    def amend(self, declared: Record, final: Record) -> None:
+        """What recovery changed in a record written at declaration."""
+        before, after = declared.to_json(), final.to_json()
+        changed = {k: v for k, v in after.items() if before.get(k) != v and k not in ("attempt", "schema")}
+        if changed:
+            try:
+                self.ctx.attempt_log.amend(declared.attempt, **changed)
+            except OSError as exc:
+                raise ControllerDiskError(f"cannot write {self.ctx.directory.attempts}: {exc}") from exc
+
+    def stopped_early(self, cell: Cell, index: int) -> bool:
+        """Whether ``cell``'s stop rule ended it on this host: its slots are skipped, never recorded.
+
+        The first time, one ``stopped`` event says why; a cell that stopped before (also in
+        the run this one resumes) is skipped silently.
+        """
+        if self.stops.is_stopped(cell.name):
+            return True
+        stop = self.stops.check(cell)
+        if stop is None:
+            return False
+        self.ctx.event(self.host.name, "stopped", slot=index, **stop.event_fields())
+        self.ctx.progress(self.host.name, cell=cell.name, phase="",
+                          status=f"stopped {cell.name}: {stop.verdict or 'no verdict'} ({stop.why})")
+        return True
+
+    def _skipped(self, cell: Cell, index: int) -> Record:
+        return self._infra(cell, index, f"not run: {self.state.quarantined}")
+
+    def _infra(self, cell: Cell, index: int, reason: str, attempt_id: str | None = None) -> Record:
+        now = utc_now()
+        runtime = {**record_runtime(cell), **self.runtimes.fields(cell)}
+        return Record(
+            campaign=self.ctx.campaign_id, attempt=attempt_id or str(uuid.uuid4()),
+            controller=self.ctx.settings.controller, host=self.host.name, cell=cell.name,
+            factors=dict(cell.factors), policy=None, runtime=runtime, cache=None,
+            attempt_index=index, attempt_in_boot=0, cold_boot=False, boot_id=self.state.boot_id,
+            started=now, ended=now, outcome=Outcome.INFRA, reason=reason,
+            facts=self.state.facts_hash, poc=self.ctx.poc_digest,
+            cell_id=identity.cell_id(cell.name, dict(cell.factors), runtime, self.ctx.poc_digest),
+        )
+
+    def stays_silent(self) -> bool:
+        """The attempt could not even start: is the host gone (every probe failing for the window)?"""
+        settings = self.ctx.settings.watchdog
+        deadline = time.monotonic() + settings.confirm_s
+        while time.monotonic() < deadline:
+            if self.probe():
+                return False
+            self.ctx.stop.wait(settings.probe_interval_s)
+        return True
+
+    def _drop_session(self) -> None:
+        """The host went away under this session: close it; the next step connects afresh."""
+        if self.state.session is not None:
+            self.state.session.close()
+            self.state.session, self.state.agent = None, None
+
+    def after_unreachable(self, record: Record) -> Record:
+        """A host that froze between attempts: recover it like a wedge; the slot stays infra."""
+        self.ctx.event(self.host.name, "unreachable", attempt=record.attempt, reason=record.reason)
+        self._drop_session()
+        if self.ctx.recovery is None:
+            self.state.quarantined = "unreachable, and no recovery is configured"
+            return record
+        recovered = self.ctx.recovery.recover(self, record)
+        return replace(recovered, outcome=Outcome.INFRA,
+                       reason=f"{record.reason} (the host was unreachable before the attempt; recovered)")
+
+    def after_reboot(self, record: Record) -> Record:
+        """The host reset itself under the attempt (a re-attach found a new boot): it gets the
+        same post-boot forensics as a wedge, through recovery's path for a host that came back."""
+        self.ctx.event(self.host.name, "reboot", attempt=record.attempt, reason=record.reason)
+        self._drop_session()
+        if self.ctx.recovery is None:
+            return record
+        return self.ctx.recovery.recover(self, record)
+
+    def after_wedge(self, record: Record) -> Record:
+        """Bring a wedged host back (power cycle when it has a port) and attach forensics."""
+        self.ctx.event(self.host.name, "wedge", attempt=record.attempt, latency_s=record.detect_latency_s,
+                       last_phase=record.last_phase, last_log_line=record.last_log_line)
+        self._drop_session()
+        if self.ctx.recovery is None:
+            self.state.quarantined = "wedged, and no recovery is configured"
+            return record
+        return self.ctx.recovery.recover(self, record)

@@ -1,0 +1,108 @@
+"""Lockup-to-panic sysctls on a host (the agent's ``host-debug``): apply, verify, restore.
+
+A cell's ``host_debug:`` asks the kernel to panic on a lockup its watchdogs see, and to
+reboot ``panic`` seconds later: a wedge the kernel noticed then comes back by itself as a
+``reboot`` with the panic text in pstore and the previous boot's journal. Like a GPU policy
+this is an experimental factor, so what the record keeps is what the kernel reads back, and
+an apply that does not hold makes the attempt ``infra``.
+
+A reboot resets every sysctl, so the runner forgets what it applied when the boot_id
+changes and applies again before the next attempt (the first attempt of every boot).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Mapping
+
+from reprofleet.remote.agent import AgentClient
+from reprofleet.errors import PolicyError, ReprofleetError
+from reprofleet.model import HostDebug, Playbook
+
+if TYPE_CHECKING:
+    from reprofleet.runner.host import HostRunner
+
+NMI_WATCHDOG = "nmi_watchdog"
+
+
+@dataclass(frozen=True)
+class HostDebugState:
+    """The settings a cell asked for, and the sysctls the kernel reported back."""
+
+    requested: HostDebug
+    values: Mapping[str, Any]
+
+    def for_record(self) -> dict[str, Any]:
+        return {"requested": self.requested.as_dict(), "sysctls": dict(self.values)}
+
+
+def sysctls(wanted: HostDebug) -> dict[str, int]:
+    """kernel.* names and values; a hard-lockup panic needs the NMI watchdog, so it is set too."""
+    values = {name: int(value) for name, value in wanted.as_dict().items()}
+    if wanted.hardlockup_panic:
+        values[NMI_WATCHDOG] = 1
+    return values
+
+
+def verify(wanted: Mapping[str, int], values: Mapping[str, Any]) -> list[str]:
+    """What the kernel reports differently from what was asked (empty: verified)."""
+    return [f"kernel.{name}: asked {value}, the kernel reports {values.get(name)}"
+            for name, value in sorted(wanted.items()) if values.get(name) != value]
+
+
+def uses_host_debug(playbook: Playbook) -> bool:
+    """Only campaigns with a host_debug cell touch the sysctls (plain cells are then put back
+    to the host's own values before they run)."""
+    return any(not cell.host_debug.is_default for cell in playbook.cells)
+
+
+def apply(agent: AgentClient, requested: HostDebug) -> HostDebugState:
+    wanted = sysctls(requested)
+    report = agent.one(["host-debug", "apply", "--json", json.dumps(wanted, sort_keys=True)], "host_debug",
+                       timeout=60)
+    values = dict(report.get("values") or {})
+    problems = [str(e) for e in report.get("errors") or []] or verify(wanted, values)
+    if not report.get("ok", False) or problems:
+        raise PolicyError(f"{agent.host}: host_debug not applied: {'; '.join(problems) or 'agent said not ok'}")
+    return HostDebugState(requested, values)
+
+
+def read(agent: AgentClient) -> Mapping[str, Any]:
+    return dict(agent.one(["host-debug", "read"], "host_debug", timeout=60).get("values") or {})
+
+
+def restore(agent: AgentClient) -> Mapping[str, Any]:
+    """This boot's saved values back; returns what the kernel reads afterwards."""
+    report = agent.one(["host-debug", "restore"], "host_debug", timeout=60)
+    if not report.get("ok", False):
+        raise PolicyError(f"{agent.host}: host_debug restore failed: {report.get('errors')}")
+    return dict(report.get("values") or {})
+
+
+def ensure(runner: "HostRunner", agent: AgentClient, wanted: HostDebug) -> dict[str, Any] | None:
+    """The cell's sysctls in force before an attempt, for its record; None in a campaign
+    without host_debug cells (nothing is read or written there)."""
+    if not uses_host_debug(runner.ctx.playbook):
+        return None
+    applied = runner.state.host_debug
+    if applied is None or applied.requested != wanted:  # a new boot, or another cell
+        applied = apply(agent, wanted)
+        runner.ctx.event(runner.host.name, "host_debug_applied", requested=wanted.as_dict(),
+                         sysctls=dict(applied.values))
+        runner.state.host_debug = applied
+    return applied.for_record()
+
+
+def restore_at_end(runner: "HostRunner") -> None:
+    """The host's own sysctls back when its campaign ends (stopped or not); a failure is an
+    event, never an exception that reaches the other hosts."""
+    if (not uses_host_debug(runner.ctx.playbook) or runner.state.quarantined
+            or (runner.state.host_debug is None and not runner.state.prepared)):
+        return
+    try:
+        values = restore(runner.agent())
+        runner.ctx.event(runner.host.name, "host_debug_restored", sysctls=dict(values))
+        runner.state.host_debug = None
+    except ReprofleetError as exc:
+        runner.ctx.event(runner.host.name, "host_debug_restore_failed", error=str(exc))

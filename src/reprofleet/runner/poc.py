@@ -1,0 +1,108 @@
+"""The reproducer's command line on a host, from a cell's runtime, env and arguments.
+
+The same PoC script runs under docker (the seed's ``docker run ... vllm/vllm-openai``) or a
+host Python with vLLM installed; the cache folder is bind-mounted (docker) or pointed at by
+``VLLM_CACHE_ROOT`` (python) so a persistent cache carries over between attempts as in the
+seed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import re
+import shlex
+import tarfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from reprofleet.model import Cell, RuntimeKind
+from reprofleet.runner.runtimes import venv_python
+
+CONTAINER_CACHE = "/root/.cache/vllm"
+CONTAINER_POC = "/poc.py"
+
+
+@dataclass(frozen=True)
+class PocCommand:
+    argv: tuple[str, ...]
+    env: tuple[tuple[str, str], ...]  # for the agent's --env (the PoC process's environment)
+    cache_dir: str
+
+
+def poc_flags(args: tuple[tuple[str, Any], ...]) -> list[str]:
+    """PoC arguments as flags: spec_tokens=9 -> --spec-tokens 9; True -> a bare flag."""
+    flags: list[str] = []
+    for key, value in args:
+        flag = "--" + key.replace("_", "-")
+        if value is True:
+            flags.append(flag)
+        elif value is False or value is None:
+            continue
+        else:
+            flags += [flag, str(value)]
+    return flags
+
+
+def cache_key(cell: Cell) -> str:
+    """One persistent cache per runtime: vLLM caches differ between versions."""
+    return cache_key_for_label(cell.runtime.label)
+
+
+def cache_key_for_label(label: str) -> str:
+    """The cache folder's name for a runtime label (a docker image, a python path)."""
+    slug = re.sub(r"[^A-Za-z0-9._-]+", "_", label)[-40:]
+    return f"{slug}-{hashlib.sha256(label.encode()).hexdigest()[:8]}"
+
+
+def build(cell: Cell, *, poc_path: str, state_root: str, attempt_id: str, persistent: bool, gpu: int,
+          seeded: bool = False) -> PocCommand:
+    """The argv and environment that start one attempt of ``cell`` on a host. A seeded
+    cache has a folder of its own per runtime, rebuilt before each attempt (never the
+    persistent one)."""
+    folder = f"seeded-{cache_key(cell)}" if seeded else cache_key(cell) if persistent else f"fresh-{attempt_id}"
+    cache_dir = f"{state_root}/cache/{folder}"
+    flags = poc_flags(cell.args)
+    env = dict(cell.env)
+    if cell.runtime.kind is RuntimeKind.DOCKER:
+        argv = ["docker", "run", "--rm", "--gpus", f"device={gpu}", *cell.runtime.docker_args]
+        for key, value in sorted(env.items()):
+            argv += ["--env", f"{key}={value}"]
+        argv += [
+            "--mount", f"type=bind,src={cache_dir},dst={CONTAINER_CACHE}",
+            "--mount", f"type=bind,src={poc_path},dst={CONTAINER_POC},readonly",
+            "--entrypoint", "python3", str(cell.runtime.image), CONTAINER_POC, *flags,
+        ]
+        return PocCommand(tuple(argv), (), cache_dir)
+    env.setdefault("VLLM_CACHE_ROOT", cache_dir)
+    env.setdefault("CUDA_VISIBLE_DEVICES", str(gpu))
+    python = venv_python(state_root, cell.runtime) if cell.runtime.kind is RuntimeKind.VENV else cell.runtime.python
+    argv = [python or "python3", poc_path, *flags]
+    return PocCommand(tuple(argv), tuple(sorted(env.items())), cache_dir)
+
+
+def cache_seed_archive(folder: str) -> tuple[bytes, str]:
+    """The playbook's starting cache as a reproducible tar.gz, and its hash (names the upload)."""
+    buffer = io.BytesIO()
+    root = Path(folder)
+    with tarfile.open(fileobj=buffer, mode="w:gz", compresslevel=6) as archive:
+        for path in sorted(p for p in root.rglob("*") if p.is_file()):
+            info = archive.gettarinfo(str(path), arcname=str(path.relative_to(root)))
+            info.mtime, info.uid, info.gid, info.uname, info.gname = 0, 0, 0, "", ""
+            with open(path, "rb") as handle:
+                archive.addfile(info, handle)
+    content = buffer.getvalue()
+    return content, hashlib.sha256(content).hexdigest()[:12]
+
+
+def seed_cache_command(cache_dir: str, archive_path: str) -> str:
+    """Unpack the starting cache into a cache folder that is still empty (never over a warm one)."""
+    folder, archive = shlex.quote(cache_dir), shlex.quote(archive_path)
+    return f'mkdir -p {folder} && if [ -z "$(ls -A {folder})" ]; then tar -xzf {archive} -C {folder}; fi'
+
+
+def cache_manifest_command(cache_dir: str) -> str:
+    """A hash of the cache's entries (type, name, size): tells a cold cache from a warm one, cheaply."""
+    folder = shlex.quote(cache_dir)
+    return f"cd {folder} && find . -mindepth 1 -printf '%y %P %s\\n' | LC_ALL=C sort | sha256sum | cut -c1-16"

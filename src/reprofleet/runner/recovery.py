@@ -1,0 +1,384 @@
+"""Bringing a wedged host back, as a state machine, and reading what its last boot left.
+
+wedged -> off -> dwell -> on -> booting (SSH back within the boot deadline, polled with
+backoff) -> booted (boot_id differs from before) -> stable (still up after a short window)
+-> forensics (previous boot's kernel log, pstore) -> ready. The policy is re-applied and
+verified by the host runner before the next attempt, because the boot_id changed.
+
+Every way out is bounded: a PDU that fails, a host that does not return by the boot
+deadline, or a spent power-cycle budget quarantines that host with a clear reason, and the
+campaign goes on with the rest. A host without a power port is polled until a person
+brings it back; if it comes back with the same boot_id it was never frozen (``infra``).
+
+Off, dwell and on are logged as the driver reaches them (a controller killed mid-cycle has
+recorded how far it got). The partition guard is asked before every power action: a host
+is never cycled because our own network failed.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import replace
+from enum import Enum, unique
+from typing import TYPE_CHECKING, Any, Callable
+
+from reprofleet.errors import HostKeyError, PowerError, ReprofleetError
+from reprofleet.model import Outcome, Record
+from reprofleet.liveness.probes import HostProbe, IcmpMode, ProbeAnswer, icmp_mode, probe_ssh_banner
+
+if TYPE_CHECKING:
+    from reprofleet.runner.host import CampaignContext, HostRunner
+
+HUMAN_WAIT_S = 24 * 3600.0  # a host without a power port: poll this long for a person
+NOT_BACK_CAUSES = (
+    "Likely causes: the BIOS is set to stay off after power loss (set 'restore on AC power loss' to "
+    "power on); a second power supply on another outlet kept the host up (list both under pdu: outlets:); "
+    "the inventory names the wrong outlet (check the wiring with: invoke power HOST --verify)"
+)
+GUARD_POLL_S = 2.0  # while our own network is down: ask the guard again this often
+log = logging.getLogger(__name__)
+
+
+@unique
+class RecoveryState(str, Enum):
+    WEDGED = "wedged"
+    OFF = "off"
+    DWELL = "dwell"
+    ON = "on"
+    BOOTING = "booting"
+    BOOTED = "booted"
+    STABLE = "stable"
+    FORENSICS = "forensics"
+    READY = "ready"
+    QUARANTINED = "quarantined"
+
+
+_NEXT = {
+    RecoveryState.WEDGED: {RecoveryState.OFF, RecoveryState.BOOTING, RecoveryState.QUARANTINED},
+    RecoveryState.OFF: {RecoveryState.DWELL, RecoveryState.QUARANTINED},
+    RecoveryState.DWELL: {RecoveryState.ON, RecoveryState.OFF, RecoveryState.QUARANTINED},  # OFF: the retry
+    RecoveryState.ON: {RecoveryState.BOOTING, RecoveryState.OFF, RecoveryState.QUARANTINED},
+    RecoveryState.BOOTING: {RecoveryState.BOOTED, RecoveryState.QUARANTINED},
+    RecoveryState.BOOTED: {RecoveryState.STABLE, RecoveryState.BOOTING, RecoveryState.QUARANTINED},
+    RecoveryState.STABLE: {RecoveryState.FORENSICS},
+    RecoveryState.FORENSICS: {RecoveryState.READY},
+}
+
+
+class RecoveryError(ReprofleetError):
+    """Recovery cannot go on; the host is quarantined."""
+
+
+class NeverFrozen(RecoveryError):
+    """A host without a power port came back with the same boot_id: it was not wedged."""
+
+
+class NetworkDown(RecoveryError):
+    """The partition guard kept saying our own network is down past the pause cap."""
+
+
+class Sequence:
+    """The state of one recovery; refuses moves the diagram does not have."""
+
+    def __init__(self, on_change: Callable[[RecoveryState, RecoveryState, dict[str, Any]], None]) -> None:
+        self.state = RecoveryState.WEDGED
+        self._on_change = on_change
+        self.booted: str | None = None  # the boot_id seen coming up; the stability check compares with it
+
+    def transition(self, new: RecoveryState, **detail: Any) -> None:
+        if new is self.state:
+            return
+        if new not in _NEXT.get(self.state, set()):
+            raise RecoveryError(f"recovery cannot go from {self.state.value} to {new.value}")
+        old, self.state = self.state, new
+        if new is RecoveryState.BOOTED:
+            self.booted = detail.get("boot_id")
+        self._on_change(old, new, detail)
+
+
+def backoff_delays(first: float = 1.0, factor: float = 1.5, cap: float = 10.0) -> Any:
+    delay = first
+    while True:
+        yield delay
+        delay = min(cap, delay * factor)
+
+
+class Recovery:
+    """Power-cycles wedged hosts of one campaign through their ports."""
+
+    def __init__(self, ctx: "CampaignContext") -> None:
+        from reprofleet.power.base import PowerLog
+
+        self.ctx = ctx
+        self.power_log = PowerLog(ctx.directory.power)
+        ctx.fleet.report_to(ctx.event)  # the watchdogs' suspect/probe/clear events
+        if icmp_mode() is IcmpMode.NONE:
+            message = ("no ICMP socket can be opened here (no raw-socket privilege, and "
+                       "net.ipv4.ping_group_range excludes our group): liveness probes use TCP only")
+            log.warning(message)
+            ctx.event("controller", "icmp_unavailable", message=message)
+
+    def recover(self, runner: "HostRunner", record: Record) -> Record:
+        name = runner.host.name
+        seq = Sequence(lambda old, new, d: self.ctx.event(name, "recovery", **{"from": old.value, "to": new.value, **d}))
+        old_boot = runner.state.boot_id
+        try:
+            came_back = self._grace_for_self_reboot(runner, old_boot)
+            if came_back is not None:  # a reboot, whatever the checks below find; forensics as for a wedge
+                record = came_back_record(record, came_back)
+                seq.transition(RecoveryState.BOOTING, by="itself")
+                seq.transition(RecoveryState.BOOTED, boot_id=came_back)
+                self._check_stable(runner, seq)
+                forensics = {**self._forensics(runner, seq), **self._bmc_events(runner, record)}
+                seq.transition(RecoveryState.READY)
+                return replace(record, forensics=forensics)
+            if runner.host.pdu is None:
+                self._wait_for_person(runner, seq)
+            else:
+                if probe_ssh_banner(runner.host.address, runner.host.port, 2.0):
+                    return replace(record, outcome=Outcome.INFRA,
+                                   reason="declared wedged, but the host answered before the power cycle; not cycled")
+                self._guard(runner)
+                self._power_cycle(runner, seq)
+            self._wait_for_boot(runner, seq, old_boot)
+            self._check_stable(runner, seq)
+            forensics = {**self._forensics(runner, seq), **self._bmc_events(runner, record)}
+        except NeverFrozen as exc:
+            seq.transition(RecoveryState.BOOTED, boot_id=old_boot, same_boot=True)
+            self._stop_stale_attempt(runner, record)
+            return replace(record, outcome=Outcome.INFRA, detect_latency_s=None, reason=str(exc))
+        except NetworkDown as exc:
+            return replace(record, outcome=Outcome.INFRA, reason=str(exc))
+        except (RecoveryError, PowerError) as exc:
+            seq.transition(RecoveryState.QUARANTINED, reason=str(exc))
+            runner.state.quarantined = f"recovery failed: {exc}"
+            # a BMC that failed the cycle would only fail again; a host that never came back is worth the read
+            bmc = self._bmc_events(runner, record) if not isinstance(exc, PowerError) else {}
+            return replace(record, forensics={"recovery": "failed", "error": str(exc), **bmc})
+        seq.transition(RecoveryState.READY)
+        return replace(record, forensics=forensics)
+
+    @staticmethod
+    def _stop_stale_attempt(runner: "HostRunner", record: Record) -> None:
+        """The host never went down, so its attempt still runs under the agent: stop it."""
+        try:
+            runner.agent().kill(record.attempt)
+        except ReprofleetError:
+            pass
+
+    def _grace_for_self_reboot(self, runner: "HostRunner", old_boot: str | None) -> str | None:
+        """Give a host that resets itself (watchdog, panic) the chance to come back uncycled.
+
+        The grace is ``reboot_grace_s``, extended up to the boot deadline while the host shows
+        signs of booting: it was silent (DEAD) and its kernel answers again. A host whose kernel
+        answered from the start (a userspace wedge) is not booting: no extension.
+        """
+        probe = HostProbe(runner.host.address, runner.host.port, 1.0)
+        started = time.monotonic()
+        deadline = started + self.ctx.settings.reboot_grace_s
+        was_dead = probe() is ProbeAnswer.DEAD
+        for _ in range(100000):  # bounded by the deadline; the count only guards the loop
+            if time.monotonic() >= deadline or self.ctx.stop.is_set():
+                return None
+            answer = probe()
+            if answer is ProbeAnswer.SSHD:
+                boot_id = self._boot_now(runner)
+                if boot_id and boot_id != old_boot:
+                    return boot_id
+            if was_dead and answer is not ProbeAnswer.DEAD:
+                deadline = max(deadline, started + self.ctx.playbook.timeouts.boot)  # it is booting
+            was_dead = was_dead or answer is ProbeAnswer.DEAD
+            self.ctx.stop.wait(0.5)
+        return None
+
+    @staticmethod
+    def _boot_now(runner: "HostRunner") -> str | None:
+        try:
+            return runner.current_boot(runner.connect())
+        except ReprofleetError:
+            return None
+
+    def _guard(self, runner: "HostRunner") -> None:
+        """Before any power action: our own network must work (waits up to the pause cap)."""
+        guard = self.ctx.fleet.network_ok
+        if guard is None or guard():
+            return
+        cap = self.ctx.settings.watchdog.pause_cap_s
+        reason = getattr(guard, "reason", "") or "the partition guard says our network is down"
+        self.ctx.event(runner.host.name, "guard", network="down", before="power action", message=reason)
+        deadline = time.monotonic() + cap
+        while time.monotonic() < deadline and not self.ctx.stop.is_set():
+            self.ctx.stop.wait(GUARD_POLL_S)
+            if guard():
+                self.ctx.event(runner.host.name, "guard", network="up", before="power action")
+                return
+        raise NetworkDown(f"not power-cycled: the controller's network stayed down for {cap:g} s ({reason})")
+
+    def _power_cycle(self, runner: "HostRunner", seq: Sequence) -> None:
+        """Cycle every outlet of the host; once more with a longer dwell if it does not come back.
+
+        A PDU that reads "on" while the host never answers is usually not a flaky PDU: a BIOS
+        set to stay off after power loss, a second power supply on another outlet, or the
+        wrong outlet in the inventory. One retry with a longer dwell (within the power-cycle
+        budget) covers a supply that needed longer to drain; after that the host is
+        quarantined with an error that names those causes.
+        """
+        from reprofleet.power.locks import lock_folder
+        from reprofleet.power.ports import build_host_power, cycle_host
+
+        budget = self.ctx.settings.power_cycle_budget
+        try:  # checked at campaign start; a credential file removed since is a quarantine, not a dead thread
+            power = build_host_power([runner.host], self.power_log,
+                                     lock_dir=lock_folder(self.ctx.directory.root.parent))[runner.host.name]
+        except ReprofleetError as exc:
+            raise RecoveryError(f"cannot build the power driver: {exc}") from exc
+        dwells = (self.ctx.settings.dwell_s, max(3 * self.ctx.settings.dwell_s, self.ctx.settings.dwell_s + 10))
+        boot_s = self.ctx.playbook.timeouts.boot
+        problem = ""
+        for attempt, dwell in enumerate(dwells):
+            if runner.state.power_cycles >= budget:
+                raise RecoveryError(f"power-cycle budget of {budget} spent" + (f" ({problem})" if problem else ""))
+            runner.state.power_cycles += 1
+            details: dict[str, dict[str, Any]] = {
+                "off": {"outlets": [d.outlet_key for d in power.drivers], "driver": runner.host.power_ports[0].driver,
+                        "attempt": attempt + 1},
+                "dwell": {"seconds": dwell},
+                "on": {"power_cycles": runner.state.power_cycles},
+            }
+            # off, read back off, dwell, on, read back on; "on" always follows a sent "off";
+            # each state is logged when the driver reaches it, not after the cycle returned.
+            try:
+                cycle_host(power, dwell, on_state=lambda state: seq.transition(RecoveryState(state), **details[state]))
+                problem = ""
+            except PowerError as exc:  # "on" was still sent: the host may well be booting
+                problem = f"the power cycle failed: {exc}"
+            if self._answers_within(runner, boot_s):
+                if problem:
+                    self.ctx.event(runner.host.name, "warning", message=f"{problem}; the host came back anyway")
+                return
+            problem = problem or f"the power device reads on, but the host did not answer within {boot_s:g} s"
+            if attempt + 1 < len(dwells):
+                self.ctx.event(runner.host.name, "power_retry", reason=problem, dwell_s=dwells[attempt + 1])
+        raise RecoveryError(f"{problem}, after {len(dwells)} power cycles (dwell {dwells[0]:g} s, then "
+                            f"{dwells[1]:g} s). {NOT_BACK_CAUSES}")
+
+    def _answers_within(self, runner: "HostRunner", deadline_s: float) -> bool:
+        """Does the host's SSH port answer within ``deadline_s`` (polled with backoff)?"""
+        deadline = time.monotonic() + deadline_s
+        delays = backoff_delays()
+        while time.monotonic() < deadline:
+            if self.ctx.stop.is_set():
+                raise RecoveryError("campaign stopped while waiting for the host to boot")
+            if probe_ssh_banner(runner.host.address, runner.host.port, 2.0):
+                return True
+            self.ctx.stop.wait(min(next(delays), max(0.0, deadline - time.monotonic())))
+        return False
+
+    def _wait_for_person(self, runner: "HostRunner", seq: Sequence) -> None:
+        self.ctx.event(runner.host.name, "needs_person",
+                       message="wedged and no power port: power-cycle it by hand; polling until it answers")
+        seq.transition(RecoveryState.BOOTING, waiting_for="a person", deadline_s=HUMAN_WAIT_S)
+
+    def _wait_for_boot(self, runner: "HostRunner", seq: Sequence, old_boot: str | None) -> None:
+        if seq.state is not RecoveryState.BOOTING:
+            seq.transition(RecoveryState.BOOTING, deadline_s=self.ctx.playbook.timeouts.boot)
+        deadline_s = HUMAN_WAIT_S if runner.host.pdu is None else self.ctx.playbook.timeouts.boot
+        deadline = time.monotonic() + deadline_s
+        delays = backoff_delays()
+        while time.monotonic() < deadline:
+            if self.ctx.stop.is_set():
+                raise RecoveryError("campaign stopped while waiting for the host to boot")
+            if not probe_ssh_banner(runner.host.address, runner.host.port, 2.0):
+                self.ctx.stop.wait(next(delays))
+                continue
+            try:
+                agent = runner.connect()
+                boot_id = runner.current_boot(agent)
+            except HostKeyError as exc:  # a different machine, or a reinstalled one: never accepted
+                raise RecoveryError(f"the host came back with a different SSH host key; refused: {exc}") from exc
+            except ReprofleetError:
+                self.ctx.stop.wait(next(delays))
+                continue
+            if boot_id != old_boot:
+                seq.transition(RecoveryState.BOOTED, boot_id=boot_id, **self._boots_since(agent, old_boot))
+                return
+            if runner.host.pdu is None:
+                raise NeverFrozen("the host went silent and came back with the same boot_id: it was never "
+                                  "frozen (a stall or a network fault, not a wedge)")
+            raise RecoveryError("the host answers with the same boot_id: it was never power-cycled")
+        raise RecoveryError(f"the host did not come back within {deadline_s:g} s")
+
+    @staticmethod
+    def _boots_since(agent: Any, old_boot: str | None) -> dict[str, Any]:
+        """Did the host also reset itself? The journal lists every boot since the frozen one."""
+        try:
+            listing = agent.session.run("journalctl --list-boots --no-pager", timeout=15).stdout
+        except ReprofleetError:
+            return {}
+        after = _boot_ids_after(listing, old_boot)
+        if after is None:
+            return {"boots_since": None}
+        return {"boots_since": len(after), "reset_itself_too": len(after) > 1}
+
+    def _check_stable(self, runner: "HostRunner", seq: Sequence) -> None:
+        self.ctx.stop.wait(self.ctx.settings.stability_s)
+        try:
+            agent = runner.connect()
+            boot_id = runner.current_boot(agent)
+        except ReprofleetError as exc:
+            raise RecoveryError(f"the host went away again right after booting: {exc}") from exc
+        if seq.booted is not None and boot_id != seq.booted:
+            raise RecoveryError(f"the host rebooted again during the stability window "
+                                f"(came up as {seq.booted}, now {boot_id})")
+        seq.transition(RecoveryState.STABLE)
+
+    def _bmc_events(self, runner: "HostRunner", record: Record) -> dict[str, Any]:
+        """What the host's BMC logged since the attempt started ({} without a BMC; see power/event_log)."""
+        from reprofleet.power.bmc_log.events import bmc_forensics
+        from reprofleet.power.locks import lock_folder
+
+        return bmc_forensics(runner.host, record.started, log=self.power_log,
+                             lock_dir=lock_folder(self.ctx.directory.root.parent))
+
+    def _forensics(self, runner: "HostRunner", seq: Sequence) -> dict[str, Any]:
+        seq.transition(RecoveryState.FORENSICS)
+        try:
+            postboot = runner.agent().postboot()
+        except ReprofleetError as exc:
+            return {"error": f"post-boot forensics failed: {exc}"}
+        previous = postboot.get("previous_boot") or {}
+        forensics = {
+            "journal_persistent": postboot.get("journal_persistent"),
+            "previous_boot_available": previous.get("available"),
+            "findings": previous.get("findings") or [],
+            "tail": (previous.get("tail") or [])[-20:],
+            "pstore": postboot.get("pstore") or [],
+            "power_cycles": runner.state.power_cycles,
+        }
+        if not postboot.get("journal_persistent"):
+            forensics["warning"] = ("the host's journal is not persistent: nothing from the frozen boot "
+                                    "survives (set Storage=persistent in journald.conf)")
+            self.ctx.event(runner.host.name, "warning", message=forensics["warning"])
+        return forensics
+
+
+def came_back_record(record: Record, boot_id: str) -> Record:
+    """A host that returned by itself with a new boot_id rebooted; it did not wedge.
+
+    A record that is a reboot already (the agent saw the new boot on re-attach) keeps its reason.
+    """
+    reason = record.reason if record.outcome is Outcome.REBOOT else \
+        f"the host went silent and came back by itself (new boot_id {boot_id})"
+    return replace(record, outcome=Outcome.REBOOT, detect_latency_s=None, reason=reason)
+
+
+def _boot_ids_after(listing: str, old_boot: str | None) -> list[str] | None:
+    """Boot ids after ``old_boot`` in ``journalctl --list-boots`` output; None if it is not listed."""
+    ids = [line.split()[1] for line in listing.splitlines()[1:] if len(line.split()) > 1]
+    wanted = (old_boot or "").replace("-", "")
+    return ids[ids.index(wanted) + 1:] if wanted in ids else None
+
+
+def recovery_factory(ctx: "CampaignContext") -> Recovery:
+    return Recovery(ctx)

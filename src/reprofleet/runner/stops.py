@@ -1,0 +1,95 @@
+"""Whether a cell may stop early on one host: tallies by role, and the stop decisions made.
+
+The state is nothing but what ``attempts.jsonl`` and ``events.jsonl`` already hold: the
+host's records of each cell (counted by the campaign's ``Judging``) and the cells that
+already stopped there. Rebuilding it from those files on ``--resume`` makes a resumed
+campaign decide exactly as an uninterrupted one, and a stop, once made, is never undone
+(later reference attempts could change the numbers, but not what already happened).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Iterable, Mapping
+
+from reprofleet.stats import stop_rules as stopping
+from reprofleet.model import Cell, Playbook, Role, StopKind
+
+
+@dataclass
+class Tally:
+    """One cell's attempts on one host so far, by role."""
+
+    attempts: int = 0  # every record, excluded ones too
+    reproductions: int = 0
+    judged: int = 0  # reproductions + non-reproductions
+
+    @property
+    def counts(self) -> tuple[int, int]:
+        """(reproductions, judged): what ``stopping.decide`` takes."""
+        return self.reproductions, self.judged
+
+
+@dataclass(frozen=True)
+class Stop:
+    """A cell that stopped early on a host, as the ``stopped`` event says it."""
+
+    cell: str
+    rule: str
+    why: str
+    verdict: str | None
+    tally: Tally
+
+    def event_fields(self) -> dict[str, Any]:
+        return {"cell": self.cell, "rule": self.rule, "why": self.why, "verdict": self.verdict,
+                "attempts": self.tally.attempts, "reproductions": self.tally.reproductions,
+                "judged": self.tally.judged}
+
+
+class HostStops:
+    """One host's tallies per cell and the cells that stopped there."""
+
+    def __init__(self, playbook: Playbook, earlier: Iterable[Mapping[str, Any]] = (),
+                 stopped: Iterable[str] = ()) -> None:
+        self.playbook = playbook
+        self.tallies: dict[str, Tally] = {}
+        self.stopped: set[str] = set(stopped)
+        for record in earlier:
+            self.add(str(record.get("cell")), str(record.get("outcome")), record.get("last_phase"))
+
+    def add(self, cell: str, outcome: str, last_phase: str | None) -> None:
+        """Count one record of ``cell`` (call it after every record the host runner writes)."""
+        tally = self.tallies.setdefault(cell, Tally())
+        tally.attempts += 1
+        role = self.playbook.judging.role(outcome, last_phase)
+        if role is Role.REPRODUCTION:
+            tally.reproductions += 1
+        if role in (Role.REPRODUCTION, Role.NON_REPRODUCTION):
+            tally.judged += 1
+
+    def tally(self, cell: str) -> Tally:
+        return self.tallies.get(cell, Tally())
+
+    def check(self, cell: Cell) -> Stop | None:
+        """A new stop of ``cell`` before its next slot, or None (run it, or it stopped before).
+
+        A cell that stopped earlier (this run or a run this one resumes) returns None here
+        and ``is_stopped`` says so: the runner skips it without a second event.
+        """
+        if cell.name in self.stopped:
+            return None
+        rule = self.playbook.stop_rule(cell)
+        if rule.kind is StopKind.FIXED_N:
+            return None  # the plan's slots are its end
+        reference = self.playbook.reference_cell.name
+        decision = stopping.decide(rule, self.tally(cell.name).counts, self.tally(reference).counts,
+                                   self.playbook.attempts)
+        if decision is None:
+            return None
+        self.stopped.add(cell.name)
+        tally = self.tally(cell.name)
+        return Stop(cell.name, str(getattr(decision.rule, "value", decision.rule)), decision.why,
+                    decision.verdict, Tally(tally.attempts, tally.reproductions, tally.judged))
+
+    def is_stopped(self, cell: str) -> bool:
+        return cell in self.stopped

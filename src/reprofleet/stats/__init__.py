@@ -1,0 +1,1 @@
+"""Pure numbers, no I/O: intervals, exact tests, stratified comparison, sequential tests."""
