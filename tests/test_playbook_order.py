@@ -9,7 +9,7 @@ import pytest
 
 from reprofleet.model import Host, Playbook
 from reprofleet.playbook import cell_slots, load_playbook, plan_order
-from reprofleet.stats.stop_rules import fixed_n
+from reprofleet.stats.sprt import fixed_n
 
 HOSTS = tuple(f"ws{n:02d}" for n in range(1, 9))
 

@@ -205,8 +205,8 @@ def test_past_the_enumeration_limit_a_seeded_monte_carlo_agrees_with_the_exact_t
 
 # --- SPRT, worked by hand for p0 = 30% (still reproduces), p1 = 3% (fixed), alpha 5%, beta 20% --
 
-from reprofleet.stats.intervals import Sprt  # noqa: E402
-from reprofleet.stats.stop_rules import fixed_n  # noqa: E402
+from reprofleet.stats.sprt import Sprt  # noqa: E402
+from reprofleet.stats.sprt import fixed_n  # noqa: E402
 
 DESIGN = Sprt(0.3, 0.03, 0.05, 0.2)
 STEP_REPRODUCTION = math.log(0.03 / 0.3)  # -2.3026

@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from reprofleet.model import DEFAULT_REPRODUCTIONS, Cell, Outcome, Phase, StopKind, StopRule
-from reprofleet.stats.stop_rules import fixed_n
+from reprofleet.stats.sprt import fixed_n
 from reprofleet.suggest import did_you_mean
 
 from reprofleet.playbook.document import Doc

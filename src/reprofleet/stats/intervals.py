@@ -20,7 +20,6 @@ from scipy.stats import beta, boschloo_exact, norm
 from scipy.stats import chi2 as chi2_dist
 
 from reprofleet.stats.conditional import Distribution, Margins, convolution_work, convolve, same_sum_test
-from reprofleet.stats.sprt import Sprt  # noqa: F401  (part of this module's API)
 
 ALTERNATIVES = ("two-sided", "less", "greater")
 EXACT_UP_TO_N = 200  # the stratified test is exact up to this many attempts, or with any expected count < 5

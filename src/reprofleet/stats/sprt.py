@@ -10,7 +10,10 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from functools import lru_cache
+
 from scipy.optimize import brentq
+from scipy.stats import binom
 
 
 @dataclass(frozen=True)
@@ -147,12 +150,29 @@ class Sprt:
 
     def fixed_n(self) -> int:
         """Attempts of the fixed-n exact design with the same error rates."""
-        from reprofleet.stats.stop_rules import fixed_n
-
         return fixed_n(self.p0, self.p1, self.alpha, self.beta)
 
     def cap(self) -> int:
         """The most attempts the SPRT may take (3x the fixed-n design)."""
-        from reprofleet.stats.stop_rules import SPRT_CAP_FACTOR
-
         return SPRT_CAP_FACTOR * self.fixed_n()
+
+
+SPRT_CAP_FACTOR = 3  # SPRT never runs longer than 3x the fixed-n design at the same error rates
+
+
+@lru_cache(maxsize=256)  # pure, and asked before every slot of an SPRT cell
+def fixed_n(p0: float, p1: float, alpha: float, beta: float, limit: int = 10_000) -> int:
+    """Attempts a fixed-sample exact binomial test needs to tell rate p0 from p1 < p0.
+
+    The smallest n with a cut-off c such that P(X <= c | p0) <= alpha (a false "fixed") and
+    P(X <= c | p1) >= 1 - beta (power to call a real fix).
+    """
+    if not 0.0 <= p1 < p0 <= 1.0:
+        raise ValueError(f"need 0 <= p1 < p0 <= 1, got p0={p0}, p1={p1}")
+    for n in range(1, limit + 1):
+        c = int(binom.ppf(alpha, n, p0))  # the largest c with cdf(c) <= alpha is c or c - 1
+        while c >= 0 and binom.cdf(c, n, p0) > alpha:
+            c -= 1
+        if c >= 0 and binom.cdf(c, n, p1) >= 1.0 - beta:
+            return n
+    raise ValueError(f"no design of at most {limit} attempts separates p0={p0} from p1={p1}")

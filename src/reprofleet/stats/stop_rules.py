@@ -7,34 +7,13 @@ The host runner asks before every slot; the state is nothing but the counts in
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import lru_cache
 
-from scipy.stats import binom
 
 from reprofleet.model import StopKind, StopRule
-from reprofleet.stats.sprt import Sprt
+from reprofleet.stats.sprt import SPRT_CAP_FACTOR, Sprt, fixed_n
 from reprofleet.stats.intervals import clean_attempts_to_rule_out, lower_bound
 
-SPRT_CAP_FACTOR = 3  # SPRT never runs longer than 3x the fixed-n design at the same error rates
 FIRST_REPRODUCTION_CAP_FACTOR = 3  # nor does first_reproduction run past 3x the playbook's attempts
-
-
-@lru_cache(maxsize=256)  # pure, and asked before every slot of an SPRT cell
-def fixed_n(p0: float, p1: float, alpha: float, beta: float, limit: int = 10_000) -> int:
-    """Attempts a fixed-sample exact binomial test needs to tell rate p0 from p1 < p0.
-
-    The smallest n with a cut-off c such that P(X <= c | p0) <= alpha (a false "fixed") and
-    P(X <= c | p1) >= 1 - beta (power to call a real fix).
-    """
-    if not 0.0 <= p1 < p0 <= 1.0:
-        raise ValueError(f"need 0 <= p1 < p0 <= 1, got p0={p0}, p1={p1}")
-    for n in range(1, limit + 1):
-        c = int(binom.ppf(alpha, n, p0))  # the largest c with cdf(c) <= alpha is c or c - 1
-        while c >= 0 and binom.cdf(c, n, p0) > alpha:
-            c -= 1
-        if c >= 0 and binom.cdf(c, n, p1) >= 1.0 - beta:
-            return n
-    raise ValueError(f"no design of at most {limit} attempts separates p0={p0} from p1={p1}")
 
 
 def max_attempts(rule: StopRule, planned: int) -> int:
