@@ -36,6 +36,7 @@ demo: system-deps $(VENV)/.installed
 # Unit tests on every core, then the fleet tests on their own (each builds real namespaces,
 # sshd and simulators, and judges timing: they must not share the CPU with the unit tests).
 test: system-deps $(VENV)/.installed
+	$(VENV)/bin/lint-imports
 	$(VENV)/bin/python -m pytest -q -m "not fleet" -n auto $(PYTEST_ARGS)
 	$(VENV)/bin/python -m pytest -q -m fleet --durations=30 $(PYTEST_ARGS)
 

@@ -1,1 +1,8 @@
-"""A campaign: plan, run (hosts in parallel), resume, preflight, estimate, and the by-hand operations on a fleet."""
+"""A campaign as a whole, and the operations a person runs on a fleet by hand: above the
+runners, below the command line.
+
+Modules: ``run`` (plan, hosts in parallel, resume, stop), ``preflight`` (checks that need
+no host), ``estimate`` (attempts, hours and power cycles before it runs), ``facts``
+(``invoke facts``), ``policy_restore`` (``invoke policy``), ``power_ops`` (``invoke
+power``), ``cache_ops`` (``invoke cache.push`` / ``cache.pull``).
+"""

@@ -1,1 +1,6 @@
-"""The only layer that knows Invoke and rich: tasks, arguments, exit codes, progress."""
+"""The only layer that knows Invoke and rich: flags in, exit codes and tables out.
+
+Modules: ``tasks`` (the Invoke tasks, thin), ``args`` (positional arguments Invoke lacks),
+``exits`` (errors -> exit codes and one line on stderr), ``progress`` (the live view and
+the summary), ``tables`` (the tables of ``invoke facts`` and ``invoke policy``).
+"""

@@ -14,7 +14,8 @@ depend on. ``tests/test_inventory.py`` checks our reading against ``ansible-inve
 Modules: ``load`` (which reader a path needs), ``graph`` (groups and hosts), ``ranges``
 (host patterns and ranges), ``yaml_format`` and ``ini_format`` (the parsers),
 ``vars_files`` (group_vars/host_vars), ``hosts`` (precedence and Host construction),
-``listing`` (the ``ansible-inventory`` path), ``values`` (what they share).
+``listing`` (the ``ansible-inventory`` path), ``values`` (what they share), ``netconsole``
+(the ``netconsole:`` block).
 """
 
 from __future__ import annotations

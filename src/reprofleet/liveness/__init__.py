@@ -1,1 +1,7 @@
-"""Is a host alive? Independent probes, the per-host watchdog and the partition guard's witnesses."""
+"""Is a host alive? The answer must not come from the (possibly stalled) connection of an
+attempt, nor blame a host for the controller's own network.
+
+Modules: ``probes`` (independent probes: a fresh SSH banner, ICMP; DEAD / KERNEL / SSHD),
+``watchdog`` (silence, then rounds of probes, a verdict per host; the fleet-wide view),
+``witness`` (the partition guard: is the controller's network working?).
+"""

@@ -4,6 +4,12 @@ inventory's ``pdu: driver:``, and the machinery they share (``base``).
     from reprofleet.power import PowerLog, driver_for
     driver = driver_for(host.pdu, host.name, PowerLog(campaign_dir / "power.jsonl"))
     driver.cycle(dwell_s=10)
+
+Modules: ``base`` (timeouts, retries, read-back), ``registry`` (``driver:`` -> a driver),
+``ports`` (every host's drivers, built once), ``locks`` (one lock per thing a device
+serialises), ``log`` (power.jsonl), ``options`` (a ``pdu:`` block's options), ``wall``
+(wall power during attempts); packages ``drivers`` (one module per protocol) and
+``bmc_log`` (forensic readers of a BMC's event log).
 """
 
 from __future__ import annotations

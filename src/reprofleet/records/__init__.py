@@ -1,1 +1,6 @@
-"""The JSONL records: schema, append + fsync, torn-tail repair, identity, pooling."""
+"""The evidence on disk: one JSON line per attempt, appended and fsync'd, and what reads it back.
+
+Modules: ``store`` (attempts.jsonl, streams, events, amendments, torn-tail repair),
+``identity`` (what makes two cells the same experiment), ``pooling`` (records of many
+campaigns and controllers pooled), ``facts_cache`` (the last facts seen of each host).
+"""

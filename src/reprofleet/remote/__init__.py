@@ -1,1 +1,9 @@
-"""The only edge to a host: SSH transport, the system ssh for bulk bytes, the agent client and its replies."""
+"""The only edge to a host: everything the controller says to a host, or hears from it, goes
+through here, so a host's bytes are bounded and parsed in one place.
+
+Modules: ``transport`` (SSH through Fabric/paramiko: strict host keys, a liveness monitor
+that needs a reply), ``ssh`` (the system ``ssh`` binary for bulk bytes), ``agent`` (the
+client of the host agent in ``collectors/``: push under a content hash, JSON lines),
+``session`` (one by-hand agent session: connect, push, one piece of work, close),
+``netconsole`` (the UDP receiver of hosts' kernel messages).
+"""

@@ -1,1 +1,11 @@
-"""One host through its plan: the runner, one attempt followed to its outcome, recovery, stop rules, GPU policy, host_debug, netconsole, runtimes, cache sync."""
+"""One host through its plan: each object here belongs to one host's runner, so a decision
+about a host is made by code that sees only that host.
+
+Modules: ``host`` (the runner: prepare, run the slots in plan order, recover), ``context``
+(what every runner of a campaign shares), ``attempt`` (one attempt followed to its
+outcome), ``recovery`` (wedged -> off -> on -> booted -> ready, or quarantined), ``stops``
+(stop rules on one host), ``gpu_policy`` (apply, read back, verify, restore),
+``host_debug`` (lockup-to-panic sysctls), ``netconsole`` (a host's netconsole through a
+campaign), ``runtimes`` (what software really ran), ``cache_sync`` (content-addressed
+cache snapshots), ``poc`` (the reproducer's command line).
+"""

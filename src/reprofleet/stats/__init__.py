@@ -1,1 +1,7 @@
-"""Pure numbers, no I/O: intervals, exact tests, stratified comparison, sequential tests."""
+"""Pure numbers, no I/O: what the verdicts and the stop rules compute with.
+
+Modules: ``intervals`` (exact intervals, Boschloo, Holm, the stratified test),
+``conditional`` (exact conditional distributions over stacked 2x2 tables), ``sprt``
+(Wald's sequential test and the fixed-n design it is capped by), ``stop_rules`` (when a
+cell may stop early, from counts).
+"""
