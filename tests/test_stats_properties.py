@@ -11,7 +11,8 @@ from hypothesis import strategies as st
 from scipy.stats import binomtest, fisher_exact
 
 from reprofleet.stats.intervals import (
-    Sprt, clean_attempts_to_rule_out, holm, lower_bound, rate_interval, stratified, upper_bound)
+    clean_attempts_to_rule_out, holm, lower_bound, rate_interval, stratified, upper_bound)
+from reprofleet.stats.sprt import Sprt
 
 LEVELS = st.sampled_from([0.8, 0.9, 0.95, 0.99])
 

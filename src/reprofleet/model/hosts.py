@@ -1,0 +1,71 @@
+"""A host as the inventory describes it: connection, GPU, power ports, netconsole."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+from reprofleet.model.values import frozen_mapping
+
+
+@dataclass(frozen=True)
+class CredentialRef:
+    """Where a secret lives, never the secret: ``env:VAR`` or ``file:/path``."""
+
+    source: str  # "env" or "file"
+    name: str  # variable name or file path
+    where: str = field(default="", compare=False, hash=False)  # inventory file:line:field that names it
+
+    def __str__(self) -> str:
+        return f"{self.source}:{self.name}"
+
+
+@dataclass(frozen=True)
+class PowerPort:
+    """One way to switch a host's power: a PDU outlet or a BMC."""
+
+    driver: str
+    address: str
+    outlet: str | None = None
+    credentials: CredentialRef | None = None
+    options: Mapping[str, Any] = field(default_factory=frozen_mapping, compare=False, hash=False)
+    shared: bool = False  # the inventory says another host is fed by this outlet too, on purpose
+    where: str = field(default="", compare=False, hash=False)  # inventory file:line of its pdu: block
+
+
+@dataclass(frozen=True)
+class NetconsoleSetting:
+    """The inventory's ``netconsole:``: the kernel sends its messages over UDP to the controller.
+
+    ``dev`` and ``target`` default (None) to what the host itself finds: the interface that
+    routes to the controller, and the controller's address as the host's SSH session sees it.
+    """
+
+    port: int = 6666
+    dev: str | None = None
+    target: str | None = None
+    extended: bool = True  # the kernel's extended header (level, seq, usec): order survives loss
+    where: str = field(default="", compare=False, hash=False)  # inventory file:line of the block
+
+
+@dataclass(frozen=True)
+class Host:
+    """A machine under test, as the inventory describes it."""
+
+    name: str
+    address: str
+    port: int = 22
+    user: str | None = None
+    key_file: str | None = None
+    python: str = "python3"
+    gpu_index: int = 0
+    pdu: PowerPort | None = None
+    groups: tuple[str, ...] = ()
+    vars: Mapping[str, Any] = field(default_factory=frozen_mapping, compare=False, hash=False)
+    more_pdus: tuple[PowerPort, ...] = ()  # further outlets (a second power supply), from ``outlets:``
+    netconsole: NetconsoleSetting | None = None  # kernel messages over UDP to the controller
+
+    @property
+    def power_ports(self) -> tuple[PowerPort, ...]:
+        """Every outlet that feeds this host: all are switched off before any is switched on."""
+        return ((self.pdu,) if self.pdu is not None else ()) + self.more_pdus

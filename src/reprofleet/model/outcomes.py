@@ -1,0 +1,51 @@
+"""How an attempt ended, how far it got, and what that counts as."""
+
+from __future__ import annotations
+
+from enum import Enum, unique
+
+
+@unique
+class Outcome(str, Enum):
+    """How one attempt ended; see DESIGN.md's outcome table."""
+
+    CLEAN = "clean"
+    ERROR = "error"
+    HANG = "hang"
+    WEDGE = "wedge"
+    REBOOT = "reboot"
+    INFRA = "infra"
+
+
+@unique
+class Phase(str, Enum):
+    """The phases of a vLLM engine start, in the order they occur."""
+
+    ENGINE_INIT = "engine_init"
+    MODEL_LOAD = "model_load"
+    TORCH_COMPILE = "torch_compile"
+    KV_CACHE = "kv_cache"
+    KERNEL_WARMUP = "kernel_warmup"
+    FLASHINFER_AUTOTUNE = "flashinfer_autotune"
+    ATTENTION_WARMUP = "attention_warmup"
+    CUDA_GRAPH_CAPTURE = "cuda_graph_capture"
+    READY = "ready"
+
+
+PHASE_ORDER: tuple[str, ...] = tuple(p.value for p in Phase)
+
+
+def phase_reached(last_phase: str | None, phase: "Phase") -> bool:
+    """Whether an attempt whose last phase was ``last_phase`` got as far as ``phase``."""
+    if last_phase not in PHASE_ORDER:
+        return False
+    return PHASE_ORDER.index(str(last_phase)) >= PHASE_ORDER.index(phase.value)
+
+
+@unique
+class Role(str, Enum):
+    """What one outcome means for a cell's rate."""
+
+    REPRODUCTION = "reproduction"  # in the numerator and the denominator
+    NON_REPRODUCTION = "non_reproduction"  # in the denominator only
+    EXCLUDED = "excluded"  # in neither, but counted and shown with its reason

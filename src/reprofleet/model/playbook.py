@@ -1,0 +1,70 @@
+"""A validated campaign definition: PoC, timeouts, cells, judging."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from reprofleet.model.cells import Cell
+from reprofleet.model.judging import DEFAULT_MAX_EXCLUDED_SHARE, DEFAULT_REPRODUCTIONS, Judging, StopRule
+from reprofleet.model.outcomes import Outcome, Phase
+
+
+@dataclass(frozen=True)
+class Timeouts:
+    """Deadlines of a campaign, in seconds."""
+
+    attempt: float = 900.0
+    boot: float = 600.0
+    connect: float = 10.0
+
+
+@dataclass(frozen=True)
+class Poc:
+    """The reproducer: a script pushed to every host, and how to keep its cache."""
+
+    script: str  # absolute path on the controller
+    cache: str = "persistent"  # one of CACHE_MODES
+    cache_source: str | None = None  # controller dir: the starting cache (persistent) or the snapshot (seeded)
+
+    def mode(self, cell: "Cell") -> str:
+        """The cache mode ``cell`` runs under: its own, else the playbook's."""
+        return cell.cache or self.cache
+
+
+# persistent: one cache per host and runtime, carried over; fresh: an empty one per attempt;
+# seeded: cache_source's snapshot, rebuilt before every attempt (every host starts identical)
+CACHE_MODES = ("persistent", "fresh", "seeded")
+
+
+@dataclass(frozen=True)
+class Playbook:
+    """A validated campaign definition."""
+
+    name: str
+    path: str
+    poc: Poc
+    attempts: int
+    timeouts: Timeouts
+    cells: tuple[Cell, ...]
+    order: str = "blocks"  # "blocks" | "interleaved" | "sequential" | "shuffled"
+    reproductions: tuple[Outcome, ...] = DEFAULT_REPRODUCTIONS
+    description: str = ""
+    seed: int | None = None
+    reference: str | None = None  # the cell every other is compared with; None: the first cell
+    at_risk_phase: Phase | None = None
+    max_excluded_share: float = DEFAULT_MAX_EXCLUDED_SHARE
+    stop: StopRule = StopRule()  # campaign-wide; a cell's own ``stop`` wins
+
+    @property
+    def judging(self) -> Judging:
+        return Judging(self.reproductions, self.at_risk_phase, self.max_excluded_share)
+
+    @property
+    def reference_cell(self) -> Cell:
+        return next((c for c in self.cells if c.name == self.reference), self.cells[0])
+
+    def stop_rule(self, cell: Cell) -> StopRule:
+        """The rule a cell runs under; the reference never stops early."""
+        if cell.name == self.reference_cell.name:
+            return StopRule()
+        return cell.stop or self.stop
