@@ -84,7 +84,7 @@ class FakeHost:
         self.policy_calls: list[str] = []
         self.host_debug: dict[str, int] = {}
         self.host_debug_applies: list[str] = []  # the boot_id of each apply
-        self.disk_full = False
+        self.started: dict[str, str] = {}  # attempt id -> the boot it started in
         options = {"timeout_s": 1, "tries": 2} if pdu_options is None else dict(pdu_options)
         port = PowerPort("fake", "http://pdu.fake", outlet="1", options=options) if power else None
         self.host = Host(name=name, address="192.0.2.10", pdu=port)
@@ -341,18 +341,23 @@ class FakeAgent:
     def run(self, attempt_id: str, argv: list[str], *, timeout: float, env: Mapping[str, str] | None = None,
             gpu: int = 0, sample_hz: float = 10.0, clock_threshold: float = 0.0) -> "FakeStream":
         self._call()
+        self.fake.started[attempt_id] = self.fake.boot_id
         return FakeStream(self.fake, attempt_id, self.fake.next_outcome(), timeout)
 
     def attach(self, attempt_id: str, from_seq: int) -> "FakeStream":
         self._call()
-        raise ConnectError(self.fake.name, "the fake host keeps no attempt to attach to")
+        if self.fake.started.get(attempt_id) not in (None, self.fake.boot_id):  # its supervisor died with the boot
+            return FakeStream(self.fake, attempt_id, "lost", 0.0, from_seq)
+        raise ConnectError(self.fake.name, "the fake host keeps no live attempt to attach to")
 
 
 class FakeStream:
     """One attempt's stream: a few phases and log lines, then its scripted end."""
 
-    def __init__(self, fake: FakeHost, attempt_id: str, outcome: str, timeout_s: float) -> None:
+    def __init__(self, fake: FakeHost, attempt_id: str, outcome: str, timeout_s: float, from_seq: int = 0) -> None:
         self.fake = fake
+        self.from_seq = from_seq
+        self._ended = False  # its scripted end happened: a dead channel from now on
         self.outcome = outcome
         self.started = fake.clock.monotonic()
         self.timeout_s = timeout_s
@@ -360,7 +365,10 @@ class FakeStream:
         self._lines = self._script(attempt_id)
 
     def _script(self, attempt_id: str) -> Iterator[dict[str, Any]]:
-        seq = itertools.count()
+        seq = itertools.count(self.from_seq)
+        if self.outcome == "lost":  # attach after the host reset itself: the agent found no exit
+            yield {"k": "exit", "seq": next(seq), "lost": True, "rebooted": True}
+            return
         yield {"k": "start", "seq": next(seq), "attempt": attempt_id}
         for phase in PHASES:
             yield {"k": "phase", "seq": next(seq), "phase": phase}
@@ -376,13 +384,14 @@ class FakeStream:
 
     def next_event(self, timeout: float) -> StreamEvent | None:
         clock = self.fake.clock
-        if self.finished or not self.fake.up:
+        if self.finished or self._ended or not self.fake.up:
             _settle_probe_rounds()
             clock.sleep(timeout)
             return None
         clock.sleep(min(timeout, LINE_GAP_S))
         line = next(self._lines, None)
         if line is None:
+            self._ended = True
             if self.outcome == "wedge":
                 self.fake.freeze()
             elif self.outcome == "reboot":
@@ -462,7 +471,7 @@ def recovery_path(ctx: CampaignContext) -> list[str]:
     return [e["to"] for e in events(ctx, "recovery")]
 
 
-__all__ = ["Device", "EventKind", "FakeHost", "seam_book", "events", "plan_of", "power_actions", "records", "recovery_path",
+__all__ = ["Device", "EventKind", "FakeHost", "run_fake_campaign", "seam_book", "seam_settings", "events", "plan_of", "power_actions", "records", "recovery_path",
            "run_host", "seam_context"]
 
 
@@ -475,3 +484,28 @@ def seam_book(root: Path, *cells: Cell, attempts: int = 3, attempt_timeout: floa
     root.mkdir(parents=True, exist_ok=True)
     playbook = book(root, *(cells or (cell("ref", 0),)), attempts=attempts)
     return replace(playbook, timeouts=Timeouts(attempt=attempt_timeout, boot=boot), **fields)
+
+
+def seam_settings(root: Path, timings: Timings = Timings(), **overrides: Any) -> RunSettings:
+    """The fleet tests' RunSettings (test_fleet_campaign.settings_for), every other wait from ``timings``."""
+    base = RunSettings(transport=TransportSettings(known_hosts=root / "known_hosts"), sample_hz=5.0).with_timings(timings)
+    return replace(base, **{**FLEET_TEST_SETTINGS, **overrides})
+
+
+def run_fake_campaign(plan: Any, fakes: Sequence[FakeHost], settings: RunSettings, reports: Path,
+                      clock: VirtualClock) -> list[Any]:
+    """``run_campaign`` against fake hosts, one host at a time (each result in turn).
+
+    One host per run keeps virtual time a single timeline: two host threads sleeping on one
+    virtual clock would move each other's time. Hosts of one campaign are independent, so
+    running them in turn into the same campaign folder gives the same records and events.
+    """
+    from reprofleet.campaign.run import CampaignPlan, run_campaign
+
+    by_name = {f.name: f for f in fakes}
+    results = []
+    for host in plan.hosts:
+        one = CampaignPlan(plan.campaign_id, plan.playbook, (host,), {host.name: plan.per_host[host.name]})
+        results.append(run_campaign(one, settings, reports, recovery_factory=recovery_factory, clock=clock,
+                                    port_for=lambda ctx, h: by_name[h.name].port(ctx), network_ok=lambda: True))
+    return results
