@@ -36,6 +36,7 @@ from reprofleet.remote.transport import CommandResult, TransportSettings
 from reprofleet.runner.context import CampaignContext, RunSettings
 from reprofleet.runner.host import HostRunner
 from reprofleet.runner.recovery import recovery_factory
+from reprofleet.sim.rfsim.kernel_panic import SYSCTL_DEFAULTS
 
 POC_BYTES = b"print('the reproducer')\n"
 LINE_GAP_S = 0.1  # virtual time between two lines of a live attempt
@@ -82,7 +83,7 @@ class FakeHost:
         self.lease_holder: dict[str, Any] | None = None
         self.policy: dict[str, Any] = {}
         self.policy_calls: list[str] = []
-        self.host_debug: dict[str, int] = {}
+        self.host_debug: dict[str, int] = dict(SYSCTL_DEFAULTS)  # the kernel's lockup sysctls
         self.host_debug_applies: list[str] = []  # the boot_id of each apply
         self.started: dict[str, str] = {}  # attempt id -> the boot it started in
         options = {"timeout_s": 1, "tries": 2} if pdu_options is None else dict(pdu_options)
@@ -107,7 +108,7 @@ class FakeHost:
         self.boot_ids.append(self.boot_id)
         self.up_at = at + self.boot_delay_s
         self.policy = {}  # a driver reload forgets clocks and limits
-        self.host_debug = {}
+        self.host_debug = dict(SYSCTL_DEFAULTS)  # and a boot the sysctls
         for orphan in self.orphans:
             orphan["lost"] = True
         self.orphans = []
@@ -323,14 +324,14 @@ class FakeAgent:
         if args[:2] == ["runtime", "python"]:
             return {"ok": True, "interpreter": {"path": "/usr/bin/python3", "version": "3.11"}, "packages": {}}
         if args[:2] == ["host-debug", "apply"]:
-            self.fake.host_debug = {k: int(v) for k, v in json.loads(args[3]).items()}
+            self.fake.host_debug = {**SYSCTL_DEFAULTS, **{k: int(v) for k, v in json.loads(args[3]).items()}}
             self.fake.host_debug_applies.append(self.fake.boot_id)
             return {"ok": True, "values": dict(self.fake.host_debug)}
         if args[:2] == ["host-debug", "read"]:
             return {"ok": True, "values": dict(self.fake.host_debug)}
         if args[:2] == ["host-debug", "restore"]:
-            self.fake.host_debug = {}
-            return {"ok": True, "values": {}}
+            self.fake.host_debug = dict(SYSCTL_DEFAULTS)
+            return {"ok": True, "values": dict(self.fake.host_debug)}
         return {"ok": True}
 
     def postboot(self) -> dict[str, Any]:
@@ -373,7 +374,7 @@ class FakeStream:
         for phase in PHASES:
             yield {"k": "phase", "seq": next(seq), "phase": phase}
             yield {"k": "log", "seq": next(seq), "line": f"entering {phase}"}
-        if self.outcome in ("wedge", "reboot"):
+        if self.outcome in ("wedge", "reboot", "lockup"):
             return
         if self.outcome == "hang":
             while self.fake.clock.monotonic() < self.started + self.timeout_s:
@@ -392,9 +393,10 @@ class FakeStream:
         line = next(self._lines, None)
         if line is None:
             self._ended = True
-            if self.outcome == "wedge":
-                self.fake.freeze()
-            elif self.outcome == "reboot":
+            panics = self.outcome == "lockup" and self.fake.host_debug.get("softlockup_panic") == 1
+            if self.outcome == "wedge" or (self.outcome == "lockup" and not panics):
+                self.fake.freeze()  # a lockup the kernel does not panic on is a wedge
+            elif self.outcome == "reboot" or panics:
                 self.fake.reset_itself()
             else:
                 self.finished = True

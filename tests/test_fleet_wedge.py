@@ -115,6 +115,3 @@ def test_forensics_find_an_xid_and_warn_about_a_volatile_journal(
     assert "not persistent" in wedges["volatile"]["forensics"]["warning"]
     assert wedges["volatile"]["forensics"]["previous_boot_available"] is False
 
-
-# 1 s: the follower re-attaches to the new boot (the agent says "lost, rebooted");
-# 6 s: the watchdog declares a wedge first, and recovery's grace sees the host come back
