@@ -60,7 +60,7 @@ class FakeHost:
     def __init__(self, clock: VirtualClock, name: str = "h1", script: Sequence[str] = ("clean",), *,
                  power: bool = True, boot_delay_s: float = 3.0, self_reset_s: float = 8.0,
                  device: Device | None = None, rescued_after_s: float | None = None,
-                 images: Sequence[str] = ("sha256:img-1",),
+                 image: str = "sha256:img-1",
                  pdu_options: Mapping[str, Any] | None = None) -> None:
         self.clock = clock
         self.name = name
@@ -69,7 +69,7 @@ class FakeHost:
         self.self_reset_s = self_reset_s
         self.device = device or Device()
         self.rescued_after_s = rescued_after_s  # no port: a person power-cycles it this long after it froze
-        self.images = list(images)  # the image id the tag names, attempt by attempt (the last stays)
+        self.image = image  # the image id the docker tag names on this host now (a test may move it)
         self._lock = threading.RLock()
         self._boots = itertools.count(1)
         self.boot_id = self._new_boot_id()
@@ -158,7 +158,7 @@ class FakeHost:
             return self.script[index] if index < len(self.script) else "clean"
 
     def image_now(self) -> str:
-        return self.images[min(self.attempts_run, len(self.images) - 1)]
+        return self.image
 
 
 class FakeOutlet(PowerDriver):
@@ -495,7 +495,7 @@ def seam_settings(root: Path, timings: Timings = Timings(), **overrides: Any) ->
 
 
 def run_fake_campaign(plan: Any, fakes: Sequence[FakeHost], settings: RunSettings, reports: Path,
-                      clock: VirtualClock) -> list[Any]:
+                      clock: VirtualClock, progress: Callable[..., None] = lambda host, **fields: None) -> list[Any]:
     """``run_campaign`` against fake hosts, one host at a time (each result in turn).
 
     One host per run keeps virtual time a single timeline: two host threads sleeping on one
@@ -509,5 +509,6 @@ def run_fake_campaign(plan: Any, fakes: Sequence[FakeHost], settings: RunSetting
     for host in plan.hosts:
         one = CampaignPlan(plan.campaign_id, plan.playbook, (host,), {host.name: plan.per_host[host.name]})
         results.append(run_campaign(one, settings, reports, recovery_factory=recovery_factory, clock=clock,
+                                    progress=progress,
                                     port_for=lambda ctx, h: by_name[h.name].port(ctx), network_ok=lambda: True))
     return results
