@@ -90,4 +90,4 @@ class SshHostPort:
         return build_host_power([self._host], log, lock_dir=self._lock_dir, clock=self._ctx.clock)[self._host.name]
 
     def wall_sampler(self, write: Callable[[WallLine], None]) -> WallPowerSampler:
-        return wall_sampler(self._host, self._ctx.directory.root.parent, write)
+        return wall_sampler(self._host, self._ctx.directory.root.parent, write, clock=self._ctx.clock)
