@@ -112,16 +112,6 @@ def test_a_lockup_the_kernel_sees_under_softlockup_panic_is_a_reboot_with_the_pa
                                                  "softlockup_panic": True}
 
 
-def test_the_sysctls_are_applied_again_in_the_boot_after_the_panic(campaign: dict[str, Any]) -> None:
-    after = campaign["records"][3]
-    assert (after["cell"], after["outcome"]) == ("lockup-panic", "clean")
-    assert after["boot_id"] != campaign["records"][2]["boot_id"]
-    assert after["host_debug"]["sysctls"]["softlockup_panic"] == 1  # the reboot had reset it to 0
-    applied = [e for e in campaign["events"] if e["event"] == "host_debug_applied"]
-    # every boot's first attempt applies (plain cells too: the host's own values, verified)
-    assert [e["requested"].get("softlockup_panic") for e in applied] == [None, None, True, True]
-
-
 def test_a_plain_cell_on_the_same_host_still_wedges(campaign: dict[str, Any]) -> None:
     plain = campaign["records"][0]
     assert (plain["cell"], plain["outcome"]) == ("plain", "wedge"), plain["reason"]

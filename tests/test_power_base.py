@@ -17,6 +17,7 @@ from reprofleet.credentials import Secret
 from reprofleet.errors import PowerError
 from reprofleet.model import PowerPort, frozen_mapping
 from reprofleet.power import PowerLog, PowerState, TransientPowerError
+from reprofleet.clock import VirtualClock
 from reprofleet.power.base import PowerActionError, PowerDriver, backoff_delays, lock_key, pdu_lock
 from reprofleet.power.options import PowerConfigError
 
@@ -188,13 +189,18 @@ def test_once_off_was_sent_on_is_sent_even_when_off_never_read_back(log: PowerLo
     assert heard == []  # "off" never read back, so the callback never heard it
 
 
-def test_ctrl_c_during_the_dwell_still_switches_on(log: PowerLog, monkeypatch: pytest.MonkeyPatch) -> None:
+class _CtrlCInTheDwell(VirtualClock):
+    """A person presses Ctrl-C while the cycle dwells (any wait of 30 s)."""
+
+    def sleep(self, seconds: float) -> None:
+        if seconds >= 30.0:
+            raise KeyboardInterrupt
+        super().sleep(seconds)
+
+
+def test_ctrl_c_during_the_dwell_still_switches_on(log: PowerLog) -> None:
     device = ScriptedDevice(log)
-
-    def interrupted(seconds: float) -> None:
-        raise KeyboardInterrupt
-
-    monkeypatch.setattr("reprofleet.power.base.time.sleep", interrupted)
+    device.clock = _CtrlCInTheDwell()
     with pytest.raises(KeyboardInterrupt):
         device.cycle(30.0)
     assert device.requests[-2:] == ["set on", "read"] and device.state is PowerState.ON

@@ -17,11 +17,13 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
+from reprofleet.clock import Clock, SystemClock
 from reprofleet.runner import cache_sync, netconsole as netconsole_setup, poc, runtimes as runtime_truth
 from reprofleet.remote.agent import load_bundle
 from reprofleet.errors import ReprofleetError
 from reprofleet.runner.context import CampaignContext, RunSettings, cell_identity
 from reprofleet.runner.host import HostRunner
+from reprofleet.runner.port import HostPort
 from reprofleet.model import Cell, Host, Playbook, StopKind
 from reprofleet.playbook import plan_order
 from reprofleet.records.store import AttemptLog, CampaignDir, JsonlAppender, read_log_lines, read_records
@@ -197,8 +199,16 @@ def run_campaign(
     progress: Callable[..., None] = lambda host, **fields: None,
     stop: threading.Event | None = None,
     recovery_factory: Callable[[CampaignContext], Any] | None = None,
+    port_for: Callable[[CampaignContext, Host], HostPort] | None = None,
+    clock: Clock | None = None,
+    network_ok: Callable[[], bool] | None = None,
 ) -> CampaignResult:
-    """Run every host's plan in parallel and return the records this run appended."""
+    """Run every host's plan in parallel and return the records this run appended.
+
+    ``port_for``, ``clock`` and ``network_ok`` are the seam a test plays a campaign through
+    (fake hosts, virtual time, a partition guard it scripts); by default the hosts are reached
+    over SSH, time is the system's, and the guard asks carrier, witnesses and power devices.
+    """
     # The playbook's connect timeout governs every connection of this campaign.
     settings = replace(settings, transport=replace(settings.transport,
                                                    connect_timeout=plan.playbook.timeouts.connect))
@@ -214,9 +224,9 @@ def run_campaign(
         campaign_id=plan.campaign_id, directory=directory, playbook=plan.playbook, settings=settings,
         bundle=load_bundle(), poc_script=poc_script, attempt_log=AttemptLog(directory.attempts),
         events=JsonlAppender(directory.events),
-        fleet=FleetLiveness(settings.watchdog.fleet_window_s,
+        fleet=FleetLiveness(settings.watchdog.fleet_window_s, network_ok or
                             CachedWitness(lambda: controller_network_ok(plan.hosts, PowerLog(directory.power)))),
-        stop=stop, progress=progress,
+        stop=stop, progress=progress, clock=clock or SystemClock(),
         cache_seed=poc.cache_seed_archive(plan.playbook.poc.cache_source)
         if plan.playbook.poc.cache_source and cache_sync.modes(plan.playbook) - {"seeded"} else None,
         cache_snapshot=cache_sync.seeded_snapshot(plan.playbook),
@@ -233,7 +243,8 @@ def run_campaign(
     before = len(ctx.recorded_ids)
     earlier, stopped = earlier_records(directory), stopped_cells(directory)
     runners = [HostRunner(ctx, host, list(plan.per_host[host.name]), earlier=earlier.get(host.name, []),
-                          stopped={cell for h, cell in stopped if h == host.name})
+                          stopped={cell for h, cell in stopped if h == host.name},
+                          port=port_for(ctx, host) if port_for is not None else None)
                for host in plan.hosts]
     threads = [threading.Thread(target=r.run, name=f"host-{r.host.name}", daemon=True) for r in runners]
     ctx.netconsole = netconsole_setup.start_receiver(plan.hosts, directory.root / "netconsole")

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from enum import Enum, unique
 from typing import Any, Callable, Protocol
 
+from reprofleet.config import DEFAULT_TIMINGS, Timings
 from reprofleet.liveness.probes import ProbeAnswer
 
 MAX_ROUNDS_IN_FLIGHT = 8  # a probe thread that outlives its timeout never piles up more
@@ -33,15 +34,24 @@ MAX_ROUNDS_IN_FLIGHT = 8  # a probe thread that outlives its timeout never piles
 
 @dataclass(frozen=True)
 class WatchdogSettings:
-    silence_s: float = 3.0  # a wedge needs at least this much stream silence
-    probe_after_s: float = 1.0  # stream silence before probing starts (the host is a suspect)
-    probe_interval_s: float = 0.5  # a new round this often, whatever earlier rounds are doing
-    probe_timeout_s: float = 1.0  # a round with no answer by then is DEAD
+    """The watchdog's windows; the defaults are the controller's (``reprofleet.config``)."""
+
+    silence_s: float = DEFAULT_TIMINGS.silence_s  # a wedge needs at least this much stream silence
+    probe_after_s: float = DEFAULT_TIMINGS.probe_after_s  # stream silence before probing starts (the host is a suspect)
+    probe_interval_s: float = DEFAULT_TIMINGS.probe_interval_s  # a new round this often, whatever earlier rounds do
+    probe_timeout_s: float = DEFAULT_TIMINGS.probe_timeout_s  # a round with no answer by then is DEAD
     dead_rounds: int = 3  # K: the last K rounds all DEAD
-    userspace_s: float = 60.0  # KERNEL without SSHD this long is a userspace wedge
-    fleet_window_s: float = 5.0  # no guard: all hosts silent within this window -> our network
-    pause_cap_s: float = 600.0  # our network down this long: the attempt ends as infra
-    confirm_s: float = 3.0  # between attempts: probes all failing this long = unreachable
+    userspace_s: float = DEFAULT_TIMINGS.userspace_s  # KERNEL without SSHD this long is a userspace wedge
+    fleet_window_s: float = DEFAULT_TIMINGS.fleet_window_s  # no guard: all hosts silent within this window -> our network
+    pause_cap_s: float = DEFAULT_TIMINGS.pause_cap_s  # our network down this long: the attempt ends as infra
+    confirm_s: float = DEFAULT_TIMINGS.confirm_s  # between attempts: probes all failing this long = unreachable
+
+    @classmethod
+    def from_timings(cls, timings: Timings, dead_rounds: int = 3) -> "WatchdogSettings":
+        return cls(silence_s=timings.silence_s, probe_after_s=timings.probe_after_s,
+                   probe_interval_s=timings.probe_interval_s, probe_timeout_s=timings.probe_timeout_s,
+                   dead_rounds=dead_rounds, userspace_s=timings.userspace_s, fleet_window_s=timings.fleet_window_s,
+                   pause_cap_s=timings.pause_cap_s, confirm_s=timings.confirm_s)
 
 
 @unique

@@ -23,7 +23,6 @@ one request each). Everything that makes a power cycle trustworthy lives here on
 from __future__ import annotations
 
 import threading
-import time
 from abc import ABC, abstractmethod
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
@@ -31,6 +30,8 @@ from enum import Enum, unique
 from pathlib import Path
 from typing import Callable, ClassVar, Iterator, TypeVar
 
+from reprofleet.clock import Clock, SystemClock
+from reprofleet.config import DEFAULT_TIMINGS
 from reprofleet.credentials import Secret, scrub
 from reprofleet.errors import PowerError, ReprofleetError
 from reprofleet.model import PowerPort
@@ -74,13 +75,13 @@ class PowerActionError(PowerError):
 class DriverSettings:
     """Deadlines and retry bounds of one driver (each overridable per ``pdu:`` block)."""
 
-    timeout_s: float = 5.0  # one request
-    settle_s: float = 10.0  # read-back deadline after a set
-    tries: int = 3  # attempts per request when failures are transient
-    poll_s: float = 0.25  # read-back poll interval
-    backoff_s: float = 0.5  # first retry delay; doubles, capped at backoff_cap_s
-    backoff_cap_s: float = 5.0
-    lock_wait_s: float = 120.0  # waiting for another command to the same PDU
+    timeout_s: float = DEFAULT_TIMINGS.power_timeout_s  # one request
+    settle_s: float = DEFAULT_TIMINGS.power_settle_s  # read-back deadline after a set
+    tries: int = DEFAULT_TIMINGS.power_tries  # attempts per request when failures are transient
+    poll_s: float = DEFAULT_TIMINGS.power_poll_s  # read-back poll interval
+    backoff_s: float = DEFAULT_TIMINGS.power_backoff_s  # first retry delay; doubles, capped at backoff_cap_s
+    backoff_cap_s: float = DEFAULT_TIMINGS.power_backoff_cap_s
+    lock_wait_s: float = DEFAULT_TIMINGS.power_lock_wait_s  # waiting for another command to the same PDU
 
 
 def backoff_delays(tries: int, base_s: float = 0.5, factor: float = 2.0, cap_s: float = 5.0) -> tuple[float, ...]:
@@ -134,6 +135,7 @@ class PowerDriver(ABC):
         self.host = host
         self.log = log
         self.lock_dir = lock_dir  # None: locks within this process only
+        self.clock: Clock = SystemClock()  # its dwells, read-back polls and retry backoffs wait on this
         self.where = f"{host}: pdu {port.driver} {port.address}" + (f" outlet {port.outlet}" if port.outlet else "")
         self.options = Options(port.options, self.where, self.option_names)
         self.settings = self._settings(self.options)
@@ -258,7 +260,7 @@ class PowerDriver(ABC):
                 self.off()
                 tell("off")
                 tell("dwell")
-                time.sleep(dwell_s)
+                self.clock.sleep(dwell_s)
             except BaseException as exc:  # Ctrl-C included: "on" still goes out, then it propagates
                 failure = exc
             action.state = self._on_after(failure)
@@ -304,7 +306,7 @@ class PowerDriver(ABC):
                 action.state = self._expect(action, PowerState.OFF, self.settings.settle_s)
             tell("off")
             tell("dwell")
-            time.sleep(dwell_s)
+            self.clock.sleep(dwell_s)
             back_on = self._poll_for(cycle, PowerState.ON, self.settings.settle_s) is PowerState.ON
         except BaseException as exc:  # the "off" went out: make sure "on" does too
             cycle.state = self._on_after(exc)
@@ -326,14 +328,14 @@ class PowerDriver(ABC):
 
     def _poll_for(self, action: _Action, target: PowerState, settle_s: float) -> PowerState:
         """Read until the state is ``target`` or ``settle_s`` passes; returns the last state."""
-        deadline = time.monotonic() + settle_s
+        deadline = self.clock.monotonic() + settle_s
         state = PowerState.UNKNOWN
         for _ in range(int(settle_s / self.settings.poll_s) + 2):
             state = self._request(action, "read back", self._read)
-            remaining = deadline - time.monotonic()
+            remaining = deadline - self.clock.monotonic()
             if state is target or remaining <= 0:
                 return state
-            time.sleep(min(self.settings.poll_s, remaining))
+            self.clock.sleep(min(self.settings.poll_s, remaining))
         return state
 
     def _request(self, action: _Action, what: str, call: Callable[[], T]) -> T:
@@ -349,7 +351,7 @@ class PowerDriver(ABC):
             except TransientPowerError as exc:
                 last = exc
             if attempt < len(delays):
-                time.sleep(delays[attempt])
+                self.clock.sleep(delays[attempt])
         raise PowerError(f"{what}: {last} (gave up after {s.tries} tries)")
 
     def _scrub(self, text: str) -> str:
@@ -359,7 +361,7 @@ class PowerDriver(ABC):
     def _logged(self, name: str) -> Iterator[_Action]:
         """Log the action when it ends; turn any failure into one scrubbed PowerActionError."""
         action = _Action()
-        started_at, started = utc_now_iso(), time.monotonic()
+        started_at, started = utc_now_iso(), self.clock.monotonic()
         try:
             yield action
         except PowerActionError as exc:  # a nested action failed and was logged already
@@ -387,7 +389,7 @@ class PowerDriver(ABC):
             time=started_at, host=self.host, driver=self.port.driver, address=self.port.address,
             outlet=self.port.outlet, action=name, result=result,
             state=action.state.value if action.state else None,
-            duration_s=round(time.monotonic() - started, 3), error=error, tries=max(1, action.tries),
+            duration_s=round(self.clock.monotonic() - started, 3), error=error, tries=max(1, action.tries),
             note=action.note,
         ))
 

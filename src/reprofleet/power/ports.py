@@ -14,11 +14,11 @@ usual way it happens.
 from __future__ import annotations
 
 from collections import defaultdict
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Mapping
 
+from reprofleet.clock import Clock
 from reprofleet.credentials import SecretResolver, resolve
 from reprofleet.errors import CredentialError, PowerError, ReprofleetError
 from reprofleet.model import Host, PowerPort
@@ -50,7 +50,7 @@ def _problem(host: str, port: PowerPort, text: str, where: str = "") -> str:
 
 
 def build_host_power(hosts: Iterable[Host], log: PowerLog | None = None, *, secrets: SecretResolver = resolve,
-                     lock_dir: Path | None = None) -> Mapping[str, HostPower]:
+                     lock_dir: Path | None = None, clock: Clock | None = None) -> Mapping[str, HostPower]:
     """Build every driver of every host (contacting nothing); raise one error listing every problem."""
     log = log or PowerLog(None)
     built: dict[str, HostPower] = {}
@@ -59,7 +59,7 @@ def build_host_power(hosts: Iterable[Host], log: PowerLog | None = None, *, secr
         drivers = []
         for port in host.power_ports:
             try:
-                drivers.append(driver_for(port, host.name, log, secrets=secrets, lock_dir=lock_dir))
+                drivers.append(driver_for(port, host.name, log, secrets=secrets, lock_dir=lock_dir, clock=clock))
             except CredentialError as exc:  # the line that names the credential, not the block's first
                 problems.append(_problem(host.name, port, str(exc).removeprefix(f"{host.name}: "),
                                          port.credentials.where if port.credentials else ""))
@@ -133,7 +133,7 @@ def cycle_host(power: HostPower, dwell_s: float, on_state: CycleCallback | None 
             driver.off()
         tell("off")
         tell("dwell")
-        time.sleep(max(0.0, dwell_s))
+        power.drivers[0].clock.sleep(max(0.0, dwell_s))  # the drivers' clock: a test's virtual one
     except BaseException as exc:  # Ctrl-C included: every outlet sent "off" gets "on"
         failure = exc
     errors = []

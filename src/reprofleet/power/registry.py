@@ -11,6 +11,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Mapping
 
+from reprofleet.clock import Clock
 from reprofleet.credentials import SecretResolver, resolve
 from reprofleet.model import PowerPort
 from reprofleet.power.base import PowerDriver
@@ -31,10 +32,12 @@ DRIVERS: Mapping[str, type[PowerDriver]] = MappingProxyType({
 
 
 def driver_for(port: PowerPort, host_name: str, log: PowerLog, *,
-               secrets: SecretResolver = resolve, lock_dir: Path | None = None) -> PowerDriver:
+               secrets: SecretResolver = resolve, lock_dir: Path | None = None,
+               clock: Clock | None = None) -> PowerDriver:
     """The driver for ``port``; unknown drivers and bad options raise PowerConfigError.
 
-    ``lock_dir`` (``locks.lock_folder(reports)``) makes its locks hold across processes.
+    ``lock_dir`` (``locks.lock_folder(reports)``) makes its locks hold across processes;
+    ``clock`` is what its waits wait on (the system clock unless a test plays it in virtual time).
     """
     cls = DRIVERS.get(port.driver)
     if cls is None:
@@ -44,4 +47,6 @@ def driver_for(port: PowerPort, host_name: str, log: PowerLog, *,
     secret = secrets(port.credentials) if port.credentials is not None else None
     driver = cls(port, host_name, log, secret=secret)
     driver.lock_dir = lock_dir
+    if clock is not None:
+        driver.clock = clock
     return driver

@@ -16,6 +16,7 @@ from collections import deque
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
+from reprofleet.clock import Clock, SystemClock
 from reprofleet.power.base import PowerDriver
 
 if TYPE_CHECKING:
@@ -31,7 +32,10 @@ class WallPowerSampler:
     """Reads every metered outlet of one host every ``period_s`` in a thread of its own."""
 
     def __init__(self, drivers: Sequence[PowerDriver], write: Callable[[WallLine], None], *,
-                 period_s: float = 1.0, keep: int = 10) -> None:
+                 period_s: float = 1.0, keep: int = 10, clock: Clock | None = None) -> None:
+        """``clock`` stamps and paces the readings: the campaign's, so that a reading and the last
+        line heard from the host are on one timeline (the freeze trace subtracts them)."""
+        self.clock: Clock = clock or SystemClock()
         self.drivers = [d for d in drivers if d.meters_power]
         self.unmetered = tuple(f"{d.name} {d.port.address}" for d in drivers if not d.meters_power)
         self.write = write
@@ -90,7 +94,7 @@ class WallPowerSampler:
             if watts is None:
                 self.gaps += 1
                 continue
-            line: WallLine = {"t": round(time.time(), 3), "k": "wall", "w": round(watts, 1), "source": driver.name}
+            line: WallLine = {"t": round(self.clock.wall(), 3), "k": "wall", "w": round(watts, 1), "source": driver.name}
             if len(self.drivers) > 1:
                 line["outlet"] = driver.outlet_key
             self.readings += 1
@@ -102,17 +106,17 @@ class WallPowerSampler:
         return lines
 
     def _run(self) -> None:
-        started = time.monotonic()
+        started = self.clock.monotonic()
         cpu_start = time.thread_time()
         next_tick = started
-        while not self._stop.is_set() and time.monotonic() - started < MAX_RUN_S:
+        while not self._stop.is_set() and self.clock.monotonic() - started < MAX_RUN_S:
             try:
                 self.sample_once()
             except Exception:  # noqa: BLE001 (a broken sample must not end the attempt's sampling)
                 self.gaps += 1
             self.cpu_s = time.thread_time() - cpu_start
             next_tick += self.period_s
-            self._stop.wait(max(0.0, next_tick - time.monotonic()))
+            self.clock.wait(self._stop, max(0.0, next_tick - self.clock.monotonic()))
         self.cpu_s = time.thread_time() - cpu_start
 
 
@@ -147,7 +151,7 @@ def freeze_telemetry(sampler: WallPowerSampler | None, silent_since: float | Non
 
 
 def wall_sampler(host: "Host", report_root: Path, write: Callable[[WallLine], None],
-                 period_s: float = 1.0) -> WallPowerSampler:
+                 period_s: float = 1.0, clock: Clock | None = None) -> WallPowerSampler:
     """A 1 Hz wall-power sampler for one host's attempts (does nothing where no outlet meters power).
 
     ``write`` gets ``{"t", "k": "wall", "w", "source"}`` lines (the attempt's stream);
@@ -156,5 +160,5 @@ def wall_sampler(host: "Host", report_root: Path, write: Callable[[WallLine], No
     from reprofleet.power.locks import lock_folder
     from reprofleet.power.ports import build_host_power
 
-    power = build_host_power([host], lock_dir=lock_folder(report_root)).get(host.name)
-    return WallPowerSampler(power.drivers if power else (), write, period_s=period_s)
+    power = build_host_power([host], lock_dir=lock_folder(report_root), clock=clock).get(host.name)
+    return WallPowerSampler(power.drivers if power else (), write, period_s=period_s, clock=clock)

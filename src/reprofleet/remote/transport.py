@@ -26,6 +26,7 @@ import invoke
 import paramiko
 from fabric import Config, Connection
 
+from reprofleet.config import DEFAULT_TIMINGS
 from reprofleet.errors import CommandTimedOut, ConnectError, HostKeyError
 from reprofleet.model import Host
 
@@ -38,14 +39,14 @@ class TransportSettings:
 
     known_hosts: Path
     accept_new_host_keys: bool = False
-    connect_timeout: float = 10.0
-    banner_timeout: float = 10.0
-    auth_timeout: float = 10.0
-    command_timeout: float = 60.0
-    liveness_interval: float = 1.0
+    connect_timeout: float = DEFAULT_TIMINGS.connect_timeout_s
+    banner_timeout: float = DEFAULT_TIMINGS.ssh_banner_timeout_s
+    auth_timeout: float = DEFAULT_TIMINGS.auth_timeout_s
+    command_timeout: float = DEFAULT_TIMINGS.command_timeout_s
+    liveness_interval: float = DEFAULT_TIMINGS.liveness_interval_s
     # A connection whose server has not answered for this long is closed, which unblocks
     # every call waiting on it (paramiko's channel opens have no timeout of their own).
-    dead_after: float = 15.0
+    dead_after: float = DEFAULT_TIMINGS.dead_after_s
 
 
 @dataclass(frozen=True)

@@ -12,17 +12,18 @@ verdict or a stop, and a re-attach that fails sends the watchdog back to fresh p
 from __future__ import annotations
 
 import threading
-import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
 
+from reprofleet.clock import Clock, SystemClock
+from reprofleet.config import DEFAULT_TIMINGS, Timings
 from reprofleet.remote.agent import AgentClient, EventStream, StreamEvent
 from reprofleet.errors import AgentError, ConnectError, ReprofleetError
 from reprofleet.model import EventKind, Outcome
 from reprofleet.records.store import StreamWriter
 from reprofleet.liveness.watchdog import Verdict, Watchdog, WedgeKind
 
-CONTROLLER_GRACE_S = 30.0  # past the agent's own timeout, before the controller steps in
+CONTROLLER_GRACE_S = DEFAULT_TIMINGS.controller_grace_s  # past the agent's own timeout, before the controller steps in
 
 
 @dataclass
@@ -39,9 +40,10 @@ class AttemptTrace:
     start: Mapping[str, Any] | None = None
     exit: Mapping[str, Any] | None = None
     reattached: int = 0
+    clock: Clock = field(default_factory=SystemClock)  # when a line was heard, in the campaign's time
 
     def observe(self, event: StreamEvent) -> None:
-        self.last_heard_wall = time.time()
+        self.last_heard_wall = self.clock.wall()
         if event.kind is EventKind.HEARTBEAT:
             self.last_heartbeat_wall = self.last_heard_wall
             return
@@ -140,17 +142,22 @@ class AttemptFollower:
         on_event: Callable[[StreamEvent], None] = lambda e: None,
         on_pause: Callable[[bool], None] = lambda paused: None,
         stop: threading.Event | None = None,
+        clock: Clock | None = None,
+        timings: Timings = DEFAULT_TIMINGS,
     ) -> None:
+        """``clock`` and ``timings``: what its waits wait on and how long (virtual in seam tests)."""
+        self._clock: Clock = clock or SystemClock()
+        self._timings = timings
         self.agent = agent
         self.attempt_id = attempt_id
         self._stream: EventStream | None = stream
         self._writer = writer
         self._watchdog = watchdog
-        self._deadline = time.monotonic() + timeout_s + CONTROLLER_GRACE_S
+        self._deadline = self._clock.monotonic() + timeout_s + timings.controller_grace_s
         self._reconnect = reconnect
         self._on_event = on_event
         self._stop = stop or threading.Event()
-        self.trace = AttemptTrace()
+        self.trace = AttemptTrace(clock=self._clock)
         self.broken_reason: str | None = None
         self._paused_since: float | None = None
         self._on_pause = on_pause
@@ -184,15 +191,15 @@ class AttemptFollower:
                 return self._network_down_end()
             if verdict is Verdict.ALIVE_BUT_DETACHED or (self._stream is None and verdict is Verdict.LIVE):
                 self._try_reattach()
-            if time.monotonic() > self._deadline and self._paused_since is None:
+            if self._clock.monotonic() > self._deadline and self._paused_since is None:
                 return self._overdue(verdict)
 
     def _read_one(self) -> StreamEvent | None:
         if self._stream is None:
-            time.sleep(0.2)
+            self._clock.sleep(self._timings.detached_poll_s)
             return None
         try:
-            event = self._stream.next_event(0.25)
+            event = self._stream.next_event(self._timings.stream_read_s)
         except (ConnectError, AgentError) as exc:
             self.broken_reason = str(exc)
             self._stream.close()
@@ -217,7 +224,7 @@ class AttemptFollower:
         The time paused does not count against the attempt: the hosts are presumably still
         running it, and re-attaching afterwards recovers every line they streamed meanwhile.
         """
-        now = time.monotonic()
+        now = self._clock.monotonic()
         if verdict is Verdict.CONTROLLER_NETWORK:
             if self._paused_since is None:
                 self._paused_since = now
@@ -229,7 +236,7 @@ class AttemptFollower:
 
     def _paused_too_long(self) -> bool:
         since = self._paused_since
-        return since is not None and time.monotonic() - since >= self._watchdog.settings.pause_cap_s
+        return since is not None and self._clock.monotonic() - since >= self._watchdog.settings.pause_cap_s
 
     def _network_down_end(self) -> AttemptEnd:
         """Our own network stayed down past the cap: say so, count nothing against the host."""
@@ -263,7 +270,7 @@ class AttemptFollower:
         self._watchdog.restart()
 
     def _wedged(self) -> AttemptEnd:
-        now_wall = time.time()
+        now_wall = self._clock.wall()
         last = self.trace.last_heard_wall
         latency = (now_wall - last) if last else None
         return AttemptEnd(

@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import hashlib
 import threading
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 from typing import Any, Callable
 
+from reprofleet.clock import Clock, SystemClock
+from reprofleet.config import DEFAULT_TIMINGS, Timings
 from reprofleet.records import identity
 from reprofleet.runner import poc
 from reprofleet.remote.agent import AgentBundle
@@ -21,7 +23,12 @@ from reprofleet.liveness.watchdog import FleetLiveness, WatchdogSettings
 
 @dataclass(frozen=True)
 class RunSettings:
-    """Controller-side knobs of a campaign run."""
+    """Controller-side knobs of a campaign run.
+
+    ``timings`` holds every wait of the runner, recovery and the attempt follower; the fields
+    a user sets in invoke.yaml (dwell, stability, reboot grace, the watchdog's windows) are
+    kept here as they were and default to the same values (see ``reprofleet.config``).
+    """
 
     transport: TransportSettings
     watchdog: WatchdogSettings = WatchdogSettings()
@@ -29,10 +36,17 @@ class RunSettings:
     sample_hz: float = 10.0
     clock_threshold_mhz: float = 2800.0
     power_cycle_budget: int = 20
-    dwell_s: float = 10.0
-    stability_s: float = 5.0
-    reboot_grace_s: float = 30.0
+    dwell_s: float = DEFAULT_TIMINGS.dwell_s
+    stability_s: float = DEFAULT_TIMINGS.stability_s
+    reboot_grace_s: float = DEFAULT_TIMINGS.reboot_grace_s
     break_leases: bool = False  # take hosts another campaign holds (only when a person says so)
+    timings: Timings = DEFAULT_TIMINGS
+
+    def with_timings(self, timings: Timings) -> "RunSettings":
+        """These settings with every wait taken from ``timings`` (a test's ``Timings().scaled(f)``)."""
+        return replace(self, timings=timings, watchdog=WatchdogSettings.from_timings(timings, self.watchdog.dead_rounds),
+                       dwell_s=timings.dwell_s, stability_s=timings.stability_s,
+                       reboot_grace_s=timings.reboot_grace_s)
 
 
 @dataclass
@@ -57,6 +71,7 @@ class CampaignContext:
     started_slots: dict[str, tuple[Cell, int]] = field(default_factory=dict)  # attempt id -> its slot
     recorded_ids: set[str] = field(default_factory=set)  # attempt ids already in attempts.jsonl
     netconsole: NetconsoleReceiver | None = None  # when any host has netconsole:
+    clock: Clock = field(default_factory=SystemClock)  # every wait of the runners; virtual in seam tests
 
     def recorded(self, attempt_id: str) -> bool:
         return attempt_id in self.recorded_ids

@@ -9,7 +9,6 @@ from __future__ import annotations
 import errno
 import json
 import os
-import time
 import traceback
 import uuid
 from dataclasses import dataclass, field, replace
@@ -22,13 +21,14 @@ from reprofleet.runner.attempt import AttemptEnd, AttemptFollower
 from reprofleet.runner.context import CampaignContext, RunSettings, cell_identity, record_runtime
 from reprofleet.errors import (AgentError, ConnectError, ControllerDiskError, HostKeyError, LeaseError, PolicyError,
                      ReprofleetError)
+from reprofleet.runner.port import HostPort, SshHostPort
 from reprofleet.runner.stops import HostStops
 from reprofleet.model import Cell, EventKind, GpuPolicy, Host, Outcome, Record
-from reprofleet.power.wall import WallPowerSampler, freeze_telemetry, wall_sampler
+from reprofleet.power.wall import WallPowerSampler, freeze_telemetry
 from reprofleet.records.facts_cache import cache_facts
 from reprofleet.records.store import StreamWriter, iso_utc, power_cycles_logged, utc_now, write_facts
-from reprofleet.liveness.probes import HostProbe, ProbeAnswer
-from reprofleet.remote.transport import Session, connect
+from reprofleet.liveness.probes import ProbeAnswer
+from reprofleet.remote.transport import Session
 from reprofleet.liveness.watchdog import Watchdog
 
 CONTROLLER_DISK_ERRORS = (errno.ENOSPC, errno.EDQUOT, errno.EROFS)  # the controller cannot write: stop all
@@ -63,9 +63,11 @@ class HostState:
 
 class HostRunner:
     def __init__(self, ctx: CampaignContext, host: Host, plan: list[tuple[Cell, int]],
-                 earlier: Iterable[Mapping[str, Any]] = (), stopped: Iterable[str] = ()) -> None:
+                 earlier: Iterable[Mapping[str, Any]] = (), stopped: Iterable[str] = (),
+                 port: HostPort | None = None) -> None:
         """``earlier``: this host's records from attempts.jsonl; ``stopped``: its cells that
-        already have a ``stopped`` event (a resumed campaign rebuilds its stop state from them)."""
+        already have a ``stopped`` event (a resumed campaign rebuilds its stop state from them);
+        ``port``: how it reaches its host (SSH, probes, power drivers unless a test fakes the host)."""
         self.ctx = ctx
         self.host = host
         self.plan = plan
@@ -73,17 +75,17 @@ class HostRunner:
         earlier = list(earlier)
         self.stops = HostStops(ctx.playbook, earlier, stopped)
         self.runtimes = runtime_truth.HostRuntimes(earlier)  # image digests, interpreter and package versions
-        self._probe: HostProbe | None = None
+        self.port: HostPort = port or SshHostPort(ctx, host)
 
     # -- connection ------------------------------------------------------------------
     def connect(self) -> AgentClient:
         """A fresh session and agent client (the old session, if any, is dropped)."""
         if self.state.session is not None:
             self.state.session.close()
-        session = connect(self.host, self.ctx.settings.transport)
+            self.state.session, self.state.agent = None, None
+        agent = self.port.connect()
+        session = agent.session
         self.state.session = session
-        agent = AgentClient(session, self.ctx.bundle, self.host.python)
-        agent.push()
         self.state.agent = agent
         if not self.state.home:
             self.state.home = session.run('printf %s "$HOME"', timeout=15).stdout.strip()
@@ -96,9 +98,7 @@ class HostRunner:
 
     def probe(self) -> ProbeAnswer:
         """Independent of the attempt's connection: SSHD (a banner), KERNEL (echo or handshake) or DEAD."""
-        if self._probe is None:  # the address is resolved once per host
-            self._probe = HostProbe(self.host.address, self.host.port, self.ctx.settings.watchdog.probe_timeout_s)
-        return self._probe()
+        return self.port.probe(self.ctx.settings.watchdog.probe_timeout_s)
 
     # -- preparation -----------------------------------------------------------------
     def prepare(self) -> None:
@@ -153,22 +153,19 @@ class HostRunner:
         it is switched on, with no partition guard to consult, and the boot awaited. False when
         every outlet reads on (the host is frozen, not off)."""
         from reprofleet.power.base import PowerState
-        from reprofleet.power.locks import lock_folder
-        from reprofleet.power.ports import build_host_power
 
-        power = build_host_power([self.host], self.ctx.recovery.power_log,
-                                 lock_dir=lock_folder(self.ctx.directory.root.parent))[self.host.name]
+        power = self.port.power(self.ctx.recovery.power_log)
         off = [driver for driver in power.drivers if driver.status() is PowerState.OFF]
         if not off:
             return False
         for driver in power.drivers:  # every supply on, the ones that were on stay on
             driver.on()
         self.ctx.event(self.host.name, "switched_on_at_start", outlets=[d.outlet_key for d in off])
-        deadline = time.monotonic() + self.ctx.playbook.timeouts.boot
-        while time.monotonic() < deadline and not self.ctx.stop.is_set():
+        deadline = self.ctx.clock.monotonic() + self.ctx.playbook.timeouts.boot
+        while self.ctx.clock.monotonic() < deadline and not self.ctx.stop.is_set():
             if self.probe() is ProbeAnswer.SSHD:
                 return True
-            self.ctx.stop.wait(1.0)
+            self.ctx.clock.wait(self.ctx.stop, self.ctx.settings.timings.switched_on_poll_s)
         raise ConnectError(self.host.name, f"switched on at campaign start, but did not answer within "
                                            f"{self.ctx.playbook.timeouts.boot:g} s")
 
@@ -299,14 +296,14 @@ class HostRunner:
                            clock_threshold=self.ctx.settings.clock_threshold_mhz)
         writer = StreamWriter(self.ctx.directory.stream_path(attempt_id))
         # wall power, where an outlet meters it: a host frozen at 400 W and one at 60 W are different bugs
-        self.state.wall = wall_sampler(self.host, self.ctx.directory.root.parent,
-                                       lambda line: writer.write(json.dumps(line, sort_keys=True)))
+        self.state.wall = self.port.wall_sampler(lambda line: writer.write(json.dumps(line, sort_keys=True)))
         self.state.wall.start()
         netconsole_setup.follow(self, attempt_id, writer.write)  # the kernel's lines over the network
-        watchdog = Watchdog(self.host.name, self.probe, self.ctx.settings.watchdog, self.ctx.fleet)
+        watchdog = Watchdog(self.host.name, self.probe, self.ctx.settings.watchdog, self.ctx.fleet,
+                            clock=self.ctx.clock.monotonic)
         return AttemptFollower(agent, attempt_id, stream, writer, watchdog, timeout_s=timeout,
                                reconnect=self.connect, on_event=self._on_event, on_pause=self._on_pause,
-                               stop=self.ctx.stop)
+                               stop=self.ctx.stop, clock=self.ctx.clock, timings=self.ctx.settings.timings)
 
     def _on_pause(self, paused: bool) -> None:
         if paused:
@@ -500,11 +497,11 @@ class HostRunner:
     def stays_silent(self) -> bool:
         """The attempt could not even start: is the host gone (every probe failing for the window)?"""
         settings = self.ctx.settings.watchdog
-        deadline = time.monotonic() + settings.confirm_s
-        while time.monotonic() < deadline:
+        deadline = self.ctx.clock.monotonic() + settings.confirm_s
+        while self.ctx.clock.monotonic() < deadline:
             if self.probe():
                 return False
-            self.ctx.stop.wait(settings.probe_interval_s)
+            self.ctx.clock.wait(self.ctx.stop, settings.probe_interval_s)
         return True
 
     def _drop_session(self) -> None:

@@ -18,25 +18,25 @@ is never cycled because our own network failed.
 from __future__ import annotations
 
 import logging
-import time
 from dataclasses import replace
 from enum import Enum, unique
 from typing import TYPE_CHECKING, Any, Callable
 
+from reprofleet.config import DEFAULT_TIMINGS
 from reprofleet.errors import HostKeyError, PowerError, ReprofleetError
 from reprofleet.model import Outcome, Record
-from reprofleet.liveness.probes import HostProbe, IcmpMode, ProbeAnswer, icmp_mode, probe_ssh_banner
+from reprofleet.liveness.probes import IcmpMode, ProbeAnswer, icmp_mode
 
 if TYPE_CHECKING:
     from reprofleet.runner.host import CampaignContext, HostRunner
 
-HUMAN_WAIT_S = 24 * 3600.0  # a host without a power port: poll this long for a person
+HUMAN_WAIT_S = DEFAULT_TIMINGS.human_wait_s  # a host without a power port: poll this long for a person
 NOT_BACK_CAUSES = (
     "Likely causes: the BIOS is set to stay off after power loss (set 'restore on AC power loss' to "
     "power on); a second power supply on another outlet kept the host up (list both under pdu: outlets:); "
     "the inventory names the wrong outlet (check the wiring with: invoke power HOST --verify)"
 )
-GUARD_POLL_S = 2.0  # while our own network is down: ask the guard again this often
+GUARD_POLL_S = DEFAULT_TIMINGS.guard_poll_s  # while our own network is down: ask the guard again this often
 log = logging.getLogger(__name__)
 
 
@@ -97,7 +97,8 @@ class Sequence:
         self._on_change(old, new, detail)
 
 
-def backoff_delays(first: float = 1.0, factor: float = 1.5, cap: float = 10.0) -> Any:
+def backoff_delays(first: float = DEFAULT_TIMINGS.boot_poll_first_s, factor: float = DEFAULT_TIMINGS.boot_poll_factor,
+                   cap: float = DEFAULT_TIMINGS.boot_poll_cap_s) -> Any:
     delay = first
     while True:
         yield delay
@@ -111,6 +112,8 @@ class Recovery:
         from reprofleet.power.base import PowerLog
 
         self.ctx = ctx
+        self.clock = ctx.clock  # every wait below: virtual in seam tests
+        self.timings = ctx.settings.timings
         self.power_log = PowerLog(ctx.directory.power)
         ctx.fleet.report_to(ctx.event)  # the watchdogs' suspect/probe/clear events
         if icmp_mode() is IcmpMode.NONE:
@@ -136,7 +139,7 @@ class Recovery:
             if runner.host.pdu is None:
                 self._wait_for_person(runner, seq)
             else:
-                if probe_ssh_banner(runner.host.address, runner.host.port, 2.0):
+                if runner.port.banner(self.timings.banner_timeout_s):
                     return replace(record, outcome=Outcome.INFRA,
                                    reason="declared wedged, but the host answered before the power cycle; not cycled")
                 self._guard(runner)
@@ -174,12 +177,14 @@ class Recovery:
         signs of booting: it was silent (DEAD) and its kernel answers again. A host whose kernel
         answered from the start (a userspace wedge) is not booting: no extension.
         """
-        probe = HostProbe(runner.host.address, runner.host.port, 1.0)
-        started = time.monotonic()
+        def probe() -> ProbeAnswer:
+            return runner.port.probe(self.timings.self_reboot_probe_s)
+
+        started = self.clock.monotonic()
         deadline = started + self.ctx.settings.reboot_grace_s
         was_dead = probe() is ProbeAnswer.DEAD
         for _ in range(100000):  # bounded by the deadline; the count only guards the loop
-            if time.monotonic() >= deadline or self.ctx.stop.is_set():
+            if self.clock.monotonic() >= deadline or self.ctx.stop.is_set():
                 return None
             answer = probe()
             if answer is ProbeAnswer.SSHD:
@@ -189,7 +194,7 @@ class Recovery:
             if was_dead and answer is not ProbeAnswer.DEAD:
                 deadline = max(deadline, started + self.ctx.playbook.timeouts.boot)  # it is booting
             was_dead = was_dead or answer is ProbeAnswer.DEAD
-            self.ctx.stop.wait(0.5)
+            self.clock.wait(self.ctx.stop, self.timings.self_reboot_poll_s)
         return None
 
     @staticmethod
@@ -207,9 +212,9 @@ class Recovery:
         cap = self.ctx.settings.watchdog.pause_cap_s
         reason = getattr(guard, "reason", "") or "the partition guard says our network is down"
         self.ctx.event(runner.host.name, "guard", network="down", before="power action", message=reason)
-        deadline = time.monotonic() + cap
-        while time.monotonic() < deadline and not self.ctx.stop.is_set():
-            self.ctx.stop.wait(GUARD_POLL_S)
+        deadline = self.clock.monotonic() + cap
+        while self.clock.monotonic() < deadline and not self.ctx.stop.is_set():
+            self.clock.wait(self.ctx.stop, self.timings.guard_poll_s)
             if guard():
                 self.ctx.event(runner.host.name, "guard", network="up", before="power action")
                 return
@@ -224,16 +229,14 @@ class Recovery:
         budget) covers a supply that needed longer to drain; after that the host is
         quarantined with an error that names those causes.
         """
-        from reprofleet.power.locks import lock_folder
-        from reprofleet.power.ports import build_host_power, cycle_host
+        from reprofleet.power.ports import cycle_host
 
         budget = self.ctx.settings.power_cycle_budget
         try:  # checked at campaign start; a credential file removed since is a quarantine, not a dead thread
-            power = build_host_power([runner.host], self.power_log,
-                                     lock_dir=lock_folder(self.ctx.directory.root.parent))[runner.host.name]
+            power = runner.port.power(self.power_log)
         except ReprofleetError as exc:
             raise RecoveryError(f"cannot build the power driver: {exc}") from exc
-        dwells = (self.ctx.settings.dwell_s, max(3 * self.ctx.settings.dwell_s, self.ctx.settings.dwell_s + 10))
+        dwells = (self.ctx.settings.dwell_s, self.timings.retry_dwell(self.ctx.settings.dwell_s))
         boot_s = self.ctx.playbook.timeouts.boot
         problem = ""
         for attempt, dwell in enumerate(dwells):
@@ -265,32 +268,32 @@ class Recovery:
 
     def _answers_within(self, runner: "HostRunner", deadline_s: float) -> bool:
         """Does the host's SSH port answer within ``deadline_s`` (polled with backoff)?"""
-        deadline = time.monotonic() + deadline_s
-        delays = backoff_delays()
-        while time.monotonic() < deadline:
+        deadline = self.clock.monotonic() + deadline_s
+        delays = self.timings.boot_polls().delays()
+        while self.clock.monotonic() < deadline:
             if self.ctx.stop.is_set():
                 raise RecoveryError("campaign stopped while waiting for the host to boot")
-            if probe_ssh_banner(runner.host.address, runner.host.port, 2.0):
+            if runner.port.banner(self.timings.banner_timeout_s):
                 return True
-            self.ctx.stop.wait(min(next(delays), max(0.0, deadline - time.monotonic())))
+            self.clock.wait(self.ctx.stop, min(next(delays), max(0.0, deadline - self.clock.monotonic())))
         return False
 
     def _wait_for_person(self, runner: "HostRunner", seq: Sequence) -> None:
         self.ctx.event(runner.host.name, "needs_person",
                        message="wedged and no power port: power-cycle it by hand; polling until it answers")
-        seq.transition(RecoveryState.BOOTING, waiting_for="a person", deadline_s=HUMAN_WAIT_S)
+        seq.transition(RecoveryState.BOOTING, waiting_for="a person", deadline_s=self.timings.human_wait_s)
 
     def _wait_for_boot(self, runner: "HostRunner", seq: Sequence, old_boot: str | None) -> None:
         if seq.state is not RecoveryState.BOOTING:
             seq.transition(RecoveryState.BOOTING, deadline_s=self.ctx.playbook.timeouts.boot)
-        deadline_s = HUMAN_WAIT_S if runner.host.pdu is None else self.ctx.playbook.timeouts.boot
-        deadline = time.monotonic() + deadline_s
-        delays = backoff_delays()
-        while time.monotonic() < deadline:
+        deadline_s = self.timings.human_wait_s if runner.host.pdu is None else self.ctx.playbook.timeouts.boot
+        deadline = self.clock.monotonic() + deadline_s
+        delays = self.timings.boot_polls().delays()
+        while self.clock.monotonic() < deadline:
             if self.ctx.stop.is_set():
                 raise RecoveryError("campaign stopped while waiting for the host to boot")
-            if not probe_ssh_banner(runner.host.address, runner.host.port, 2.0):
-                self.ctx.stop.wait(next(delays))
+            if not runner.port.banner(self.timings.banner_timeout_s):
+                self.clock.wait(self.ctx.stop, next(delays))
                 continue
             try:
                 agent = runner.connect()
@@ -298,7 +301,7 @@ class Recovery:
             except HostKeyError as exc:  # a different machine, or a reinstalled one: never accepted
                 raise RecoveryError(f"the host came back with a different SSH host key; refused: {exc}") from exc
             except ReprofleetError:
-                self.ctx.stop.wait(next(delays))
+                self.clock.wait(self.ctx.stop, next(delays))
                 continue
             if boot_id != old_boot:
                 seq.transition(RecoveryState.BOOTED, boot_id=boot_id, **self._boots_since(agent, old_boot))
@@ -322,7 +325,7 @@ class Recovery:
         return {"boots_since": len(after), "reset_itself_too": len(after) > 1}
 
     def _check_stable(self, runner: "HostRunner", seq: Sequence) -> None:
-        self.ctx.stop.wait(self.ctx.settings.stability_s)
+        self.clock.wait(self.ctx.stop, self.ctx.settings.stability_s)
         try:
             agent = runner.connect()
             boot_id = runner.current_boot(agent)

@@ -1,5 +1,6 @@
-"""Stop rules on a real (simulated) fleet: a cell that reproduces at its first attempt stops
-on that host, the reference runs every attempt, and ``--resume`` runs nothing more of it."""
+"""Stop rules through a whole campaign at the host seam, in virtual time: a cell that
+reproduces at its first attempt stops on that host, the reference runs every attempt, and
+``--resume`` runs nothing more of it. Moved from tests/test_fleet_stopping.py."""
 
 from __future__ import annotations
 
@@ -8,19 +9,13 @@ import json
 from pathlib import Path
 from typing import Any
 
-import pytest
-
-from reprofleet.records import identity
-from reprofleet.campaign.run import completed_counts, make_plan, run_campaign
-from reprofleet.inventory import load_inventory
+from reprofleet.campaign.run import completed_counts, make_plan
+from reprofleet.clock import VirtualClock
 from reprofleet.playbook import load_playbook, plan_order
+from reprofleet.records import identity
 from reprofleet.records.store import CampaignDir, read_records
-from reprofleet.runner.recovery import recovery_factory
-from reprofleet.sim.power import HttpPlugServer
-from reprofleet.sim.spec import SimHostSpec
-from test_fleet_campaign import settings_for, write_playbook
-
-pytestmark = pytest.mark.fleet
+from seam_host import FakeHost, run_fake_campaign, seam_settings
+from test_fleet_campaign import write_playbook
 
 CELLS = ("  - name: default\n"
          "  - name: lgc-2800\n    graphics_clocks: [180, 2800]\n    stop: {rule: first_reproduction}\n")
@@ -40,28 +35,20 @@ def events_of(directory: CampaignDir) -> list[dict[str, Any]]:
     return [json.loads(line) for line in directory.events.read_text().splitlines()]
 
 
-def test_a_cell_stops_at_its_first_reproduction_and_a_resume_runs_nothing_more_of_it(
-        sim_fleet: Any, sim_inventory: Any, tmp_path: Path) -> None:
+def test_a_cell_stops_at_its_first_reproduction_and_a_resume_runs_nothing_more_of_it(tmp_path: Path) -> None:
+    clock = VirtualClock()
     book = write_playbook(tmp_path / "book", attempts=2, attempt_timeout=30, cells=CELLS)
-    specs = [SimHostSpec("stp-a", script=script_for(book, "stp-a", "wedge"), boot_delay_s=0.3),
-             SimHostSpec("stp-b", script=script_for(book, "stp-b", "reboot"), boot_delay_s=0.3)]
-    fleet = sim_fleet(specs)
-    plug = HttpPlugServer(tmp_path / "plug", "tasmota", {str(i + 1): h.paths.power for i, h in enumerate(fleet.hosts)})
-    plug.start()
-    try:
-        inventory = load_inventory(sim_inventory(fleet, pdu={h.name: plug.pdu_block(str(i + 1))
-                                                             for i, h in enumerate(fleet.hosts)}))
-        playbook = load_playbook(book)
-        plan = make_plan(playbook, inventory.hosts)
-        settings = settings_for(fleet, reboot_grace_s=10.0)
-        first = run_campaign(plan, settings, tmp_path / "reports", recovery_factory=recovery_factory)
-        directory = first.directory
-        resumed_plan = make_plan(playbook, inventory.hosts, plan.campaign_id, completed_counts(directory))
-        assert any(cell.name == STOPPING for cell, _ in resumed_plan.per_host["stp-a"]), \
-            "the resumed plan still holds the stopped cell's slots: the runner must skip them"
-        resumed = run_campaign(resumed_plan, settings, tmp_path / "reports", recovery_factory=recovery_factory)
-    finally:
-        plug.stop()
+    fakes = [FakeHost(clock, "stp-a", script=script_for(book, "stp-a", "wedge"), boot_delay_s=0.3),
+             FakeHost(clock, "stp-b", script=script_for(book, "stp-b", "reboot"), boot_delay_s=0.3)]
+    playbook = load_playbook(book)
+    plan = make_plan(playbook, [f.host for f in fakes])
+    settings = seam_settings(tmp_path, reboot_grace_s=10.0)
+    first = run_fake_campaign(plan, fakes, settings, tmp_path / "reports", clock)
+    directory = first[0].directory
+    resumed_plan = make_plan(playbook, [f.host for f in fakes], plan.campaign_id, completed_counts(directory))
+    assert any(cell.name == STOPPING for cell, _ in resumed_plan.per_host["stp-a"]), \
+        "the resumed plan still holds the stopped cell's slots: the runner must skip them"
+    resumed = run_fake_campaign(resumed_plan, fakes, settings, tmp_path / "reports", clock)
 
     records = list(read_records(directory.attempts))
     stops = [e for e in events_of(directory) if e["event"] == "stopped"]
@@ -80,7 +67,8 @@ def test_a_cell_stops_at_its_first_reproduction_and_a_resume_runs_nothing_more_o
     assert reboot["forensics"] and reboot["forensics"]["previous_boot_available"] is True, \
         "a self-reset gets the previous boot's kernel log like a wedge"
 
-    assert resumed.records == (), "a resume runs nothing more: the reference is done, the other cell stopped"
+    assert all(r.records == () for r in resumed), \
+        "a resume runs nothing more: the reference is done, the other cell stopped"
     assert len([e for e in events_of(directory) if e["event"] == "stopped"]) == 2, "no second stopped event"
 
     digest = hashlib.sha256(Path(playbook.poc.script).read_bytes()).hexdigest()

@@ -1,0 +1,110 @@
+"""What a campaign finds on its host when it (re)starts, decided at the host seam in virtual
+time: a lock a killed controller left, a lease another campaign holds, an attempt still
+running on the GPU, a host left switched off, a controller whose disk fills up.
+
+Moved from tests/test_fleet_resume.py; the agent's own lease, orphan and policy handling on
+a real host is tested against real sshd in tests/test_agent_*.py.
+"""
+
+from __future__ import annotations
+
+import errno
+import json
+from pathlib import Path
+from typing import Any
+
+from reprofleet.clock import VirtualClock
+from reprofleet.power.base import PowerState
+from seam_host import Device, FakeHost, events, records, run_host, seam_book, seam_context
+from test_campaign_stopping import cell
+
+
+def test_a_clock_lock_left_behind_is_reset_and_read_back_before_the_reference_runs(tmp_path: Path) -> None:
+    clock = VirtualClock()
+    fake = FakeHost(clock, "lock-left", script=("clean",))
+    fake.policy = {"graphics_clocks": [180, 2800]}  # what a killed controller leaves behind
+    ctx = seam_context(seam_book(tmp_path, attempts=1), tmp_path, clock)
+    run_host(fake, ctx)
+    (record,) = records(ctx)
+    assert record["outcome"] == "clean"
+    assert record["policy"].get("graphics_clocks") != [180, 2800]  # the reference ran at the card's defaults
+    applied = events(ctx, "policy_applied")
+    assert applied and applied[0]["policy"] == {}  # the default cell's policy, applied and read back
+
+
+def test_a_lease_held_by_another_campaign_keeps_the_host_until_break_lease(tmp_path: Path) -> None:
+    clock = VirtualClock()
+    fake = FakeHost(clock, "leased", script=("clean",) * 4)
+    fake.lease_holder = {"controller": "other-laptop", "campaign": "night-7", "pid": 4242}
+    refused = seam_context(seam_book(tmp_path / "a", attempts=1), tmp_path / "a", clock)
+    run_host(fake, refused)
+    (record,) = records(refused)
+    assert record["outcome"] == "infra" and "leased to other-laptop (campaign night-7" in record["reason"]
+    assert fake.attempts_run == 0  # nothing ran on that GPU
+    taken_over = seam_context(seam_book(tmp_path / "b", attempts=1), tmp_path / "b", clock, break_leases=True)
+    run_host(fake, taken_over)
+    (record,) = records(taken_over)
+    assert record["outcome"] == "clean"
+    broken = events(taken_over, "lease_broken")
+    assert broken and broken[0]["previous"]["campaign"] == "night-7"
+    assert fake.lease_holder is None  # given back at the end
+
+
+def test_an_attempt_still_running_on_the_gpu_is_killed_before_the_first_attempt(tmp_path: Path) -> None:
+    clock = VirtualClock()
+    fake = FakeHost(clock, "orphaned", script=("clean",) * 4)
+    fake.orphans = [{"id": "orphan-1", "age_s": 42.0}]  # its controller is gone; the attempt goes on
+    ctx = seam_context(seam_book(tmp_path, attempts=1), tmp_path, clock)
+    run_host(fake, ctx)
+    (record,) = records(ctx)
+    assert record["outcome"] == "clean"
+    killed = events(ctx, "orphan_killed")
+    assert [e["attempt"] for e in killed] == ["orphan-1"] and killed[0]["ours"] is False
+    assert fake.orphans == [] and fake.killed[0] == "orphan-1"
+    names = [e["event"] for e in events(ctx)]
+    assert names.index("orphan_killed") < names.index("attempt_started")  # before the first attempt
+
+
+def test_a_host_left_switched_off_is_switched_on_and_the_campaign_runs(tmp_path: Path) -> None:
+    clock = VirtualClock()
+    device = Device(state=PowerState.OFF)  # a controller died with the outlet off
+    fake = FakeHost(clock, "left-off", script=("clean",) * 4, boot_delay_s=0.5, device=device)
+    fake.off, fake.up_at = True, None
+    ctx = seam_context(seam_book(tmp_path, attempts=1), tmp_path, clock)
+    run_host(fake, ctx)
+    (record,) = records(ctx)
+    assert record["outcome"] == "clean"
+    assert events(ctx, "unreachable_at_start")
+    (switched,) = events(ctx, "switched_on_at_start")
+    assert len(switched["outlets"]) == 1 and not events(ctx, "recovery")  # not cycled
+    assert device.state is PowerState.ON
+
+
+def test_a_full_disk_on_the_controller_stops_the_campaign_cleanly(tmp_path: Path) -> None:
+    clock = VirtualClock()
+    fake = FakeHost(clock, "disk-full", script=("clean",) * 8)
+    book = seam_book(tmp_path, cell("lgc-2800", 0), attempts=8)
+    book = book.__class__(**{**book.__dict__, "cells": (_locked(book.cells[0]),)})
+    ctx = seam_context(book, tmp_path, clock)
+    append = ctx.attempt_log.append_record
+
+    def filling(record: Any) -> None:  # the disk fills up after three records
+        if len(records(ctx)) >= 3:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        append(record)
+
+    ctx.attempt_log.append_record = filling  # type: ignore[method-assign]
+    run_host(fake, ctx)
+    assert ctx.failure and "No space left on device" in ctx.failure
+    for path in (ctx.directory.attempts, ctx.directory.events):
+        assert all(json.loads(line) for line in path.read_text().splitlines())  # no torn line
+    assert len(records(ctx)) < 8  # it stopped early
+    assert fake.policy == {} and fake.policy_calls[-1] == "restore"  # the GPU was put back to its defaults
+
+
+def _locked(c: Any) -> Any:
+    from dataclasses import replace
+
+    from reprofleet.model import GpuPolicy
+
+    return replace(c, gpu=GpuPolicy(graphics_clocks=(180, 2800)))
