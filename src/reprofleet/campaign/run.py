@@ -28,6 +28,7 @@ from reprofleet.records.store import AttemptLog, CampaignDir, JsonlAppender, rea
 from reprofleet.power import PowerLog
 from reprofleet.liveness.watchdog import FleetLiveness
 from reprofleet.liveness.witness import CachedWitness, controller_network_ok
+from reprofleet.model.events import CampaignEvent, event_of
 
 
 @dataclass(frozen=True)
@@ -154,13 +155,13 @@ def started_slots(directory: CampaignDir, playbook: Playbook) -> dict[str, tuple
     cells = {cell.name: cell for cell in playbook.cells}
     return {str(e.get("attempt")): (cells[str(e.get("cell"))], int(e.get("index") or 0))
             for e in read_log_lines(directory.events)
-            if e.get("event") == "attempt_started" and str(e.get("cell")) in cells}
+            if event_of(e) is CampaignEvent.ATTEMPT_STARTED and str(e.get("cell")) in cells}
 
 
 def stopped_cells(directory: CampaignDir) -> set[tuple[str, str]]:
     """(host, cell) pairs that already have a ``stopped`` event: a resume never runs them again."""
     return {(str(e.get("host")), str(e.get("cell"))) for e in read_log_lines(directory.events)
-            if e.get("event") == "stopped"}
+            if event_of(e) is CampaignEvent.STOPPED}
 
 
 def _write_manifest(directory: CampaignDir, plan: CampaignPlan, settings: RunSettings, poc_digest: str) -> None:
@@ -225,7 +226,7 @@ def run_campaign(
         ctx.recovery = recovery_factory(ctx)
     for log in (ctx.attempt_log, ctx.events):
         if log.torn:
-            ctx.event("", "torn_line_cut", file=log.path.name, text=log.torn[:500],
+            ctx.event("", CampaignEvent.TORN_LINE_CUT, file=log.path.name, text=log.torn[:500],
                       message="the last line was torn by a controller that died mid-write; cut back on open")
     ctx.started_slots = started_slots(directory, plan.playbook)
     ctx.recorded_ids = {str(r.get("attempt")) for r in read_records(directory.attempts)} \

@@ -11,6 +11,8 @@ from enum import Enum, unique
 from types import MappingProxyType
 from typing import Any, Mapping
 
+from reprofleet.model.events import CampaignEvent, event_of
+
 SCHEMA_VERSION = 1
 
 

@@ -30,6 +30,7 @@ from reprofleet.records.store import StreamWriter, iso_utc, power_cycles_logged,
 from reprofleet.liveness.probes import HostProbe, ProbeAnswer
 from reprofleet.remote.transport import Session, connect
 from reprofleet.liveness.watchdog import Watchdog
+from reprofleet.model.events import CampaignEvent
 
 CONTROLLER_DISK_ERRORS = (errno.ENOSPC, errno.EDQUOT, errno.EROFS)  # the controller cannot write: stop all
 
@@ -123,7 +124,7 @@ class HostRunner:
             seed_rel = agent.push_file(archive, "cache-seed", f"{seed_digest}.tar.gz")
             self.state.cache_seed = f"{self.state.home}/{seed_rel}"
         cache_sync.push_for_campaign(self.ctx, agent)  # seeded cells: the snapshot, content-addressed
-        self.ctx.event(self.host.name, "prepared", agent=self.ctx.bundle.digest, poc=poc_digest,
+        self.ctx.event(self.host.name, CampaignEvent.PREPARED, agent=self.ctx.bundle.digest, poc=poc_digest,
                        boot_id=self.state.boot_id)
         self.state.prepared = True
 
@@ -138,7 +139,7 @@ class HostRunner:
         except ConnectError as exc:
             if self.ctx.recovery is None or not self.host.pdu or self.ctx.stop.is_set() or self.probe():
                 raise
-            self.ctx.event(self.host.name, "unreachable_at_start", reason=str(exc),
+            self.ctx.event(self.host.name, CampaignEvent.UNREACHABLE_AT_START, reason=str(exc),
                            message="switching it on / power-cycling it through its port")
         self._drop_session()
         if not self.switch_on_if_off():
@@ -163,7 +164,7 @@ class HostRunner:
             return False
         for driver in power.drivers:  # every supply on, the ones that were on stay on
             driver.on()
-        self.ctx.event(self.host.name, "switched_on_at_start", outlets=[d.outlet_key for d in off])
+        self.ctx.event(self.host.name, CampaignEvent.SWITCHED_ON_AT_START, outlets=[d.outlet_key for d in off])
         deadline = time.monotonic() + self.ctx.playbook.timeouts.boot
         while time.monotonic() < deadline and not self.ctx.stop.is_set():
             if self.probe() is ProbeAnswer.SSHD:
@@ -179,7 +180,7 @@ class HostRunner:
         if not answer.get("ok"):
             raise LeaseError(self.host.name, str(answer.get("error") or "the host's lease was refused"))
         if answer.get("broken"):
-            self.ctx.event(self.host.name, "lease_broken", previous=answer["broken"])
+            self.ctx.event(self.host.name, CampaignEvent.LEASE_BROKEN, previous=answer["broken"])
         self.state.leased = True
 
     def release_lease(self) -> None:
@@ -189,7 +190,7 @@ class HostRunner:
             self.state.agent.lease("release", campaign=self.ctx.campaign_id)
             self.state.leased = False
         except ReprofleetError as exc:
-            self.ctx.event(self.host.name, "lease_release_failed", error=str(exc))
+            self.ctx.event(self.host.name, CampaignEvent.LEASE_RELEASE_FAILED, error=str(exc))
 
     def count_power_cycles(self) -> None:
         """The budget survives a controller restart: cycles this campaign already made, from power.jsonl."""
@@ -203,7 +204,7 @@ class HostRunner:
         for orphan in agent.attempts(running_only=True):
             slot = self.ctx.started_slots.get(str(orphan.get("id")))
             agent.kill(str(orphan["id"]))
-            self.ctx.event(self.host.name, "orphan_killed", attempt=orphan["id"], age_s=orphan.get("age_s"),
+            self.ctx.event(self.host.name, CampaignEvent.ORPHAN_KILLED, attempt=orphan["id"], age_s=orphan.get("age_s"),
                            ours=slot is not None)
             if slot is not None and not self.ctx.recorded(str(orphan["id"])):
                 cell, index = slot
@@ -234,7 +235,7 @@ class HostRunner:
         # A boot not yet verified is applied and read back whatever the cell asks, the
         # default cell included: a lock left by a killed controller must not run the reference.
         state = policy.apply(agent, self.host.gpu_index, wanted)  # its read-back is fresh
-        self.ctx.event(self.host.name, "policy_applied", policy=wanted.as_dict(), readback=dict(state.readback))
+        self.ctx.event(self.host.name, CampaignEvent.POLICY_APPLIED, policy=wanted.as_dict(), readback=dict(state.readback))
         self.state.applied = state
         return state.readback
 
@@ -246,10 +247,10 @@ class HostRunner:
             return
         try:
             readback = policy.restore(self.agent(), self.host.gpu_index)
-            self.ctx.event(self.host.name, "policy_restored", readback=dict(readback))
+            self.ctx.event(self.host.name, CampaignEvent.POLICY_RESTORED, readback=dict(readback))
             self.state.applied = None
         except ReprofleetError as exc:
-            self.ctx.event(self.host.name, "policy_restore_failed", error=str(exc))
+            self.ctx.event(self.host.name, CampaignEvent.POLICY_RESTORE_FAILED, error=str(exc))
 
     # -- one attempt -----------------------------------------------------------------
     def run_attempt(self, cell: Cell, index: int) -> Record:
@@ -265,7 +266,7 @@ class HostRunner:
             readback = self.ensure_policy(agent, cell.gpu)
             debug = host_debug.ensure(self, agent, cell.host_debug)
             netconsole_setup.ensure(self, agent)
-            self.ctx.event(self.host.name, "attempt_started", attempt=attempt_id, cell=cell.name, index=index)
+            self.ctx.event(self.host.name, CampaignEvent.ATTEMPT_STARTED, attempt=attempt_id, cell=cell.name, index=index)
             follower = self._start(agent, cell, attempt_id)
             self.ctx.progress(self.host.name, cell=cell.name, attempt=index + 1, phase="starting")
             end = follower.follow()
@@ -310,12 +311,12 @@ class HostRunner:
 
     def _on_pause(self, paused: bool) -> None:
         if paused:
-            self.ctx.event(self.host.name, "controller_network_suspect",
+            self.ctx.event(self.host.name, CampaignEvent.CONTROLLER_NETWORK_SUSPECT,
                            message="every host went silent at once: suspecting the controller's own network; "
                                    "no power action, waiting for hosts to answer")
             self.ctx.progress(self.host.name, status="paused: controller network?")
         else:
-            self.ctx.event(self.host.name, "controller_network_back")
+            self.ctx.event(self.host.name, CampaignEvent.CONTROLLER_NETWORK_BACK)
             self.ctx.progress(self.host.name, status="running")
 
     def _on_event(self, event: StreamEvent) -> None:
@@ -445,7 +446,7 @@ class HostRunner:
 
     def quarantine(self, reason: str, trace: str | None = None) -> None:
         self.state.quarantined = reason
-        self.ctx.event(self.host.name, "quarantined", reason=reason, **({"traceback": trace} if trace else {}))
+        self.ctx.event(self.host.name, CampaignEvent.QUARANTINED, reason=reason, **({"traceback": trace} if trace else {}))
 
     def append(self, record: Record) -> None:
         """Append and fsync a record; a controller that cannot write stops the whole campaign."""
@@ -476,7 +477,7 @@ class HostRunner:
         stop = self.stops.check(cell)
         if stop is None:
             return False
-        self.ctx.event(self.host.name, "stopped", slot=index, **stop.event_fields())
+        self.ctx.event(self.host.name, CampaignEvent.STOPPED, slot=index, **stop.event_fields())
         self.ctx.progress(self.host.name, cell=cell.name, phase="",
                           status=f"stopped {cell.name}: {stop.verdict or 'no verdict'} ({stop.why})")
         return True
@@ -515,7 +516,7 @@ class HostRunner:
 
     def after_unreachable(self, record: Record) -> Record:
         """A host that froze between attempts: recover it like a wedge; the slot stays infra."""
-        self.ctx.event(self.host.name, "unreachable", attempt=record.attempt, reason=record.reason)
+        self.ctx.event(self.host.name, CampaignEvent.UNREACHABLE, attempt=record.attempt, reason=record.reason)
         self._drop_session()
         if self.ctx.recovery is None:
             self.state.quarantined = "unreachable, and no recovery is configured"
@@ -527,7 +528,7 @@ class HostRunner:
     def after_reboot(self, record: Record) -> Record:
         """The host reset itself under the attempt (a re-attach found a new boot): it gets the
         same post-boot forensics as a wedge, through recovery's path for a host that came back."""
-        self.ctx.event(self.host.name, "reboot", attempt=record.attempt, reason=record.reason)
+        self.ctx.event(self.host.name, CampaignEvent.REBOOT, attempt=record.attempt, reason=record.reason)
         self._drop_session()
         if self.ctx.recovery is None:
             return record
@@ -535,7 +536,7 @@ class HostRunner:
 
     def after_wedge(self, record: Record) -> Record:
         """Bring a wedged host back (power cycle when it has a port) and attach forensics."""
-        self.ctx.event(self.host.name, "wedge", attempt=record.attempt, latency_s=record.detect_latency_s,
+        self.ctx.event(self.host.name, CampaignEvent.WEDGE, attempt=record.attempt, latency_s=record.detect_latency_s,
                        last_phase=record.last_phase, last_log_line=record.last_log_line)
         self._drop_session()
         if self.ctx.recovery is None:

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, Mapping
 from reprofleet.remote.agent import AgentClient
 from reprofleet.errors import PolicyError, ReprofleetError
 from reprofleet.model import HostDebug, Playbook
+from reprofleet.model.events import CampaignEvent
 
 if TYPE_CHECKING:
     from reprofleet.runner.host import HostRunner
@@ -88,7 +89,7 @@ def ensure(runner: "HostRunner", agent: AgentClient, wanted: HostDebug) -> dict[
     applied = runner.state.host_debug
     if applied is None or applied.requested != wanted:  # a new boot, or another cell
         applied = apply(agent, wanted)
-        runner.ctx.event(runner.host.name, "host_debug_applied", requested=wanted.as_dict(),
+        runner.ctx.event(runner.host.name, CampaignEvent.HOST_DEBUG_APPLIED, requested=wanted.as_dict(),
                          sysctls=dict(applied.values))
         runner.state.host_debug = applied
     return applied.for_record()
@@ -102,7 +103,7 @@ def restore_at_end(runner: "HostRunner") -> None:
         return
     try:
         values = restore(runner.agent())
-        runner.ctx.event(runner.host.name, "host_debug_restored", sysctls=dict(values))
+        runner.ctx.event(runner.host.name, CampaignEvent.HOST_DEBUG_RESTORED, sysctls=dict(values))
         runner.state.host_debug = None
     except ReprofleetError as exc:
-        runner.ctx.event(runner.host.name, "host_debug_restore_failed", error=str(exc))
+        runner.ctx.event(runner.host.name, CampaignEvent.HOST_DEBUG_RESTORE_FAILED, error=str(exc))

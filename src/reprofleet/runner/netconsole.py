@@ -19,6 +19,7 @@ from reprofleet.remote.agent import AgentClient
 from reprofleet.errors import ReprofleetError
 from reprofleet.model import Host, NetconsoleSetting, Outcome, Record
 from reprofleet.remote.netconsole import NetconsoleReceiver
+from reprofleet.model.events import CampaignEvent
 
 if TYPE_CHECKING:
     from reprofleet.runner.host import HostRunner
@@ -64,16 +65,16 @@ def ensure(runner: "HostRunner", agent: AgentClient) -> None:
         report = agent.one(["netconsole", "apply", "--json", json.dumps(wanted(setting))],
                            "netconsole", timeout=60)
     except ReprofleetError as exc:
-        runner.ctx.event(name, "netconsole_failed", error=str(exc))
+        runner.ctx.event(name, CampaignEvent.NETCONSOLE_FAILED, error=str(exc))
         return
     config: Mapping[str, Any] = report.get("config") or {}
     if config.get("local_ip"):
         receiver.add_source(str(config["local_ip"]), name)
     if report.get("ok"):
-        runner.ctx.event(name, "netconsole_applied", config=dict(config), printk=report.get("printk"),
+        runner.ctx.event(name, CampaignEvent.NETCONSOLE_APPLIED, config=dict(config), printk=report.get("printk"),
                          notes=report.get("notes") or [])
     else:
-        runner.ctx.event(name, "netconsole_failed", error="; ".join(map(str, report.get("errors") or [])),
+        runner.ctx.event(name, CampaignEvent.NETCONSOLE_FAILED, error="; ".join(map(str, report.get("errors") or [])),
                          notes=report.get("notes") or [])
 
 
@@ -117,8 +118,8 @@ def restore_at_end(runner: "HostRunner") -> None:
     try:
         report = runner.agent().one(["netconsole", "restore"], "netconsole", timeout=60)
     except ReprofleetError as exc:
-        runner.ctx.event(runner.host.name, "netconsole_restore_failed", error=str(exc))
+        runner.ctx.event(runner.host.name, CampaignEvent.NETCONSOLE_RESTORE_FAILED, error=str(exc))
         return
-    what = "netconsole_restored" if report.get("ok") else "netconsole_restore_failed"
+    what = CampaignEvent.NETCONSOLE_RESTORED if report.get("ok") else CampaignEvent.NETCONSOLE_RESTORE_FAILED
     runner.ctx.event(runner.host.name, what, config=report.get("config"), printk=report.get("printk"),
                      errors=report.get("errors") or [])

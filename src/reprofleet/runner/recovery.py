@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any, Callable
 from reprofleet.errors import HostKeyError, PowerError, ReprofleetError
 from reprofleet.model import Outcome, Record
 from reprofleet.liveness.probes import HostProbe, IcmpMode, ProbeAnswer, icmp_mode, probe_ssh_banner
+from reprofleet.model.events import CampaignEvent
 
 if TYPE_CHECKING:
     from reprofleet.runner.host import CampaignContext, HostRunner
@@ -117,11 +118,11 @@ class Recovery:
             message = ("no ICMP socket can be opened here (no raw-socket privilege, and "
                        "net.ipv4.ping_group_range excludes our group): liveness probes use TCP only")
             log.warning(message)
-            ctx.event("controller", "icmp_unavailable", message=message)
+            ctx.event("controller", CampaignEvent.ICMP_UNAVAILABLE, message=message)
 
     def recover(self, runner: "HostRunner", record: Record) -> Record:
         name = runner.host.name
-        seq = Sequence(lambda old, new, d: self.ctx.event(name, "recovery", **{"from": old.value, "to": new.value, **d}))
+        seq = Sequence(lambda old, new, d: self.ctx.event(name, CampaignEvent.RECOVERY, **{"from": old.value, "to": new.value, **d}))
         old_boot = runner.state.boot_id
         try:
             came_back = self._grace_for_self_reboot(runner, old_boot)
@@ -206,12 +207,12 @@ class Recovery:
             return
         cap = self.ctx.settings.watchdog.pause_cap_s
         reason = getattr(guard, "reason", "") or "the partition guard says our network is down"
-        self.ctx.event(runner.host.name, "guard", network="down", before="power action", message=reason)
+        self.ctx.event(runner.host.name, CampaignEvent.GUARD, network="down", before="power action", message=reason)
         deadline = time.monotonic() + cap
         while time.monotonic() < deadline and not self.ctx.stop.is_set():
             self.ctx.stop.wait(GUARD_POLL_S)
             if guard():
-                self.ctx.event(runner.host.name, "guard", network="up", before="power action")
+                self.ctx.event(runner.host.name, CampaignEvent.GUARD, network="up", before="power action")
                 return
         raise NetworkDown(f"not power-cycled: the controller's network stayed down for {cap:g} s ({reason})")
 
@@ -255,11 +256,11 @@ class Recovery:
                 problem = f"the power cycle failed: {exc}"
             if self._answers_within(runner, boot_s):
                 if problem:
-                    self.ctx.event(runner.host.name, "warning", message=f"{problem}; the host came back anyway")
+                    self.ctx.event(runner.host.name, CampaignEvent.WARNING, message=f"{problem}; the host came back anyway")
                 return
             problem = problem or f"the power device reads on, but the host did not answer within {boot_s:g} s"
             if attempt + 1 < len(dwells):
-                self.ctx.event(runner.host.name, "power_retry", reason=problem, dwell_s=dwells[attempt + 1])
+                self.ctx.event(runner.host.name, CampaignEvent.POWER_RETRY, reason=problem, dwell_s=dwells[attempt + 1])
         raise RecoveryError(f"{problem}, after {len(dwells)} power cycles (dwell {dwells[0]:g} s, then "
                             f"{dwells[1]:g} s). {NOT_BACK_CAUSES}")
 
@@ -276,7 +277,7 @@ class Recovery:
         return False
 
     def _wait_for_person(self, runner: "HostRunner", seq: Sequence) -> None:
-        self.ctx.event(runner.host.name, "needs_person",
+        self.ctx.event(runner.host.name, CampaignEvent.NEEDS_PERSON,
                        message="wedged and no power port: power-cycle it by hand; polling until it answers")
         seq.transition(RecoveryState.BOOTING, waiting_for="a person", deadline_s=HUMAN_WAIT_S)
 
@@ -359,7 +360,7 @@ class Recovery:
         if not postboot.get("journal_persistent"):
             forensics["warning"] = ("the host's journal is not persistent: nothing from the frozen boot "
                                     "survives (set Storage=persistent in journald.conf)")
-            self.ctx.event(runner.host.name, "warning", message=forensics["warning"])
+            self.ctx.event(runner.host.name, CampaignEvent.WARNING, message=forensics["warning"])
         return forensics
 
 

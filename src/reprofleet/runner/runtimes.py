@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any, Iterable, Mapping
 from reprofleet.errors import AgentError, ReprofleetError
 from reprofleet.model import Cell, PipOptions, Runtime, RuntimeKind, frozen_mapping
 from reprofleet.playbook.venv import poc_requirement
+from reprofleet.model.events import CampaignEvent
 
 if TYPE_CHECKING:
     from reprofleet.remote.agent import AgentClient
@@ -158,7 +159,7 @@ class HostRuntimes:
             facts, line = resolve(agent, runtime, base_python)
             self.facts[runtime.label] = facts
             extra = {k: line[k] for k in ("pulled", "created") if k in line}
-            ctx.event(host, "runtime_resolved", runtime=runtime.label, kind=runtime.kind.value,
+            ctx.event(host, CampaignEvent.RUNTIME_RESOLVED, runtime=runtime.label, kind=runtime.kind.value,
                       **facts.record_fields(), **extra)
 
     def fields(self, cell: Cell) -> dict[str, Any]:
@@ -201,7 +202,7 @@ class HostRuntimes:
             return False
         runner.stops.stopped.add(cell.name)
         tally = runner.stops.tally(cell.name)
-        runner.ctx.event(runner.host.name, "stopped", slot=index, cell=cell.name, rule=MOVED_RULE, why=moved.why,
+        runner.ctx.event(runner.host.name, CampaignEvent.STOPPED, slot=index, cell=cell.name, rule=MOVED_RULE, why=moved.why,
                          verdict=None, attempts=tally.attempts, reproductions=tally.reproductions,
                          judged=tally.judged, error=True, tag=moved.tag, old_digest=moved.old_digest,
                          new_digest=moved.new_digest, old_id=moved.old_id, new_id=moved.new_id)
