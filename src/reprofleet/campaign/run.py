@@ -29,6 +29,7 @@ from reprofleet.power import PowerLog
 from reprofleet.liveness.watchdog import FleetLiveness
 from reprofleet.liveness.witness import CachedWitness, controller_network_ok
 from reprofleet.model.events import CampaignEvent, event_of
+from reprofleet.model.reasons import reason_code
 
 
 @dataclass(frozen=True)
@@ -106,13 +107,10 @@ def describe_plan(plan: CampaignPlan) -> str:
     return "\n".join(lines)
 
 
-RERUN_ON_RESUME = ("interrupted", "not run")  # infra reasons that say nothing about the host
-
-
 def runs_again(record: Mapping[str, Any]) -> bool:
     """An attempt that was interrupted or never run: its slot runs again on resume, and it
     counts for nothing (so a resumed campaign tallies and decides as an uninterrupted one)."""
-    return record["outcome"] == "infra" and str(record.get("reason", "")).startswith(RERUN_ON_RESUME)
+    return record["outcome"] == "infra" and reason_code(str(record.get("reason", ""))).runs_again_on_resume
 
 
 def completed_counts(directory: CampaignDir) -> dict[tuple[str, str], int]:

@@ -12,6 +12,7 @@ from types import MappingProxyType
 from typing import Any, Mapping
 
 from reprofleet.model.events import CampaignEvent, event_of
+from reprofleet.model.reasons import ReasonCode, reason_code
 
 SCHEMA_VERSION = 1
 

@@ -31,6 +31,7 @@ from reprofleet.liveness.probes import HostProbe, ProbeAnswer
 from reprofleet.remote.transport import Session, connect
 from reprofleet.liveness.watchdog import Watchdog
 from reprofleet.model.events import CampaignEvent
+from reprofleet.model.reasons import ReasonCode
 
 CONTROLLER_DISK_ERRORS = (errno.ENOSPC, errno.EDQUOT, errno.EROFS)  # the controller cannot write: stop all
 
@@ -143,7 +144,7 @@ class HostRunner:
                            message="switching it on / power-cycling it through its port")
         self._drop_session()
         if not self.switch_on_if_off():
-            placeholder = self._infra(self.ctx.playbook.cells[0], -1, "unreachable at campaign start")
+            placeholder = self._infra(self.ctx.playbook.cells[0], -1, ReasonCode.UNREACHABLE_AT_START.words())
             self.ctx.recovery.recover(self, placeholder)  # frozen with its power on: the wedge path
             if self.state.quarantined:
                 raise ConnectError(self.host.name, self.state.quarantined)
@@ -208,8 +209,8 @@ class HostRunner:
                            ours=slot is not None)
             if slot is not None and not self.ctx.recorded(str(orphan["id"])):
                 cell, index = slot
-                self.append(self._infra(cell, index, "interrupted: the controller died during this attempt; "
-                                                     "its orphan was killed on resume", attempt_id=str(orphan["id"])))
+                self.append(self._infra(cell, index, ReasonCode.INTERRUPTED.words("the controller died during this attempt; "
+                                                     "its orphan was killed on resume"), attempt_id=str(orphan["id"])))
 
     def _note_boot(self, boot_id: str, uptime_s: float) -> None:
         if boot_id != self.state.boot_id:
@@ -433,7 +434,7 @@ class HostRunner:
         reason = f"{type(exc).__name__}: {exc}"
         self.quarantine(f"unexpected error: {reason}", traceback.format_exc())
         if declared is None:
-            declared = self._infra(cell, index, f"unexpected error: {reason}")
+            declared = self._infra(cell, index, ReasonCode.UNEXPECTED_ERROR.words(reason))
             self.append(declared)
         else:
             self.ctx.attempt_log.amend(declared.attempt, forensics={"recovery": "failed", "error": reason})
@@ -483,7 +484,7 @@ class HostRunner:
         return True
 
     def _skipped(self, cell: Cell, index: int) -> Record:
-        return self._infra(cell, index, f"not run: {self.state.quarantined}")
+        return self._infra(cell, index, ReasonCode.NOT_RUN.words(str(self.state.quarantined)))
 
     def _infra(self, cell: Cell, index: int, reason: str, attempt_id: str | None = None) -> Record:
         now = utc_now()
