@@ -200,11 +200,9 @@ class HostRuntimes:
             return False  # the host does not answer: the attempt's own path records that
         if moved is None:
             return False
-        runner.stops.stopped.add(cell.name)
-        tally = runner.stops.tally(cell.name)
-        runner.ctx.event(runner.host.name, CampaignEvent.STOPPED, slot=index, cell=cell.name, rule=MOVED_RULE, why=moved.why,
-                         verdict=None, attempts=tally.attempts, reproductions=tally.reproductions,
-                         judged=tally.judged, error=True, tag=moved.tag, old_digest=moved.old_digest,
-                         new_digest=moved.new_digest, old_id=moved.old_id, new_id=moved.new_id)
+        stop = runner.stops.stop(cell.name, MOVED_RULE, moved.why, None, error=True, tag=moved.tag,
+                                 old_digest=moved.old_digest, new_digest=moved.new_digest, old_id=moved.old_id,
+                                 new_id=moved.new_id)
+        runner.ctx.event(runner.host.name, CampaignEvent.STOPPED, slot=index, **stop.event_fields())
         runner.ctx.progress(runner.host.name, cell=cell.name, phase="", status=f"stopped {cell.name}: {moved.why}")
         return True
