@@ -109,10 +109,10 @@ class HostRunner:
         self.count_power_cycles()
         self.reconcile_orphans(agent)
         facts = agent.facts()
-        self.state.facts_hash = write_facts(self.ctx.directory, self.host.name, facts)
-        cache_facts(self.ctx.directory.root.parent, self.host.name, facts)
-        self._note_boot(str(facts.get("boot_id")), float(facts.get("uptime_s") or 0.0))
-        problems = policy.check_power_limits(self.ctx.playbook, self.host, facts)
+        self.state.facts_hash = write_facts(self.ctx.directory, self.host.name, dict(facts.as_json))
+        cache_facts(self.ctx.directory.root.parent, self.host.name, dict(facts.as_json))
+        self._note_boot(str(facts.boot_id), float(facts.uptime_s))
+        problems = policy.check_power_limits(self.ctx.playbook, self.host, facts.as_json)
         if problems:
             raise PolicyError("; ".join(problems))
         name = self.ctx.playbook.poc.script.rsplit("/", 1)[-1]
@@ -178,10 +178,10 @@ class HostRunner:
         """No two campaigns run attempts on one host: take its lease, or refuse the host."""
         answer = agent.lease("acquire", controller=self.ctx.settings.controller, campaign=self.ctx.campaign_id,
                              pid=os.getpid(), break_lease=self.ctx.settings.break_leases)
-        if not answer.get("ok"):
-            raise LeaseError(self.host.name, str(answer.get("error") or "the host's lease was refused"))
-        if answer.get("broken"):
-            self.ctx.event(self.host.name, CampaignEvent.LEASE_BROKEN, previous=answer["broken"])
+        if not answer.ok:
+            raise LeaseError(self.host.name, answer.error or "the host's lease was refused")
+        if answer.broken:
+            self.ctx.event(self.host.name, CampaignEvent.LEASE_BROKEN, previous=dict(answer.broken))
         self.state.leased = True
 
     def release_lease(self) -> None:
@@ -203,14 +203,14 @@ class HostRunner:
         recorded as ``infra`` with the reason, or, if it is not this campaign's, only killed;
         never is a second PoC started beside it."""
         for orphan in agent.attempts(running_only=True):
-            slot = self.ctx.started_slots.get(str(orphan.get("id")))
-            agent.kill(str(orphan["id"]))
-            self.ctx.event(self.host.name, CampaignEvent.ORPHAN_KILLED, attempt=orphan["id"], age_s=orphan.get("age_s"),
+            slot = self.ctx.started_slots.get(orphan.id)
+            agent.kill(orphan.id)
+            self.ctx.event(self.host.name, CampaignEvent.ORPHAN_KILLED, attempt=orphan.id, age_s=orphan.age_s,
                            ours=slot is not None)
-            if slot is not None and not self.ctx.recorded(str(orphan["id"])):
+            if slot is not None and not self.ctx.recorded(orphan.id):
                 cell, index = slot
                 self.append(self._infra(cell, index, ReasonCode.INTERRUPTED.words("the controller died during this attempt; "
-                                                     "its orphan was killed on resume"), attempt_id=str(orphan["id"])))
+                                                     "its orphan was killed on resume"), attempt_id=orphan.id))
 
     def _note_boot(self, boot_id: str, uptime_s: float) -> None:
         if boot_id != self.state.boot_id:

@@ -60,25 +60,24 @@ def uses_host_debug(playbook: Playbook) -> bool:
 
 def apply(agent: AgentClient, requested: HostDebug) -> HostDebugState:
     wanted = sysctls(requested)
-    report = agent.one(["host-debug", "apply", "--json", json.dumps(wanted, sort_keys=True)], "host_debug",
-                       timeout=60)
-    values = dict(report.get("values") or {})
-    problems = [str(e) for e in report.get("errors") or []] or verify(wanted, values)
-    if not report.get("ok", False) or problems:
+    report = agent.host_debug(["apply", "--json", json.dumps(wanted, sort_keys=True)])
+    values = dict(report.values)
+    problems = [str(e) for e in report.errors] or verify(wanted, values)
+    if not report.ok or problems:
         raise PolicyError(f"{agent.host}: host_debug not applied: {'; '.join(problems) or 'agent said not ok'}")
     return HostDebugState(requested, values)
 
 
 def read(agent: AgentClient) -> Mapping[str, Any]:
-    return dict(agent.one(["host-debug", "read"], "host_debug", timeout=60).get("values") or {})
+    return dict(agent.host_debug(["read"]).values)
 
 
 def restore(agent: AgentClient) -> Mapping[str, Any]:
     """This boot's saved values back; returns what the kernel reads afterwards."""
-    report = agent.one(["host-debug", "restore"], "host_debug", timeout=60)
-    if not report.get("ok", False):
-        raise PolicyError(f"{agent.host}: host_debug restore failed: {report.get('errors')}")
-    return dict(report.get("values") or {})
+    report = agent.host_debug(["restore"])
+    if not report.ok:
+        raise PolicyError(f"{agent.host}: host_debug restore failed: {list(report.errors)}")
+    return dict(report.values)
 
 
 def ensure(runner: "HostRunner", agent: AgentClient, wanted: HostDebug) -> dict[str, Any] | None:

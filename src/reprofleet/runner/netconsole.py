@@ -62,20 +62,19 @@ def ensure(runner: "HostRunner", agent: AgentClient) -> None:
         return
     receiver.configured[name] = runner.state.boot_id
     try:
-        report = agent.one(["netconsole", "apply", "--json", json.dumps(wanted(setting))],
-                           "netconsole", timeout=60)
+        report = agent.netconsole(["apply", "--json", json.dumps(wanted(setting))])
     except ReprofleetError as exc:
         runner.ctx.event(name, CampaignEvent.NETCONSOLE_FAILED, error=str(exc))
         return
-    config: Mapping[str, Any] = report.get("config") or {}
+    config: Mapping[str, Any] = report.config or {}
     if config.get("local_ip"):
         receiver.add_source(str(config["local_ip"]), name)
-    if report.get("ok"):
-        runner.ctx.event(name, CampaignEvent.NETCONSOLE_APPLIED, config=dict(config), printk=report.get("printk"),
-                         notes=report.get("notes") or [])
+    if report.ok:
+        runner.ctx.event(name, CampaignEvent.NETCONSOLE_APPLIED, config=dict(config), printk=report.printk,
+                         notes=list(report.notes))
     else:
-        runner.ctx.event(name, CampaignEvent.NETCONSOLE_FAILED, error="; ".join(map(str, report.get("errors") or [])),
-                         notes=report.get("notes") or [])
+        runner.ctx.event(name, CampaignEvent.NETCONSOLE_FAILED, error="; ".join(map(str, report.errors)),
+                         notes=list(report.notes))
 
 
 def follow(runner: "HostRunner", attempt_id: str, write: Any) -> None:
@@ -116,10 +115,10 @@ def restore_at_end(runner: "HostRunner") -> None:
     if receiver is None or runner.state.quarantined or runner.host.name not in receiver.configured:
         return
     try:
-        report = runner.agent().one(["netconsole", "restore"], "netconsole", timeout=60)
+        report = runner.agent().netconsole(["restore"])
     except ReprofleetError as exc:
         runner.ctx.event(runner.host.name, CampaignEvent.NETCONSOLE_RESTORE_FAILED, error=str(exc))
         return
-    what = CampaignEvent.NETCONSOLE_RESTORED if report.get("ok") else CampaignEvent.NETCONSOLE_RESTORE_FAILED
-    runner.ctx.event(runner.host.name, what, config=report.get("config"), printk=report.get("printk"),
-                     errors=report.get("errors") or [])
+    what = CampaignEvent.NETCONSOLE_RESTORED if report.ok else CampaignEvent.NETCONSOLE_RESTORE_FAILED
+    runner.ctx.event(runner.host.name, what, config=None if report.config is None else dict(report.config),
+                     printk=report.printk, errors=list(report.errors))

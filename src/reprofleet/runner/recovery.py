@@ -348,16 +348,16 @@ class Recovery:
             postboot = runner.agent().postboot()
         except ReprofleetError as exc:
             return {"error": f"post-boot forensics failed: {exc}"}
-        previous = postboot.get("previous_boot") or {}
-        forensics = {
-            "journal_persistent": postboot.get("journal_persistent"),
-            "previous_boot_available": previous.get("available"),
-            "findings": previous.get("findings") or [],
-            "tail": (previous.get("tail") or [])[-20:],
-            "pstore": postboot.get("pstore") or [],
+        previous = postboot.previous_boot
+        forensics: dict[str, Any] = {
+            "journal_persistent": postboot.journal_persistent,
+            "previous_boot_available": previous.available,
+            "findings": list(previous.findings),
+            "tail": list(previous.tail)[-20:],
+            "pstore": list(postboot.pstore),
             "power_cycles": runner.state.power_cycles,
         }
-        if not postboot.get("journal_persistent"):
+        if not postboot.journal_persistent:
             forensics["warning"] = ("the host's journal is not persistent: nothing from the frozen boot "
                                     "survives (set Storage=persistent in journald.conf)")
             self.ctx.event(runner.host.name, CampaignEvent.WARNING, message=forensics["warning"])

@@ -113,9 +113,10 @@ def resolve(agent: "AgentClient", runtime: Runtime, base_python: str) -> tuple[R
         action, timeout = "venv", BUILD_TIMEOUT_S
         settings = {"name": venv_name(runtime), "vllm": runtime.vllm, "requirement": poc_requirement(),
                     "base_python": base_python, **runtime.pip.as_dict()}
-    line = agent.one(["runtime", action, "--json", json.dumps(settings, sort_keys=True)], "runtime", timeout=timeout)
-    if not line.get("ok"):
-        raise AgentError(agent.host, f"runtime {runtime.label}: {line.get('error') or 'the agent said not ok'}")
+    reply = agent.runtime([action, "--json", json.dumps(settings, sort_keys=True)], timeout=timeout)
+    if not reply.ok:
+        raise AgentError(agent.host, f"runtime {runtime.label}: {reply.error or 'the agent said not ok'}")
+    line = reply.line
     facts = image_facts(runtime.label, line) if action == "image" else python_facts(runtime.label, line)
     return facts, line
 
