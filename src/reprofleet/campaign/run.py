@@ -231,11 +231,11 @@ def run_campaign(
         if directory.attempts.exists() else set()
     before = len(ctx.recorded_ids)
     earlier, stopped = earlier_records(directory), stopped_cells(directory)
+    ctx.netconsole = netconsole_setup.start_receiver(plan.hosts, directory.root / "netconsole")  # before the runners: each host's netconsole holds it
     runners = [HostRunner(ctx, host, list(plan.per_host[host.name]), earlier=earlier.get(host.name, []),
                           stopped={cell for h, cell in stopped if h == host.name})
                for host in plan.hosts]
     threads = [threading.Thread(target=r.run, name=f"host-{r.host.name}", daemon=True) for r in runners]
-    ctx.netconsole = netconsole_setup.start_receiver(plan.hosts, directory.root / "netconsole")
     try:
         for thread in threads:
             thread.start()

@@ -32,6 +32,7 @@ from reprofleet.remote.transport import Session, connect
 from reprofleet.liveness.watchdog import Watchdog
 from reprofleet.model.events import CampaignEvent
 from reprofleet.model.reasons import ReasonCode
+from reprofleet.runner.host_log import HostLog
 
 CONTROLLER_DISK_ERRORS = (errno.ENOSPC, errno.EDQUOT, errno.EROFS)  # the controller cannot write: stop all
 
@@ -60,7 +61,6 @@ class HostState:
     leased: bool = False
     prepared: bool = False  # this run reached the host and prepared it (so it restores it at the end)
     wall: WallPowerSampler | None = None  # the current attempt's wall-power sampler
-    host_debug: host_debug.HostDebugState | None = None  # lockup-to-panic sysctls applied in this boot
 
 
 class HostRunner:
@@ -74,7 +74,10 @@ class HostRunner:
         self.state = HostState()
         earlier = list(earlier)
         self.stops = HostStops(ctx.playbook, earlier, stopped)
-        self.runtimes = runtime_truth.HostRuntimes(earlier)  # image digests, interpreter and package versions
+        self.log = HostLog(host.name, ctx.event, lambda name, **fields: ctx.progress(name, **fields))
+        self.runtimes = runtime_truth.HostRuntimes(self.log, earlier)  # image digests, interpreter and package versions
+        self.sysctls = host_debug.HostDebugSysctls(self.log, ctx.playbook)  # lockup-to-panic sysctls of this boot
+        self.netconsole = netconsole_setup.HostNetconsole(self.log, host.netconsole, ctx.netconsole)
         self._probe: HostProbe | None = None
 
     # -- connection ------------------------------------------------------------------
@@ -119,7 +122,7 @@ class HostRunner:
         poc_digest = self.ctx.poc_digest[:12]  # a new PoC gets a new folder
         rel = agent.push_file(self.ctx.poc_script, f"poc/{poc_digest}", name)
         self.state.poc_path = f"{self.state.home}/{rel}"
-        self.runtimes.prepare(self.ctx, self.host.name, agent, [cell for cell, _ in self.plan], self.host.python)
+        self.runtimes.prepare(agent, [cell for cell, _ in self.plan], self.host.python)
         if self.ctx.cache_seed is not None:
             archive, seed_digest = self.ctx.cache_seed
             seed_rel = agent.push_file(archive, "cache-seed", f"{seed_digest}.tar.gz")
@@ -217,7 +220,7 @@ class HostRunner:
             self.state.boot_id = boot_id
             self.state.attempts_in_boot = 0
             self.state.applied = None  # the driver forgot -lgc/-pl: re-apply
-            self.state.host_debug = None  # and the kernel its sysctls
+            self.sysctls.forget()  # and the kernel its sysctls
             self.state.uptime_at_boot_check = uptime_s
 
     def current_boot(self, agent: AgentClient) -> str:
@@ -265,8 +268,8 @@ class HostRunner:
             agent = self.agent()
             self.current_boot(agent)
             readback = self.ensure_policy(agent, cell.gpu)
-            debug = host_debug.ensure(self, agent, cell.host_debug)
-            netconsole_setup.ensure(self, agent)
+            debug = self.sysctls.ensure(agent, cell.host_debug)
+            self.netconsole.ensure(agent, self.state.boot_id)
             self.ctx.event(self.host.name, CampaignEvent.ATTEMPT_STARTED, attempt=attempt_id, cell=cell.name, index=index)
             follower = self._start(agent, cell, attempt_id)
             self.ctx.progress(self.host.name, cell=cell.name, attempt=index + 1, phase="starting")
@@ -276,10 +279,10 @@ class HostRunner:
         finally:
             if self.state.wall is not None:
                 self.state.wall.stop()
-            netconsole_setup.unfollow(self)
+            self.netconsole.unfollow()
         self.state.attempts_in_boot += 1
         return replace(self._record(cell, index, attempt_id, started, end, readback, follower, stream_rel),
-                       host_debug=debug, kernel_net=netconsole_setup.record_lines(self, end.outcome))
+                       host_debug=debug, kernel_net=self.netconsole.record_lines(end.outcome))
 
     def _start(self, agent: AgentClient, cell: Cell, attempt_id: str) -> AttemptFollower:
         state_root = f"{self.state.home}/.cache/reprofleet"
@@ -304,7 +307,7 @@ class HostRunner:
         self.state.wall = wall_sampler(self.host, self.ctx.directory.root.parent,
                                        lambda line: writer.write(json.dumps(line, sort_keys=True)))
         self.state.wall.start()
-        netconsole_setup.follow(self, attempt_id, writer.write)  # the kernel's lines over the network
+        self.netconsole.follow(attempt_id, writer.write)  # the kernel's lines over the network
         watchdog = Watchdog(self.host.name, self.probe, self.ctx.settings.watchdog, self.ctx.fleet)
         return AttemptFollower(agent, attempt_id, stream, writer, watchdog, timeout_s=timeout,
                                reconnect=self.connect, on_event=self._on_event, on_pause=self._on_pause,
@@ -378,7 +381,8 @@ class HostRunner:
             for cell, index in self.plan:
                 if self.ctx.stop.is_set():
                     break
-                if self.stopped_early(cell, index) or self.runtimes.moved(self, cell, index):
+                if self.stopped_early(cell, index) or self.runtimes.moved(self.agent, self.stops, cell, index,
+                                                                          bool(self.state.quarantined)):
                     self.ctx.progress(name, stopped_early=1)  # the plan shrinks: n/n at the end
                     continue
                 self.run_slot(cell, index)
@@ -386,8 +390,8 @@ class HostRunner:
             self.ctx.fail(str(exc))
         finally:
             self.restore_policy()
-            host_debug.restore_at_end(self)
-            netconsole_setup.restore_at_end(self)
+            self.sysctls.restore_at_end(self.agent, bool(self.state.quarantined), self.state.prepared)
+            self.netconsole.restore_at_end(self.agent, bool(self.state.quarantined))
             self.release_lease()
             if self.state.session is not None:
                 self.state.session.close()
@@ -407,7 +411,7 @@ class HostRunner:
                 self.append(record)
                 declared = record
                 after = self.after_wedge(record) if record.outcome is Outcome.WEDGE else self.after_reboot(record)
-                after = netconsole_setup.with_late_lines(self, after)  # a panic's text arrives after the declaration
+                after = self.netconsole.with_late_lines(after)  # a panic's text arrives after the declaration
                 self.amend(record, after)
                 record = after
             else:
