@@ -411,3 +411,19 @@ def test_the_dry_run_names_each_cells_stop_rule_and_the_reference(tmp_path: Path
     assert "stop first_reproduction" in text.split("  - fix: ")[1].splitlines()[0]
     assert "stop" not in text.split("  - other: ")[1].splitlines()[0]
     assert "at most" in text.split("attempts planned:")[1].splitlines()[0]
+
+
+def test_a_moved_tag_stops_its_cell_through_the_same_stop_as_a_rule_with_the_events_old_fields(
+        tmp_path: Path, decide: list[tuple[Any, ...]]) -> None:
+    """runtimes' moved-tag stop and a rule's stop are one HostStops.stop: the cell is skipped
+    from then on, no rule is asked again, and the event has the fields it always had."""
+    playbook = book(tmp_path, cell("ref", 0), cell("fix", 1), stop=FIRST)
+    stops = HostStops(playbook, [{"cell": "fix", "outcome": "clean"}])
+    stop = stops.stop("fix", "runtime_moved", "the tag moved", None, error=True, tag="t:1", old_digest="a",
+                      new_digest="b", old_id="1", new_id="2")
+    assert stops.is_stopped("fix") and stops.check(playbook.cells[1]) is None and decide == []
+    assert stop.event_fields() == {"cell": "fix", "rule": "runtime_moved", "why": "the tag moved", "verdict": None,
+                                   "attempts": 1, "reproductions": 0, "judged": 1, "error": True, "tag": "t:1",
+                                   "old_digest": "a", "new_digest": "b", "old_id": "1", "new_id": "2"}
+    stops.add("fix", "wedge", None)
+    assert stop.tally.attempts == 1, "the event's tally is the one at the stop"

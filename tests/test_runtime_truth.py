@@ -16,6 +16,9 @@ from reprofleet.errors import PlaybookError
 from reprofleet.records.identity import cell_id
 from reprofleet.model import Host, PipOptions, Runtime, RuntimeKind
 from reprofleet.playbook import load_playbook
+from reprofleet.runner.host_log import HostLog
+
+QUIET = HostLog("h", lambda *args, **fields: None)
 
 
 def write(tmp_path: Path, runtime: str) -> Path:
@@ -167,7 +170,7 @@ def docker_cell(tmp_path: Path) -> Any:
 
 def test_a_tag_that_still_names_the_cells_image_passes_with_one_cheap_command(tmp_path: Path) -> None:
     cell = docker_cell(tmp_path)
-    runtimes = runtime_truth.HostRuntimes()
+    runtimes = runtime_truth.HostRuntimes(QUIET)
     runtimes.facts[cell.runtime.label] = runtime_truth.RuntimeFacts(cell.runtime.label, image_id="sha256:1",
                                                                     image_digest="vllm/vllm-openai@sha256:a")
     session = FakeSession({"vllm/vllm-openai:v0.26.0": ("sha256:1", '["vllm/vllm-openai@sha256:a"]')})
@@ -177,7 +180,7 @@ def test_a_tag_that_still_names_the_cells_image_passes_with_one_cheap_command(tm
 
 def test_a_moved_tag_is_reported_with_the_old_and_the_new_digest(tmp_path: Path) -> None:
     cell = docker_cell(tmp_path)
-    runtimes = runtime_truth.HostRuntimes()
+    runtimes = runtime_truth.HostRuntimes(QUIET)
     runtimes.facts[cell.runtime.label] = runtime_truth.RuntimeFacts(cell.runtime.label, image_id="sha256:1",
                                                                     image_digest="vllm/vllm-openai@sha256:a")
     session = FakeSession({"vllm/vllm-openai:v0.26.0": ("sha256:2", '["vllm/vllm-openai@sha256:b"]')})
@@ -193,7 +196,7 @@ def test_a_resumed_campaign_holds_a_cell_to_the_image_its_earlier_records_ran(tm
     cell's earlier records say the old one, so the resumed run must not mix them."""
     cell = docker_cell(tmp_path)
     earlier = [{"cell": "a", "runtime": {"image_id": "sha256:1", "image_digest": "vllm/vllm-openai@sha256:a"}}]
-    runtimes = runtime_truth.HostRuntimes(earlier)
+    runtimes = runtime_truth.HostRuntimes(QUIET, earlier)
     runtimes.facts[cell.runtime.label] = runtime_truth.RuntimeFacts(cell.runtime.label, image_id="sha256:2",
                                                                     image_digest="vllm/vllm-openai@sha256:b")
     session = FakeSession({"vllm/vllm-openai:v0.26.0": ("sha256:2", '["vllm/vllm-openai@sha256:b"]')})

@@ -17,7 +17,7 @@ def collect_facts(hosts: Sequence[Host], settings: Any) -> dict[str, dict[str, A
     transport: TransportSettings = settings.transport
 
     def one(host: Host) -> dict[str, Any] | ReprofleetError:
-        return with_agent(host, transport, lambda agent: agent.facts())
+        return with_agent(host, transport, lambda agent: dict(agent.facts().as_json))
 
     with ThreadPoolExecutor(max_workers=max(1, min(16, len(hosts)))) as pool:
         return dict(zip((h.name for h in hosts), pool.map(one, hosts)))

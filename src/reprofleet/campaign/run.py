@@ -30,6 +30,8 @@ from reprofleet.records.store import AttemptLog, CampaignDir, JsonlAppender, rea
 from reprofleet.power import PowerLog
 from reprofleet.liveness.watchdog import FleetLiveness
 from reprofleet.liveness.witness import CachedWitness, controller_network_ok
+from reprofleet.model.events import CampaignEvent, event_of
+from reprofleet.model.reasons import reason_code
 
 
 @dataclass(frozen=True)
@@ -107,13 +109,10 @@ def describe_plan(plan: CampaignPlan) -> str:
     return "\n".join(lines)
 
 
-RERUN_ON_RESUME = ("interrupted", "not run")  # infra reasons that say nothing about the host
-
-
 def runs_again(record: Mapping[str, Any]) -> bool:
     """An attempt that was interrupted or never run: its slot runs again on resume, and it
     counts for nothing (so a resumed campaign tallies and decides as an uninterrupted one)."""
-    return record["outcome"] == "infra" and str(record.get("reason", "")).startswith(RERUN_ON_RESUME)
+    return record["outcome"] == "infra" and reason_code(str(record.get("reason", ""))).runs_again_on_resume
 
 
 def completed_counts(directory: CampaignDir) -> dict[tuple[str, str], int]:
@@ -156,13 +155,13 @@ def started_slots(directory: CampaignDir, playbook: Playbook) -> dict[str, tuple
     cells = {cell.name: cell for cell in playbook.cells}
     return {str(e.get("attempt")): (cells[str(e.get("cell"))], int(e.get("index") or 0))
             for e in read_log_lines(directory.events)
-            if e.get("event") == "attempt_started" and str(e.get("cell")) in cells}
+            if event_of(e) is CampaignEvent.ATTEMPT_STARTED and str(e.get("cell")) in cells}
 
 
 def stopped_cells(directory: CampaignDir) -> set[tuple[str, str]]:
     """(host, cell) pairs that already have a ``stopped`` event: a resume never runs them again."""
     return {(str(e.get("host")), str(e.get("cell"))) for e in read_log_lines(directory.events)
-            if e.get("event") == "stopped"}
+            if event_of(e) is CampaignEvent.STOPPED}
 
 
 def _write_manifest(directory: CampaignDir, plan: CampaignPlan, settings: RunSettings, poc_digest: str) -> None:
@@ -235,19 +234,19 @@ def run_campaign(
         ctx.recovery = recovery_factory(ctx)
     for log in (ctx.attempt_log, ctx.events):
         if log.torn:
-            ctx.event("", "torn_line_cut", file=log.path.name, text=log.torn[:500],
+            ctx.event("", CampaignEvent.TORN_LINE_CUT, file=log.path.name, text=log.torn[:500],
                       message="the last line was torn by a controller that died mid-write; cut back on open")
     ctx.started_slots = started_slots(directory, plan.playbook)
     ctx.recorded_ids = {str(r.get("attempt")) for r in read_records(directory.attempts)} \
         if directory.attempts.exists() else set()
     before = len(ctx.recorded_ids)
     earlier, stopped = earlier_records(directory), stopped_cells(directory)
+    ctx.netconsole = netconsole_setup.start_receiver(plan.hosts, directory.root / "netconsole")  # before the runners: each host's netconsole holds it
     runners = [HostRunner(ctx, host, list(plan.per_host[host.name]), earlier=earlier.get(host.name, []),
                           stopped={cell for h, cell in stopped if h == host.name},
                           port=port_for(ctx, host) if port_for is not None else None)
                for host in plan.hosts]
     threads = [threading.Thread(target=r.run, name=f"host-{r.host.name}", daemon=True) for r in runners]
-    ctx.netconsole = netconsole_setup.start_receiver(plan.hosts, directory.root / "netconsole")
     try:
         for thread in threads:
             thread.start()

@@ -28,6 +28,7 @@ from typing import Any, Callable, Protocol
 
 from reprofleet.config import DEFAULT_TIMINGS, Timings
 from reprofleet.liveness.probes import ProbeAnswer
+from reprofleet.model.events import CampaignEvent
 
 MAX_ROUNDS_IN_FLIGHT = 8  # a probe thread that outlives its timeout never piles up more
 
@@ -212,7 +213,7 @@ class Watchdog:
     def heard(self) -> None:
         self.last_heard = self._clock()
         if self.suspect_since is not None:
-            self._event("clear", suspect_s=round(self.last_heard - self.suspect_since, 2),
+            self._event(CampaignEvent.CLEAR, suspect_s=round(self.last_heard - self.suspect_since, 2),
                         rounds=self._rounds.launched if self._rounds else 0,
                         last_answer=self._last_answer.name if self._last_answer is not None else None)
             self._end_suspicion()
@@ -226,7 +227,7 @@ class Watchdog:
     def reattach_failed(self, reason: str) -> None:
         """A failed re-attach proves nothing: judge by fresh rounds from now on."""
         if self.suspect_since is not None:
-            self._event("reattach_failed", reason=reason)
+            self._event(CampaignEvent.REATTACH_FAILED, reason=reason)
             self._fresh_rounds(self._clock())
 
     def close(self) -> None:
@@ -259,7 +260,7 @@ class Watchdog:
         if self._fleet and self._fleet.controller_suspect():
             if not self._paused:
                 self._paused = True
-                self._event("guard", network="down", message="our own network looks down: no verdict")
+                self._event(CampaignEvent.GUARD, network="down", message="our own network looks down: no verdict")
             return Verdict.CONTROLLER_NETWORK
         if self._paused:  # our network is back: the host gets fresh rounds before any verdict
             self._network_back(now)
@@ -269,7 +270,7 @@ class Watchdog:
 
     def _network_back(self, now: float) -> None:
         self._paused = False
-        self._event("guard", network="up")
+        self._event(CampaignEvent.GUARD, network="up")
         self._fresh_rounds(now)
 
     def _userspace_dead(self, now: float) -> bool:
@@ -287,7 +288,7 @@ class Watchdog:
     def _begin_suspicion(self, now: float, silent: float) -> None:
         self.suspect_since = now
         self._kernel_only_since = None
-        self._event("suspect", silent_s=round(silent, 2))
+        self._event(CampaignEvent.SUSPECT, silent_s=round(silent, 2))
         if self._fleet:
             self._fleet.silent(self.host, self.last_heard)
         self._fresh_rounds(now)
@@ -318,7 +319,7 @@ class Watchdog:
             elif r.answer is ProbeAnswer.SSHD:
                 self._kernel_only_since = None
             if r.answer is not self._last_answer:
-                self._event("probe", answer=r.answer.name, round=r.index,
+                self._event(CampaignEvent.PROBE, answer=r.answer.name, round=r.index,
                             silent_s=round(now - self.last_heard, 2))
             self._last_answer = r.answer
         self._seen += len(fresh)
@@ -333,7 +334,7 @@ class Watchdog:
         self._seen = 0
         self._paused = False
 
-    def _event(self, what: str, **fields: Any) -> None:
+    def _event(self, what: CampaignEvent, **fields: Any) -> None:
         if self._report is not None:
             try:
                 self._report(self.host, what, **fields)

@@ -7,7 +7,8 @@ here, so ``from reprofleet.model import Host`` works whichever module defines it
 Modules: ``values`` (read-only mappings), ``outcomes`` (Outcome, Phase, Role), ``judging``
 (Judging, StopRule), ``stream`` (the kinds of stream line), ``hosts`` (Host, PowerPort,
 CredentialRef, NetconsoleSetting), ``cells`` (Cell, GpuPolicy, HostDebug, Runtime),
-``playbook`` (Playbook, Poc, Timeouts), ``records`` (Record, the schema version).
+``playbook`` (Playbook, Poc, Timeouts), ``records`` (Record, the schema version),
+``events`` (the campaign's event names), ``reasons`` (typed reasons an attempt was not judged).
 """
 
 from __future__ import annotations
@@ -20,9 +21,12 @@ from reprofleet.model.hosts import CredentialRef, Host, NetconsoleSetting, Power
 from reprofleet.model.cells import Cell, GpuPolicy, HostDebug, PipOptions, Runtime, RuntimeKind
 from reprofleet.model.playbook import CACHE_MODES, Playbook, Poc, Timeouts
 from reprofleet.model.records import Record, SCHEMA_VERSION
+from reprofleet.model.events import CampaignEvent, event_of
+from reprofleet.model.reasons import ReasonCode, reason_code
 
 __all__ = [
     "CACHE_MODES",
+    "CampaignEvent",
     "Cell",
     "CredentialRef",
     "DEFAULT_MAX_EXCLUDED_SHARE",
@@ -40,6 +44,7 @@ __all__ = [
     "Playbook",
     "Poc",
     "PowerPort",
+    "ReasonCode",
     "Record",
     "Role",
     "Runtime",
@@ -50,4 +55,6 @@ __all__ = [
     "Timeouts",
     "frozen_mapping",
     "phase_reached",
+    "reason_code",
+    "event_of",
 ]

@@ -17,6 +17,7 @@ from typing import Any, Iterable, Mapping
 
 from reprofleet.model import Judging
 from reprofleet.records.store import RecordError, read_log_lines, read_records
+from reprofleet.model.events import CampaignEvent, event_of
 
 # Keys that may differ between two copies of one attempt without changing what it says.
 VOLATILE_KEYS = ("stream",)
@@ -75,7 +76,7 @@ def read_manifest(path: Path) -> CampaignInfo | None:
 
 
 def _stop_events(folder: Path) -> list[dict[str, Any]]:
-    return [e for e in read_log_lines(folder / "events.jsonl") if e.get("event") == "stopped"]
+    return [e for e in read_log_lines(folder / "events.jsonl") if event_of(e) is CampaignEvent.STOPPED]
 
 
 def _attempt_files(path: Path) -> list[Path]:

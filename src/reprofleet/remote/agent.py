@@ -17,6 +17,7 @@ from typing import Any, Mapping
 
 from reprofleet.errors import AgentError
 from reprofleet.model import EventKind, frozen_mapping
+from reprofleet.remote import replies
 from reprofleet.remote.transport import LineStream, Session
 
 REMOTE_ROOT = ".cache/reprofleet"  # relative to the login user's home (SFTP starts there)
@@ -150,6 +151,8 @@ class AgentClient:
             lines = result.json_lines()
         except ValueError as exc:
             raise AgentError(self.host, f"{args[0]}: output is not JSON lines: {result.stdout[:200]!r}") from exc
+        if not all(isinstance(line, dict) for line in lines):
+            raise AgentError(self.host, f"{args[0]}: a line is not a JSON object: {result.stdout[:200]!r}")
         if result.exit_code == 2 or any(line.get("k") == "error" for line in lines):
             errors = [str(line.get("error")) for line in lines if line.get("k") == "error"]
             raise AgentError(self.host, f"{args[0]}: {'; '.join(errors) or result.stderr.strip()}")
@@ -161,17 +164,29 @@ class AgentClient:
                 return line
         raise AgentError(self.host, f"{args[0]}: no {kind!r} line in the agent's output")
 
-    def facts(self) -> dict[str, Any]:
-        return self.one(["facts"], "facts", timeout=60)
+    def facts(self) -> replies.Facts:
+        return replies.parse_facts(self.host, self.one(["facts"], "facts", timeout=60))
 
-    def postboot(self) -> dict[str, Any]:
-        return self.one(["postboot"], "postboot", timeout=60)
+    def postboot(self) -> replies.Postboot:
+        return replies.parse_postboot(self.host, self.one(["postboot"], "postboot", timeout=60))
 
-    def policy(self, action: str, gpu: int, settings: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    def policy(self, action: str, gpu: int, settings: Mapping[str, Any] | None = None) -> replies.PolicyReply:
         args = ["policy", action, "--gpu", str(gpu)]
         if settings is not None:
             args += ["--json", json.dumps(dict(settings))]
-        return self.one(args, "policy", timeout=120)
+        return replies.parse_policy(self.host, self.one(args, "policy", timeout=120))
+
+    def host_debug(self, args: list[str]) -> replies.HostDebugReply:
+        """``host-debug apply|read|restore`` (``args`` after the subcommand)."""
+        return replies.parse_host_debug(self.host, self.one(["host-debug", *args], "host_debug", timeout=60))
+
+    def netconsole(self, args: list[str]) -> replies.NetconsoleReply:
+        """``netconsole apply|read|restore`` (``args`` after the subcommand)."""
+        return replies.parse_netconsole(self.host, self.one(["netconsole", *args], "netconsole", timeout=60))
+
+    def runtime(self, args: list[str], timeout: float) -> replies.RuntimeReply:
+        """``runtime image|python|venv`` (``args`` after the subcommand)."""
+        return replies.parse_runtime(self.host, self.one(["runtime", *args], "runtime", timeout=timeout))
 
     def run(
         self,
@@ -201,16 +216,16 @@ class AgentClient:
         command = f"{self._agent} attach --id {shlex.quote(attempt_id)} --from {from_seq}"
         return EventStream(self.host, self.session.stream(command))
 
-    def kill(self, attempt_id: str) -> dict[str, Any]:
-        return self.one(["kill", "--id", attempt_id], "killed", timeout=30)
+    def kill(self, attempt_id: str) -> replies.KillReply:
+        return replies.parse_kill(self.host, self.one(["kill", "--id", attempt_id], "killed", timeout=30))
 
-    def attempts(self, running_only: bool = False) -> list[dict[str, Any]]:
+    def attempts(self, running_only: bool = False) -> tuple[replies.AttemptListing, ...]:
         """The host's newest attempts: ``running`` (supervisor alive), ``exited`` or ``lost``."""
         line = self.one(["attempts"] + (["--running"] if running_only else []), "attempts", timeout=30)
-        return list(line.get("attempts") or [])
+        return replies.parse_attempts(self.host, line)
 
     def lease(self, action: str, *, controller: str = "", campaign: str = "", pid: int = 0,
-              break_lease: bool = False) -> dict[str, Any]:
+              break_lease: bool = False) -> replies.LeaseReply:
         """Take (``acquire``), give back (``release``) or read (``show``) the host's campaign lease.
 
         A refusal is data (``ok`` false, ``error`` naming the holder), not an exception.
@@ -220,7 +235,11 @@ class AgentClient:
             args.append("--break")
         command = f"{self._agent} {' '.join(shlex.quote(a) for a in args)}"
         result = self.session.run(command, timeout=30)
-        for line in result.json_lines():
-            if line.get("k") == "lease":
-                return line
+        try:
+            lines = result.json_lines()
+        except ValueError as exc:
+            raise AgentError(self.host, f"lease {action}: output is not JSON lines: {result.stdout[:200]!r}") from exc
+        for line in lines:
+            if isinstance(line, Mapping) and line.get("k") == "lease":
+                return replies.parse_lease(self.host, line)
         raise AgentError(self.host, f"lease {action}: {result.stderr.strip() or 'no lease line'}")

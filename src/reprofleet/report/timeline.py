@@ -15,8 +15,9 @@ from matplotlib.lines import Line2D
 
 from reprofleet.verdicts import natural_key
 from reprofleet.report import plots
+from reprofleet.model.events import CampaignEvent, event_of
 
-PAUSE_START, PAUSE_END = "controller_network_suspect", "controller_network_back"
+PAUSE_START, PAUSE_END = CampaignEvent.CONTROLLER_NETWORK_SUSPECT, CampaignEvent.CONTROLLER_NETWORK_BACK
 
 
 @dataclass(frozen=True)
@@ -68,9 +69,9 @@ def _pauses(events: Sequence[Mapping[str, Any]]) -> list[Pause]:
         when, host = parse_time(event.get("t")), str(event.get("host"))
         if when is None:
             continue
-        if event.get("event") == PAUSE_START:
+        if event_of(event) is PAUSE_START:
             open_since.setdefault(host, when)
-        elif event.get("event") == PAUSE_END and host in open_since:
+        elif event_of(event) is PAUSE_END and host in open_since:
             pauses.append(Pause(host, open_since.pop(host), when))
     last = max((parse_time(e.get("t")) for e in events), default=None, key=lambda t: t.timestamp() if t else 0.0)
     pauses += [Pause(h, start, last or start) for h, start in open_since.items()]
@@ -83,7 +84,7 @@ def build_timeline(records: Sequence[Mapping[str, Any]], power: Sequence[Mapping
     attempts = [m for r in records for m in _marks([r], "started", str(r.get("outcome")))]
     cycles = _marks([p for p in power if p.get("action") in ("off", "cycle") and p.get("result") == "ok"],
                     "time", "power cycle")
-    quarantines = _marks([e for e in events if e.get("event") == "quarantined"], "t", "quarantined")
+    quarantines = _marks([e for e in events if event_of(e) is CampaignEvent.QUARANTINED], "t", "quarantined")
     hosts = sorted({m.host for m in attempts + cycles + quarantines}, key=natural_key)
     return Timeline(tuple(hosts), tuple(attempts), tuple(cycles), tuple(quarantines), tuple(_pauses(events)))
 

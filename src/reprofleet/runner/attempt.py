@@ -22,6 +22,7 @@ from reprofleet.errors import AgentError, ConnectError, ReprofleetError
 from reprofleet.model import EventKind, Outcome
 from reprofleet.records.store import StreamWriter
 from reprofleet.liveness.watchdog import Verdict, Watchdog, WedgeKind
+from reprofleet.model.reasons import ReasonCode
 
 CONTROLLER_GRACE_S = DEFAULT_TIMINGS.controller_grace_s  # past the agent's own timeout, before the controller steps in
 
@@ -287,7 +288,7 @@ class AttemptFollower:
             self.agent.kill(self.attempt_id)
         except ReprofleetError:
             pass
-        return AttemptEnd(Outcome.INFRA, "interrupted: the campaign was stopped", None)
+        return AttemptEnd(Outcome.INFRA, ReasonCode.INTERRUPTED.words("the campaign was stopped"), None)
 
     def _overdue(self, verdict: Verdict) -> AttemptEnd:
         """Past the agent's timeout plus grace and still no exit line."""

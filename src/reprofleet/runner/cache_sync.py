@@ -25,6 +25,7 @@ from reprofleet.model import Cell, Playbook
 from reprofleet.remote.ssh import SshExec, SshTarget
 from reprofleet.remote.ssh import available as ssh_available
 from reprofleet.remote.transport import ExecChannel
+from reprofleet.model.events import CampaignEvent
 
 CHUNK = 1 << 20
 BATCH = 1 << 20  # small objects are sent together in writes of about this size
@@ -305,7 +306,7 @@ def push_for_campaign(ctx: Any, agent: AgentClient) -> str | None:
     host = agent.session.host
     known_hosts = Path(host.vars.get("reprofleet_known_hosts") or ctx.settings.transport.known_hosts).expanduser()
     result = push(agent, snap, SshTarget(host, known_hosts, ctx.settings.transport.connect_timeout))
-    ctx.event(agent.host, "cache_pushed", snapshot=snap.snapshot, objects=result.sent_objects,
+    ctx.event(agent.host, CampaignEvent.CACHE_PUSHED, snapshot=snap.snapshot, objects=result.sent_objects,
               bytes=result.sent_bytes, seconds=round(result.seconds, 3), already_there=result.already_there,
               via=result.via or None)
     return snap.snapshot

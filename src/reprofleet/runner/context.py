@@ -14,7 +14,7 @@ from reprofleet.config import DEFAULT_TIMINGS, Timings
 from reprofleet.records import identity
 from reprofleet.runner import poc
 from reprofleet.remote.agent import AgentBundle
-from reprofleet.model import Cell, Playbook
+from reprofleet.model import CampaignEvent, Cell, Playbook
 from reprofleet.remote.netconsole import NetconsoleReceiver
 from reprofleet.records.store import AttemptLog, CampaignDir, JsonlAppender, utc_now
 from reprofleet.remote.transport import TransportSettings
@@ -76,11 +76,11 @@ class CampaignContext:
     def recorded(self, attempt_id: str) -> bool:
         return attempt_id in self.recorded_ids
 
-    def event(self, host: str, what: str, **fields: Any) -> None:
+    def event(self, host: str, what: CampaignEvent, **fields: Any) -> None:
         """Append one event; a controller that cannot write any more stops the campaign
         (the caller goes on to its next step, which sees the stop)."""
         try:
-            self.events.append({"t": utc_now(), "host": host, "event": what, **fields})
+            self.events.append({"t": utc_now(), "host": host, "event": CampaignEvent(what).value, **fields})
         except OSError as exc:
             self.fail(f"cannot write {self.events.path}: {exc}")
 

@@ -48,23 +48,23 @@ def verify(requested: GpuPolicy, readback: Mapping[str, Any]) -> list[str]:
 def apply(agent: AgentClient, gpu: int, requested: GpuPolicy) -> PolicyState:
     """Apply ``requested`` (unset fields reset to the card default) and verify it."""
     report = agent.policy("apply", gpu, requested.as_dict())
-    readback = dict(report.get("readback") or {})
-    problems = list(report.get("errors") or []) + verify(requested, readback)
-    if not report.get("ok", False) or problems:
+    readback = dict(report.readback)
+    problems = list(report.errors) + verify(requested, readback)
+    if not report.ok or problems:
         raise PolicyError(f"{agent.host}: policy not applied: {'; '.join(map(str, problems)) or 'agent said not ok'}")
     return PolicyState(requested, readback)
 
 
 def read(agent: AgentClient, gpu: int) -> Mapping[str, Any]:
-    return dict(agent.policy("read", gpu).get("readback") or {})
+    return dict(agent.policy("read", gpu).readback)
 
 
 def restore(agent: AgentClient, gpu: int) -> Mapping[str, Any]:
     """Put the card back to its defaults; returns the read-back after restoring."""
     report = agent.policy("restore", gpu)
-    if not report.get("ok", False):
-        raise PolicyError(f"{agent.host}: restore failed: {report.get('errors')}")
-    return dict(report.get("readback") or {})
+    if not report.ok:
+        raise PolicyError(f"{agent.host}: restore failed: {list(report.errors)}")
+    return dict(report.readback)
 
 
 def power_limit_range(host: Host, facts: Mapping[str, Any] | None) -> tuple[float, float] | None:

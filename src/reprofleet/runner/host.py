@@ -30,6 +30,9 @@ from reprofleet.records.store import StreamWriter, iso_utc, power_cycles_logged,
 from reprofleet.liveness.probes import ProbeAnswer
 from reprofleet.remote.transport import Session
 from reprofleet.liveness.watchdog import Watchdog
+from reprofleet.model.events import CampaignEvent
+from reprofleet.model.reasons import ReasonCode
+from reprofleet.runner.host_log import HostLog
 
 CONTROLLER_DISK_ERRORS = (errno.ENOSPC, errno.EDQUOT, errno.EROFS)  # the controller cannot write: stop all
 
@@ -58,7 +61,6 @@ class HostState:
     leased: bool = False
     prepared: bool = False  # this run reached the host and prepared it (so it restores it at the end)
     wall: WallPowerSampler | None = None  # the current attempt's wall-power sampler
-    host_debug: host_debug.HostDebugState | None = None  # lockup-to-panic sysctls applied in this boot
 
 
 class HostRunner:
@@ -74,7 +76,10 @@ class HostRunner:
         self.state = HostState()
         earlier = list(earlier)
         self.stops = HostStops(ctx.playbook, earlier, stopped)
-        self.runtimes = runtime_truth.HostRuntimes(earlier)  # image digests, interpreter and package versions
+        self.log = HostLog(host.name, ctx.event, lambda name, **fields: ctx.progress(name, **fields))
+        self.runtimes = runtime_truth.HostRuntimes(self.log, earlier)  # image digests, interpreter and package versions
+        self.sysctls = host_debug.HostDebugSysctls(self.log, ctx.playbook)  # lockup-to-panic sysctls of this boot
+        self.netconsole = netconsole_setup.HostNetconsole(self.log, host.netconsole, ctx.netconsole)
         self.port: HostPort = port or SshHostPort(ctx, host)
 
     # -- connection ------------------------------------------------------------------
@@ -107,23 +112,23 @@ class HostRunner:
         self.count_power_cycles()
         self.reconcile_orphans(agent)
         facts = agent.facts()
-        self.state.facts_hash = write_facts(self.ctx.directory, self.host.name, facts)
-        cache_facts(self.ctx.directory.root.parent, self.host.name, facts)
-        self._note_boot(str(facts.get("boot_id")), float(facts.get("uptime_s") or 0.0))
-        problems = policy.check_power_limits(self.ctx.playbook, self.host, facts)
+        self.state.facts_hash = write_facts(self.ctx.directory, self.host.name, dict(facts.as_json))
+        cache_facts(self.ctx.directory.root.parent, self.host.name, dict(facts.as_json))
+        self._note_boot(str(facts.boot_id), float(facts.uptime_s))
+        problems = policy.check_power_limits(self.ctx.playbook, self.host, facts.as_json)
         if problems:
             raise PolicyError("; ".join(problems))
         name = self.ctx.playbook.poc.script.rsplit("/", 1)[-1]
         poc_digest = self.ctx.poc_digest[:12]  # a new PoC gets a new folder
         rel = agent.push_file(self.ctx.poc_script, f"poc/{poc_digest}", name)
         self.state.poc_path = f"{self.state.home}/{rel}"
-        self.runtimes.prepare(self.ctx, self.host.name, agent, [cell for cell, _ in self.plan], self.host.python)
+        self.runtimes.prepare(agent, [cell for cell, _ in self.plan], self.host.python)
         if self.ctx.cache_seed is not None:
             archive, seed_digest = self.ctx.cache_seed
             seed_rel = agent.push_file(archive, "cache-seed", f"{seed_digest}.tar.gz")
             self.state.cache_seed = f"{self.state.home}/{seed_rel}"
         cache_sync.push_for_campaign(self.ctx, agent)  # seeded cells: the snapshot, content-addressed
-        self.ctx.event(self.host.name, "prepared", agent=self.ctx.bundle.digest, poc=poc_digest,
+        self.ctx.event(self.host.name, CampaignEvent.PREPARED, agent=self.ctx.bundle.digest, poc=poc_digest,
                        boot_id=self.state.boot_id)
         self.state.prepared = True
 
@@ -138,11 +143,11 @@ class HostRunner:
         except ConnectError as exc:
             if self.ctx.recovery is None or not self.host.pdu or self.ctx.stop.is_set() or self.probe():
                 raise
-            self.ctx.event(self.host.name, "unreachable_at_start", reason=str(exc),
+            self.ctx.event(self.host.name, CampaignEvent.UNREACHABLE_AT_START, reason=str(exc),
                            message="switching it on / power-cycling it through its port")
         self._drop_session()
         if not self.switch_on_if_off():
-            placeholder = self._infra(self.ctx.playbook.cells[0], -1, "unreachable at campaign start")
+            placeholder = self._infra(self.ctx.playbook.cells[0], -1, ReasonCode.UNREACHABLE_AT_START.words())
             self.ctx.recovery.recover(self, placeholder)  # frozen with its power on: the wedge path
             if self.state.quarantined:
                 raise ConnectError(self.host.name, self.state.quarantined)
@@ -160,7 +165,7 @@ class HostRunner:
             return False
         for driver in power.drivers:  # every supply on, the ones that were on stay on
             driver.on()
-        self.ctx.event(self.host.name, "switched_on_at_start", outlets=[d.outlet_key for d in off])
+        self.ctx.event(self.host.name, CampaignEvent.SWITCHED_ON_AT_START, outlets=[d.outlet_key for d in off])
         deadline = self.ctx.clock.monotonic() + self.ctx.playbook.timeouts.boot
         while self.ctx.clock.monotonic() < deadline and not self.ctx.stop.is_set():
             if self.probe() is ProbeAnswer.SSHD:
@@ -173,10 +178,10 @@ class HostRunner:
         """No two campaigns run attempts on one host: take its lease, or refuse the host."""
         answer = agent.lease("acquire", controller=self.ctx.settings.controller, campaign=self.ctx.campaign_id,
                              pid=os.getpid(), break_lease=self.ctx.settings.break_leases)
-        if not answer.get("ok"):
-            raise LeaseError(self.host.name, str(answer.get("error") or "the host's lease was refused"))
-        if answer.get("broken"):
-            self.ctx.event(self.host.name, "lease_broken", previous=answer["broken"])
+        if not answer.ok:
+            raise LeaseError(self.host.name, answer.error or "the host's lease was refused")
+        if answer.broken:
+            self.ctx.event(self.host.name, CampaignEvent.LEASE_BROKEN, previous=dict(answer.broken))
         self.state.leased = True
 
     def release_lease(self) -> None:
@@ -186,7 +191,7 @@ class HostRunner:
             self.state.agent.lease("release", campaign=self.ctx.campaign_id)
             self.state.leased = False
         except ReprofleetError as exc:
-            self.ctx.event(self.host.name, "lease_release_failed", error=str(exc))
+            self.ctx.event(self.host.name, CampaignEvent.LEASE_RELEASE_FAILED, error=str(exc))
 
     def count_power_cycles(self) -> None:
         """The budget survives a controller restart: cycles this campaign already made, from power.jsonl."""
@@ -198,21 +203,21 @@ class HostRunner:
         recorded as ``infra`` with the reason, or, if it is not this campaign's, only killed;
         never is a second PoC started beside it."""
         for orphan in agent.attempts(running_only=True):
-            slot = self.ctx.started_slots.get(str(orphan.get("id")))
-            agent.kill(str(orphan["id"]))
-            self.ctx.event(self.host.name, "orphan_killed", attempt=orphan["id"], age_s=orphan.get("age_s"),
+            slot = self.ctx.started_slots.get(orphan.id)
+            agent.kill(orphan.id)
+            self.ctx.event(self.host.name, CampaignEvent.ORPHAN_KILLED, attempt=orphan.id, age_s=orphan.age_s,
                            ours=slot is not None)
-            if slot is not None and not self.ctx.recorded(str(orphan["id"])):
+            if slot is not None and not self.ctx.recorded(orphan.id):
                 cell, index = slot
-                self.append(self._infra(cell, index, "interrupted: the controller died during this attempt; "
-                                                     "its orphan was killed on resume", attempt_id=str(orphan["id"])))
+                self.append(self._infra(cell, index, ReasonCode.INTERRUPTED.words("the controller died during this attempt; "
+                                                     "its orphan was killed on resume"), attempt_id=orphan.id))
 
     def _note_boot(self, boot_id: str, uptime_s: float) -> None:
         if boot_id != self.state.boot_id:
             self.state.boot_id = boot_id
             self.state.attempts_in_boot = 0
             self.state.applied = None  # the driver forgot -lgc/-pl: re-apply
-            self.state.host_debug = None  # and the kernel its sysctls
+            self.sysctls.forget()  # and the kernel its sysctls
             self.state.uptime_at_boot_check = uptime_s
 
     def current_boot(self, agent: AgentClient) -> str:
@@ -231,7 +236,7 @@ class HostRunner:
         # A boot not yet verified is applied and read back whatever the cell asks, the
         # default cell included: a lock left by a killed controller must not run the reference.
         state = policy.apply(agent, self.host.gpu_index, wanted)  # its read-back is fresh
-        self.ctx.event(self.host.name, "policy_applied", policy=wanted.as_dict(), readback=dict(state.readback))
+        self.ctx.event(self.host.name, CampaignEvent.POLICY_APPLIED, policy=wanted.as_dict(), readback=dict(state.readback))
         self.state.applied = state
         return state.readback
 
@@ -243,10 +248,10 @@ class HostRunner:
             return
         try:
             readback = policy.restore(self.agent(), self.host.gpu_index)
-            self.ctx.event(self.host.name, "policy_restored", readback=dict(readback))
+            self.ctx.event(self.host.name, CampaignEvent.POLICY_RESTORED, readback=dict(readback))
             self.state.applied = None
         except ReprofleetError as exc:
-            self.ctx.event(self.host.name, "policy_restore_failed", error=str(exc))
+            self.ctx.event(self.host.name, CampaignEvent.POLICY_RESTORE_FAILED, error=str(exc))
 
     # -- one attempt -----------------------------------------------------------------
     def run_attempt(self, cell: Cell, index: int) -> Record:
@@ -260,9 +265,9 @@ class HostRunner:
             agent = self.agent()
             self.current_boot(agent)
             readback = self.ensure_policy(agent, cell.gpu)
-            debug = host_debug.ensure(self, agent, cell.host_debug)
-            netconsole_setup.ensure(self, agent)
-            self.ctx.event(self.host.name, "attempt_started", attempt=attempt_id, cell=cell.name, index=index)
+            debug = self.sysctls.ensure(agent, cell.host_debug)
+            self.netconsole.ensure(agent, self.state.boot_id)
+            self.ctx.event(self.host.name, CampaignEvent.ATTEMPT_STARTED, attempt=attempt_id, cell=cell.name, index=index)
             follower = self._start(agent, cell, attempt_id)
             self.ctx.progress(self.host.name, cell=cell.name, attempt=index + 1, phase="starting")
             end = follower.follow()
@@ -271,10 +276,10 @@ class HostRunner:
         finally:
             if self.state.wall is not None:
                 self.state.wall.stop()
-            netconsole_setup.unfollow(self)
+            self.netconsole.unfollow()
         self.state.attempts_in_boot += 1
         return replace(self._record(cell, index, attempt_id, started, end, readback, follower, stream_rel),
-                       host_debug=debug, kernel_net=netconsole_setup.record_lines(self, end.outcome))
+                       host_debug=debug, kernel_net=self.netconsole.record_lines(end.outcome))
 
     def _start(self, agent: AgentClient, cell: Cell, attempt_id: str) -> AttemptFollower:
         state_root = f"{self.state.home}/.cache/reprofleet"
@@ -298,7 +303,7 @@ class HostRunner:
         # wall power, where an outlet meters it: a host frozen at 400 W and one at 60 W are different bugs
         self.state.wall = self.port.wall_sampler(lambda line: writer.write(json.dumps(line, sort_keys=True)))
         self.state.wall.start()
-        netconsole_setup.follow(self, attempt_id, writer.write)  # the kernel's lines over the network
+        self.netconsole.follow(attempt_id, writer.write)  # the kernel's lines over the network
         watchdog = Watchdog(self.host.name, self.probe, self.ctx.settings.watchdog, self.ctx.fleet,
                             clock=self.ctx.clock.monotonic)
         return AttemptFollower(agent, attempt_id, stream, writer, watchdog, timeout_s=timeout,
@@ -307,12 +312,12 @@ class HostRunner:
 
     def _on_pause(self, paused: bool) -> None:
         if paused:
-            self.ctx.event(self.host.name, "controller_network_suspect",
+            self.ctx.event(self.host.name, CampaignEvent.CONTROLLER_NETWORK_SUSPECT,
                            message="every host went silent at once: suspecting the controller's own network; "
                                    "no power action, waiting for hosts to answer")
             self.ctx.progress(self.host.name, status="paused: controller network?")
         else:
-            self.ctx.event(self.host.name, "controller_network_back")
+            self.ctx.event(self.host.name, CampaignEvent.CONTROLLER_NETWORK_BACK)
             self.ctx.progress(self.host.name, status="running")
 
     def _on_event(self, event: StreamEvent) -> None:
@@ -373,7 +378,8 @@ class HostRunner:
             for cell, index in self.plan:
                 if self.ctx.stop.is_set():
                     break
-                if self.stopped_early(cell, index) or self.runtimes.moved(self, cell, index):
+                if self.stopped_early(cell, index) or self.runtimes.moved(self.agent, self.stops, cell, index,
+                                                                          bool(self.state.quarantined)):
                     self.ctx.progress(name, stopped_early=1)  # the plan shrinks: n/n at the end
                     continue
                 self.run_slot(cell, index)
@@ -381,8 +387,8 @@ class HostRunner:
             self.ctx.fail(str(exc))
         finally:
             self.restore_policy()
-            host_debug.restore_at_end(self)
-            netconsole_setup.restore_at_end(self)
+            self.sysctls.restore_at_end(self.agent, bool(self.state.quarantined), self.state.prepared)
+            self.netconsole.restore_at_end(self.agent, bool(self.state.quarantined))
             self.release_lease()
             if self.state.session is not None:
                 self.state.session.close()
@@ -402,7 +408,7 @@ class HostRunner:
                 self.append(record)
                 declared = record
                 after = self.after_wedge(record) if record.outcome is Outcome.WEDGE else self.after_reboot(record)
-                after = netconsole_setup.with_late_lines(self, after)  # a panic's text arrives after the declaration
+                after = self.netconsole.with_late_lines(after)  # a panic's text arrives after the declaration
                 self.amend(record, after)
                 record = after
             else:
@@ -429,7 +435,7 @@ class HostRunner:
         reason = f"{type(exc).__name__}: {exc}"
         self.quarantine(f"unexpected error: {reason}", traceback.format_exc())
         if declared is None:
-            declared = self._infra(cell, index, f"unexpected error: {reason}")
+            declared = self._infra(cell, index, ReasonCode.UNEXPECTED_ERROR.words(reason))
             self.append(declared)
         else:
             self.ctx.attempt_log.amend(declared.attempt, forensics={"recovery": "failed", "error": reason})
@@ -442,7 +448,7 @@ class HostRunner:
 
     def quarantine(self, reason: str, trace: str | None = None) -> None:
         self.state.quarantined = reason
-        self.ctx.event(self.host.name, "quarantined", reason=reason, **({"traceback": trace} if trace else {}))
+        self.ctx.event(self.host.name, CampaignEvent.QUARANTINED, reason=reason, **({"traceback": trace} if trace else {}))
 
     def append(self, record: Record) -> None:
         """Append and fsync a record; a controller that cannot write stops the whole campaign."""
@@ -473,13 +479,13 @@ class HostRunner:
         stop = self.stops.check(cell)
         if stop is None:
             return False
-        self.ctx.event(self.host.name, "stopped", slot=index, **stop.event_fields())
+        self.ctx.event(self.host.name, CampaignEvent.STOPPED, slot=index, **stop.event_fields())
         self.ctx.progress(self.host.name, cell=cell.name, phase="",
                           status=f"stopped {cell.name}: {stop.verdict or 'no verdict'} ({stop.why})")
         return True
 
     def _skipped(self, cell: Cell, index: int) -> Record:
-        return self._infra(cell, index, f"not run: {self.state.quarantined}")
+        return self._infra(cell, index, ReasonCode.NOT_RUN.words(str(self.state.quarantined)))
 
     def _infra(self, cell: Cell, index: int, reason: str, attempt_id: str | None = None) -> Record:
         now = utc_now()
@@ -512,7 +518,7 @@ class HostRunner:
 
     def after_unreachable(self, record: Record) -> Record:
         """A host that froze between attempts: recover it like a wedge; the slot stays infra."""
-        self.ctx.event(self.host.name, "unreachable", attempt=record.attempt, reason=record.reason)
+        self.ctx.event(self.host.name, CampaignEvent.UNREACHABLE, attempt=record.attempt, reason=record.reason)
         self._drop_session()
         if self.ctx.recovery is None:
             self.state.quarantined = "unreachable, and no recovery is configured"
@@ -524,7 +530,7 @@ class HostRunner:
     def after_reboot(self, record: Record) -> Record:
         """The host reset itself under the attempt (a re-attach found a new boot): it gets the
         same post-boot forensics as a wedge, through recovery's path for a host that came back."""
-        self.ctx.event(self.host.name, "reboot", attempt=record.attempt, reason=record.reason)
+        self.ctx.event(self.host.name, CampaignEvent.REBOOT, attempt=record.attempt, reason=record.reason)
         self._drop_session()
         if self.ctx.recovery is None:
             return record
@@ -532,7 +538,7 @@ class HostRunner:
 
     def after_wedge(self, record: Record) -> Record:
         """Bring a wedged host back (power cycle when it has a port) and attach forensics."""
-        self.ctx.event(self.host.name, "wedge", attempt=record.attempt, latency_s=record.detect_latency_s,
+        self.ctx.event(self.host.name, CampaignEvent.WEDGE, attempt=record.attempt, latency_s=record.detect_latency_s,
                        last_phase=record.last_phase, last_log_line=record.last_log_line)
         self._drop_session()
         if self.ctx.recovery is None:

@@ -14,14 +14,13 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Mapping
+from typing import Any, Callable, Mapping
 
 from reprofleet.remote.agent import AgentClient
 from reprofleet.errors import PolicyError, ReprofleetError
 from reprofleet.model import HostDebug, Playbook
-
-if TYPE_CHECKING:
-    from reprofleet.runner.host import HostRunner
+from reprofleet.model.events import CampaignEvent
+from reprofleet.runner.host_log import HostLog
 
 NMI_WATCHDOG = "nmi_watchdog"
 
@@ -59,50 +58,63 @@ def uses_host_debug(playbook: Playbook) -> bool:
 
 def apply(agent: AgentClient, requested: HostDebug) -> HostDebugState:
     wanted = sysctls(requested)
-    report = agent.one(["host-debug", "apply", "--json", json.dumps(wanted, sort_keys=True)], "host_debug",
-                       timeout=60)
-    values = dict(report.get("values") or {})
-    problems = [str(e) for e in report.get("errors") or []] or verify(wanted, values)
-    if not report.get("ok", False) or problems:
+    report = agent.host_debug(["apply", "--json", json.dumps(wanted, sort_keys=True)])
+    values = dict(report.values)
+    problems = [str(e) for e in report.errors] or verify(wanted, values)
+    if not report.ok or problems:
         raise PolicyError(f"{agent.host}: host_debug not applied: {'; '.join(problems) or 'agent said not ok'}")
     return HostDebugState(requested, values)
 
 
 def read(agent: AgentClient) -> Mapping[str, Any]:
-    return dict(agent.one(["host-debug", "read"], "host_debug", timeout=60).get("values") or {})
+    return dict(agent.host_debug(["read"]).values)
 
 
 def restore(agent: AgentClient) -> Mapping[str, Any]:
     """This boot's saved values back; returns what the kernel reads afterwards."""
-    report = agent.one(["host-debug", "restore"], "host_debug", timeout=60)
-    if not report.get("ok", False):
-        raise PolicyError(f"{agent.host}: host_debug restore failed: {report.get('errors')}")
-    return dict(report.get("values") or {})
+    report = agent.host_debug(["restore"])
+    if not report.ok:
+        raise PolicyError(f"{agent.host}: host_debug restore failed: {list(report.errors)}")
+    return dict(report.values)
 
 
-def ensure(runner: "HostRunner", agent: AgentClient, wanted: HostDebug) -> dict[str, Any] | None:
-    """The cell's sysctls in force before an attempt, for its record; None in a campaign
-    without host_debug cells (nothing is read or written there)."""
-    if not uses_host_debug(runner.ctx.playbook):
-        return None
-    applied = runner.state.host_debug
-    if applied is None or applied.requested != wanted:  # a new boot, or another cell
-        applied = apply(agent, wanted)
-        runner.ctx.event(runner.host.name, "host_debug_applied", requested=wanted.as_dict(),
-                         sysctls=dict(applied.values))
-        runner.state.host_debug = applied
-    return applied.for_record()
+class HostDebugSysctls:
+    """One host's lockup-to-panic sysctls through a campaign: what this boot has applied.
 
+    Owned by the host runner; it knows only the campaign's playbook (whether any cell uses
+    host_debug), where its events go, and its own state.
+    """
 
-def restore_at_end(runner: "HostRunner") -> None:
-    """The host's own sysctls back when its campaign ends (stopped or not); a failure is an
-    event, never an exception that reaches the other hosts."""
-    if (not uses_host_debug(runner.ctx.playbook) or runner.state.quarantined
-            or (runner.state.host_debug is None and not runner.state.prepared)):
-        return
-    try:
-        values = restore(runner.agent())
-        runner.ctx.event(runner.host.name, "host_debug_restored", sysctls=dict(values))
-        runner.state.host_debug = None
-    except ReprofleetError as exc:
-        runner.ctx.event(runner.host.name, "host_debug_restore_failed", error=str(exc))
+    def __init__(self, log: HostLog, playbook: Playbook) -> None:
+        self.log = log
+        self.in_use = uses_host_debug(playbook)
+        self.applied: HostDebugState | None = None  # in this boot
+
+    def forget(self) -> None:
+        """A new boot: the kernel has its own sysctls again."""
+        self.applied = None
+
+    def ensure(self, agent: AgentClient, wanted: HostDebug) -> dict[str, Any] | None:
+        """The cell's sysctls in force before an attempt, for its record; None in a campaign
+        without host_debug cells (nothing is read or written there)."""
+        if not self.in_use:
+            return None
+        applied = self.applied
+        if applied is None or applied.requested != wanted:  # a new boot, or another cell
+            applied = apply(agent, wanted)
+            self.log.event(CampaignEvent.HOST_DEBUG_APPLIED, requested=wanted.as_dict(),
+                           sysctls=dict(applied.values))
+            self.applied = applied
+        return applied.for_record()
+
+    def restore_at_end(self, agent: Callable[[], AgentClient], quarantined: bool, prepared: bool) -> None:
+        """The host's own sysctls back when its campaign ends (stopped or not); a failure is an
+        event, never an exception that reaches the other hosts."""
+        if not self.in_use or quarantined or (self.applied is None and not prepared):
+            return
+        try:
+            values = restore(agent())
+            self.log.event(CampaignEvent.HOST_DEBUG_RESTORED, sysctls=dict(values))
+            self.applied = None
+        except ReprofleetError as exc:
+            self.log.event(CampaignEvent.HOST_DEBUG_RESTORE_FAILED, error=str(exc))

@@ -13,15 +13,14 @@ import socket
 import time
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 from reprofleet.remote.agent import AgentClient
 from reprofleet.errors import ReprofleetError
 from reprofleet.model import Host, NetconsoleSetting, Outcome, Record
 from reprofleet.remote.netconsole import NetconsoleReceiver
-
-if TYPE_CHECKING:
-    from reprofleet.runner.host import HostRunner
+from reprofleet.model.events import CampaignEvent
+from reprofleet.runner.host_log import HostLog
 
 FREEZE_OUTCOMES = (Outcome.WEDGE, Outcome.REBOOT)
 
@@ -40,85 +39,84 @@ def start_receiver(hosts: Sequence[Host], folder: Path) -> NetconsoleReceiver | 
     return NetconsoleReceiver({h.netconsole.port for h in chosen if h.netconsole}, sources, folder).start()
 
 
-def _receiver(runner: "HostRunner") -> NetconsoleReceiver | None:
-    """The campaign's receiver, when this host sends to it."""
-    return runner.ctx.netconsole if runner.host.netconsole else None
-
-
 def wanted(setting: NetconsoleSetting) -> dict[str, Any]:
     return {"port": setting.port, "dev": setting.dev, "target": setting.target, "extended": setting.extended}
 
 
-def ensure(runner: "HostRunner", agent: AgentClient) -> None:
-    """The host's kernel sends to us in this boot (applied once per boot); the attempt about to
-    start counts its kernel lines from here."""
-    receiver, setting = _receiver(runner), runner.host.netconsole
-    if receiver is None or setting is None:
-        return
-    name = runner.host.name
-    receiver.attempt_started[name] = time.time()  # this attempt's lines count from here
-    if name in receiver.configured and receiver.configured[name] == runner.state.boot_id:
-        return
-    receiver.configured[name] = runner.state.boot_id
-    try:
-        report = agent.one(["netconsole", "apply", "--json", json.dumps(wanted(setting))],
-                           "netconsole", timeout=60)
-    except ReprofleetError as exc:
-        runner.ctx.event(name, "netconsole_failed", error=str(exc))
-        return
-    config: Mapping[str, Any] = report.get("config") or {}
-    if config.get("local_ip"):
-        receiver.add_source(str(config["local_ip"]), name)
-    if report.get("ok"):
-        runner.ctx.event(name, "netconsole_applied", config=dict(config), printk=report.get("printk"),
-                         notes=report.get("notes") or [])
-    else:
-        runner.ctx.event(name, "netconsole_failed", error="; ".join(map(str, report.get("errors") or [])),
-                         notes=report.get("notes") or [])
+class HostNetconsole:
+    """One host's netconsole through a campaign, with the campaign's receiver.
 
+    Owned by the host runner; it knows only the host's name and ``netconsole:`` setting, the
+    receiver (None when this host does not send to one), and where its events go. What it
+    configured per boot and since when an attempt counts lines is the receiver's (shared by
+    the campaign's hosts, keyed by host name).
+    """
 
-def follow(runner: "HostRunner", attempt_id: str, write: Any) -> None:
-    """From now on the host's kernel lines also go into this attempt's stream."""
-    receiver = _receiver(runner)
-    if receiver is not None:
-        since = receiver.attempt_started.setdefault(runner.host.name, time.time())
-        receiver.follow(runner.host.name, attempt_id, write, since)
+    def __init__(self, log: HostLog, setting: NetconsoleSetting | None,
+                 receiver: NetconsoleReceiver | None) -> None:
+        self.log = log
+        self.setting = setting
+        self.receiver = receiver if setting is not None else None  # the campaign's, when this host sends to it
 
+    def ensure(self, agent: AgentClient, boot_id: str | None) -> None:
+        """The host's kernel sends to us in this boot (applied once per boot); the attempt about
+        to start counts its kernel lines from here."""
+        receiver, setting, name = self.receiver, self.setting, self.log.host
+        if receiver is None or setting is None:
+            return
+        receiver.attempt_started[name] = time.time()  # this attempt's lines count from here
+        if name in receiver.configured and receiver.configured[name] == boot_id:
+            return
+        receiver.configured[name] = boot_id
+        try:
+            report = agent.netconsole(["apply", "--json", json.dumps(wanted(setting))])
+        except ReprofleetError as exc:
+            self.log.event(CampaignEvent.NETCONSOLE_FAILED, error=str(exc))
+            return
+        config: Mapping[str, Any] = report.config or {}
+        if config.get("local_ip"):
+            receiver.add_source(str(config["local_ip"]), name)
+        if report.ok:
+            self.log.event(CampaignEvent.NETCONSOLE_APPLIED, config=dict(config), printk=report.printk,
+                           notes=list(report.notes))
+        else:
+            self.log.event(CampaignEvent.NETCONSOLE_FAILED, error="; ".join(map(str, report.errors)),
+                           notes=list(report.notes))
 
-def unfollow(runner: "HostRunner") -> None:
-    receiver = _receiver(runner)
-    if receiver is not None:
-        receiver.unfollow(runner.host.name)
+    def follow(self, attempt_id: str, write: Any) -> None:
+        """From now on the host's kernel lines also go into this attempt's stream."""
+        if self.receiver is not None:
+            since = self.receiver.attempt_started.setdefault(self.log.host, time.time())
+            self.receiver.follow(self.log.host, attempt_id, write, since)
 
+    def unfollow(self) -> None:
+        if self.receiver is not None:
+            self.receiver.unfollow(self.log.host)
 
-def record_lines(runner: "HostRunner", outcome: Outcome | None) -> tuple[dict[str, Any], ...] | None:
-    """A freeze's record: the last kernel lines that reached us during the attempt (in
-    arrival order); None without netconsole or for an attempt that ended by itself."""
-    receiver = _receiver(runner)
-    if receiver is None or outcome not in FREEZE_OUTCOMES:
-        return None
-    since = receiver.attempt_started.get(runner.host.name, 0.0)
-    return tuple(line.for_record() for line in receiver.lines(runner.host.name, since=since))
+    def record_lines(self, outcome: Outcome | None) -> tuple[dict[str, Any], ...] | None:
+        """A freeze's record: the last kernel lines that reached us during the attempt (in
+        arrival order); None without netconsole or for an attempt that ended by itself."""
+        if self.receiver is None or outcome not in FREEZE_OUTCOMES:
+            return None
+        since = self.receiver.attempt_started.get(self.log.host, 0.0)
+        return tuple(line.for_record() for line in self.receiver.lines(self.log.host, since=since))
 
+    def with_late_lines(self, record: Record) -> Record:
+        """A freeze's record after recovery: also the lines that arrived after its declaration (a
+        kernel that saw the lock prints its report and panic some seconds later). The new boot
+        sends nothing before its netconsole is configured again, so every line is the old boot's."""
+        lines = self.record_lines(record.outcome if record.kernel_net is not None else None)
+        return record if lines is None or lines == record.kernel_net else replace(record, kernel_net=lines)
 
-def with_late_lines(runner: "HostRunner", record: Record) -> Record:
-    """A freeze's record after recovery: also the lines that arrived after its declaration (a
-    kernel that saw the lock prints its report and panic some seconds later). The new boot
-    sends nothing before its netconsole is configured again, so every line is the old boot's."""
-    lines = record_lines(runner, record.outcome if record.kernel_net is not None else None)
-    return record if lines is None or lines == record.kernel_net else replace(record, kernel_net=lines)
-
-
-def restore_at_end(runner: "HostRunner") -> None:
-    """The host's own netconsole configuration back (stopped campaigns too); a failure is an event."""
-    receiver = _receiver(runner)
-    if receiver is None or runner.state.quarantined or runner.host.name not in receiver.configured:
-        return
-    try:
-        report = runner.agent().one(["netconsole", "restore"], "netconsole", timeout=60)
-    except ReprofleetError as exc:
-        runner.ctx.event(runner.host.name, "netconsole_restore_failed", error=str(exc))
-        return
-    what = "netconsole_restored" if report.get("ok") else "netconsole_restore_failed"
-    runner.ctx.event(runner.host.name, what, config=report.get("config"), printk=report.get("printk"),
-                     errors=report.get("errors") or [])
+    def restore_at_end(self, agent: Callable[[], AgentClient], quarantined: bool) -> None:
+        """The host's own netconsole configuration back (stopped campaigns too); a failure is an event."""
+        if self.receiver is None or quarantined or self.log.host not in self.receiver.configured:
+            return
+        try:
+            report = agent().netconsole(["restore"])
+        except ReprofleetError as exc:
+            self.log.event(CampaignEvent.NETCONSOLE_RESTORE_FAILED, error=str(exc))
+            return
+        what = CampaignEvent.NETCONSOLE_RESTORED if report.ok else CampaignEvent.NETCONSOLE_RESTORE_FAILED
+        self.log.event(what, config=None if report.config is None else dict(report.config),
+                       printk=report.printk, errors=list(report.errors))

@@ -26,6 +26,7 @@ from reprofleet.config import DEFAULT_TIMINGS
 from reprofleet.errors import HostKeyError, PowerError, ReprofleetError
 from reprofleet.model import Outcome, Record
 from reprofleet.liveness.probes import IcmpMode, ProbeAnswer, icmp_mode
+from reprofleet.model.events import CampaignEvent
 
 if TYPE_CHECKING:
     from reprofleet.runner.host import CampaignContext, HostRunner
@@ -120,11 +121,11 @@ class Recovery:
             message = ("no ICMP socket can be opened here (no raw-socket privilege, and "
                        "net.ipv4.ping_group_range excludes our group): liveness probes use TCP only")
             log.warning(message)
-            ctx.event("controller", "icmp_unavailable", message=message)
+            ctx.event("controller", CampaignEvent.ICMP_UNAVAILABLE, message=message)
 
     def recover(self, runner: "HostRunner", record: Record) -> Record:
         name = runner.host.name
-        seq = Sequence(lambda old, new, d: self.ctx.event(name, "recovery", **{"from": old.value, "to": new.value, **d}))
+        seq = Sequence(lambda old, new, d: self.ctx.event(name, CampaignEvent.RECOVERY, **{"from": old.value, "to": new.value, **d}))
         old_boot = runner.state.boot_id
         try:
             came_back = self._grace_for_self_reboot(runner, old_boot)
@@ -211,12 +212,12 @@ class Recovery:
             return
         cap = self.ctx.settings.watchdog.pause_cap_s
         reason = getattr(guard, "reason", "") or "the partition guard says our network is down"
-        self.ctx.event(runner.host.name, "guard", network="down", before="power action", message=reason)
+        self.ctx.event(runner.host.name, CampaignEvent.GUARD, network="down", before="power action", message=reason)
         deadline = self.clock.monotonic() + cap
         while self.clock.monotonic() < deadline and not self.ctx.stop.is_set():
             self.clock.wait(self.ctx.stop, self.timings.guard_poll_s)
             if guard():
-                self.ctx.event(runner.host.name, "guard", network="up", before="power action")
+                self.ctx.event(runner.host.name, CampaignEvent.GUARD, network="up", before="power action")
                 return
         raise NetworkDown(f"not power-cycled: the controller's network stayed down for {cap:g} s ({reason})")
 
@@ -258,11 +259,11 @@ class Recovery:
                 problem = f"the power cycle failed: {exc}"
             if self._answers_within(runner, boot_s):
                 if problem:
-                    self.ctx.event(runner.host.name, "warning", message=f"{problem}; the host came back anyway")
+                    self.ctx.event(runner.host.name, CampaignEvent.WARNING, message=f"{problem}; the host came back anyway")
                 return
             problem = problem or f"the power device reads on, but the host did not answer within {boot_s:g} s"
             if attempt + 1 < len(dwells):
-                self.ctx.event(runner.host.name, "power_retry", reason=problem, dwell_s=dwells[attempt + 1])
+                self.ctx.event(runner.host.name, CampaignEvent.POWER_RETRY, reason=problem, dwell_s=dwells[attempt + 1])
         raise RecoveryError(f"{problem}, after {len(dwells)} power cycles (dwell {dwells[0]:g} s, then "
                             f"{dwells[1]:g} s). {NOT_BACK_CAUSES}")
 
@@ -279,7 +280,7 @@ class Recovery:
         return False
 
     def _wait_for_person(self, runner: "HostRunner", seq: Sequence) -> None:
-        self.ctx.event(runner.host.name, "needs_person",
+        self.ctx.event(runner.host.name, CampaignEvent.NEEDS_PERSON,
                        message="wedged and no power port: power-cycle it by hand; polling until it answers")
         seq.transition(RecoveryState.BOOTING, waiting_for="a person", deadline_s=self.timings.human_wait_s)
 
@@ -350,19 +351,19 @@ class Recovery:
             postboot = runner.agent().postboot()
         except ReprofleetError as exc:
             return {"error": f"post-boot forensics failed: {exc}"}
-        previous = postboot.get("previous_boot") or {}
-        forensics = {
-            "journal_persistent": postboot.get("journal_persistent"),
-            "previous_boot_available": previous.get("available"),
-            "findings": previous.get("findings") or [],
-            "tail": (previous.get("tail") or [])[-20:],
-            "pstore": postboot.get("pstore") or [],
+        previous = postboot.previous_boot
+        forensics: dict[str, Any] = {
+            "journal_persistent": postboot.journal_persistent,
+            "previous_boot_available": previous.available,
+            "findings": list(previous.findings),
+            "tail": list(previous.tail)[-20:],
+            "pstore": list(postboot.pstore),
             "power_cycles": runner.state.power_cycles,
         }
-        if not postboot.get("journal_persistent"):
+        if not postboot.journal_persistent:
             forensics["warning"] = ("the host's journal is not persistent: nothing from the frozen boot "
                                     "survives (set Storage=persistent in journald.conf)")
-            self.ctx.event(runner.host.name, "warning", message=forensics["warning"])
+            self.ctx.event(runner.host.name, CampaignEvent.WARNING, message=forensics["warning"])
         return forensics
 
 

@@ -15,17 +15,16 @@ import hashlib
 import json
 import shlex
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Iterable, Mapping
+from typing import Any, Callable, Iterable, Mapping
 
 
 from reprofleet.errors import AgentError, ReprofleetError
 from reprofleet.model import Cell, PipOptions, Runtime, RuntimeKind, frozen_mapping
 from reprofleet.playbook.venv import poc_requirement
-
-if TYPE_CHECKING:
-    from reprofleet.remote.agent import AgentClient
-    from reprofleet.runner.context import CampaignContext
-    from reprofleet.runner.host import HostRunner
+from reprofleet.model.events import CampaignEvent
+from reprofleet.remote.agent import AgentClient
+from reprofleet.runner.host_log import HostLog
+from reprofleet.runner.stops import HostStops
 
 PROBE_TIMEOUT_S = 120.0
 BUILD_TIMEOUT_S = 3600.0  # a real vLLM pull or pip install takes minutes
@@ -102,7 +101,7 @@ def python_facts(label: str, line: Mapping[str, Any]) -> RuntimeFacts:
                         packages=frozen_mapping(line.get("packages") or {}), venv=line.get("venv"))
 
 
-def resolve(agent: "AgentClient", runtime: Runtime, base_python: str) -> tuple[RuntimeFacts, Mapping[str, Any]]:
+def resolve(agent: AgentClient, runtime: Runtime, base_python: str) -> tuple[RuntimeFacts, Mapping[str, Any]]:
     """Ask the host what ``runtime`` is there (pulling the image or building the venv first)."""
     if runtime.kind is RuntimeKind.DOCKER:
         action, settings, timeout = "image", {"image": runtime.image, "pull": True}, BUILD_TIMEOUT_S
@@ -112,9 +111,10 @@ def resolve(agent: "AgentClient", runtime: Runtime, base_python: str) -> tuple[R
         action, timeout = "venv", BUILD_TIMEOUT_S
         settings = {"name": venv_name(runtime), "vllm": runtime.vllm, "requirement": poc_requirement(),
                     "base_python": base_python, **runtime.pip.as_dict()}
-    line = agent.one(["runtime", action, "--json", json.dumps(settings, sort_keys=True)], "runtime", timeout=timeout)
-    if not line.get("ok"):
-        raise AgentError(agent.host, f"runtime {runtime.label}: {line.get('error') or 'the agent said not ok'}")
+    reply = agent.runtime([action, "--json", json.dumps(settings, sort_keys=True)], timeout=timeout)
+    if not reply.ok:
+        raise AgentError(agent.host, f"runtime {runtime.label}: {reply.error or 'the agent said not ok'}")
+    line = reply.line
     facts = image_facts(runtime.label, line) if action == "image" else python_facts(runtime.label, line)
     return facts, line
 
@@ -138,9 +138,14 @@ class Moved:
 
 
 class HostRuntimes:
-    """One host's resolved runtimes, and the image each docker cell is held to."""
+    """One host's resolved runtimes, and the image each docker cell is held to.
 
-    def __init__(self, earlier: Iterable[Mapping[str, Any]] = ()) -> None:
+    Owned by the host runner; it knows where its events go, the host's records so far (a
+    resume), and its own state; the agent and the host's stops are handed to each call.
+    """
+
+    def __init__(self, log: HostLog, earlier: Iterable[Mapping[str, Any]] = ()) -> None:
+        self.log = log
         self.facts: dict[str, RuntimeFacts] = {}  # by runtime label
         self.held: dict[str, tuple[str | None, str | None]] = {}  # cell -> (image id, repo digest) it ran
         for record in earlier:  # a resumed campaign holds each cell to the image it already ran
@@ -148,8 +153,7 @@ class HostRuntimes:
             if runtime.get("image_id") and str(record.get("cell")) not in self.held:
                 self.held[str(record.get("cell"))] = (runtime.get("image_id"), runtime.get("image_digest"))
 
-    def prepare(self, ctx: "CampaignContext", host: str, agent: "AgentClient", cells: Iterable[Cell],
-                base_python: str) -> None:
+    def prepare(self, agent: AgentClient, cells: Iterable[Cell], base_python: str) -> None:
         """Resolve every runtime the host's plan uses, once, before its first attempt."""
         for cell in cells:
             runtime = cell.runtime
@@ -158,14 +162,14 @@ class HostRuntimes:
             facts, line = resolve(agent, runtime, base_python)
             self.facts[runtime.label] = facts
             extra = {k: line[k] for k in ("pulled", "created") if k in line}
-            ctx.event(host, "runtime_resolved", runtime=runtime.label, kind=runtime.kind.value,
-                      **facts.record_fields(), **extra)
+            self.log.event(CampaignEvent.RUNTIME_RESOLVED, runtime=runtime.label, kind=runtime.kind.value,
+                           **facts.record_fields(), **extra)
 
     def fields(self, cell: Cell) -> dict[str, Any]:
         facts = self.facts.get(cell.runtime.label)
         return facts.record_fields() if facts else {}
 
-    def check(self, agent: "AgentClient", cell: Cell) -> Moved | None:
+    def check(self, agent: AgentClient, cell: Cell) -> Moved | None:
         """The cheap check before an attempt: does the tag still name the cell's image?"""
         facts = self.facts.get(cell.runtime.label)
         if cell.runtime.kind is not RuntimeKind.DOCKER or facts is None:
@@ -187,23 +191,21 @@ class HostRuntimes:
         new = image_facts(cell.runtime.label, {"image": tag, "id": new_id, "repo_digests": listed or []})
         return Moved(cell.name, tag, old_id, old_digest, new_id, new.image_digest)
 
-    def moved(self, runner: "HostRunner", cell: Cell, index: int) -> bool:
+    def moved(self, agent: Callable[[], AgentClient], stops: HostStops, cell: Cell, index: int,
+              quarantined: bool) -> bool:
         """Whether ``cell`` stops on this host because its tag moved (its ``stopped`` event says
         so, tag and both digests, and its remaining slots are skipped as any stopped cell's)."""
-        if runner.state.quarantined or runner.stops.is_stopped(cell.name) \
-                or cell.runtime.kind is not RuntimeKind.DOCKER:
+        if quarantined or stops.is_stopped(cell.name) or cell.runtime.kind is not RuntimeKind.DOCKER:
             return False
         try:
-            moved = self.check(runner.agent(), cell)
+            moved = self.check(agent(), cell)
         except ReprofleetError:
             return False  # the host does not answer: the attempt's own path records that
         if moved is None:
             return False
-        runner.stops.stopped.add(cell.name)
-        tally = runner.stops.tally(cell.name)
-        runner.ctx.event(runner.host.name, "stopped", slot=index, cell=cell.name, rule=MOVED_RULE, why=moved.why,
-                         verdict=None, attempts=tally.attempts, reproductions=tally.reproductions,
-                         judged=tally.judged, error=True, tag=moved.tag, old_digest=moved.old_digest,
-                         new_digest=moved.new_digest, old_id=moved.old_id, new_id=moved.new_id)
-        runner.ctx.progress(runner.host.name, cell=cell.name, phase="", status=f"stopped {cell.name}: {moved.why}")
+        stop = stops.stop(cell.name, MOVED_RULE, moved.why, None, error=True, tag=moved.tag,
+                                 old_digest=moved.old_digest, new_digest=moved.new_digest, old_id=moved.old_id,
+                                 new_id=moved.new_id)
+        self.log.event(CampaignEvent.STOPPED, slot=index, **stop.event_fields())
+        self.log.progress(cell=cell.name, phase="", status=f"stopped {cell.name}: {moved.why}")
         return True

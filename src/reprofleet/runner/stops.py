@@ -9,11 +9,11 @@ campaign decide exactly as an uninterrupted one, and a stop, once made, is never
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping
 
 from reprofleet.stats import stop_rules as stopping
-from reprofleet.model import Cell, Playbook, Role, StopKind
+from reprofleet.model import Cell, Playbook, Role, StopKind, frozen_mapping
 
 
 @dataclass
@@ -39,11 +39,12 @@ class Stop:
     why: str
     verdict: str | None
     tally: Tally
+    details: Mapping[str, Any] = field(default_factory=frozen_mapping)  # what a rule adds (a moved tag's digests)
 
     def event_fields(self) -> dict[str, Any]:
         return {"cell": self.cell, "rule": self.rule, "why": self.why, "verdict": self.verdict,
                 "attempts": self.tally.attempts, "reproductions": self.tally.reproductions,
-                "judged": self.tally.judged}
+                "judged": self.tally.judged, **self.details}
 
 
 class HostStops:
@@ -86,10 +87,17 @@ class HostStops:
                                    self.playbook.attempts)
         if decision is None:
             return None
-        self.stopped.add(cell.name)
-        tally = self.tally(cell.name)
-        return Stop(cell.name, str(getattr(decision.rule, "value", decision.rule)), decision.why,
-                    decision.verdict, Tally(tally.attempts, tally.reproductions, tally.judged))
+        return self.stop(cell.name, str(getattr(decision.rule, "value", decision.rule)), decision.why,
+                         decision.verdict)
+
+    def stop(self, cell: str, rule: str, why: str, verdict: str | None, **details: Any) -> Stop:
+        """``cell`` stops on this host for ``rule``'s reason ``why``: its remaining slots are
+        skipped from now on. The one way a cell stops (a stop rule's decision, a moved image
+        tag); the returned Stop carries the ``stopped`` event's fields, tally included."""
+        self.stopped.add(cell)
+        tally = self.tally(cell)
+        return Stop(cell, rule, why, verdict, Tally(tally.attempts, tally.reproductions, tally.judged),
+                    frozen_mapping(details))
 
     def is_stopped(self, cell: str) -> bool:
         return cell in self.stopped

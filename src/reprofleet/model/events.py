@@ -1,0 +1,71 @@
+"""The names of the lines in a campaign's ``events.jsonl``.
+
+Users, reports and resume read these files long after the controller that wrote them is
+gone, so the names are a file format: each member's value is the exact string written in
+the ``event`` key, and a rename here is a format change. Writers pass a member to
+``CampaignContext.event``; readers turn a line back into a member with :func:`event_of`
+and compare members, never spelled-out strings.
+"""
+
+from __future__ import annotations
+
+from enum import Enum, unique
+from typing import Any, Mapping
+
+
+@unique
+class CampaignEvent(str, Enum):
+    """Every event a campaign writes, by the layer that writes it."""
+
+    # the campaign
+    TORN_LINE_CUT = "torn_line_cut"  # a killed controller's half-written line, cut at resume
+    # preparing a host
+    PREPARED = "prepared"
+    UNREACHABLE_AT_START = "unreachable_at_start"
+    SWITCHED_ON_AT_START = "switched_on_at_start"
+    LEASE_BROKEN = "lease_broken"
+    LEASE_RELEASE_FAILED = "lease_release_failed"
+    ORPHAN_KILLED = "orphan_killed"
+    RUNTIME_RESOLVED = "runtime_resolved"
+    CACHE_PUSHED = "cache_pushed"
+    # policy, kernel settings and netconsole
+    POLICY_APPLIED = "policy_applied"
+    POLICY_RESTORED = "policy_restored"
+    POLICY_RESTORE_FAILED = "policy_restore_failed"
+    HOST_DEBUG_APPLIED = "host_debug_applied"
+    HOST_DEBUG_RESTORED = "host_debug_restored"
+    HOST_DEBUG_RESTORE_FAILED = "host_debug_restore_failed"
+    NETCONSOLE_APPLIED = "netconsole_applied"
+    NETCONSOLE_FAILED = "netconsole_failed"
+    NETCONSOLE_RESTORED = "netconsole_restored"
+    NETCONSOLE_RESTORE_FAILED = "netconsole_restore_failed"
+    # attempts and their ends
+    ATTEMPT_STARTED = "attempt_started"
+    STOPPED = "stopped"  # a cell's stop rule (or a moved image tag) ended it on a host
+    QUARANTINED = "quarantined"
+    UNREACHABLE = "unreachable"
+    REBOOT = "reboot"
+    WEDGE = "wedge"
+    # liveness (the watchdogs and the partition guard)
+    SUSPECT = "suspect"
+    PROBE = "probe"
+    CLEAR = "clear"
+    GUARD = "guard"
+    REATTACH_FAILED = "reattach_failed"  # the stream could not be re-attached after silence
+    CONTROLLER_NETWORK_SUSPECT = "controller_network_suspect"
+    CONTROLLER_NETWORK_BACK = "controller_network_back"
+    ICMP_UNAVAILABLE = "icmp_unavailable"
+    # recovery
+    RECOVERY = "recovery"  # one state transition of the recovery sequence
+    POWER_RETRY = "power_retry"
+    NEEDS_PERSON = "needs_person"
+    WARNING = "warning"
+
+
+def event_of(line: Mapping[str, Any]) -> CampaignEvent | None:
+    """The event a line of ``events.jsonl`` is; None for a name this controller does not know
+    (a newer controller's line, or a hand-written one), which readers skip."""
+    try:
+        return CampaignEvent(line.get("event"))
+    except ValueError:
+        return None
