@@ -20,6 +20,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable, Iterator, Mapping, Sequence
 
+from reprofleet.remote import replies
 from reprofleet.clock import VirtualClock
 from reprofleet.config import Timings
 from reprofleet.errors import ConnectError
@@ -275,13 +276,17 @@ class FakeAgent:
         self._call()
         return f"{remote_rel_dir}/{name}"
 
-    def facts(self) -> dict[str, Any]:
+    def facts(self) -> replies.Facts:
         self._call()
         uptime = self.fake.clock.monotonic() - (self.fake.up_at or 0.0)
-        return {"hostname": self.fake.name, "boot_id": self.fake.boot_id, "uptime_s": uptime, "gpus": []}
+        return replies.parse_facts(self.host, {"k": "facts", "hostname": self.fake.name, "boot_id": self.fake.boot_id,
+                                               "uptime_s": uptime, "gpus": []})
 
     def lease(self, action: str, *, controller: str = "", campaign: str = "", pid: int = 0,
-              break_lease: bool = False) -> dict[str, Any]:
+              break_lease: bool = False) -> replies.LeaseReply:
+        return replies.parse_lease(self.host, {"k": "lease", **self._lease(action, controller, campaign, break_lease)})
+
+    def _lease(self, action: str, controller: str, campaign: str, break_lease: bool) -> dict[str, Any]:
         self._call()
         holder = self.fake.lease_holder
         if action == "release":
@@ -296,24 +301,25 @@ class FakeAgent:
         self.fake.lease_holder = {"campaign": campaign, "controller": controller}
         return {"ok": True}
 
-    def attempts(self, running_only: bool = False) -> list[dict[str, Any]]:
+    def attempts(self, running_only: bool = False) -> tuple[replies.AttemptListing, ...]:
         self._call()
-        return [dict(o) for o in self.fake.orphans]
+        return replies.parse_attempts(self.host, {"k": "attempts", "attempts": [dict(o) for o in self.fake.orphans]})
 
-    def kill(self, attempt_id: str) -> dict[str, Any]:
+    def kill(self, attempt_id: str) -> replies.KillReply:
         self._call()
         self.fake.killed.append(attempt_id)
+        was_running = any(o["id"] == attempt_id for o in self.fake.orphans)
         self.fake.orphans = [o for o in self.fake.orphans if o["id"] != attempt_id]
-        return {"ok": True}
+        return replies.parse_kill(self.host, {"k": "killed", "id": attempt_id, "was_running": was_running})
 
-    def policy(self, action: str, gpu: int, settings: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    def policy(self, action: str, gpu: int, settings: Mapping[str, Any] | None = None) -> replies.PolicyReply:
         self._call()
         self.fake.policy_calls.append(action)
         if action == "apply":
             self.fake.policy = dict(settings or {})
         elif action == "restore":
             self.fake.policy = {}
-        return {"ok": True, "readback": dict(self.fake.policy)}
+        return replies.parse_policy(self.host, {"k": "policy", "ok": True, "readback": dict(self.fake.policy)})
 
     def one(self, args: list[str], kind: str, timeout: float = 60.0) -> dict[str, Any]:
         self._call()
@@ -334,10 +340,20 @@ class FakeAgent:
             return {"ok": True, "values": dict(self.fake.host_debug)}
         return {"ok": True}
 
-    def postboot(self) -> dict[str, Any]:
+    def postboot(self) -> replies.Postboot:
         self._call()
-        return {"journal_persistent": True, "pstore": [],
-                "previous_boot": {"available": True, "findings": [{"line": "NVRM: Xid 79"}], "tail": ["NVRM: Xid 79"]}}
+        return replies.parse_postboot(self.host, {
+            "k": "postboot", "boot_id": self.fake.boot_id, "journal_persistent": True, "pstore": [],
+            "previous_boot": {"available": True, "findings": [{"line": "NVRM: Xid 79"}], "tail": ["NVRM: Xid 79"]}})
+
+    def host_debug(self, args: list[str]) -> replies.HostDebugReply:
+        return replies.parse_host_debug(self.host, {"k": "host_debug", **self.one(["host-debug", *args], "host_debug")})
+
+    def runtime(self, args: list[str], timeout: float) -> replies.RuntimeReply:
+        return replies.parse_runtime(self.host, {"k": "runtime", **self.one(["runtime", *args], "runtime", timeout)})
+
+    def netconsole(self, args: list[str]) -> replies.NetconsoleReply:
+        return replies.parse_netconsole(self.host, {"k": "netconsole", **self.one(["netconsole", *args], "netconsole")})
 
     def run(self, attempt_id: str, argv: list[str], *, timeout: float, env: Mapping[str, str] | None = None,
             gpu: int = 0, sample_hz: float = 10.0, clock_threshold: float = 0.0) -> "FakeStream":
