@@ -390,7 +390,7 @@ class FakeStream:
         for phase in PHASES:
             yield {"k": "phase", "seq": next(seq), "phase": phase}
             yield {"k": "log", "seq": next(seq), "line": f"entering {phase}"}
-        if self.outcome in ("wedge", "reboot", "lockup"):
+        if self.outcome in ("wedge", "reboot", "lockup", "stuck"):
             return
         if self.outcome == "hang":
             while self.fake.clock.monotonic() < self.started + self.timeout_s:
@@ -414,6 +414,8 @@ class FakeStream:
                 self.fake.freeze()  # a lockup the kernel does not panic on is a wedge
             elif self.outcome == "reboot" or panics:
                 self.fake.reset_itself()
+            elif self.outcome == "stuck":  # the agent stops streaming; the host answers, the channel stays open
+                pass
             else:
                 self.finished = True
             return None
