@@ -5,5 +5,6 @@ Modules: ``transport`` (SSH through Fabric/paramiko: strict host keys, a livenes
 that needs a reply), ``ssh`` (the system ``ssh`` binary for bulk bytes), ``agent`` (the
 client of the host agent in ``collectors/``: push under a content hash, JSON lines),
 ``session`` (one by-hand agent session: connect, push, one piece of work, close),
+``replies`` (the agent's replies parsed into frozen dataclasses, in one place),
 ``netconsole`` (the UDP receiver of hosts' kernel messages).
 """

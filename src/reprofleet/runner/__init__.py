@@ -1,7 +1,9 @@
 """One host through its plan: each object here belongs to one host's runner, so a decision
 about a host is made by code that sees only that host.
 
-Modules: ``host`` (the runner: prepare, run the slots in plan order, recover), ``context``
+Modules: ``host`` (the runner: prepare, run the slots in plan order, recover), ``port``
+(the HostPort seam: how a runner reaches its host), ``host_log`` (a host's event sink
+for the helpers it owns), ``context``
 (what every runner of a campaign shares), ``attempt`` (one attempt followed to its
 outcome), ``recovery`` (wedged -> off -> on -> booted -> ready, or quarantined), ``stops``
 (stop rules on one host), ``gpu_policy`` (apply, read back, verify, restore),
