@@ -277,16 +277,18 @@ def sim_down(c: Context) -> ExitStatus:
     return ExitStatus.OK
 
 
-@task(help={"hosts": "number of simulated hosts", "playbook": "demo campaign YAML"})
+@task(help={"hosts": "number of simulated hosts", "playbook": "demo campaign YAML",
+            "attempts": "attempts per host and cell (default: the playbook's)"})
 @handled
-def demo(c: Context, hosts: int = 3, playbook: str = "playbooks/demo.yml") -> ExitStatus:
+def demo(c: Context, hosts: int = 3, playbook: str = "playbooks/demo.yml", attempts: int = 0) -> ExitStatus:
     """Simulated fleet up, a campaign over it, the summary, fleet down."""
     from reprofleet.sim import simctl
 
     sim_dir = Path(_conf(c)["sim_dir"])
     fleet = simctl.up(int(hosts), None, sim_dir)
     try:
-        return run_and_report(c, str(fleet.inventory_path), playbook, None, False, None, None, DEMO_OVERRIDES)
+        return run_and_report(c, str(fleet.inventory_path), playbook, int(attempts) or None, False, None, None,
+                              DEMO_OVERRIDES)
     finally:
         simctl.down(sim_dir)
 
