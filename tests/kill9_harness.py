@@ -213,8 +213,12 @@ class KillPoint:
     poll_s: float = POLL_S  # shorter where the window after the moment is short (the GPU restore)
 
 
-def wait_and_kill(controller: Controller, reports: Path, point: KillPoint, deadline_s: float) -> Snapshot:
-    """Poll the folder until the kill point's moment, SIGKILL, and return the folder as the kill left it."""
+def wait_and_kill(controller: Controller, reports: Path, point: KillPoint, deadline_s: float,
+                  on_poll: Callable[[Snapshot], None] | None = None) -> Snapshot:
+    """Poll the folder until the kill point's moment, SIGKILL, and return the folder as the kill left it.
+
+    ``on_poll`` sees every snapshot first (a chain uses it to freeze a host when its moment needs a wedge).
+    """
     root = campaign_folder(reports)
     deadline = time.monotonic() + deadline_s
     previous: Snapshot | None = None
@@ -223,6 +227,8 @@ def wait_and_kill(controller: Controller, reports: Path, point: KillPoint, deadl
             raise AssertionError(f"{point.name}: the controller ended (rc {controller.proc.returncode}) before "
                                  f"the kill point\n{controller.tail()}")
         now = Snapshot.read(root)
+        if on_poll is not None:
+            on_poll(now)
         if point.trigger(now, previous):
             controller.kill9()
             if point.torn_tail:

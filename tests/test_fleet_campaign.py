@@ -1,4 +1,9 @@
-"""End to end over real SSH: a campaign on simulated hosts, streams, re-attach, host keys."""
+"""End to end over real SSH: a campaign on simulated hosts, streams, re-attach, host keys.
+
+One fleet for the module (bringing a fleet up costs more than a test here): each test has a
+host of its own in it, with the spec it needs, and runs on an inventory of that host alone,
+so no test sees another's state and none needs a reset.
+"""
 
 from __future__ import annotations
 
@@ -7,7 +12,7 @@ import shutil
 import threading
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 import pytest
 
@@ -62,14 +67,55 @@ def settings_for(fleet: Any, **overrides: Any) -> RunSettings:
     return RunSettings(**base)
 
 
+# time_scale 0.02 where a test checks outcomes, policy or cache, not the stream's length or timing
+SPECS = (SimHostSpec(name="fa"), SimHostSpec(name="fb"),
+         SimHostSpec(name="cls", script=("clean", "error", "hang"), time_scale=0.02),
+         SimHostSpec(name="str", script=("clean",)), SimHostSpec(name="drop", script=("clean",), time_scale=0.08),
+         SimHostSpec(name="key"), SimHostSpec(name="pol", script=("clean", "clean", "clean"), time_scale=0.02),
+         SimHostSpec(name="cch", script=("clean", "clean"), time_scale=0.02))
+
+
+@dataclasses.dataclass(frozen=True)
+class Hosts:
+    """Some hosts of the module's fleet: an inventory of them alone, and the fleet's files."""
+
+    fleet: Any
+    inventory_path: Path
+
+    @property
+    def known_hosts_path(self) -> Path:
+        return Path(self.fleet.known_hosts_path)
+
+
+@pytest.fixture(scope="module")
+def campaign_fleet(sim_ready: None) -> Iterator[Any]:
+    from reprofleet.sim import Fleet
+
+    fleet = Fleet.up(SPECS)
+    try:
+        yield fleet
+    finally:
+        fleet.down(remove_files=True)
+
+
+@pytest.fixture
+def hosts_of(campaign_fleet: Any, tmp_path: Path) -> Any:
+    """``hosts_of(*names) -> Hosts``: the named hosts of the module's fleet."""
+    def pick(*names: str) -> Hosts:
+        return Hosts(campaign_fleet, campaign_fleet.write_inventory(tmp_path / f"inventory-{'-'.join(names)}.yml",
+                                                                   hosts=names))
+
+    return pick
+
+
 def run(fleet: Any, book_path: Path, reports: Path, **overrides: Any):
     inventory = load_inventory(fleet.inventory_path)
     plan = make_plan(load_playbook(book_path), inventory.hosts)
     return run_campaign(plan, settings_for(fleet, **overrides), reports, recovery_factory=recovery_factory)
 
 
-def test_facts_come_from_every_host_over_ssh(sim_fleet) -> None:
-    fleet = sim_fleet([SimHostSpec(name="fa"), SimHostSpec(name="fb")])
+def test_facts_come_from_every_host_over_ssh(hosts_of) -> None:
+    fleet = hosts_of("fa", "fb")
     hosts = load_inventory(fleet.inventory_path).hosts
     seen = {}
     for host in hosts:
@@ -88,9 +134,9 @@ def test_facts_come_from_every_host_over_ssh(sim_fleet) -> None:
     assert gpu["power_limit_w"]["max"] == pytest.approx(600.0)
 
 
-def test_clean_error_and_hang_attempts_are_classified(sim_fleet, tmp_path: Path) -> None:
-    fleet = sim_fleet([SimHostSpec(name="cls", script=("clean", "error", "hang"))])
-    book = write_playbook(tmp_path, attempts=3, attempt_timeout=12)
+def test_clean_error_and_hang_attempts_are_classified(hosts_of, tmp_path: Path) -> None:
+    fleet = hosts_of("cls")
+    book = write_playbook(tmp_path, attempts=3, attempt_timeout=8)  # the hang ends at it; a clean start takes ~2 s
     result = run(fleet, book, tmp_path / "reports")
     outcomes = [r["outcome"] for r in sorted(result.records, key=lambda r: r["attempt_index"])]
     assert outcomes == ["clean", "error", "hang"]
@@ -101,8 +147,8 @@ def test_clean_error_and_hang_attempts_are_classified(sim_fleet, tmp_path: Path)
         assert record["boot_id"] and record["stream"]
 
 
-def test_the_stream_holds_every_line_the_poc_printed_in_order(sim_fleet, tmp_path: Path) -> None:
-    fleet = sim_fleet([SimHostSpec(name="str", script=("clean",))])
+def test_the_stream_holds_every_line_the_poc_printed_in_order(hosts_of, tmp_path: Path) -> None:
+    fleet = hosts_of("str")
     book = write_playbook(tmp_path, attempts=1)
     result = run(fleet, book, tmp_path / "reports")
     (record,) = result.records
@@ -123,15 +169,15 @@ def test_the_stream_holds_every_line_the_poc_printed_in_order(sim_fleet, tmp_pat
     assert seqs == list(range(len(seqs)))
 
 
-def test_a_dropped_ssh_session_does_not_stop_the_poc_and_attach_loses_nothing(sim_fleet, tmp_path: Path) -> None:
-    fleet = sim_fleet([SimHostSpec(name="drop", script=("clean",), time_scale=0.08)])
+def test_a_dropped_ssh_session_does_not_stop_the_poc_and_attach_loses_nothing(hosts_of, tmp_path: Path) -> None:
+    fleet = hosts_of("drop")
     book = write_playbook(tmp_path, attempts=1)
     dropped = threading.Event()
 
     def drop_when_started(host: str, **fields: Any) -> None:
         if fields.get("phase") == "model_load" and not dropped.is_set():
             dropped.set()
-            fleet.hosts[0].drop_ssh_sessions()
+            fleet.fleet.host("drop").drop_ssh_sessions()
 
     inventory = load_inventory(fleet.inventory_path)
     plan = make_plan(load_playbook(book), inventory.hosts)
@@ -146,8 +192,8 @@ def test_a_dropped_ssh_session_does_not_stop_the_poc_and_attach_loses_nothing(si
     assert stream[-1]["k"] == "exit" or any(line["k"] == "exit" for line in stream)
 
 
-def test_a_host_whose_key_changed_is_refused(sim_fleet, tmp_path: Path) -> None:
-    fleet = sim_fleet([SimHostSpec(name="key")])
+def test_a_host_whose_key_changed_is_refused(hosts_of, tmp_path: Path) -> None:
+    fleet = hosts_of("key")
     host = dataclasses.replace(load_inventory(fleet.inventory_path).hosts[0], vars={})  # use the file we give
     known = Path(fleet.known_hosts_path).read_text().splitlines()
     other_key = "AAAAC3NzaC1lZDI1NTE5AAAAIOr4Ew1Yc1o7GnGJbXo9zqYy1o2Xq8m2qOa0pQ6u9Xb3"
@@ -165,8 +211,8 @@ def test_a_host_whose_key_changed_is_refused(sim_fleet, tmp_path: Path) -> None:
     assert time.monotonic() - started < 10
 
 
-def test_clock_lock_and_power_limit_cells_record_what_the_gpu_read_back(sim_fleet, tmp_path: Path) -> None:
-    fleet = sim_fleet([SimHostSpec(name="pol", script=("clean", "clean", "clean"))])
+def test_clock_lock_and_power_limit_cells_record_what_the_gpu_read_back(hosts_of, tmp_path: Path) -> None:
+    fleet = hosts_of("pol")
     cells = ("  - name: lgc-2800\n    graphics_clocks: [180, 2800]\n"
              "  - name: pl-350\n    power_limit: 350\n  - name: default\n")
     book = write_playbook(tmp_path, attempts=1, cells=cells)
@@ -181,8 +227,8 @@ def test_clock_lock_and_power_limit_cells_record_what_the_gpu_read_back(sim_flee
     assert telemetry["gfx_mhz_peak"] <= 2800 and telemetry["samples"] > 0
 
 
-def test_a_starting_cache_is_pushed_once_and_each_record_says_what_cache_it_saw(sim_fleet, tmp_path: Path) -> None:
-    fleet = sim_fleet([SimHostSpec(name="cch", script=("clean", "clean"))])
+def test_a_starting_cache_is_pushed_once_and_each_record_says_what_cache_it_saw(hosts_of, tmp_path: Path) -> None:
+    fleet = hosts_of("cch")
     seed = tmp_path / "book" / "seed-cache"
     (seed / "flashinfer").mkdir(parents=True)
     (seed / "flashinfer" / "autotune.json").write_text('{"configs": 42}\n')

@@ -1,11 +1,14 @@
 """An overnight campaign survives ``kill -9`` of its controller, wherever it lands.
 
 The controller runs as ``invoke campaign`` in its own process; the test watches the
-campaign folder, SIGKILLs the controller at a kill point (mid-append, mid-attempt, during
+campaign folder and SIGKILLs the controller at a kill point (mid-append, mid-attempt, during
 policy apply, in the reboot grace, with the outlet off, during boot, during forensics,
-between attempts, during the cache push, at the last record, and mid-attempt with the
-resume killed mid-attempt as well), resumes with ``--resume``
-and holds the result against one uninterrupted run of the same plan on the same fleet:
+between attempts, during the cache push, at the last record, with one host done, and
+mid-attempt with the resume killed mid-attempt as well). The points are chained: one
+campaign is killed at the first, its ``--resume`` at the next, and so on (two chains: the
+campaign's course, a wedge's recovery), so two campaigns cover what took one per point;
+the cache push keeps a campaign of its own. Each chain's last resume runs to the end and
+is held against one uninterrupted run of the same plan on the same fleet:
 the same records per host x cell, no attempt recorded twice, no wedge lost, no torn line,
 every outlet on and every GPU at its defaults at the end.
 """
@@ -18,11 +21,11 @@ import time
 from collections import Counter
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Iterator, Mapping
+from typing import Any, Callable, Iterator, Mapping
 
 import pytest
 
-from kill9_harness import (Controller, KillPoint, Snapshot, Trigger, broken_invariants, campaign_folder, counts,
+from kill9_harness import (POLL_S, Controller, KillPoint, Snapshot, Trigger, broken_invariants, campaign_folder, counts,
                            fleet_problems, reset_host, wait_and_kill)
 from test_fleet_campaign import write_playbook
 
@@ -132,11 +135,6 @@ def _stream_growing(now: Snapshot, before: Snapshot | None) -> bool:
         for attempt, size in now.streams.items())
 
 
-def _in_grace(now: Snapshot, _: Snapshot | None) -> bool:
-    hosts_off = {e.get("host") for e in now.recovery_to("off")} | {e.get("host") for e in now.recovery_to("booting")}
-    return any(e.get("host") not in hosts_off for e in now.events_of("wedge"))
-
-
 def _pushing_cache(now: Snapshot, _: Snapshot | None) -> bool:
     """Replaced per run by :func:`cache_upload_growing` (it needs the hosts' files)."""
     return False
@@ -162,27 +160,144 @@ def cache_upload_growing(hosts: list[Any], since: float) -> Trigger:
 
 
 TOTAL_SLOTS = 2 * 2 * ATTEMPTS
-KILL_POINTS = [
-    KillPoint("mid-append", lambda now, _: len(now.record_lines) >= 1, torn_tail=True),
-    KillPoint("mid-attempt", _stream_growing),
-    KillPoint("policy-apply", lambda now, _: bool(now.events_of("policy_applied"))),
-    KillPoint("reboot-grace", _in_grace),
-    KillPoint("outlet-off", lambda now, _: bool(now.recovery_to("off"))),
-    KillPoint("booting", lambda now, _: bool(now.recovery_to("booting"))),
-    KillPoint("forensics", lambda now, _: bool(now.recovery_to("forensics"))),
-    KillPoint("between-attempts", lambda now, _: len(now.record_lines) >= 3),
-    KillPoint("cache-push", _pushing_cache, cache_push=True),
+# A kill point of its own campaign (a fresh one, killed, then resumed): the cache push, which
+# needs a playbook of its own.
+KILL_POINTS = [KillPoint("cache-push", _pushing_cache, cache_push=True)]
+
+
+# Kill points of one chain: one campaign killed at the first, its resume killed at the next,
+# and so on; each moment is one that came after the link started (``base``: the folder then),
+# so a resume is killed by what it did itself, not by what its folder already held.
+def _new_stream_growing(base: Snapshot) -> Trigger:
+    return lambda now, before: _stream_growing(now, before) and bool(set(now.streams) - set(base.streams))
+
+
+def _new_record(base: Snapshot, at_least: int = 1) -> Trigger:
+    return lambda now, _: len(now.record_lines) > len(base.record_lines) and len(now.record_lines) >= at_least
+
+
+def _new_policy_applied(base: Snapshot) -> Trigger:
+    return lambda now, _: len(now.events_of("policy_applied")) > len(base.events_of("policy_applied"))
+
+
+def _host_done(base: Snapshot) -> Trigger:
+    """One host has done all its slots in this link (its GPU still holds the last cell's policy), the other not."""
+    def per_host(snap: Snapshot) -> list[int]:
+        tally = Counter(str(r.get("host")) for r in snap.record_lines)
+        return [tally.get(WEDGING, 0), tally.get(STEADY, 0)]
+
+    return lambda now, _: (max(per_host(base)) < TOTAL_SLOTS // 2 <= max(per_host(now))
+                           and min(per_host(now)) < TOTAL_SLOTS // 2)
+
+
+def _new_wedge_in_grace(base: Snapshot) -> Trigger:
+    """A wedge of this link whose host has no ``off``/``booting`` step yet: the reboot grace."""
+    def trigger(now: Snapshot, _: Snapshot | None) -> bool:
+        fresh = now.events.entries[len(base.events.entries):]
+        wedged = {e.get("host") for e in fresh if e.get("event") == "wedge"}
+        stepped = {e.get("host") for e in fresh if e.get("event") == "recovery" and e.get("to") in ("off", "booting")}
+        return bool(wedged - stepped)
+
+    return trigger
+
+
+def _new_recovery_to(state: str) -> Callable[[Snapshot], Trigger]:
+    return lambda base: lambda now, _: len(now.recovery_to(state)) > len(base.recovery_to(state))
+
+
+@dataclass(frozen=True)
+class ChainLink:
+    name: str
+    trigger: Callable[[Snapshot], Trigger]  # the moment, given the folder when the link started
+    torn_tail: bool = False
+    poll_s: float = POLL_S
+    wedge: bool = False  # the moment needs a wedge: freeze the wedging host mid-attempt if none is under way
+
+
+# The campaign's course: its start, attempts, records, one host done, the last record.
+PROGRESS_CHAIN = [
+    ChainLink("policy-apply", _new_policy_applied),
+    ChainLink("mid-attempt", _new_stream_growing),
+    # the resume of a kill mid-attempt, killed mid-attempt itself (a new attempt streams)
+    ChainLink("resume-killed-too", _new_stream_growing),
+    ChainLink("mid-append", _new_record, torn_tail=True),
+    ChainLink("first-host-done", _host_done, poll_s=0.002),
+    ChainLink("between-attempts", lambda base: _new_record(base, 3)),
     # the last host's GPU restore follows its last record within ~0.1 s: look often
-    KillPoint("last-record", lambda now, _: len(now.record_lines) >= TOTAL_SLOTS, poll_s=0.002),
-    KillPoint("resume-killed-too", _stream_growing),
-    # one host has done all its slots (its GPU still holds the last cell's policy), the other has not
-    KillPoint("first-host-done", lambda now, _: max(Counter(str(r.get("host")) for r in now.record_lines).values(),
-                                                    default=0) >= TOTAL_SLOTS // 2, poll_s=0.002),
+    ChainLink("last-record", lambda base: _new_record(base, TOTAL_SLOTS), poll_s=0.002),
 ]
-AGAIN = {  # kill points whose resume is killed as well, when this says so (given the folder at the first kill)
-    "resume-killed-too": lambda first: lambda now, before: (
-        _stream_growing(now, before) and bool(set(now.streams) - set(first.streams))),
-}
+# A wedge's recovery, step by step: the scripted wedge killed in its grace, the resume's own
+# recovery of the frozen host killed with the outlet off; then wedges the test makes (the
+# wedging host frozen mid-attempt) killed while booting and during forensics.
+RECOVERY_CHAIN = [
+    ChainLink("reboot-grace", _new_wedge_in_grace),
+    ChainLink("outlet-off", _new_recovery_to("off")),
+    ChainLink("booting", _new_recovery_to("booting"), wedge=True),
+    ChainLink("forensics", _new_recovery_to("forensics"), wedge=True),
+]
+
+
+def _freezer(host: Any, base: Snapshot) -> Callable[[Snapshot], None]:
+    """Freeze ``host`` once, as soon as an attempt of this link streams on it (a wedge mid-attempt),
+    unless the link already saw it wedge or go off."""
+    done: list[bool] = []
+
+    def on_poll(now: Snapshot) -> None:
+        if done:
+            return
+        fresh = now.events.entries[len(base.events.entries):]
+        if any(e.get("host") == host.name and e.get("event") in ("wedge", "recovery") for e in fresh):
+            done.append(True)  # a recovery of its own is under way
+            return
+        started = [str(e.get("attempt")) for e in fresh if e.get("event") == "attempt_started"
+                   and e.get("host") == host.name]
+        if any(now.streams.get(a, 0) > 2000 for a in started) and host.power == "on" and not host.is_frozen:
+            host.freeze()
+            done.append(True)
+
+    return on_poll
+
+
+def _check_resumed(kill_fleet: KillFleet, reference: Reference, resumed: Any, root: Path, folder: Path,
+                   name: str) -> None:
+    rc = resumed.wait(RESUME_DEADLINE_S)
+    after = Snapshot.read(root)
+    problems = ([f"the resume exited {rc}: {resumed.tail(5)}"] if rc != 0 else [])
+    problems += broken_invariants(after, reference.counts) + fleet_problems(kill_fleet.hosts, kill_fleet.gpu_defaults)
+    if problems:
+        problems.append(f"(the campaign folder and the controllers' logs: {folder})")
+    assert not problems, f"{name}:\n  " + "\n  ".join(problems)
+
+
+def _run_chain(kill_fleet: KillFleet, reference: Reference, tmp_path: Path, chain: list[ChainLink]) -> None:
+    kill_fleet.reset()
+    reports = tmp_path / "reports"
+    wedging = next(h for h in kill_fleet.hosts if h.name == WEDGING)
+    controller = kill_fleet.start(reports, tmp_path / "0-started.log")
+    root: Path | None = None
+    for number, link in enumerate(chain, 1):
+        base = Snapshot.read(root if root is not None else tmp_path / "no-folder-yet")
+        point = KillPoint(link.name, link.trigger(base), torn_tail=link.torn_tail, poll_s=link.poll_s)
+        at_kill = wait_and_kill(controller, reports, point, KILL_DEADLINE_S,
+                                on_poll=_freezer(wedging, base) if link.wedge else None)
+        root = at_kill.root
+        print(f"{link.name}: killed after {time.monotonic() - controller.started:.1f} s with "
+              f"{len(at_kill.record_lines)} records, {len(at_kill.events.entries)} events")
+        controller = kill_fleet.start(reports, tmp_path / f"{number}-resumed.log", resume=root)
+    assert root is not None
+    _check_resumed(kill_fleet, reference, controller, root, tmp_path, " > ".join(link.name for link in chain))
+
+
+@pytest.mark.fleet
+def test_a_campaign_killed_at_each_step_of_its_course_in_turn_ends_as_an_uninterrupted_one(
+        kill_fleet: KillFleet, reference: Reference, tmp_path: Path) -> None:
+    _run_chain(kill_fleet, reference, tmp_path, PROGRESS_CHAIN)
+
+
+@pytest.mark.fleet
+def test_a_campaign_killed_at_each_step_of_a_wedge_recovery_in_turn_ends_as_an_uninterrupted_one(
+        kill_fleet: KillFleet, reference: Reference, tmp_path: Path) -> None:
+    _run_chain(kill_fleet, reference, tmp_path, RECOVERY_CHAIN)
 
 
 @pytest.mark.fleet
@@ -197,19 +312,8 @@ def test_a_campaign_killed_and_resumed_ends_as_an_uninterrupted_one(
     at_kill = wait_and_kill(controller, reports, point, KILL_DEADLINE_S)
     print(f"{point.name}: killed after {time.monotonic() - controller.started:.1f} s with "
           f"{len(at_kill.record_lines)} records, {len(at_kill.events.entries)} events")
-    again = AGAIN.get(point.name)
-    if again is not None:  # a new attempt of the resume streams: kill the resume too
-        resumed = kill_fleet.start(reports, tmp_path / "resumed-killed.log", cache=point.cache_push,
-                                   resume=at_kill.root)
-        wait_and_kill(resumed, reports, KillPoint(f"{point.name} (the resume)", again(at_kill)), KILL_DEADLINE_S)
     resumed = kill_fleet.start(reports, tmp_path / "resumed.log", cache=point.cache_push, resume=at_kill.root)
-    rc = resumed.wait(RESUME_DEADLINE_S)
-    after = Snapshot.read(at_kill.root)
-    problems = ([f"the resume exited {rc}: {resumed.tail(5)}"] if rc != 0 else [])
-    problems += broken_invariants(after, reference.counts) + fleet_problems(kill_fleet.hosts, kill_fleet.gpu_defaults)
-    if problems:
-        problems.append(f"(the campaign folder and both controllers' logs: {tmp_path})")
-    assert not problems, f"{point.name}:\n  " + "\n  ".join(problems)
+    _check_resumed(kill_fleet, reference, resumed, at_kill.root, tmp_path, point.name)
 
 
 # -- the checks themselves can fail (no fleet) ------------------------------------------------

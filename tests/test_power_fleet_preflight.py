@@ -100,7 +100,7 @@ def test_two_hosts_on_one_outlet_are_refused_before_anything_runs_unless_both_sa
 
 def test_an_outlet_found_off_at_campaign_start_is_reported_and_switched_on_before_the_first_attempt(
         sim_fleet: Any, sim_inventory: Any, tmp_path: Path) -> None:
-    fleet = sim_fleet([SimHostSpec("pf-off", script=("clean",), boot_delay_s=0.3)])
+    fleet = sim_fleet([SimHostSpec("pf-off", script=("clean",), boot_delay_s=0.3, time_scale=0.01)])
     host = fleet.hosts[0]
     with HttpPlugServer(tmp_path / "plug", "tasmota", {"1": host.paths.power}) as plug:
         inventory = sim_inventory(fleet, pdu={host.name: plug.pdu_block("1")})
@@ -123,7 +123,7 @@ def _stamp(text: str) -> float:
 
 def test_a_manual_power_on_waits_for_the_campaign_cycle_it_would_cut_into(
         sim_fleet: Any, sim_inventory: Any, tmp_path: Path) -> None:
-    fleet = sim_fleet([SimHostSpec("lk-host", script=("wedge", "clean"), boot_delay_s=0.3)])
+    fleet = sim_fleet([SimHostSpec("lk-host", script=("wedge", "clean"), boot_delay_s=0.3, time_scale=0.01)])
     host = fleet.hosts[0]
     reports = tmp_path / "reports"
     dwell_s = 4.0

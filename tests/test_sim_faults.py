@@ -6,6 +6,7 @@ import signal
 import socket
 import subprocess
 import time
+from pathlib import Path
 
 import pytest
 
@@ -14,6 +15,13 @@ from reprofleet.sim import Fleet, SimHostSpec, sweep_stale
 pytestmark = pytest.mark.fleet
 
 QUICK = dict(boot_delay_s=0.3)
+
+
+def _cmdline(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode().strip()
+    except OSError:
+        return ""
 
 
 def connects(address: str, timeout_s: float = 0.5) -> bool:
@@ -63,7 +71,14 @@ def test_dropped_sessions_break_while_the_host_and_its_detached_work_survive(sim
     host = fleet.hosts[0]
     assert host.ssh("setsid nohup sleep 300 >/dev/null 2>&1 < /dev/null & echo $! > /root/detached").returncode == 0
     session = subprocess.Popen(host.ssh_argv("sleep 30"), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    time.sleep(0.5)
+    deadline = time.monotonic() + 10  # the session is up once its command runs on the host
+
+    def session_runs() -> bool:
+        return any(_cmdline(pid).split()[-2:] == ["sleep", "30"] for pid in host.cgroup.pids())
+
+    while not session_runs() and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert session_runs(), "the ssh session never ran its command"
     assert host.drop_ssh_sessions() >= 1
     assert session.wait(timeout=5) != 0
     detached = int(host.ssh("cat /root/detached").stdout)

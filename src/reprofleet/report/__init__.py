@@ -9,9 +9,29 @@ far attempts got), ``evidence`` (wall power and BMC logs in words), ``host_debug
 (lockup-panic cells), ``hostfacts`` (machines side by side), ``commands`` (the commands
 that reproduce a cell by hand), ``compare`` (sides side by side), ``folders`` (the files
 beside a pool's records).
+
+The two renderers load on first use (PEP 562): importing one module of this package, such
+as ``report.compare``, does not pull in matplotlib through ``report.html``.
 """
 
-from reprofleet.report.html import render_html
-from reprofleet.report.markdown import render_markdown
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from reprofleet.report.html import render_html
+    from reprofleet.report.markdown import render_markdown
 
 __all__ = ["render_html", "render_markdown"]
+
+
+def __getattr__(name: str) -> Any:
+    if name == "render_html":
+        from reprofleet.report.html import render_html
+
+        return render_html
+    if name == "render_markdown":
+        from reprofleet.report.markdown import render_markdown
+
+        return render_markdown
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
