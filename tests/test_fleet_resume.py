@@ -60,7 +60,7 @@ def test_a_lease_held_by_another_campaign_keeps_the_host_until_break_lease(sim_f
     agent = _agent(fleet)
     taken = agent.lease("acquire", controller="other-laptop", campaign="night-7", pid=4242)
     agent.session.close()
-    assert taken["ok"]
+    assert taken.ok
     book = write_playbook(tmp_path / "book", attempts=1)
     refused = _run(fleet, fleet.inventory_path, book, tmp_path / "reports")
     (record,) = list(read_records(refused.directory.attempts))
@@ -72,7 +72,7 @@ def test_a_lease_held_by_another_campaign_keeps_the_host_until_break_lease(sim_f
     broken = [e for e in _events(taken_over) if e["event"] == "lease_broken"]
     assert broken and broken[0]["previous"]["campaign"] == "night-7"
     agent = _agent(fleet)
-    assert agent.lease("show")["lease"] is None  # given back at the end
+    assert agent.lease("show").lease is None  # given back at the end
     agent.session.close()
 
 
@@ -82,7 +82,7 @@ def test_an_attempt_still_running_on_the_gpu_is_killed_before_the_first_attempt(
     agent = _agent(fleet)
     stream = agent.run("orphan-1", ["sleep", "120"], timeout=300)
     stream.close()  # its controller is gone; the attempt goes on
-    assert [a["id"] for a in agent.attempts(running_only=True)] == ["orphan-1"]
+    assert [a.id for a in agent.attempts(running_only=True)] == ["orphan-1"]
     agent.session.close()
     result = _run(fleet, fleet.inventory_path, write_playbook(tmp_path / "book", attempts=1), tmp_path / "reports")
     (record,) = list(read_records(result.directory.attempts))
@@ -90,7 +90,7 @@ def test_an_attempt_still_running_on_the_gpu_is_killed_before_the_first_attempt(
     killed = [e for e in _events(result) if e["event"] == "orphan_killed"]
     assert [e["attempt"] for e in killed] == ["orphan-1"] and killed[0]["ours"] is False
     agent = _agent(fleet)
-    assert agent.attempts(running_only=True) == []
+    assert agent.attempts(running_only=True) == ()
     agent.session.close()
 
 
