@@ -144,3 +144,21 @@ def test_missing_optional_fields_read_as_the_protocols_defaults() -> None:
     assert netconsole.config is None and netconsole.printk is None
     facts = replies.parse_facts("h", {"k": "facts", "uptime_s": 12})
     assert facts.uptime_s == 12 and type(facts.uptime_s) is int  # written to events as the host sent it
+
+
+# -- the exit line ----------------------------------------------------------------------
+
+def test_the_h200s_exit_line_parses_and_a_malformed_exit_line_breaks_the_stream() -> None:
+    from reprofleet.remote.agent import parse_event
+
+    raw = (REAL_GPU / "sampler-stream.jsonl").read_text().splitlines()[-1]
+    line = replies.parse_exit("h200", json.loads(raw))
+    assert (line.rc, line.signal, line.timed_out, line.killed, line.lost, line.rebooted) == (0, None, False, False,
+                                                                                            False, False)
+    assert line.duration_s == 35.357 and line.telemetry is not None and line.telemetry["samples"] == 353
+    assert parse_event("h200", raw).data == json.loads(raw)  # kept whole for the stream file and the record
+    for bad, words in ((dict(json.loads(raw), rc="0"), "'rc' is not a whole number"),
+                       (dict(json.loads(raw), timed_out="no"), "'timed_out' is not true or false"),
+                       (dict(json.loads(raw), telemetry=[1]), "'telemetry' is not an object")):
+        with pytest.raises(AgentError, match=words):
+            parse_event("h200", json.dumps(bad))

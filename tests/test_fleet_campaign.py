@@ -123,7 +123,7 @@ def test_facts_come_from_every_host_over_ssh(hosts_of) -> None:
         try:
             agent = AgentClient(session, load_bundle(), host.python)
             agent.push()
-            seen[host.name] = agent.facts()
+            seen[host.name] = dict(agent.facts().as_json)
         finally:
             session.close()
     assert set(seen) == {"fa", "fb"}

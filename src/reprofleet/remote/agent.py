@@ -76,6 +76,8 @@ def parse_event(host: str, raw: str) -> StreamEvent:
         kind = EventKind(data["k"])
     except ValueError:
         kind = EventKind.NOTICE  # a kind from a newer agent: kept verbatim in the stream file
+    if kind is EventKind.EXIT:
+        replies.parse_exit(host, data)  # the outcome is judged from it: a malformed one is an AgentError here
     return StreamEvent(kind, float(data.get("t", 0.0)), data.get("seq"), frozen_mapping(data), raw)
 
 

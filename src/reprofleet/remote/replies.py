@@ -237,3 +237,38 @@ def parse_postboot(host: str, line: Any) -> Postboot:
                     PreviousBoot(previous.optional_flag("available"), previous.items("findings"),
                                  previous.items("tail"), previous.text("reason")),
                     fields.items("pstore"))
+
+
+# -- the last line of an attempt's stream --------------------------------------------------
+@dataclass(frozen=True)
+class ExitLine:
+    """A stream's ``exit`` line: how the PoC ended (``lost``: the supervisor is gone)."""
+
+    rc: int | None
+    signal: int | None
+    timed_out: bool
+    killed: bool
+    lost: bool
+    rebooted: bool
+    duration_s: float | None
+    telemetry: Mapping[str, Any] | None
+    error: str | None = None
+    stuck: bool = False
+    reason: str | None = None
+
+
+def _whole(fields: _Fields, key: str) -> int | None:
+    value = fields.line.get(key)
+    if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
+        raise fields._bad(key, "a whole number")
+    return value
+
+
+def parse_exit(host: str, line: Any) -> ExitLine:
+    """Checked where a stream line is parsed (agent.parse_event), so that a malformed exit is
+    the protocol breaking, before any outcome is judged from it."""
+    fields = _Fields(host, "exit", line)
+    telemetry = None if line.get("telemetry") is None else fields.mapping("telemetry")
+    return ExitLine(_whole(fields, "rc"), _whole(fields, "signal"), fields.flag("timed_out"), fields.flag("killed"),
+                    fields.flag("lost"), fields.flag("rebooted"), fields.number("duration_s"), telemetry,
+                    fields.text("error"), fields.flag("stuck"), fields.text("reason"))
