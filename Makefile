@@ -44,12 +44,10 @@ test: system-deps $(VENV)/.installed
 	  echo "make test: fleet phase $$(( $$(date +%s) - t0 )) s"; exit $$rc
 
 # Line coverage of src/reprofleet over the unit and the fleet tests (in-process code only).
+# (The fleet run appends: pytest-cov erases every earlier .coverage* file when it starts.)
 coverage: system-deps $(VENV)/.installed
 	$(VENV)/bin/python -m pytest -q -m "not fleet" -n auto --cov=reprofleet --cov-report= $(PYTEST_ARGS)
-	mv .coverage .coverage.unit
-	$(VENV)/bin/python -m pytest -q -m fleet --cov=reprofleet --cov-report= $(PYTEST_ARGS)
-	mv .coverage .coverage.fleet
-	$(VENV)/bin/python -m coverage combine .coverage.unit .coverage.fleet
+	$(VENV)/bin/python -m pytest -q -m fleet --cov=reprofleet --cov-append --cov-report= $(PYTEST_ARGS)
 	$(VENV)/bin/python -m coverage report | tail -1
 
 clean:
