@@ -148,3 +148,22 @@ def test_the_power_cycle_budget_is_counted_from_power_jsonl(tmp_path: Path) -> N
     log.write_text("".join(json.dumps(line) + "\n" for line in lines) + '{"host": "ws01", "act')
     assert power_cycles_logged(log, "ws01") == 2 and power_cycles_logged(log, "ws02") == 1
     assert power_cycles_logged(tmp_path / "none.jsonl", "ws01") == 0
+
+
+def test_a_torn_line_of_many_mib_is_cut_on_open_and_the_next_records_survive(tmp_path: Path) -> None:
+    path = tmp_path / "attempts.jsonl"
+    AttemptLog(path).append_record(_record("a1"))
+    with open(path, "a") as handle:
+        handle.write('{"schema": 1, "forensics": "' + "x" * (3 << 20))  # a huge record, torn
+    log = AttemptLog(path)
+    assert log.torn.startswith('{"schema": 1, "forensics": "xxx') and log.torn.endswith("bytes cut)")
+    log.append_record(_record("a2"))
+    log.append_record(_record("a3"))
+    assert [r["attempt"] for r in read_records(path)] == ["a1", "a2", "a3"]
+
+
+def test_a_file_that_is_one_torn_line_is_cut_to_nothing(tmp_path: Path) -> None:
+    path = tmp_path / "attempts.jsonl"
+    path.write_text('{"schema": 1, "attem' + "y" * (2 << 20))
+    AttemptLog(path).append_record(_record("a1"))
+    assert [r["attempt"] for r in read_records(path)] == ["a1"]

@@ -26,7 +26,7 @@ from reprofleet.runner.host import HostRunner
 from reprofleet.runner.port import HostPort
 from reprofleet.model import Cell, Host, Playbook, StopKind
 from reprofleet.playbook import plan_order
-from reprofleet.records.store import AttemptLog, CampaignDir, JsonlAppender, read_log_lines, read_records
+from reprofleet.records.store import AttemptLog, CampaignDir, JsonlAppender, read_log_lines, read_records, write_atomic
 from reprofleet.power import PowerLog
 from reprofleet.liveness.watchdog import FleetLiveness
 from reprofleet.liveness.witness import CachedWitness, controller_network_ok
@@ -187,7 +187,7 @@ def _write_manifest(directory: CampaignDir, plan: CampaignPlan, settings: RunSet
         "poc": poc_digest,
         "reproductions": [o.value for o in book.reproductions],  # for readers older than ``judging``
     }
-    directory.manifest.write_text(json.dumps(manifest, indent=2, default=str) + "\n")
+    write_atomic(directory.manifest, json.dumps(manifest, indent=2, default=str) + "\n")
 
 
 def run_campaign(

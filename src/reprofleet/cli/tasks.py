@@ -18,6 +18,7 @@ from invoke import Collection, Context, Task, task
 
 from reprofleet.cli.exits import BadArgument, ExitStatus, handled
 from reprofleet.cli.args import RestTask
+from reprofleet.records.store import write_atomic
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -124,13 +125,13 @@ def write_campaign_report(folder: Path, console: Console, title: str) -> Path:
     pool = load_pool([folder]) if (folder / "attempts.jsonl").exists() else None
     report_path = folder / "report.md"
     if pool is None:
-        report_path.write_text(f"# {title}\n\nNo attempt was recorded.\n")
+        write_atomic(report_path, f"# {title}\n\nNo attempt was recorded.\n")
         return report_path
     judgement = judge(pool)
     console.print()  # the live table's last line stays apart from the summary's title
     console.print(summary_table(judgement, title))
     console.print(verdict_table(judgement))
-    report_path.write_text(render_markdown(judgement, pool.records, title.capitalize()))
+    write_atomic(report_path, render_markdown(judgement, pool.records, title.capitalize()))
     _write_html(folder / "report.html", judgement, pool, title.capitalize(), console)
     return report_path
 
@@ -140,7 +141,7 @@ def _write_html(path: Path, judgement: Any, pool: Any, title: str, console: Cons
     from reprofleet.report import render_html
 
     try:
-        path.write_text(render_html(judgement, pool, title), encoding="utf-8")
+        write_atomic(path, render_html(judgement, pool, title))
     except Exception as exc:  # noqa: BLE001 - a plotting bug must not lose a campaign's summary
         console.print(f"[yellow]report.html not written: {type(exc).__name__}: {exc}[/]")
         return None
@@ -385,7 +386,7 @@ def report(c: Context, paths: list[str] | None = None, reproductions: str = "", 
     console.print(verdict_table(judgement))
     markdown_path, html_path = _report_outputs(c, out)
     markdown_path.parent.mkdir(parents=True, exist_ok=True)
-    markdown_path.write_text(render_markdown(judgement, pool.records, "reprofleet report"), encoding="utf-8")
+    write_atomic(markdown_path, render_markdown(judgement, pool.records, "reprofleet report"))
     written = _write_html(html_path, judgement, pool, "reprofleet report", console)
     console.print(f"report:  {markdown_path}" + (f"\nhtml:    {written}" if written else ""))
     return ExitStatus.OK
@@ -419,7 +420,7 @@ def compare(c: Context, paths: list[str] | None = None, by: str = "path", hosts:
     sides = build_sides(sources, side_by, reference or None, groups)
     _console().print(compare_table(sides))
     if html:
-        Path(html).write_text(compare_html(sides, "reprofleet comparison"), encoding="utf-8")
+        write_atomic(Path(html), compare_html(sides, "reprofleet comparison"))
         print(f"html:    {html}")
     return ExitStatus.OK
 

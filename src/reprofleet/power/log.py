@@ -9,13 +9,12 @@ Lines never carry a secret: drivers scrub their error texts before they get here
 from __future__ import annotations
 
 import json
-import os
 import threading
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from reprofleet.records.store import utc_now
+from reprofleet.records.store import append_line, cut_torn_tail, utc_now
 
 
 @dataclass(frozen=True)
@@ -55,22 +54,20 @@ class PowerLog:
         self.path = Path(path) if path is not None else None
         self._lock = threading.Lock()
         self._memory: list[PowerEvent] = []
+        self.torn = cut_torn_tail(self.path) if self.path is not None else ""
 
     @classmethod
     def for_campaign(cls, reports_dir: Path | str, campaign: str) -> PowerLog:
         return cls(Path(reports_dir) / campaign / "power.jsonl")
 
     def append(self, event: PowerEvent) -> None:
-        line = json.dumps(event.to_json(), sort_keys=True) + "\n"
+        line = json.dumps(event.to_json(), sort_keys=True)
         with self._lock:
             self._memory.append(event)
             if self.path is None:
                 return
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            with open(self.path, "a", encoding="utf-8") as handle:
-                handle.write(line)
-                handle.flush()
-                os.fsync(handle.fileno())
+            append_line(self.path, line)
 
     @property
     def events(self) -> tuple[PowerEvent, ...]:

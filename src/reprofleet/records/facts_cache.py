@@ -10,6 +10,8 @@ import json
 from pathlib import Path
 from typing import Any, Mapping
 
+from reprofleet.records.store import write_atomic
+
 
 FACTS_CACHE = ".facts"
 
@@ -25,4 +27,4 @@ def cached_facts(report_root: Path, host: str) -> Mapping[str, Any] | None:
 def cache_facts(report_root: Path, host: str, facts: Mapping[str, Any]) -> None:
     folder = report_root / FACTS_CACHE
     folder.mkdir(parents=True, exist_ok=True)
-    (folder / f"{host}.json").write_text(json.dumps(dict(facts), sort_keys=True, default=str) + "\n")
+    write_atomic(folder / f"{host}.json", json.dumps(dict(facts), sort_keys=True, default=str) + "\n")

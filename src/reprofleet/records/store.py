@@ -78,6 +78,43 @@ def utc_now() -> str:
     return str(iso_utc(time.time()))
 
 
+def write_atomic(path: Path, text: str) -> None:
+    """Replace ``path`` with ``text`` so a reader sees the old file or the new one, never half.
+
+    Written beside its place, fsync'd, renamed over it, then the folder is fsync'd so the
+    rename itself survives a power cut of the controller.
+    """
+    path = Path(path)
+    temp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
+    try:
+        with open(temp, "w", encoding="utf-8") as handle:
+            handle.write(text)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(temp, path)
+    finally:
+        temp.unlink(missing_ok=True)
+    _fsync_folder(path.parent)
+
+
+def _fsync_folder(folder: Path) -> None:
+    try:
+        fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass  # some file systems refuse fsync on a folder; the rename is still atomic
+    finally:
+        os.close(fd)
+
+
+def append_line(path: Path, line: str) -> None:
+    """Append one line durably and whole (see ``_fsync_append``)."""
+    _fsync_append(Path(path), line)
+
+
 def _fsync_append(path: Path, line: str) -> None:
     """One line, whole or not at all: written with O_APPEND and fsync'd; if the disk fills
     half-way, the file is cut back to where it was, so no reader ever sees a torn line."""
@@ -97,11 +134,16 @@ def _fsync_append(path: Path, line: str) -> None:
         os.close(fd)
 
 
+TORN_KEPT = 4096  # bytes of a cut torn line kept for the report (the line itself may be huge)
+
+
 def cut_torn_tail(path: Path) -> str:
-    """Cut a file back to its last complete line; return what was cut ("" when nothing).
+    """Cut a file back to its last complete line; return the start of what was cut ("" when nothing).
 
     A controller killed mid-append leaves a line without its newline. Appending after it
     would glue the next record onto the torn one, and both would be lost to every reader.
+    The file is searched backwards block by block, so a torn line of any length is found
+    (forensics can make a single record many MiB long).
     """
     if not path.exists():
         return ""
@@ -112,18 +154,29 @@ def cut_torn_tail(path: Path) -> str:
         handle.seek(size - 1)
         if handle.read(1) == b"\n":
             return ""
-        block = min(size, 1 << 20)
-        handle.seek(size - block)
-        tail = handle.read(block)
-        keep = size - block + tail.rfind(b"\n") + 1 if b"\n" in tail else (0 if block == size else size)
-        if keep == size:
-            return ""  # a single line longer than a MiB without a newline: leave it to the reader
+        keep = _after_last_newline(handle, size)
         handle.seek(keep)
-        torn = handle.read()
+        torn = handle.read(TORN_KEPT)
         handle.truncate(keep)
         handle.flush()
         os.fsync(handle.fileno())
-    return torn.decode("utf-8", errors="replace")
+    cut = size - keep
+    text = torn.decode("utf-8", errors="replace")
+    return text if cut <= TORN_KEPT else f"{text}... ({cut} bytes cut)"
+
+
+def _after_last_newline(handle: Any, size: int, block: int = 1 << 20) -> int:
+    """The offset just after the last newline before ``size`` (0 when the file has none)."""
+    end = size
+    while end > 0:
+        start = max(0, end - block)
+        handle.seek(start)
+        chunk = handle.read(end - start)
+        at = chunk.rfind(b"\n")
+        if at >= 0:
+            return start + at + 1
+        end = start
+    return 0
 
 
 class JsonlAppender:
@@ -186,7 +239,7 @@ def write_facts(campaign: CampaignDir, host: str, facts: dict[str, Any]) -> str:
     """Store a host's facts snapshot and return its hash (records carry the hash)."""
     body = json.dumps(facts, sort_keys=True, default=str)
     digest = hashlib.sha256(body.encode()).hexdigest()
-    (campaign.facts / f"{host}.json").write_text(body + "\n", encoding="utf-8")
+    write_atomic(campaign.facts / f"{host}.json", body + "\n")
     return digest
 
 
