@@ -2,5 +2,6 @@
 
 Modules: ``tasks`` (the Invoke tasks, thin), ``args`` (positional arguments Invoke lacks),
 ``exits`` (errors -> exit codes and one line on stderr), ``progress`` (the live view and
-the summary), ``tables`` (the tables of ``invoke facts`` and ``invoke policy``).
+the summary), ``tables`` (the tables of ``invoke facts`` and ``invoke policy``), ``signals`` (a stop
+signal sets the clean stop before anything is printed; nohup is honoured).
 """

@@ -8,7 +8,6 @@ ReprofleetError into one line on stderr and an exit code (see :mod:`reprofleet.c
 from __future__ import annotations
 
 import json
-import signal
 import sys
 import threading
 from pathlib import Path
@@ -18,6 +17,7 @@ from invoke import Collection, Context, Task, task
 
 from reprofleet.cli.exits import BadArgument, ExitStatus, handled
 from reprofleet.cli.args import RestTask
+from reprofleet.cli.signals import install_stop_handlers
 from reprofleet.records.store import write_atomic
 
 if TYPE_CHECKING:
@@ -103,16 +103,7 @@ def _settings(c: Any, accept_new: bool | None = None, overrides: dict[str, Any] 
 
 
 def _install_stop_handlers(stop: threading.Event) -> None:
-    def _stop(signum: int, _frame: Any) -> None:
-        if stop.is_set():
-            raise KeyboardInterrupt
-        _stderr_console().print(f"[yellow]{signal.Signals(signum).name}: stopping — killing running "
-                                   "attempts and restoring GPU defaults (again to force)[/]")
-        stop.set()
-
-    signal.signal(signal.SIGINT, _stop)
-    signal.signal(signal.SIGTERM, _stop)
-    signal.signal(signal.SIGHUP, _stop)  # a closed terminal or a lost SSH session to the controller
+    install_stop_handlers(stop, lambda text: _stderr_console().print(f"[yellow]{text}[/]"))
 
 
 def write_campaign_report(folder: Path, console: Console, title: str) -> Path:
