@@ -20,8 +20,8 @@ def test_docker_runtime_mounts_cache_and_poc_like_the_seed() -> None:
     command = poc.build(cell, poc_path="/root/p.py", state_root="/root/.cache/reprofleet",
                         attempt_id="a1", persistent=True, gpu=1)
     argv = list(command.argv)
-    assert argv[:5] == ["docker", "run", "--rm", "--gpus", "device=1"]
-    assert argv[5:7] == ["--ipc", "host"]
+    assert argv[:3] == ["docker", "run", "--rm"]
+    assert argv[8:12] == ["--gpus", "device=1", "--ipc", "host"]
     assert "--env" in argv and "CUDA_LAUNCH_BLOCKING=1" in argv
     assert f"type=bind,src={command.cache_dir},dst=/root/.cache/vllm" in argv
     assert "type=bind,src=/root/p.py,dst=/poc.py,readonly" in argv
@@ -48,6 +48,17 @@ def test_python_runtime_passes_env_and_cache_root() -> None:
     assert command.argv[:2] == ("/opt/vllm/bin/python", "/p.py")
     env = dict(command.env)
     assert env["CUDA_VISIBLE_DEVICES"] == "2" and env["VLLM_CACHE_ROOT"] == command.cache_dir
+    assert env["CUDA_DEVICE_ORDER"] == "PCI_BUS_ID"  # the index counts cards as NVML does
+
+
+def test_a_docker_attempt_runs_in_a_named_labelled_container_with_an_init() -> None:
+    cell = _cell(Runtime(RuntimeKind.DOCKER, image="vllm/vllm-openai:v0.26.0"))
+    command = poc.build(cell, poc_path="/p.py", state_root="/s", attempt_id="0b9e-41", persistent=True, gpu=1)
+    argv = list(command.argv)
+    assert command.container == "reprofleet-0b9e-41"
+    assert argv[argv.index("--name") + 1] == "reprofleet-0b9e-41"
+    assert argv[argv.index("--label") + 1] == "reprofleet.attempt=0b9e-41"
+    assert "--init" in argv and argv.index("--init") < argv.index("vllm/vllm-openai:v0.26.0")
 
 
 def test_the_starting_cache_archive_is_reproducible(tmp_path) -> None:

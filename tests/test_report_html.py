@@ -139,7 +139,7 @@ def test_hand_commands_show_the_gpu_settings_env_and_docker_line(rendered: tuple
     commands = page.split('id="commands"', 1)[1].split("</section>", 1)[0]
     assert "sudo nvidia-smi -i 0 -lgc 180,2800" in commands and "sudo nvidia-smi -i 0 -rgc" in commands
     assert "sudo nvidia-smi -i 0 -pl 350" in commands
-    assert "docker run --rm --gpus device=0 --ipc host --env CUTE_DSL_ARCH=sm_120a" in commands
+    assert "--gpus device=0 --ipc host --env CUTE_DSL_ARCH=sm_120a" in commands
     assert "vllm/vllm-openai:v0.25.1 /poc.py --gpu-memory-utilization 0.87 --spec-tokens 9" in commands
 
 

@@ -22,6 +22,14 @@ from reprofleet.runner.runtimes import venv_python
 
 CONTAINER_CACHE = "/root/.cache/vllm"
 CONTAINER_POC = "/poc.py"
+ATTEMPT_LABEL = "reprofleet.attempt"  # every container an attempt starts carries it: found and killed later by it
+
+
+def container_name(attempt_id: str) -> str:
+    """The docker name of an attempt's container: ``docker kill`` finds it by this even after
+    the controller, the agent and the ``docker run`` client are all gone (the container
+    belongs to containerd's shim, not to its client)."""
+    return "reprofleet-" + re.sub(r"[^A-Za-z0-9_.-]+", "_", attempt_id)
 
 
 @dataclass(frozen=True)
@@ -29,6 +37,7 @@ class PocCommand:
     argv: tuple[str, ...]
     env: tuple[tuple[str, str], ...]  # for the agent's --env (the PoC process's environment)
     cache_dir: str
+    container: str | None = None  # docker: the container's name, for ``docker kill``
 
 
 def poc_flags(args: tuple[tuple[str, Any], ...]) -> list[str]:
@@ -66,7 +75,10 @@ def build(cell: Cell, *, poc_path: str, state_root: str, attempt_id: str, persis
     flags = poc_flags(cell.args)
     env = dict(cell.env)
     if cell.runtime.kind is RuntimeKind.DOCKER:
-        argv = ["docker", "run", "--rm", "--gpus", f"device={gpu}", *cell.runtime.docker_args]
+        name = container_name(attempt_id)
+        # --init: a real init as PID 1, so the container's processes get the signals docker sends.
+        argv = ["docker", "run", "--rm", "--init", "--name", name, "--label", f"{ATTEMPT_LABEL}={attempt_id}",
+                "--gpus", f"device={gpu}", *cell.runtime.docker_args]
         for key, value in sorted(env.items()):
             argv += ["--env", f"{key}={value}"]
         argv += [
@@ -74,9 +86,12 @@ def build(cell: Cell, *, poc_path: str, state_root: str, attempt_id: str, persis
             "--mount", f"type=bind,src={poc_path},dst={CONTAINER_POC},readonly",
             "--entrypoint", "python3", str(cell.runtime.image), CONTAINER_POC, *flags,
         ]
-        return PocCommand(tuple(argv), (), cache_dir)
+        return PocCommand(tuple(argv), (), cache_dir, container=name)
     env.setdefault("VLLM_CACHE_ROOT", cache_dir)
     env.setdefault("CUDA_VISIBLE_DEVICES", str(gpu))
+    # CUDA counts devices fastest first by default, NVML by PCI bus: on a host with two
+    # different GPUs the index names another card unless CUDA counts the way NVML does.
+    env.setdefault("CUDA_DEVICE_ORDER", "PCI_BUS_ID")
     python = venv_python(state_root, cell.runtime) if cell.runtime.kind is RuntimeKind.VENV else cell.runtime.python
     argv = [python or "python3", poc_path, *flags]
     return PocCommand(tuple(argv), tuple(sorted(env.items())), cache_dir)
