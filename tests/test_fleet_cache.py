@@ -136,7 +136,7 @@ def test_the_snapshot_travelled_once_per_host_and_an_unchanged_push_is_one_quick
         again = cache_sync.push(agent, snap)
     finally:
         agent.session.close()
-    assert again.already_there and again.sent_bytes == 0 and again.seconds < 1.0
+    assert again.already_there and again.sent_bytes == 0  # (its speed is bench/'s: a re-push under 1 s)
 
 
 def test_an_interrupted_push_resumes_sending_only_what_is_missing(fleet: Any, tmp_path: Path) -> None:

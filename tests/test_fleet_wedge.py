@@ -21,7 +21,7 @@ from reprofleet.sim.power import HttpPlugServer
 from reprofleet.sim.spec import SimHostSpec
 from test_fleet_campaign import settings_for, write_playbook
 
-pytestmark = pytest.mark.fleet
+pytestmark = [pytest.mark.fleet, pytest.mark.alone]  # timing is judged: nothing may run beside it
 
 LGC_CELL = "  - name: lgc-2800\n    graphics_clocks: [180, 2800]\n"
 
