@@ -40,3 +40,13 @@ def test_out_of_range_power_limit_is_refused_from_cached_facts() -> None:
 def test_inventory_power_limit_range_overrides_facts() -> None:
     host = Host("ws01", "10.0.0.1", vars=MappingProxyType({"gpu_power_limits": [150, 300]}))
     assert check_power_limits(_book(350), host, None)
+
+
+def test_a_change_since_the_policy_was_applied_is_named_and_jitter_is_not() -> None:
+    from reprofleet.runner.gpu_policy import changed_since
+
+    applied = {"graphics_clocks": [180, 2800], "power_limit_w": 350.0, "persistence": True, "memory_clocks": None}
+    assert changed_since(applied, {**applied, "graphics_clocks": [180, 2805], "power_limit_w": 350.4}) == []
+    assert changed_since(applied, {**applied, "power_limit_w": 600.0}) == ["power_limit_w: was 350.0, now 600.0"]
+    assert changed_since({**applied, "graphics_clocks": None}, {**applied, "graphics_clocks": [180, 2100]}) == [
+        "graphics_clocks: was None, now [180, 2100]"]  # a lock added under the default cell

@@ -108,3 +108,26 @@ def _locked(c: Any) -> Any:
     from reprofleet.model import GpuPolicy
 
     return replace(c, gpu=GpuPolicy(graphics_clocks=(180, 2800)))
+
+
+def test_a_policy_changed_by_hand_between_attempts_is_seen_and_re_applied_before_the_next(tmp_path: Path) -> None:
+    from dataclasses import replace as with_fields
+
+    from reprofleet.model import GpuPolicy
+
+    clock = VirtualClock()
+    fake = FakeHost(clock, "by-hand", script=("clean",) * 3)
+    locked = with_fields(cell("locked", 0), gpu=GpuPolicy(graphics_clocks=(180, 2800)))
+    ctx = seam_context(seam_book(tmp_path, locked, attempts=3), tmp_path, clock)
+
+    def someone_restores_by_hand(host: str, **fields: Any) -> None:
+        if fields.get("outcome") and not events(ctx, "policy_changed"):
+            fake.policy = {}  # `invoke policy --restore` (or nvidia-smi -rgc) from another shell
+
+    ctx.progress = someone_restores_by_hand
+    run_host(fake, ctx)
+    assert [r["outcome"] for r in records(ctx)] == ["clean"] * 3
+    assert all(r["policy"]["graphics_clocks"] == [180, 2800] for r in records(ctx))  # never credited wrongly
+    (changed,) = events(ctx, "policy_changed")
+    assert changed["changes"] == ["graphics_clocks: was [180, 2800], now None"]
+    assert len(events(ctx, "policy_applied")) == 2  # at the start, and again after the change

@@ -32,6 +32,7 @@ class CampaignEvent(str, Enum):
     POLICY_APPLIED = "policy_applied"
     POLICY_RESTORED = "policy_restored"
     POLICY_RESTORE_FAILED = "policy_restore_failed"
+    POLICY_CHANGED = "policy_changed"  # the card no longer reads what was applied (a by-hand change): re-applied
     HOST_DEBUG_APPLIED = "host_debug_applied"
     HOST_DEBUG_RESTORED = "host_debug_restored"
     HOST_DEBUG_RESTORE_FAILED = "host_debug_restore_failed"

@@ -45,6 +45,32 @@ def verify(requested: GpuPolicy, readback: Mapping[str, Any]) -> list[str]:
     return problems
 
 
+SETTINGS = ("graphics_clocks", "memory_clocks", "application_clocks", "power_limit_w", "persistence")
+
+
+def changed_since(applied: Mapping[str, Any], now: Mapping[str, Any]) -> list[str]:
+    """What differs between the read-back when the policy was applied and the one now.
+
+    Checked before every attempt: a by-hand ``invoke policy --restore``, ``nvidia-smi -rgc``
+    or another tool's lock would otherwise run attempts credited to the wrong cell. Every
+    setting is compared, not only the ones the cell asks for: the default cell is a policy
+    too (no lock), and a lock someone added under it changes what it measures.
+    """
+    changes: list[str] = []
+    for name in SETTINGS:
+        before, after = applied.get(name), now.get(name)
+        if before == after:
+            continue
+        if name == "power_limit_w" and before is not None and after is not None:
+            if abs(float(before) - float(after)) <= POWER_TOLERANCE_W:
+                continue
+        elif isinstance(before, (list, tuple)) and isinstance(after, (list, tuple)) and len(before) == len(after):
+            if all(abs(int(a) - int(b)) <= CLOCK_TOLERANCE_MHZ for a, b in zip(after, before)):
+                continue
+        changes.append(f"{name}: was {before}, now {after}")
+    return changes
+
+
 def apply(agent: AgentClient, gpu: int, requested: GpuPolicy) -> PolicyState:
     """Apply ``requested`` (unset fields reset to the card default) and verify it."""
     report = agent.policy("apply", gpu, requested.as_dict())

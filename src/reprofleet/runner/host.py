@@ -232,7 +232,13 @@ class HostRunner:
     def ensure_policy(self, agent: AgentClient, wanted: GpuPolicy) -> Mapping[str, Any]:
         """The cell's policy in force, and what the GPU reports right now (one read per attempt)."""
         if self.state.applied is not None and self.state.applied.requested == wanted:
-            return policy.read(agent, self.host.gpu_index)
+            now = policy.read(agent, self.host.gpu_index)
+            changes = policy.changed_since(self.state.applied.readback, now)
+            if not changes:
+                return now
+            self.ctx.event(self.host.name, CampaignEvent.POLICY_CHANGED, policy=wanted.as_dict(), changes=changes,
+                           message="the card no longer reads what was applied (changed by hand or by another "
+                                   "tool?): re-applied before the attempt")
         # A boot not yet verified is applied and read back whatever the cell asks, the
         # default cell included: a lock left by a killed controller must not run the reference.
         state = policy.apply(agent, self.host.gpu_index, wanted)  # its read-back is fresh
