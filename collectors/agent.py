@@ -112,6 +112,8 @@ def parse_env(pairs: Sequence[str]) -> Dict[str, str]:
 class AgentBusy(AgentFailure):
     """Another attempt is alive on this host: the GPU is not ours to use."""
 
+    code = "busy"  # the controller records the slot as not run (it runs again), never as a broken stream
+
 
 def command_run(args: argparse.Namespace, cmd: List[str]) -> int:
     """Create the attempt, start the detached supervisor, then stream like attach.
@@ -295,7 +297,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         quiet_exit_on_closed_stdout()  # the SSH session is gone; the attempt goes on
         return ExitStatus.FAILED
     except AgentFailure as exc:
-        return _report(str(exc), exc.status)
+        return _report(str(exc), exc.status, getattr(exc, "code", None))
     except KeyboardInterrupt:
         return 130
     except Exception as exc:  # the agent's own bug: say so, distinct from a PoC failure
@@ -303,10 +305,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         return _report("agent crashed: %s: %s" % (type(exc).__name__, exc), ExitStatus.FAILED)
 
 
-def _report(message: str, status: int) -> int:
+def _report(message: str, status: int, code: Optional[str] = None) -> int:
     warn(message)
     try:
-        emit({"k": "error", "error": message})
+        emit({"k": "error", "error": message, **({"code": code} if code else {})})
     except StdoutClosed:
         quiet_exit_on_closed_stdout()
     return status

@@ -81,6 +81,8 @@ class FakeHost:
         self.attempts_run = 0
         self.orphans: list[dict[str, Any]] = []  # attempts still running under the agent
         self.killed: list[str] = []
+        self.attaches: list[float] = []  # when each re-attach was tried (virtual time)
+        self.refused: list[str] = []  # attempt ids whose start the agent refused (another was alive)
         self.lease_holder: dict[str, Any] | None = None
         self.policy: dict[str, Any] = {}
         self.policy_calls: list[str] = []
@@ -358,11 +360,15 @@ class FakeAgent:
     def run(self, attempt_id: str, argv: list[str], *, timeout: float, env: Mapping[str, str] | None = None,
             gpu: int = 0, sample_hz: float = 10.0, clock_threshold: float = 0.0) -> "FakeStream":
         self._call()
+        if self.fake.orphans:  # the real agent refuses while another attempt's supervisor is alive
+            self.fake.refused.append(attempt_id)
+            return FakeStream(self.fake, attempt_id, "busy", timeout, busy_with=str(self.fake.orphans[0]["id"]))
         self.fake.started[attempt_id] = self.fake.boot_id
         return FakeStream(self.fake, attempt_id, self.fake.next_outcome(), timeout)
 
     def attach(self, attempt_id: str, from_seq: int) -> "FakeStream":
         self._call()
+        self.fake.attaches.append(self.fake.clock.monotonic())
         if self.fake.started.get(attempt_id) not in (None, self.fake.boot_id):  # its supervisor died with the boot
             return FakeStream(self.fake, attempt_id, "lost", 0.0, from_seq)
         raise ConnectError(self.fake.name, "the fake host keeps no live attempt to attach to")
@@ -371,8 +377,10 @@ class FakeAgent:
 class FakeStream:
     """One attempt's stream: a few phases and log lines, then its scripted end."""
 
-    def __init__(self, fake: FakeHost, attempt_id: str, outcome: str, timeout_s: float, from_seq: int = 0) -> None:
+    def __init__(self, fake: FakeHost, attempt_id: str, outcome: str, timeout_s: float, from_seq: int = 0,
+                 busy_with: str = "") -> None:
         self.fake = fake
+        self.busy_with = busy_with
         self.from_seq = from_seq
         self._ended = False  # its scripted end happened: a dead channel from now on
         self.outcome = outcome
@@ -383,6 +391,11 @@ class FakeStream:
 
     def _script(self, attempt_id: str) -> Iterator[dict[str, Any]]:
         seq = itertools.count(self.from_seq)
+        if self.outcome == "busy":  # collectors/agent.py's refusal, as PROTOCOL.md words it
+            yield {"k": "error", "code": "busy",
+                   "error": f"attempt {self.busy_with} is still running on this host (started 42 s ago): "
+                            "kill it or judge it before starting another"}
+            return
         if self.outcome == "lost":  # attach after the host reset itself: the agent found no exit
             yield {"k": "exit", "seq": next(seq), "lost": True, "rebooted": True}
             return

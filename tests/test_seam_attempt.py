@@ -5,6 +5,7 @@ controller kills at the agent's timeout plus its own grace, never a wedge."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from reprofleet.clock import VirtualClock
 from reprofleet.config import Timings
@@ -25,3 +26,35 @@ def test_an_attempt_that_never_ends_on_a_host_that_answers_is_killed_as_a_hang_a
     assert events(ctx, "suspect") and {e["answer"] for e in events(ctx, "probe")} == {"SSHD"}
     # the controller stepped in at the agent's timeout plus its (scaled) grace, not before
     assert 5 + timings.controller_grace_s <= clock.monotonic() - 1000.0 < 5 + timings.controller_grace_s + 2
+
+
+def test_a_start_the_agent_refuses_is_not_run_the_orphan_is_killed_and_the_slot_runs_again(tmp_path: Path) -> None:
+    clock = VirtualClock()
+    fake = FakeHost(clock, "busy", script=("clean",) * 3)
+    ctx = seam_context(seam_book(tmp_path, attempts=3), tmp_path, clock)
+
+    def a_stray_attempt_appears(host: str, **fields: Any) -> None:
+        if fields.get("outcome") and not fake.refused:
+            fake.orphans = [{"id": "stray-1", "age_s": 42.0}]  # e.g. a by-hand run beside the campaign
+
+    ctx.progress = a_stray_attempt_appears
+    run_host(fake, ctx)
+    outcomes = [(r["attempt_index"], r["outcome"]) for r in records(ctx)]
+    assert outcomes == [(0, "clean"), (1, "infra"), (1, "clean"), (2, "clean")]
+    assert records(ctx)[1]["reason"].startswith("not run: the agent refused to start it (attempt stray-1 is still")
+    assert fake.killed == ["stray-1"] and len(fake.refused) == 1
+    (refused,) = events(ctx, "start_refused")
+    assert refused["attempt"] == fake.refused[0]
+    assert not events(ctx, "reattach_failed")  # a refusal is no broken stream: no reconnect storm
+
+
+def test_re_attaches_that_keep_failing_back_off_instead_of_storming_the_host(tmp_path: Path) -> None:
+    clock = VirtualClock()
+    fake = FakeHost(clock, "stuck", script=("stuck",))  # answers every probe, streams nothing, cannot be attached
+    ctx = seam_context(seam_book(tmp_path, attempts=1, attempt_timeout=30), tmp_path, clock)
+    run_host(fake, ctx)
+    (record,) = records(ctx)
+    assert record["outcome"] == "hang"  # alive at the deadline: killed, never a wedge
+    gaps = [b - a for a, b in zip(fake.attaches, fake.attaches[1:])]
+    assert len(fake.attaches) >= 4 and len(fake.attaches) <= 15  # ~50 s of trying, not one try per read
+    assert gaps[-1] >= 4 * gaps[0] and max(gaps) <= Timings().reattach_backoff_cap_s + 1.0

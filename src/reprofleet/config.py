@@ -25,6 +25,8 @@ class Timings:
     controller_grace_s: float = 30.0  # past the agent's own timeout, before the controller steps in
     detached_poll_s: float = 0.2  # no stream (re-attach under way): look again this often
     stream_read_s: float = 0.25  # one wait for the next stream line
+    reattach_backoff_s: float = 0.5  # a failed re-attach: wait this long before the next, doubling
+    reattach_backoff_cap_s: float = 8.0  # ... up to this (no reconnect storm against a sick sshd)
     # -- recovery (runner/recovery.py)
     reboot_grace_s: float = 30.0  # a silent host may reset itself (watchdog, panic) before we cycle it
     self_reboot_poll_s: float = 0.5  # during that grace: probe this often

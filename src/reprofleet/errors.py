@@ -81,6 +81,14 @@ class AgentError(ReprofleetError):
         super().__init__(f"{host}: agent: {message}")
 
 
+class AgentRefused(AgentError):
+    """The agent refused to start an attempt because another one is alive on the host.
+
+    Nothing ran: the slot is ``infra: not run`` (it runs again), never a broken stream to
+    re-attach to, and never a ``hang`` that consumes the slot.
+    """
+
+
 class PolicyError(ReprofleetError):
     """A GPU policy could not be applied, read back or verified."""
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
-from reprofleet.errors import AgentError
+from reprofleet.errors import AgentError, AgentRefused
 from reprofleet.model import EventKind, frozen_mapping
 from reprofleet.remote import replies
 from reprofleet.remote.transport import LineStream, Session
@@ -71,6 +71,8 @@ def parse_event(host: str, raw: str) -> StreamEvent:
     if not isinstance(data, dict) or not isinstance(data.get("k"), str):
         raise AgentError(host, f"not a stream line: {raw[:200]!r}")
     if data["k"] == "error":
+        if data.get("code") == "busy":
+            raise AgentRefused(host, str(data.get("error")))
         raise AgentError(host, str(data.get("error")))
     try:
         kind = EventKind(data["k"])

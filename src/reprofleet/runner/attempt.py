@@ -18,7 +18,7 @@ from typing import Any, Callable, Mapping
 from reprofleet.clock import Clock, SystemClock
 from reprofleet.config import DEFAULT_TIMINGS, Timings
 from reprofleet.remote.agent import AgentClient, EventStream, StreamEvent
-from reprofleet.errors import AgentError, ConnectError, ReprofleetError
+from reprofleet.errors import AgentError, AgentRefused, ConnectError, ReprofleetError
 from reprofleet.model import EventKind, Outcome
 from reprofleet.records.store import StreamWriter
 from reprofleet.liveness.watchdog import Verdict, Watchdog, WedgeKind
@@ -163,6 +163,14 @@ class AttemptFollower:
         self._paused_since: float | None = None
         self._on_pause = on_pause
         self._reattach: _Reattach | None = None
+        self._refused: str | None = None  # the agent would not start it: nothing ran
+        self._reattach_failures = 0
+        self._next_reattach_at = 0.0
+
+    @property
+    def refused(self) -> bool:
+        """The agent would not start the attempt (another was alive on the host): nothing ran."""
+        return self._refused is not None
 
     def follow(self) -> AttemptEnd:
         try:
@@ -180,6 +188,8 @@ class AttemptFollower:
             if self._stop.is_set():
                 return self._interrupted()
             event = self._read_one()
+            if self._refused is not None:
+                return AttemptEnd(Outcome.INFRA, ReasonCode.NOT_RUN.words(self._refused), None)
             if event is not None and event.kind is EventKind.EXIT:
                 outcome, reason = classify_exit(event.data, boot_changed=bool(event.data.get("rebooted")))
                 return AttemptEnd(outcome, reason, event.data)
@@ -201,6 +211,9 @@ class AttemptFollower:
             return None
         try:
             event = self._stream.next_event(self._timings.stream_read_s)
+        except AgentRefused as exc:
+            self._refused = f"the agent refused to start it ({exc.reason})"
+            return None
         except (ConnectError, AgentError) as exc:
             self.broken_reason = str(exc)
             self._stream.close()
@@ -249,8 +262,9 @@ class AttemptFollower:
         )
 
     def _try_reattach(self) -> None:
-        """Start a re-attach in the background (one at a time); never wait for it here."""
-        if self._reattach is not None:
+        """Start a re-attach in the background (one at a time, backing off after each failure);
+        never wait for it here."""
+        if self._reattach is not None or self._clock.monotonic() < self._next_reattach_at:
             return
         self._reattach = _Reattach(self._reconnect, self.attempt_id, self.trace.next_seq)
         self._reattach.start()
@@ -263,7 +277,12 @@ class AttemptFollower:
         if job.result is None:
             self.broken_reason = job.error or "re-attach failed"
             self._watchdog.reattach_failed(self.broken_reason)
+            delay = min(self._timings.reattach_backoff_cap_s,
+                        self._timings.reattach_backoff_s * 2 ** self._reattach_failures)
+            self._reattach_failures += 1
+            self._next_reattach_at = self._clock.monotonic() + delay
             return
+        self._reattach_failures = 0
         if self._stream is not None:
             self._stream.close()
         self.agent, self._stream = job.result

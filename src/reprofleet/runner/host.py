@@ -81,6 +81,7 @@ class HostRunner:
         self.sysctls = host_debug.HostDebugSysctls(self.log, ctx.playbook)  # lockup-to-panic sysctls of this boot
         self.netconsole = netconsole_setup.HostNetconsole(self.log, host.netconsole, ctx.netconsole)
         self.port: HostPort = port or SshHostPort(ctx, host)
+        self.refused = False  # the last start was refused by the agent (another attempt alive)
 
     # -- connection ------------------------------------------------------------------
     def connect(self) -> AgentClient:
@@ -283,7 +284,12 @@ class HostRunner:
             if self.state.wall is not None:
                 self.state.wall.stop()
             self.netconsole.unfollow()
-        self.state.attempts_in_boot += 1
+        self.refused = follower is not None and follower.refused
+        if self.refused:
+            self.ctx.event(self.host.name, CampaignEvent.START_REFUSED, attempt=attempt_id, cell=cell.name,
+                           index=index, reason=end.reason)
+        else:
+            self.state.attempts_in_boot += 1
         return replace(self._record(cell, index, attempt_id, started, end, readback, follower, stream_rel),
                        host_debug=debug, kernel_net=self.netconsole.record_lines(end.outcome))
 
@@ -410,6 +416,10 @@ class HostRunner:
         try:
             self.ctx.progress(self.host.name, status="running", cell=cell.name, attempt=index + 1, phase="")
             record = self.run_attempt(cell, index)
+            if self.refused:  # nothing ran: say so, clear what holds the GPU, and run the slot once more
+                self.append(record)
+                self.reconcile_orphans(self.agent())
+                record = self.run_attempt(cell, index)
             if record.outcome in (Outcome.WEDGE, Outcome.REBOOT):
                 self.append(record)
                 declared = record
