@@ -24,6 +24,7 @@ WRITTEN_NAMES = {
     "netconsole_restore_failed", "attempt_started", "stopped", "quarantined", "unreachable", "reboot", "wedge",
     "suspect", "probe", "clear", "guard", "reattach_failed", "controller_network_suspect",
     "controller_network_back", "icmp_unavailable", "recovery", "power_retry", "needs_person", "warning",
+    "policy_changed", "start_refused", "attempt_killed",  # issue 17
 }
 
 

@@ -9,7 +9,8 @@ from typing import Any
 
 from reprofleet.clock import VirtualClock
 from reprofleet.config import Timings
-from seam_host import FakeHost, events, power_actions, records, run_host, seam_book, seam_context
+from reprofleet.model import CampaignEvent
+from seam_host import PHASES, FakeHost, events, power_actions, records, run_host, seam_book, seam_context
 
 
 def test_an_attempt_that_never_ends_on_a_host_that_answers_is_killed_as_a_hang_after_the_grace(
@@ -58,3 +59,41 @@ def test_re_attaches_that_keep_failing_back_off_instead_of_storming_the_host(tmp
     gaps = [b - a for a, b in zip(fake.attaches, fake.attaches[1:])]
     assert len(fake.attaches) >= 4 and len(fake.attaches) <= 15  # ~50 s of trying, not one try per read
     assert gaps[-1] >= 4 * gaps[0] and max(gaps) <= Timings().reattach_backoff_cap_s + 1.0
+
+
+def test_a_bug_under_a_running_attempt_kills_it_before_the_host_is_quarantined(tmp_path: Path) -> None:
+    clock = VirtualClock()
+    fake = FakeHost(clock, "buggy", script=("clean",) * 2)
+    ctx = seam_context(seam_book(tmp_path, attempts=2), tmp_path, clock)
+
+    def broken_view(host: str, **fields: Any) -> None:
+        if fields.get("phase") == PHASES[1]:
+            raise RuntimeError("a bug in the progress view")
+
+    ctx.progress = broken_view
+    run_host(fake, ctx)
+    first = records(ctx)[0]
+    assert first["outcome"] == "infra" and first["reason"].startswith("unexpected error: RuntimeError")
+    (killed,) = events(ctx, "attempt_killed")
+    assert killed["attempt"] == first["attempt"] and killed["ok"] and "RuntimeError" in killed["why"]
+    assert fake.killed == [first["attempt"]]
+
+
+def test_a_wedge_whose_host_answers_before_the_cycle_has_its_attempt_killed_not_left_running(tmp_path: Path) -> None:
+    clock = VirtualClock()
+    fake = FakeHost(clock, "thaws", script=("wedge", "clean"))
+    ctx = seam_context(seam_book(tmp_path, attempts=2), tmp_path, clock)
+    write_event = ctx.event
+
+    def thaw_once_declared(host: str, what: Any, **fields: Any) -> None:
+        write_event(host, what, **fields)
+        if what is CampaignEvent.WEDGE:
+            fake.frozen_at = None  # a long stall, not a freeze: it answers before the outlet is touched
+
+    ctx.event = thaw_once_declared  # type: ignore[method-assign]
+    run_host(fake, ctx)
+    first, second = records(ctx)
+    assert first["outcome"] == "infra" and "answered before the power cycle" in first["reason"]
+    assert second["outcome"] == "clean"
+    assert [e["attempt"] for e in events(ctx, "attempt_killed")] == [first["attempt"]]
+    assert not [a for a in power_actions(ctx) if a["action"] in ("off", "on", "cycle")]

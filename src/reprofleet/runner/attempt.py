@@ -164,6 +164,7 @@ class AttemptFollower:
         self._on_pause = on_pause
         self._reattach: _Reattach | None = None
         self._refused: str | None = None  # the agent would not start it: nothing ran
+        self.killed = False  # this follower already told the agent to kill the attempt
         self._reattach_failures = 0
         self._next_reattach_at = 0.0
 
@@ -303,22 +304,23 @@ class AttemptFollower:
 
     def _interrupted(self) -> AttemptEnd:
         """The controller is stopping (SIGINT/SIGTERM): stop the PoC, never count it."""
-        try:
-            self.agent.kill(self.attempt_id)
-        except ReprofleetError:
-            pass
+        self._kill()
         return AttemptEnd(Outcome.INFRA, ReasonCode.INTERRUPTED.words("the campaign was stopped"), None)
 
     def _overdue(self, verdict: Verdict) -> AttemptEnd:
         """Past the agent's timeout plus grace and still no exit line."""
         if verdict in (Verdict.LIVE, Verdict.ALIVE_BUT_DETACHED):
-            try:
-                self.agent.kill(self.attempt_id)
-            except ReprofleetError:
-                pass
+            self._kill()
             return AttemptEnd(Outcome.HANG, "no exit within the timeout; killed by the controller", None)
         return AttemptEnd(
             Outcome.INFRA,
             f"host not answering at the attempt deadline ({self.broken_reason or 'silent'})",
             None,
         )
+
+    def _kill(self) -> None:
+        self.killed = True
+        try:
+            self.agent.kill(self.attempt_id)
+        except ReprofleetError:
+            pass

@@ -82,6 +82,7 @@ class HostRunner:
         self.netconsole = netconsole_setup.HostNetconsole(self.log, host.netconsole, ctx.netconsole)
         self.port: HostPort = port or SshHostPort(ctx, host)
         self.refused = False  # the last start was refused by the agent (another attempt alive)
+        self.failed_attempt: str | None = None  # an attempt a bug or a full disk interrupted
 
     # -- connection ------------------------------------------------------------------
     def connect(self) -> AgentClient:
@@ -280,11 +281,19 @@ class HostRunner:
             end = follower.follow()
         except ReprofleetError as exc:
             end = AttemptEnd(Outcome.INFRA, str(exc), None)
+        except BaseException as exc:  # a bug, a full disk: the attempt must not run on unwatched
+            if follower is not None:
+                self.failed_attempt = attempt_id  # its infra record keeps the id that ran
+                self.stop_attempt(attempt_id, f"{type(exc).__name__}: {exc}")
+            raise
         finally:
             if self.state.wall is not None:
                 self.state.wall.stop()
             self.netconsole.unfollow()
         self.refused = follower is not None and follower.refused
+        if follower is not None and not follower.refused and not follower.killed and end.exit is None \
+                and end.outcome is Outcome.INFRA:  # it ended without the PoC's own exit: stop what may still run
+            self.stop_attempt(attempt_id, end.reason or "the attempt ended without its exit line")
         if self.refused:
             self.ctx.event(self.host.name, CampaignEvent.START_REFUSED, attempt=attempt_id, cell=cell.name,
                            index=index, reason=end.reason)
@@ -376,6 +385,23 @@ class HostRunner:
             telemetry.update(freeze_telemetry(wall, trace.last_heard_wall if trace else None))
         return telemetry or None
 
+    def stop_attempt(self, attempt_id: str, why: str) -> bool:
+        """Best effort: kill an attempt that ended without its PoC's own exit, and say so.
+
+        Every such end (the controller's network down past the cap, a host silent at the
+        deadline, recovery finding the host alive, a bug, a full disk) would otherwise leave
+        the PoC on the GPU, and the next attempt would be refused or run beside it.
+        """
+        try:
+            reply = self.agent().kill(attempt_id)
+        except ReprofleetError as exc:
+            self.ctx.event(self.host.name, CampaignEvent.ATTEMPT_KILLED, attempt=attempt_id, why=why, ok=False,
+                           error=str(exc))
+            return False
+        self.ctx.event(self.host.name, CampaignEvent.ATTEMPT_KILLED, attempt=attempt_id, why=why, ok=True,
+                       was_running=reply.was_running)
+        return True
+
     # -- the whole plan --------------------------------------------------------------
     def run(self) -> None:
         name = self.host.name
@@ -451,7 +477,7 @@ class HostRunner:
         reason = f"{type(exc).__name__}: {exc}"
         self.quarantine(f"unexpected error: {reason}", traceback.format_exc())
         if declared is None:
-            declared = self._infra(cell, index, ReasonCode.UNEXPECTED_ERROR.words(reason))
+            declared = self._infra(cell, index, ReasonCode.UNEXPECTED_ERROR.words(reason), attempt_id=self.failed_attempt)
             self.append(declared)
         else:
             self.ctx.attempt_log.amend(declared.attempt, forensics={"recovery": "failed", "error": reason})

@@ -141,6 +141,7 @@ class Recovery:
                 self._wait_for_person(runner, seq)
             else:
                 if runner.port.banner(self.timings.banner_timeout_s):
+                    runner.stop_attempt(record.attempt, "declared wedged, but the host answered before the cycle")
                     return replace(record, outcome=Outcome.INFRA,
                                    reason="declared wedged, but the host answered before the power cycle; not cycled")
                 self._guard(runner)
@@ -150,7 +151,7 @@ class Recovery:
             forensics = {**self._forensics(runner, seq), **self._bmc_events(runner, record)}
         except NeverFrozen as exc:
             seq.transition(RecoveryState.BOOTED, boot_id=old_boot, same_boot=True)
-            self._stop_stale_attempt(runner, record)
+            runner.stop_attempt(record.attempt, "the host came back with the same boot: its attempt may still run")
             return replace(record, outcome=Outcome.INFRA, detect_latency_s=None, reason=str(exc))
         except NetworkDown as exc:
             return replace(record, outcome=Outcome.INFRA, reason=str(exc))
@@ -162,14 +163,6 @@ class Recovery:
             return replace(record, forensics={"recovery": "failed", "error": str(exc), **bmc})
         seq.transition(RecoveryState.READY)
         return replace(record, forensics=forensics)
-
-    @staticmethod
-    def _stop_stale_attempt(runner: "HostRunner", record: Record) -> None:
-        """The host never went down, so its attempt still runs under the agent: stop it."""
-        try:
-            runner.agent().kill(record.attempt)
-        except ReprofleetError:
-            pass
 
     def _grace_for_self_reboot(self, runner: "HostRunner", old_boot: str | None) -> str | None:
         """Give a host that resets itself (watchdog, panic) the chance to come back uncycled.
