@@ -7,6 +7,7 @@ unreadable file never hides the rest. Parsers are pure functions over file text.
 from __future__ import annotations
 
 import glob
+import json
 import os
 import platform
 import shutil
@@ -123,6 +124,40 @@ def docker_version() -> Optional[str]:
     return version if result.returncode == 0 and version else None
 
 
+def docker_runtimes() -> Optional[List[str]]:
+    """The runtimes the docker daemon knows (``nvidia`` once the NVIDIA Container Toolkit is
+    configured for it); None when docker is missing or its daemon does not answer."""
+    docker = shutil.which("docker")
+    if docker is None:
+        return None
+    try:
+        result = subprocess.run(
+            [docker, "info", "--format", "{{json .Runtimes}}"], stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, timeout=DOCKER_TIMEOUT_S,
+        )
+        runtimes = json.loads(result.stdout.decode("utf-8", "replace")) if result.returncode == 0 else None
+    except (OSError, subprocess.TimeoutExpired, ValueError):
+        return None
+    return sorted(str(name) for name in runtimes) if isinstance(runtimes, dict) else None
+
+
+def privilege(nvidia_smi: Optional[str]) -> str:
+    """How the agent may run nvidia-smi's setters: ``root``, ``sudo`` (``sudo -n`` allows it
+    without a password) or ``none`` (policy cells cannot run here)."""
+    if os.geteuid() == 0:
+        return "root"
+    sudo = shutil.which("sudo")
+    if sudo is None:
+        return "none"
+    argv = [sudo, "-n", "-l", nvidia_smi] if nvidia_smi else [sudo, "-n", "true"]
+    try:
+        result = subprocess.run(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                stderr=subprocess.DEVNULL, timeout=DOCKER_TIMEOUT_S)
+    except (OSError, subprocess.TimeoutExpired):
+        return "none"
+    return "sudo" if result.returncode == 0 else "none"
+
+
 def _dmi() -> Dict[str, Optional[str]]:
     values: Dict[str, Optional[str]] = {}
     for name in DMI_FIELDS:
@@ -159,7 +194,9 @@ def collect() -> Dict[str, Any]:
     facts["journal_persistent"] = fact("journal_persistent", lambda: journal_persistent(
         journald_storage(journald_texts()), os.path.isdir("/var/log/journal")))
     facts["docker"] = fact("docker", docker_version)
+    facts["docker_runtimes"] = fact("docker_runtimes", docker_runtimes) if facts["docker"] else None
     facts["nvidia_smi"] = shutil.which("nvidia-smi")
+    facts["privilege"] = fact("privilege", lambda: privilege(facts["nvidia_smi"]))
     facts.update(nvml_facts.collect(notes))
     facts["notes"] = notes
     return facts

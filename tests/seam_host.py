@@ -82,6 +82,7 @@ class FakeHost:
         self.orphans: list[dict[str, Any]] = []  # attempts still running under the agent
         self.killed: list[str] = []
         self.attaches: list[float] = []  # when each re-attach was tried (virtual time)
+        self.facts: dict[str, Any] = {}  # facts beyond the minimum (nvml, nvidia_smi, docker ...), as the agent sends them
         self.refused: list[str] = []  # attempt ids whose start the agent refused (another was alive)
         self.lease_holder: dict[str, Any] | None = None
         self.policy: dict[str, Any] = {}
@@ -282,7 +283,7 @@ class FakeAgent:
         self._call()
         uptime = self.fake.clock.monotonic() - (self.fake.up_at or 0.0)
         return replies.parse_facts(self.host, {"k": "facts", "hostname": self.fake.name, "boot_id": self.fake.boot_id,
-                                               "uptime_s": uptime, "gpus": []})
+                                               "uptime_s": uptime, "gpus": [], **self.fake.facts})
 
     def lease(self, action: str, *, controller: str = "", campaign: str = "", pid: int = 0,
               break_lease: bool = False) -> replies.LeaseReply:

@@ -89,6 +89,15 @@ class AgentRefused(AgentError):
     """
 
 
+class HostNotReady(ReprofleetError):
+    """A host lacks what its plan needs (nvidia-smi, NVML, docker ...): one line per problem."""
+
+    def __init__(self, host: str, problems: list[str]) -> None:
+        self.host = host
+        self.problems = tuple(problems)
+        super().__init__("; ".join(problems))
+
+
 class PolicyError(ReprofleetError):
     """A GPU policy could not be applied, read back or verified."""
 

@@ -21,6 +21,7 @@ class CampaignEvent(str, Enum):
     TORN_LINE_CUT = "torn_line_cut"  # a killed controller's half-written line, cut at resume
     # preparing a host
     PREPARED = "prepared"
+    NOT_READY = "not_ready"  # the host lacks what its plan needs (problems: one line each); no attempt runs
     UNREACHABLE_AT_START = "unreachable_at_start"
     SWITCHED_ON_AT_START = "switched_on_at_start"
     LEASE_BROKEN = "lease_broken"

@@ -9,5 +9,6 @@ outcome), ``recovery`` (wedged -> off -> on -> booted -> ready, or quarantined),
 (stop rules on one host), ``gpu_policy`` (apply, read back, verify, restore),
 ``host_debug`` (lockup-to-panic sysctls), ``netconsole`` (a host's netconsole through a
 campaign), ``runtimes`` (what software really ran), ``cache_sync`` (content-addressed
-cache snapshots), ``poc`` (the reproducer's command line).
+cache snapshots), ``poc`` (the reproducer's command line), ``readiness`` (can the host run
+its plan at all: nvidia-smi, NVML, the GPU index, docker; from its facts).
 """

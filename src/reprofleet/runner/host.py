@@ -14,12 +14,12 @@ import uuid
 from dataclasses import dataclass, field, replace
 from typing import Any, Iterable, Mapping
 
-from reprofleet.runner import cache_sync, host_debug, netconsole as netconsole_setup, poc, gpu_policy as policy, runtimes as runtime_truth
+from reprofleet.runner import cache_sync, host_debug, netconsole as netconsole_setup, poc, gpu_policy as policy, readiness, runtimes as runtime_truth
 from reprofleet.records import identity
 from reprofleet.remote.agent import AgentClient, StreamEvent
 from reprofleet.runner.attempt import AttemptEnd, AttemptFollower
 from reprofleet.runner.context import CampaignContext, RunSettings, cell_identity, record_runtime
-from reprofleet.errors import (AgentError, ConnectError, ControllerDiskError, HostKeyError, LeaseError, PolicyError,
+from reprofleet.errors import (AgentError, ConnectError, ControllerDiskError, HostKeyError, HostNotReady, LeaseError, PolicyError,
                      ReprofleetError)
 from reprofleet.runner.port import HostPort, SshHostPort
 from reprofleet.runner.stops import HostStops
@@ -117,6 +117,9 @@ class HostRunner:
         self.state.facts_hash = write_facts(self.ctx.directory, self.host.name, dict(facts.as_json))
         cache_facts(self.ctx.directory.root.parent, self.host.name, dict(facts.as_json))
         self._note_boot(str(facts.boot_id), float(facts.uptime_s))
+        missing = readiness.problems(self.host, [cell for cell, _ in self.plan], facts.as_json)
+        if missing:
+            raise HostNotReady(self.host.name, missing)
         problems = policy.check_power_limits(self.ctx.playbook, self.host, facts.as_json)
         if problems:
             raise PolicyError("; ".join(problems))
@@ -408,6 +411,9 @@ class HostRunner:
         try:
             self.ctx.progress(name, status="preparing")
             self.prepare_or_bring_back()
+        except HostNotReady as exc:
+            self.ctx.event(name, CampaignEvent.NOT_READY, problems=list(exc.problems))
+            self.quarantine(f"cannot run here: {exc}")
         except ReprofleetError as exc:
             self.quarantine(f"could not prepare the host: {exc}")
         except Exception as exc:  # not one of ours: a bug; this host stops, the campaign goes on

@@ -277,6 +277,23 @@ def ensure_image(tag: str) -> bool:
     return True
 
 
+def docker_info(args: List[str]) -> int:
+    """``docker info --format '{{json .Runtimes}}'``: the daemon's runtimes, as dockerd lists
+    them (runc under both its names; ``nvidia`` once ``nvidia-ctk runtime configure`` ran),
+    unless the host's config says the NVIDIA Container Toolkit is not installed."""
+    from . import hwio
+
+    runtimes: Dict[str, object] = {"io.containerd.runc.v2": {"path": "runc"}, "runc": {"path": "runc"}}
+    if hwio.host_config().get("nvidia_container_runtime", True):
+        runtimes["nvidia"] = {"path": "nvidia-container-runtime"}
+    if args in (["--format", "{{json .Runtimes}}"], ["--format={{json .Runtimes}}"]):
+        print(json.dumps(runtimes, separators=(",", ":")))
+        return 0
+    print(f"Client:\n Version:    {SERVER_VERSION}\n\nServer:\n Server Version: {SERVER_VERSION}\n"
+          f" Runtimes: {' '.join(sorted(runtimes))}\n Default Runtime: runc")
+    return 0
+
+
 def main(argv: List[str]) -> int:
     if not argv:
         _err("Usage:  docker [OPTIONS] COMMAND")
@@ -288,6 +305,8 @@ def main(argv: List[str]) -> int:
             print(f"Client:\n Version:           {SERVER_VERSION}\n\nServer: Docker Engine - Community\n"
                   f" Engine:\n  Version:          {SERVER_VERSION}")
         return 0
+    if argv[0] == "info":
+        return docker_info(argv[1:])
     try:
         if argv[0] == "pull" and len(argv) >= 2:
             return pull_image(argv[-1], quiet=("-q" in argv[1:-1] or "--quiet" in argv[1:-1]))
