@@ -83,6 +83,7 @@ class FakeHost:
         self.killed: list[str] = []
         self.attaches: list[float] = []  # when each re-attach was tried (virtual time)
         self.facts: dict[str, Any] = {}  # facts beyond the minimum (nvml, nvidia_smi, docker ...), as the agent sends them
+        self.policy_broken: str | None = None  # every policy apply fails with these words
         self.refused: list[str] = []  # attempt ids whose start the agent refused (another was alive)
         self.lease_holder: dict[str, Any] | None = None
         self.policy: dict[str, Any] = {}
@@ -318,6 +319,9 @@ class FakeAgent:
     def policy(self, action: str, gpu: int, settings: Mapping[str, Any] | None = None) -> replies.PolicyReply:
         self._call()
         self.fake.policy_calls.append(action)
+        if self.fake.policy_broken and action == "apply":  # e.g. the driver's utilities were removed mid-campaign
+            return replies.parse_policy(self.host, {"k": "policy", "ok": False, "errors": [self.fake.policy_broken],
+                                                    "readback": dict(self.fake.policy)})
         if action == "apply":
             self.fake.policy = dict(settings or {})
         elif action == "restore":

@@ -68,3 +68,31 @@ def test_docker_is_only_asked_of_a_host_whose_cells_use_it() -> None:
 
 def test_facts_an_agent_did_not_send_are_unknown_not_problems() -> None:
     assert problems(HOST, [DOCKER], {"boot_id": "b", "gpus": []}) == []
+
+
+def test_a_host_that_breaks_mid_campaign_is_quarantined_after_three_same_reason_infra_not_its_whole_plan(
+        tmp_path: Path) -> None:
+    from dataclasses import replace
+
+    from reprofleet.model import GpuPolicy
+
+    clock = VirtualClock()
+    fake = FakeHost(clock, "breaks", script=("clean",) * 10)
+    locked = replace(cell("locked", 0), gpu=GpuPolicy(graphics_clocks=(180, 2800)))
+    ctx = seam_context(seam_book(tmp_path, locked, attempts=10), tmp_path, clock)
+
+    def driver_tools_removed(host: str, **fields: object) -> None:
+        if fields.get("outcome") == "clean":
+            fake.policy_broken = "nvidia-smi not found on PATH"
+            fake.boot_id = "boot-after-upgrade"  # a new boot: the policy is applied again
+
+    ctx.progress = driver_tools_removed
+    run_host(fake, ctx)
+    outcomes = [(r["outcome"], (r["reason"] or "")[:20]) for r in records(ctx)]
+    assert outcomes[0][0] == "clean"
+    assert [o for o, _ in outcomes[1:4]] == ["infra"] * 3  # three tries, each the same reason
+    assert all(reason.startswith("not run") for _, reason in outcomes[4:]) and len(outcomes) == 10
+    (quarantined,) = events(ctx, "quarantined")
+    assert quarantined["reason"].startswith("3 attempts in a row were infra for the same reason: ")
+    assert "nvidia-smi not found on PATH" in quarantined["reason"]
+    assert fake.attempts_run == 1

@@ -12,7 +12,7 @@ import json
 import secrets
 import socket
 import threading
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
@@ -24,7 +24,7 @@ from reprofleet.errors import ReprofleetError
 from reprofleet.runner.context import CampaignContext, RunSettings, cell_identity
 from reprofleet.runner.host import HostRunner
 from reprofleet.runner.port import HostPort
-from reprofleet.model import Cell, Host, Playbook, StopKind
+from reprofleet.model import Cell, Host, Outcome, Playbook, StopKind
 from reprofleet.playbook import plan_order
 from reprofleet.records.store import AttemptLog, CampaignDir, JsonlAppender, read_log_lines, read_records, write_atomic
 from reprofleet.power import PowerLog
@@ -138,6 +138,8 @@ class CampaignResult:
     records: tuple[Mapping[str, Any], ...]
     interrupted: bool
     failure: str | None = None  # why the campaign stopped on its own (e.g. the controller's disk is full)
+    quarantined: Mapping[str, str] = field(default_factory=dict)  # host -> why it stopped running its plan
+    unjudged: tuple[str, ...] = ()  # cells with no judged attempt on any host (every record infra)
 
 
 def earlier_records(directory: CampaignDir) -> dict[str, list[dict[str, Any]]]:
@@ -257,7 +259,10 @@ def run_campaign(
         if ctx.netconsole is not None:
             ctx.netconsole.close()
     records = tuple(read_records(directory.attempts)) if directory.attempts.exists() else ()
-    return CampaignResult(plan.campaign_id, directory, records[before:], stop.is_set(), ctx.failure)
+    judged = {str(r.get("cell")) for r in records if r.get("outcome") != Outcome.INFRA.value}
+    return CampaignResult(plan.campaign_id, directory, records[before:], stop.is_set(), ctx.failure,
+                          quarantined={r.host.name: str(r.state.quarantined) for r in runners if r.state.quarantined},
+                          unjudged=tuple(c.name for c in plan.playbook.cells if c.name not in judged))
 
 
 def default_controller_name() -> str:

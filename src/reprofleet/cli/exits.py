@@ -24,11 +24,14 @@ class BadArgument(ReprofleetError):
 
 @unique
 class ExitStatus(IntEnum):
-    OK = 0
-    ERROR = 1
-    BAD_INPUT = 2
-    SOME_HOSTS_FAILED = 3
-    INTERRUPTED = 130
+    """What a task's exit status means (README, "Exit status")."""
+
+    OK = 0  # every host ran its plan and every cell has judged attempts
+    ERROR = 1  # the campaign stopped on its own (the controller's disk, a bug), or an error with one line
+    BAD_INPUT = 2  # an inventory, playbook or argument is wrong: nothing ran
+    SOME_HOSTS_FAILED = 3  # a host was quarantined (could not run, broke, could not be recovered)
+    NOT_JUDGED = 4  # every host ran, but a cell has no judged attempt (all infra): no verdict
+    INTERRUPTED = 130  # stopped by a signal; --resume goes on
 
 
 def exit_status_for(error: BaseException) -> ExitStatus:

@@ -40,6 +40,7 @@ DEFAULTS: dict[str, Any] = {
     "pause_cap_s": 600.0,
     "fleet_window_s": 5.0,
     "power_cycle_budget": 20,
+    "infra_streak": 3,
     "dwell_s": 10.0,
     "stability_s": 5.0,
     "reboot_grace_s": 30.0,
@@ -95,6 +96,7 @@ def _settings(c: Any, accept_new: bool | None = None, overrides: dict[str, Any] 
         sample_hz=float(conf["sample_hz"]),
         clock_threshold_mhz=float(conf["clock_threshold_mhz"]),
         power_cycle_budget=int(conf["power_cycle_budget"]),
+        infra_streak=int(conf["infra_streak"]),
         dwell_s=float(conf["dwell_s"]),
         stability_s=float(conf["stability_s"]),
         reboot_grace_s=float(conf["reboot_grace_s"]),
@@ -184,10 +186,23 @@ def run_and_report(c: Any, hosts: str, playbook: str, attempts: int | None, dry_
     html_path = report_path.with_suffix(".html")
     console.print(f"records: {result.directory.attempts}\nreport:  {report_path}"
                   + (f"\nhtml:    {html_path}" if html_path.exists() else ""))
+    return campaign_status(result, _stderr_console())
+
+
+def campaign_status(result: Any, err: "Console") -> ExitStatus:
+    """The exit status of a campaign, with one line on stderr per reason it is not 0."""
     if result.failure:
-        _stderr_console().print(f"[red]campaign stopped: {result.failure}[/]")
+        err.print(f"[red]campaign stopped: {result.failure}[/]")
         return ExitStatus.ERROR
-    return ExitStatus.INTERRUPTED if result.interrupted else ExitStatus.OK
+    if result.interrupted:
+        return ExitStatus.INTERRUPTED
+    for host, why in sorted(result.quarantined.items()):
+        err.print(f"[red]{host}: quarantined: {why}[/]")
+    for cell in result.unjudged:
+        err.print(f"[yellow]cell {cell}: no attempt could be judged on any host (every record is infra)[/]")
+    if result.quarantined:
+        return ExitStatus.SOME_HOSTS_FAILED
+    return ExitStatus.NOT_JUDGED if result.unjudged else ExitStatus.OK
 
 
 @task(help={

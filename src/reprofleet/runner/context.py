@@ -36,6 +36,7 @@ class RunSettings:
     sample_hz: float = 10.0
     clock_threshold_mhz: float = 2800.0
     power_cycle_budget: int = 20
+    infra_streak: int = 3  # this many infra attempts in a row for one reason quarantine the host with it
     dwell_s: float = DEFAULT_TIMINGS.dwell_s
     stability_s: float = DEFAULT_TIMINGS.stability_s
     reboot_grace_s: float = DEFAULT_TIMINGS.reboot_grace_s

@@ -9,6 +9,7 @@ from __future__ import annotations
 import errno
 import json
 import os
+import re
 import traceback
 import uuid
 from dataclasses import dataclass, field, replace
@@ -31,7 +32,7 @@ from reprofleet.liveness.probes import ProbeAnswer
 from reprofleet.remote.transport import Session
 from reprofleet.liveness.watchdog import Watchdog
 from reprofleet.model.events import CampaignEvent
-from reprofleet.model.reasons import ReasonCode
+from reprofleet.model.reasons import ReasonCode, reason_code
 from reprofleet.runner.host_log import HostLog
 
 CONTROLLER_DISK_ERRORS = (errno.ENOSPC, errno.EDQUOT, errno.EROFS)  # the controller cannot write: stop all
@@ -83,6 +84,7 @@ class HostRunner:
         self.port: HostPort = port or SshHostPort(ctx, host)
         self.refused = False  # the last start was refused by the agent (another attempt alive)
         self.failed_attempt: str | None = None  # an attempt a bug or a full disk interrupted
+        self.streak: list[str] = []  # the shapes of the last infra reasons in a row
 
     # -- connection ------------------------------------------------------------------
     def connect(self) -> AgentClient:
@@ -490,9 +492,27 @@ class HostRunner:
         self._count(declared)
 
     def _count(self, record: Record) -> None:
+        self._note_infra_streak(record)
         self.stops.add(record.cell, record.outcome.value, record.last_phase)
         self.state.counts[record.outcome.value] = self.state.counts.get(record.outcome.value, 0) + 1
         self.ctx.progress(self.host.name, outcome=record.outcome.value, counts=dict(self.state.counts))
+
+    def _note_infra_streak(self, record: Record) -> None:
+        """A host that broke mid-campaign (a driver gone, a disk full, docker dead) fails every
+        attempt the same way in seconds: after ``infra_streak`` in a row for one reason it is
+        quarantined with that reason, its remaining slots ``not run``, instead of burning its plan.
+        Slots that run again (interrupted, not run) neither extend nor break the streak."""
+        if record.outcome is not Outcome.INFRA:
+            self.streak = []
+            return
+        code = reason_code(record.reason)
+        if code.runs_again_on_resume:
+            return
+        key = _reason_shape(record.reason)
+        self.streak = [*self.streak, key] if self.streak and self.streak[-1] == key else [key]
+        limit = self.ctx.settings.infra_streak
+        if limit > 0 and len(self.streak) >= limit and not self.state.quarantined:
+            self.quarantine(f"{len(self.streak)} attempts in a row were infra for the same reason: {record.reason}")
 
     def quarantine(self, reason: str, trace: str | None = None) -> None:
         self.state.quarantined = reason
@@ -593,3 +613,10 @@ class HostRunner:
             self.state.quarantined = "wedged, and no recovery is configured"
             return record
         return self.ctx.recovery.recover(self, record)
+
+
+def _reason_shape(reason: str | None) -> str:
+    """A reason without what differs between attempts (ids, numbers, durations): two
+    ``cannot prepare the cache /x/fresh-<id>: No space left`` are one reason."""
+    text = re.sub(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}", "<id>", reason or "")
+    return re.sub(r"\d+(\.\d+)?", "<n>", text)
