@@ -88,7 +88,7 @@ def test_a_campaign_without_host_debug_cells_never_touches_the_sysctls(tmp_path:
     recorder, agent = Recorder(), FakeAgent()
     sysctls = HostDebugSysctls(recorder.log(), book(tmp_path, cell("ref", 0)))
     assert sysctls.ensure(agent, HostDebug()) is None  # type: ignore[arg-type]
-    sysctls.restore_at_end(lambda: agent, quarantined=False, prepared=True)  # type: ignore[arg-type, return-value]
+    sysctls.restore_at_end(lambda: agent, skip=False, prepared=True)  # type: ignore[arg-type, return-value]
     assert agent.calls == [] and recorder.events == []
 
 
@@ -96,9 +96,9 @@ def test_host_debug_is_restored_at_the_end_unless_quarantined_and_a_failure_is_a
     playbook = book(tmp_path, cell("ref", 0), _with_debug(cell("panics", 1)))
     recorder, agent = Recorder(), FakeAgent()
     sysctls = HostDebugSysctls(recorder.log(), playbook)
-    sysctls.restore_at_end(lambda: agent, quarantined=True, prepared=True)  # type: ignore[arg-type, return-value]
+    sysctls.restore_at_end(lambda: agent, skip=True, prepared=True)  # type: ignore[arg-type, return-value]
     assert agent.calls == []
-    sysctls.restore_at_end(lambda: agent, quarantined=False, prepared=True)  # type: ignore[arg-type, return-value]
+    sysctls.restore_at_end(lambda: agent, skip=False, prepared=True)  # type: ignore[arg-type, return-value]
     assert recorder.events[-1] == ("ws01", "host_debug_restored", {"sysctls": {"panic": 0}})
     refused = FakeAgent(ok=False)
     sysctls.restore_at_end(lambda: refused, quarantined=False, prepared=True)  # type: ignore[arg-type, return-value]
@@ -147,10 +147,10 @@ def test_a_netconsole_that_cannot_be_configured_is_an_event_and_the_attempt_goes
 def test_netconsole_is_restored_at_the_end_only_where_it_was_configured(receiver: NetconsoleReceiver) -> None:
     recorder, agent = Recorder(), FakeAgent()
     netconsole = HostNetconsole(recorder.log(), NetconsoleSetting(port=6666), receiver)
-    netconsole.restore_at_end(lambda: agent, quarantined=False)  # type: ignore[arg-type, return-value]
+    netconsole.restore_at_end(lambda: agent, skip=False)  # type: ignore[arg-type, return-value]
     assert agent.calls == []
     netconsole.ensure(agent, "boot-1")  # type: ignore[arg-type]
-    netconsole.restore_at_end(lambda: agent, quarantined=False)  # type: ignore[arg-type, return-value]
+    netconsole.restore_at_end(lambda: agent, skip=False)  # type: ignore[arg-type, return-value]
     assert agent.calls[-1] == ["netconsole", "restore"] and recorder.names()[-1] == "netconsole_restored"
 
 

@@ -11,6 +11,7 @@ on the fleet.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from reprofleet.clock import VirtualClock
 from seam_host import Device, FakeHost, events, power_actions, records, run_host, seam_book, seam_context
@@ -46,3 +47,28 @@ def test_a_host_that_never_returns_is_cycled_once_more_with_a_longer_dwell_then_
     reason = next(e["reason"] for e in events(ctx, "recovery") if e["to"] == "quarantined")
     assert "did not answer within 6 s, after 2 power cycles" in reason
     assert "stay off after power loss" in reason and "second power supply" in reason and "--verify" in reason
+
+
+def test_a_quarantined_host_that_still_answers_gets_its_gpu_defaults_back(tmp_path: Path) -> None:
+    from dataclasses import replace
+
+    from reprofleet.model import CampaignEvent, GpuPolicy
+    from test_campaign_stopping import cell
+
+    clock = VirtualClock()
+    fake = FakeHost(clock, "miswired", script=("wedge", "clean"), device=Device(feeds_host=False))
+    locked = replace(cell("lgc-2800", 0), gpu=GpuPolicy(graphics_clocks=(180, 2800)))
+    ctx = seam_context(seam_book(tmp_path, locked, attempts=2, attempt_timeout=30, boot=6), tmp_path, clock)
+    write_event = ctx.event
+
+    def stall_ends_during_the_dwell(host: str, what: Any, **fields: Any) -> None:
+        write_event(host, what, **fields)
+        if what is CampaignEvent.RECOVERY and fields.get("to") == "dwell":
+            fake.frozen_at = None  # the outlet fed a neighbour; this host was only stalled: same boot
+
+    ctx.event = stall_ends_during_the_dwell  # type: ignore[method-assign]
+    run_host(fake, ctx)
+    quarantined = next(e for e in events(ctx, "recovery") if e["to"] == "quarantined")
+    assert "same boot_id" in quarantined["reason"]
+    assert fake.policy == {} and fake.policy_calls[-1] == "restore"  # not left locked at 2800 MHz
+    assert events(ctx, "policy_restored")

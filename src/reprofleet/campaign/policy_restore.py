@@ -23,7 +23,11 @@ def _one(host: Host, settings: Any, action: str) -> dict[str, Any] | ReprofleetE
         readback = policy.restore(agent, host.gpu_index) if action == "restore" else policy.read(agent, host.gpu_index)
         # the lockup-to-panic sysctls too: one more agent call, and a killed campaign leaves them set
         sysctls = host_debug.restore(agent) if action == "restore" else host_debug.read(agent)
-        return {**readback, "host_debug": dict(sysctls)}
+        result = {**readback, "host_debug": dict(sysctls)}
+        if action == "restore":  # and netconsole aimed at a controller that may be gone (a no-op when unset)
+            report = agent.netconsole(["restore"])
+            result["netconsole"] = "restored" if report.ok else f"restore failed: {'; '.join(map(str, report.errors))}"
+        return result
 
     return with_agent(host, settings.transport, work)
 

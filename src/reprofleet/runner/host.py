@@ -253,11 +253,23 @@ class HostRunner:
         self.state.applied = state
         return state.readback
 
-    def restore_policy(self) -> None:
+    def may_restore(self) -> bool:
+        """Whether the experiment's settings can be put back at the end: always on a host that
+        ran its plan; on a quarantined one only when its sshd answers a short probe (a host that
+        never came back is not waited for). A quarantined host that still answers must not keep
+        locked clocks, lockup panics, printk 8 and netconsole aimed at this controller: a
+        production box that later hits a soft lockup would panic and reboot."""
+        if not self.state.quarantined:
+            return True
+        if not (self.state.prepared or self.state.applied is not None or self.sysctls.applied is not None):
+            return False  # nothing of ours is on it (refused before the first change)
+        return self.port.probe(self.ctx.settings.timings.banner_timeout_s) is ProbeAnswer.SSHD
+
+    def restore_policy(self, give_back: bool = True) -> None:
         """Defaults back at the end. A host this run prepared is restored even when this run
         applied nothing: a resume with no slot left on it must still undo the lock a killed
         controller left between its last record and its own restore."""
-        if self.state.quarantined or (self.state.applied is None and not self.state.prepared):
+        if not give_back or (self.state.applied is None and not self.state.prepared):
             return
         try:
             readback = policy.restore(self.agent(), self.host.gpu_index)
@@ -432,9 +444,10 @@ class HostRunner:
         except ControllerDiskError as exc:
             self.ctx.fail(str(exc))
         finally:
-            self.restore_policy()
-            self.sysctls.restore_at_end(self.agent, bool(self.state.quarantined), self.state.prepared)
-            self.netconsole.restore_at_end(self.agent, bool(self.state.quarantined))
+            give_back = self.may_restore()
+            self.restore_policy(give_back)
+            self.sysctls.restore_at_end(self.agent, not give_back, self.state.prepared)
+            self.netconsole.restore_at_end(self.agent, not give_back)
             self.release_lease()
             if self.state.session is not None:
                 self.state.session.close()

@@ -107,10 +107,10 @@ class HostDebugSysctls:
             self.applied = applied
         return applied.for_record()
 
-    def restore_at_end(self, agent: Callable[[], AgentClient], quarantined: bool, prepared: bool) -> None:
+    def restore_at_end(self, agent: Callable[[], AgentClient], skip: bool, prepared: bool) -> None:
         """The host's own sysctls back when its campaign ends (stopped or not); a failure is an
         event, never an exception that reaches the other hosts."""
-        if not self.in_use or quarantined or (self.applied is None and not prepared):
+        if not self.in_use or skip or (self.applied is None and not prepared):
             return
         try:
             values = restore(agent())

@@ -108,9 +108,9 @@ class HostNetconsole:
         lines = self.record_lines(record.outcome if record.kernel_net is not None else None)
         return record if lines is None or lines == record.kernel_net else replace(record, kernel_net=lines)
 
-    def restore_at_end(self, agent: Callable[[], AgentClient], quarantined: bool) -> None:
+    def restore_at_end(self, agent: Callable[[], AgentClient], skip: bool) -> None:
         """The host's own netconsole configuration back (stopped campaigns too); a failure is an event."""
-        if self.receiver is None or quarantined or self.log.host not in self.receiver.configured:
+        if self.receiver is None or skip or self.log.host not in self.receiver.configured:
             return
         try:
             report = agent().netconsole(["restore"])
