@@ -101,7 +101,7 @@ def test_host_debug_is_restored_at_the_end_unless_quarantined_and_a_failure_is_a
     sysctls.restore_at_end(lambda: agent, skip=False, prepared=True)  # type: ignore[arg-type, return-value]
     assert recorder.events[-1] == ("ws01", "host_debug_restored", {"sysctls": {"panic": 0}})
     refused = FakeAgent(ok=False)
-    sysctls.restore_at_end(lambda: refused, quarantined=False, prepared=True)  # type: ignore[arg-type, return-value]
+    sysctls.restore_at_end(lambda: refused, skip=False, prepared=True)  # type: ignore[arg-type, return-value]
     assert recorder.names()[-1] == "host_debug_restore_failed" and "write refused" in recorder.events[-1][2]["error"]
 
 
