@@ -21,10 +21,9 @@ def load() -> Tuple[Any, Optional[str]]:
     by the library; we count as well so threads can share it).
     """
     global _users
-    try:
-        import pynvml
-    except ImportError as exc:
-        return None, "pynvml not importable: %s" % exc
+    pynvml, why = _binding()
+    if pynvml is None:
+        return None, why
     with _lock:
         try:
             pynvml.nvmlInit()
@@ -32,6 +31,30 @@ def load() -> Tuple[Any, Optional[str]]:
             return None, "nvmlInit failed: %s" % describe(exc)
         _users += 1
     return pynvml, None
+
+
+def _binding() -> Tuple[Any, Optional[str]]:
+    """The host's own pynvml when it has one (it matches the driver an admin installed, and a
+    simulated host's is its GPU), else the copy of nvidia-ml-py the controller pushed beside
+    this agent (``pynvml_bundled``): a host needs only the NVIDIA driver."""
+    try:
+        import pynvml
+        return pynvml, None
+    except ImportError as exc:
+        host_missing = str(exc)
+    try:
+        import pynvml_bundled
+        return pynvml_bundled, None
+    except ImportError as exc:
+        return None, "pynvml not importable (%s), and no bundled copy: %s" % (host_missing, exc)
+
+
+def binding_name() -> Optional[str]:
+    """Which binding ``load`` uses: ``host`` or ``bundled`` (None: neither imports)."""
+    pynvml, _ = _binding()
+    if pynvml is None:
+        return None
+    return "bundled" if getattr(pynvml, "__name__", "") == "pynvml_bundled" else "host"
 
 
 def release(pynvml: Any) -> None:

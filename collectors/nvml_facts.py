@@ -10,7 +10,8 @@ import nvml_access as nv
 def collect(notes: List[str]) -> Dict[str, Any]:
     pynvml, reason = nv.load()
     if pynvml is None:
-        return {"nvml": reason, "driver_version": None, "cuda_driver_version": None, "gpus": []}
+        return {"nvml": reason, "nvml_binding": nv.binding_name(), "driver_version": None,
+                "cuda_driver_version": None, "gpus": []}
     try:
         driver, why = nv.attempt(lambda: nv.text(pynvml.nvmlSystemGetDriverVersion()))
         _note(notes, "driver_version", why)
@@ -19,7 +20,7 @@ def collect(notes: List[str]) -> Dict[str, Any]:
         count, why = nv.attempt(pynvml.nvmlDeviceGetCount)
         _note(notes, "gpus", why)
         gpus = [_gpu_or_error(pynvml, index, notes) for index in range(count or 0)]
-        return {"nvml": "ok", "driver_version": driver,
+        return {"nvml": "ok", "nvml_binding": nv.binding_name(), "driver_version": driver,
                 "cuda_driver_version": nv.cuda_version_text(cuda), "gpus": gpus}
     finally:
         nv.release(pynvml)

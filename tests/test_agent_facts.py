@@ -90,3 +90,29 @@ def test_cuda_driver_version_is_major_dot_minor() -> None:
     assert nvml_access.cuda_version_text(13030) == "13.3"
     assert nvml_access.cuda_version_text(12080) == "12.8"
     assert nvml_access.cuda_version_text(None) is None
+
+
+def test_a_host_whose_python_has_no_pynvml_uses_the_binding_pushed_with_the_agent(tmp_path: Path) -> None:
+    import subprocess
+
+    from reprofleet.remote.agent import BUNDLED_NVML, load_bundle
+
+    bundle = load_bundle()
+    names = dict(bundle.files)
+    assert BUNDLED_NVML in names and b"def nvmlInit" in names[BUNDLED_NVML]  # nvidia-ml-py's own module
+    pushed = tmp_path / "agent"
+    pushed.mkdir()
+    for name, content in bundle.files:
+        (pushed / name).write_bytes(content)
+    done = subprocess.run([sys.executable, str(pushed / "agent.py"), "--state-dir", str(tmp_path / "s"), "facts"],
+                          env=h.agent_env(), capture_output=True, text=True, timeout=60)  # the host's pynvml: none
+    facts = h.parse_lines(done.stdout)[0]
+    assert facts["nvml_binding"] == "bundled"
+    # this controller has no NVIDIA driver: the bundled binding loaded, and NVML itself said why
+    assert facts["nvml"].startswith("nvmlInit failed") and "not importable" not in facts["nvml"]
+
+
+def test_the_hosts_own_pynvml_comes_first(tmp_path: Path) -> None:
+    state = h.fake_gpu_state(tmp_path / "gpu.json", gpus=1)
+    rc, lines, _ = h.run_agent(tmp_path, "facts", env=h.agent_env({"FAKE_PYNVML_STATE": str(state)}, fakes=True))
+    assert lines[0]["nvml_binding"] == "host" and lines[0]["nvml"] == "ok"

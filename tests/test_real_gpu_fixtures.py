@@ -92,3 +92,13 @@ def test_postboot_on_a_host_without_journalctl_says_why() -> None:
     assert postboot["journal_persistent"] is False
     assert postboot["previous_boot"]["available"] is False
     assert "journalctl" in postboot["previous_boot"]["reason"]
+
+
+def test_a_real_gpu_is_read_through_the_binding_pushed_with_the_agent() -> None:
+    """Captured with the host's own pynvml hidden (fixtures/real-gpu/README.md)."""
+    facts = json.loads((FIXTURES / "facts-bundled-nvml.jsonl").read_text().splitlines()[0])
+    assert facts["nvml_binding"] == "bundled" and facts["nvml"] == "ok"
+    assert [g["name"] for g in facts["gpus"]] == ["NVIDIA H200"] and facts["privilege"] == "root"
+    policy = json.loads((FIXTURES / "policy-read-bundled-nvml.jsonl").read_text().splitlines()[-1])
+    assert policy["ok"] and policy["readback"]["power_limit_w"] == 700.0
+    assert policy["readback"]["graphics_clocks"] == [345, 1980]

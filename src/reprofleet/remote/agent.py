@@ -9,6 +9,7 @@ failure" (a line with ``k: error`` or a non-zero exit with details).
 from __future__ import annotations
 
 import hashlib
+import importlib.util
 import json
 import shlex
 from dataclasses import dataclass, field
@@ -46,9 +47,26 @@ class AgentBundle:
         return f"{REMOTE_ROOT}/agent-{self.digest}"
 
 
+BUNDLED_NVML = "pynvml_bundled.py"  # the controller's own nvidia-ml-py, for hosts whose Python has no pynvml
+
+
+def nvml_binding_source() -> bytes | None:
+    """The pure-Python ``pynvml`` module of the controller's ``nvidia-ml-py`` (a declared
+    dependency), pushed with the agent so a host needs only the NVIDIA driver: Ubuntu's
+    Python has no pynvml, and without it every read-back would be empty."""
+    spec = importlib.util.find_spec("pynvml")
+    if spec is None or spec.origin is None or not spec.origin.endswith(".py"):
+        return None
+    return Path(spec.origin).read_bytes()
+
+
 def load_bundle(source: Path | None = None) -> AgentBundle:
     root = source or collectors_dir()
-    files = tuple(sorted((p.name, p.read_bytes()) for p in root.glob("*.py")))
+    found = {p.name: p.read_bytes() for p in root.glob("*.py")}
+    binding = nvml_binding_source()
+    if binding is not None and BUNDLED_NVML not in found:
+        found[BUNDLED_NVML] = binding  # content-addressed with the rest: a new nvidia-ml-py, a new agent folder
+    files = tuple(sorted(found.items()))
     hasher = hashlib.sha256()
     for name, content in files:
         hasher.update(name.encode() + b"\0" + content + b"\0")
