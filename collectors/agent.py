@@ -50,19 +50,23 @@ def build_parser() -> Parser:
     run.add_argument("--hb", type=float, default=0.5)
     run.add_argument("--kill-grace", type=float, default=5.0, help=argparse.SUPPRESS)
     run.add_argument("--kmsg", default="/dev/kmsg", help=argparse.SUPPRESS)  # "" = no kernel log
+    _lease_flags(run)
     attach = sub.add_parser("attach", help="stream an attempt's events from a seq on")
     attach.add_argument("--id", required=True)
     attach.add_argument("--from", dest="start_seq", type=int, default=0)
     attach.add_argument("--hb", type=float, default=0.5)
     kill = sub.add_parser("kill", help="stop a running attempt")
     kill.add_argument("--id", required=True)
+    _lease_flags(kill)
     policy = sub.add_parser("policy", help="apply, read or restore a GPU policy")
     policy.add_argument("action", choices=("apply", "read", "restore"))
     policy.add_argument("--gpu", type=int, default=0)
     policy.add_argument("--json", default=None, help="GpuPolicy fields (apply only)")
+    _lease_flags(policy)
     debug = sub.add_parser("host-debug", help="apply, read or restore the lockup-to-panic sysctls")
     debug.add_argument("action", choices=("apply", "read", "restore"))
     debug.add_argument("--json", default=None, help="kernel sysctl names and values (apply only)")
+    _lease_flags(debug)
     netcons = sub.add_parser("netconsole", help="apply, read or restore the kernel's netconsole to the controller")
     netcons.add_argument("action", choices=("apply", "read", "restore"))
     netcons.add_argument("--json", default=None, help="port, dev, target, extended (apply only)")
@@ -74,6 +78,8 @@ def build_parser() -> Parser:
     lease.add_argument("--campaign", default="")
     lease.add_argument("--pid", type=int, default=0)
     lease.add_argument("--break", dest="break_lease", action="store_true", help="take a lease another campaign holds")
+    lease.add_argument("--token", default="", help="this controller run's random token (acquire, release)")
+    lease.add_argument("--ttl", type=float, default=3600.0, help="seconds the lease holds without renewal")
     listing = sub.add_parser("attempts", help="the newest attempts on this host and whether they still run")
     listing.add_argument("--running", action="store_true", help="only attempts whose supervisor is alive")
     cache = sub.add_parser("cache", help="content-addressed cache snapshots (collectors/cache_store.py)")
@@ -88,6 +94,21 @@ def build_parser() -> Parser:
     supervise = sub.add_parser(state.SUPERVISOR_ARG)
     supervise.add_argument("--id", required=True)
     return parser
+
+
+def _lease_flags(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--lease-token", default=None, help="the caller's lease token (refused when stale)")
+    parser.add_argument("--ignore-lease", action="store_true", help="act on a leased host anyway (by hand)")
+
+
+def _check_lease(args: argparse.Namespace, renew: bool = False) -> None:
+    """Fencing: a call that may change the GPU or its attempts carries the lease's token."""
+    import host_lease
+
+    try:
+        host_lease.check(args.state_dir, args.lease_token, args.ignore_lease, renew=renew)
+    except host_lease.LeaseRefused as exc:
+        raise AgentLeaseRefused(str(exc), exc.code) from None
 
 
 def split_command(argv: Sequence[str]) -> Tuple[List[str], List[str]]:
@@ -107,6 +128,14 @@ def parse_env(pairs: Sequence[str]) -> Dict[str, str]:
             raise UsageError("--env wants K=V, got %r" % pair)
         env[key] = value
     return env
+
+
+class AgentLeaseRefused(AgentFailure):
+    """Another controller holds this host's lease (code ``fenced`` or ``leased``): nothing was done."""
+
+    def __init__(self, message: str, code: str) -> None:
+        super().__init__(message)
+        self.code = code
 
 
 class AgentBusy(AgentFailure):
@@ -132,6 +161,7 @@ def command_run(args: argparse.Namespace, cmd: List[str]) -> int:
         raise UsageError("--timeout and --hb must be > 0, --sample-hz and --kill-grace >= 0")
     env = parse_env(args.env)
     with host_lease.host_lock(args.state_dir):  # two starts at once must not both see an idle GPU
+        _check_lease(args, renew=True)  # every attempt renews the caller's lease; a stale one is refused
         alive = host_lease.running(args.state_dir)
         if alive:
             raise AgentBusy("attempt %s is still running on this host (started %.0f s ago): kill it or judge it "
@@ -188,6 +218,8 @@ def command_policy(args: argparse.Namespace) -> int:
 
     if args.gpu < 0:
         raise UsageError("--gpu must be >= 0")
+    if args.action != "read":
+        _check_lease(args)
     if args.action == "apply":
         report = gpu_policy.apply(args.state_dir, args.gpu, policy_plan.parse_policy(args.json))
     elif args.json is not None:
@@ -204,15 +236,20 @@ def command_lease(args: argparse.Namespace) -> int:
     import host_lease
 
     if args.action == "show":
-        emit({"k": "lease", "ok": True, "lease": host_lease.read_lease(args.state_dir),
+        held = host_lease.read_lease(args.state_dir)
+        emit({"k": "lease", "ok": True, "lease": None if held is None else host_lease.public(held),
+              "expired": None if held is None else host_lease.expired(held),
               "running": host_lease.running(args.state_dir)})
         return ExitStatus.OK
-    if not args.campaign:
-        raise UsageError("lease %s needs --campaign" % args.action)
+    if args.action == "acquire" and not args.campaign:
+        raise UsageError("lease acquire needs --campaign")
+    if not args.token:
+        raise UsageError("lease %s needs --token" % args.action)
     if args.action == "acquire":
-        report = host_lease.acquire(args.state_dir, args.controller, args.campaign, args.pid, args.break_lease)
+        report = host_lease.acquire(args.state_dir, args.controller, args.campaign, args.pid, args.break_lease,
+                                    args.token, args.ttl)
     else:
-        report = host_lease.release(args.state_dir, args.campaign)
+        report = host_lease.release(args.state_dir, args.token)
     emit(report)
     return ExitStatus.OK if report["ok"] else ExitStatus.FAILED
 
@@ -223,7 +260,8 @@ def dispatch(args: argparse.Namespace, cmd: List[str]) -> int:
         import host_facts
         import host_lease
 
-        emit({**host_facts.collect(), "lease": host_lease.read_lease(args.state_dir)})
+        held = host_lease.read_lease(args.state_dir)
+        emit({**host_facts.collect(), "lease": None if held is None else host_lease.public(held)})
         return ExitStatus.OK
     if args.command == "run":
         return command_run(args, cmd)
@@ -239,6 +277,7 @@ def dispatch(args: argparse.Namespace, cmd: List[str]) -> int:
     if args.command == "kill":
         import stream_follow
 
+        _check_lease(args)
         emit(stream_follow.kill(args.state_dir, args.id))
         return ExitStatus.OK
     if args.command == "policy":
@@ -246,6 +285,8 @@ def dispatch(args: argparse.Namespace, cmd: List[str]) -> int:
     if args.command == "host-debug":
         import host_debug
 
+        if args.action == "apply":
+            _check_lease(args)
         report = host_debug.command(args.state_dir, args.action, args.json)
         emit(report)
         return ExitStatus.OK if report["ok"] else ExitStatus.FAILED

@@ -23,7 +23,7 @@ from typing import Any, Callable, Iterator, Mapping, Sequence
 from reprofleet.remote import replies
 from reprofleet.clock import VirtualClock
 from reprofleet.config import Timings
-from reprofleet.errors import ConnectError
+from reprofleet.errors import AgentFenced, ConnectError
 from reprofleet.liveness.probes import ProbeAnswer
 from reprofleet.liveness.watchdog import FleetLiveness
 from reprofleet.model import Cell, EventKind, Host, Playbook, PowerPort
@@ -269,9 +269,27 @@ class FakeAgent:
         self.ctx = ctx
         self.session = FakeSession(fake)
         self.host = fake.name
+        self.lease_token: str | None = None  # set by the runner, as on AgentClient
+        self.ignore_lease = False
 
     def _call(self) -> None:
         self.fake.require_up()
+
+    def _live_holder(self) -> dict[str, Any] | None:
+        """The lease as collectors/host_lease.py judges it: live while renewed within its TTL."""
+        holder = self.fake.lease_holder
+        if holder is None or not holder.get("token"):
+            return None
+        if self.fake.clock.monotonic() - float(holder.get("renewed", 0.0)) > float(holder.get("ttl_s", 3600.0)):
+            return None
+        return holder
+
+    def _fence(self) -> None:
+        """The agent's check on run, kill and policy changes (host_lease.check)."""
+        holder = self.fake.lease_holder
+        if self.lease_token and (holder is None or holder.get("token") != self.lease_token):
+            raise AgentFenced(self.host, "this controller's lease was taken over by "
+                                         f"{(holder or {}).get('controller', 'another controller')}")
 
     def push(self) -> None:
         self._call()
@@ -287,22 +305,28 @@ class FakeAgent:
                                                "uptime_s": uptime, "gpus": [], **self.fake.facts})
 
     def lease(self, action: str, *, controller: str = "", campaign: str = "", pid: int = 0,
-              break_lease: bool = False) -> replies.LeaseReply:
-        return replies.parse_lease(self.host, {"k": "lease", **self._lease(action, controller, campaign, break_lease)})
+              break_lease: bool = False, ttl_s: float | None = None) -> replies.LeaseReply:
+        return replies.parse_lease(self.host, {"k": "lease", **self._lease(action, controller, campaign, break_lease,
+                                                                           ttl_s or 3600.0)})
 
-    def _lease(self, action: str, controller: str, campaign: str, break_lease: bool) -> dict[str, Any]:
+    def _lease(self, action: str, controller: str, campaign: str, break_lease: bool,
+               ttl_s: float = 3600.0) -> dict[str, Any]:
         self._call()
-        holder = self.fake.lease_holder
+        holder = self._live_holder()
         if action == "release":
-            self.fake.lease_holder = None
+            if holder is None or holder["token"] == self.lease_token:
+                self.fake.lease_holder = None
             return {"ok": True}
-        if holder is not None and holder["campaign"] != campaign:
+        mine = {"campaign": campaign, "controller": controller, "pid": 4321, "token": self.lease_token,
+                "renewed": self.fake.clock.monotonic(), "ttl_s": ttl_s}
+        if holder is not None and holder["token"] != self.lease_token:
+            public = {k: v for k, v in holder.items() if k != "token"}
             if not break_lease:
                 owner = f"{holder['controller']} (campaign {holder['campaign']}, pid {holder.get('pid', 0)}, 0 s ago)"
-                return {"ok": False, "held": holder, "error": f"host is leased to {owner}; pass --break-lease to take it"}
-            self.fake.lease_holder = {"campaign": campaign, "controller": controller}
-            return {"ok": True, "broken": holder}
-        self.fake.lease_holder = {"campaign": campaign, "controller": controller}
+                return {"ok": False, "held": public, "error": f"host is leased to {owner}; pass --break-lease to take it"}
+            self.fake.lease_holder = mine
+            return {"ok": True, "broken": public}
+        self.fake.lease_holder = mine
         return {"ok": True}
 
     def attempts(self, running_only: bool = False) -> tuple[replies.AttemptListing, ...]:
@@ -311,6 +335,7 @@ class FakeAgent:
 
     def kill(self, attempt_id: str) -> replies.KillReply:
         self._call()
+        self._fence()
         self.fake.killed.append(attempt_id)
         was_running = any(o["id"] == attempt_id for o in self.fake.orphans)
         self.fake.orphans = [o for o in self.fake.orphans if o["id"] != attempt_id]
@@ -318,6 +343,8 @@ class FakeAgent:
 
     def policy(self, action: str, gpu: int, settings: Mapping[str, Any] | None = None) -> replies.PolicyReply:
         self._call()
+        if action != "read":
+            self._fence()
         self.fake.policy_calls.append(action)
         if self.fake.policy_broken and action == "apply":  # e.g. the driver's utilities were removed mid-campaign
             return replies.parse_policy(self.host, {"k": "policy", "ok": False, "errors": [self.fake.policy_broken],
@@ -365,6 +392,12 @@ class FakeAgent:
     def run(self, attempt_id: str, argv: list[str], *, timeout: float, env: Mapping[str, str] | None = None,
             gpu: int = 0, sample_hz: float = 10.0, clock_threshold: float = 0.0) -> "FakeStream":
         self._call()
+        holder = self.fake.lease_holder
+        if self.lease_token and (holder is None or holder.get("token") != self.lease_token):  # host_lease.check
+            return FakeStream(self.fake, attempt_id, "fenced", timeout,
+                              busy_with=str((holder or {}).get("controller", "another controller")))
+        if holder is not None:
+            holder["renewed"] = self.fake.clock.monotonic()  # every attempt renews the lease
         if self.fake.orphans:  # the real agent refuses while another attempt's supervisor is alive
             self.fake.refused.append(attempt_id)
             return FakeStream(self.fake, attempt_id, "busy", timeout, busy_with=str(self.fake.orphans[0]["id"]))
@@ -396,6 +429,11 @@ class FakeStream:
 
     def _script(self, attempt_id: str) -> Iterator[dict[str, Any]]:
         seq = itertools.count(self.from_seq)
+        if self.outcome == "fenced":
+            yield {"k": "error", "code": "fenced",
+                   "error": f"this controller's lease was taken over by {self.busy_with}: it must not act on "
+                            "this host any more"}
+            return
         if self.outcome == "busy":  # collectors/agent.py's refusal, as PROTOCOL.md words it
             yield {"k": "error", "code": "busy",
                    "error": f"attempt {self.busy_with} is still running on this host (started 42 s ago): "

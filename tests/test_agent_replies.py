@@ -69,12 +69,12 @@ def test_the_agents_facts_and_policy_read_parse(tmp_path: Path) -> None:
 
 
 def test_the_agents_lease_answers_parse_refusal_and_break_included(tmp_path: Path) -> None:
-    mine = ("--controller", "c1", "--campaign", "k1", "--pid", "1")
+    mine = ("--controller", "c1", "--campaign", "k1", "--pid", "1", "--token", "t1")
     taken = replies.parse_lease("local", _agent(tmp_path, "lease", "lease", "acquire", *mine))
     assert taken.ok and taken.error is None and taken.broken is None and taken.lease is not None
-    other = ("--controller", "c2", "--campaign", "k2", "--pid", "2")
+    other = ("--controller", "c2", "--campaign", "k2", "--pid", "2", "--token", "t2")
     refused = replies.parse_lease("local", _agent(tmp_path, "lease", "lease", "acquire", *other))
-    assert not refused.ok and refused.error and "k1" in refused.error
+    assert not refused.ok and refused.error and "k1" in refused.error and refused.held["controller"] == "c1"
     broken = replies.parse_lease("local", _agent(tmp_path, "lease", "lease", "acquire", *other, "--break"))
     assert broken.ok and broken.broken is not None and broken.broken["campaign"] == "k1"
 

@@ -167,3 +167,16 @@ def test_a_file_that_is_one_torn_line_is_cut_to_nothing(tmp_path: Path) -> None:
     path.write_text('{"schema": 1, "attem' + "y" * (2 << 20))
     AttemptLog(path).append_record(_record("a1"))
     assert [r["attempt"] for r in read_records(path)] == ["a1"]
+
+
+def test_a_second_controller_on_one_campaign_folder_is_refused_with_the_first_ones_pid(tmp_path: Path) -> None:
+    import os
+
+    from reprofleet.records.store import CampaignLock, FolderBusy
+
+    with CampaignLock(tmp_path):
+        with pytest.raises(FolderBusy, match=f"another controller \\(pid {os.getpid()}\\)"):
+            with CampaignLock(tmp_path):
+                pass
+    with CampaignLock(tmp_path):  # given back when the first ends
+        pass

@@ -35,7 +35,8 @@ def test_a_clock_lock_left_behind_is_reset_and_read_back_before_the_reference_ru
 def test_a_lease_held_by_another_campaign_keeps_the_host_until_break_lease(tmp_path: Path) -> None:
     clock = VirtualClock()
     fake = FakeHost(clock, "leased", script=("clean",) * 4)
-    fake.lease_holder = {"controller": "other-laptop", "campaign": "night-7", "pid": 4242}
+    fake.lease_holder = {"controller": "other-laptop", "campaign": "night-7", "pid": 4242, "token": "theirs",
+                         "renewed": clock.monotonic(), "ttl_s": 3600.0}
     refused = seam_context(seam_book(tmp_path / "a", attempts=1), tmp_path / "a", clock)
     run_host(fake, refused)
     (record,) = records(refused)
@@ -131,3 +132,37 @@ def test_a_policy_changed_by_hand_between_attempts_is_seen_and_re_applied_before
     (changed,) = events(ctx, "policy_changed")
     assert changed["changes"] == ["graphics_clocks: was [180, 2800], now None"]
     assert len(events(ctx, "policy_applied")) == 2  # at the start, and again after the change
+
+
+def test_a_second_controller_of_the_same_campaign_is_refused_while_the_first_holds_the_lease(tmp_path: Path) -> None:
+    clock = VirtualClock()
+    fake = FakeHost(clock, "shared", script=("clean",) * 4)
+    first = seam_context(seam_book(tmp_path, attempts=1), tmp_path, clock)
+    fake.lease_holder = {"controller": "suspended-laptop", "campaign": first.campaign_id, "pid": 4242,
+                         "token": "the-first-controllers", "renewed": clock.monotonic(), "ttl_s": 3600.0}
+    second = seam_context(seam_book(tmp_path / "b", attempts=1), tmp_path / "b", clock)  # same campaign id
+    run_host(fake, second)
+    (record,) = records(second)
+    assert record["outcome"] == "infra" and "leased to suspended-laptop" in record["reason"]
+    assert fake.attempts_run == 0
+
+
+def test_with_break_lease_the_first_controller_is_fenced_and_never_records_over_the_second(tmp_path: Path) -> None:
+    clock = VirtualClock()
+    fake = FakeHost(clock, "taken", script=("clean",) * 8)
+    first = seam_context(seam_book(tmp_path / "a", attempts=4), tmp_path / "a", clock)
+    second = seam_context(seam_book(tmp_path / "b", attempts=1), tmp_path / "b", clock, break_leases=True)
+
+    def a_person_resumes_elsewhere_with_break_lease(host: str, **fields: Any) -> None:
+        if fields.get("outcome") and not records(second):
+            run_host(fake, second)  # the second controller runs its slot between the first's attempts
+
+    first.progress = a_person_resumes_elsewhere_with_break_lease
+    run_host(fake, first)
+    assert [r["outcome"] for r in records(second)] == ["clean"]
+    assert events(second, "lease_broken")
+    assert [r["outcome"] for r in records(first)] == ["clean"]  # one attempt, then nothing more: fenced
+    (fenced,) = events(first, "fenced")
+    assert "taken over" in fenced["reason"]
+    assert fake.attempts_run == 2  # the first's one attempt and the second's; the fenced start ran nothing
+    assert not events(first, "policy_restored")  # the GPU is the second's: the fenced one touches nothing

@@ -89,6 +89,15 @@ class AgentRefused(AgentError):
     """
 
 
+class AgentFenced(AgentError):
+    """Another controller took this host's lease: this one must not touch the host again
+    (its next ``run``, ``kill`` or policy change is refused by the agent)."""
+
+
+class HostLeased(AgentError):
+    """A by-hand action on a host a campaign holds: refused unless told to ignore the lease."""
+
+
 class HostNotReady(ReprofleetError):
     """A host lacks what its plan needs (nvidia-smi, NVML, docker ...): one line per problem."""
 

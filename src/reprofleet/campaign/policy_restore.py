@@ -18,8 +18,9 @@ from reprofleet.inventory import load_inventory
 from reprofleet.model import Host
 
 
-def _one(host: Host, settings: Any, action: str) -> dict[str, Any] | ReprofleetError:
+def _one(host: Host, settings: Any, action: str, ignore_lease: bool) -> dict[str, Any] | ReprofleetError:
     def work(agent: AgentClient) -> dict[str, Any]:
+        agent.ignore_lease = ignore_lease  # else a host a live campaign holds refuses (HostLeased)
         readback = policy.restore(agent, host.gpu_index) if action == "restore" else policy.read(agent, host.gpu_index)
         # the lockup-to-panic sysctls too: one more agent call, and a killed campaign leaves them set
         sysctls = host_debug.restore(agent) if action == "restore" else host_debug.read(agent)
@@ -32,9 +33,10 @@ def _one(host: Host, settings: Any, action: str) -> dict[str, Any] | ReprofleetE
     return with_agent(host, settings.transport, work)
 
 
-def policy_everywhere(inventory_path: str, settings: Any, action: str) -> dict[str, dict[str, Any] | ReprofleetError]:
+def policy_everywhere(inventory_path: str, settings: Any, action: str,
+                      ignore_lease: bool = False) -> dict[str, dict[str, Any] | ReprofleetError]:
     hosts = load_inventory(inventory_path).hosts
     with ThreadPoolExecutor(max_workers=max(1, min(16, len(hosts)))) as pool:
-        return dict(zip((h.name for h in hosts), pool.map(lambda h: _one(h, settings, action), hosts)))
+        return dict(zip((h.name for h in hosts), pool.map(lambda h: _one(h, settings, action, ignore_lease), hosts)))
 
 

@@ -26,7 +26,8 @@ from reprofleet.runner.host import HostRunner
 from reprofleet.runner.port import HostPort
 from reprofleet.model import Cell, Host, Outcome, Playbook, StopKind
 from reprofleet.playbook import plan_order
-from reprofleet.records.store import AttemptLog, CampaignDir, JsonlAppender, read_log_lines, read_records, write_atomic
+from reprofleet.records.store import (AttemptLog, CampaignDir, CampaignLock, JsonlAppender, read_log_lines,
+                                     read_records, write_atomic)
 from reprofleet.power import PowerLog
 from reprofleet.liveness.watchdog import FleetLiveness
 from reprofleet.liveness.witness import CachedWitness, controller_network_ok
@@ -219,50 +220,51 @@ def run_campaign(
     except OSError as exc:
         raise ReprofleetError(f"{plan.playbook.path}: cannot read the PoC {poc_path}: {exc}") from exc
     directory = CampaignDir(report_root / plan.campaign_id).create()
-    _write_manifest(directory, plan, settings, hashlib.sha256(poc_script).hexdigest())
-    stop = stop or threading.Event()
-    ctx = CampaignContext(
-        campaign_id=plan.campaign_id, directory=directory, playbook=plan.playbook, settings=settings,
-        bundle=load_bundle(), poc_script=poc_script, attempt_log=AttemptLog(directory.attempts),
-        events=JsonlAppender(directory.events),
-        fleet=FleetLiveness(settings.watchdog.fleet_window_s, network_ok or
-                            CachedWitness(lambda: controller_network_ok(plan.hosts, PowerLog(directory.power)))),
-        stop=stop, progress=progress, clock=clock or SystemClock(),
-        cache_seed=poc.cache_seed_archive(plan.playbook.poc.cache_source)
-        if plan.playbook.poc.cache_source and cache_sync.modes(plan.playbook) - {"seeded"} else None,
-        cache_snapshot=cache_sync.seeded_snapshot(plan.playbook),
-    )
-    if recovery_factory is not None:
-        ctx.recovery = recovery_factory(ctx)
-    for log in (ctx.attempt_log, ctx.events):
-        if log.torn:
-            ctx.event("", CampaignEvent.TORN_LINE_CUT, file=log.path.name, text=log.torn[:500],
-                      message="the last line was torn by a controller that died mid-write; cut back on open")
-    ctx.started_slots = started_slots(directory, plan.playbook)
-    ctx.recorded_ids = {str(r.get("attempt")) for r in read_records(directory.attempts)} \
-        if directory.attempts.exists() else set()
-    before = len(ctx.recorded_ids)
-    earlier, stopped = earlier_records(directory), stopped_cells(directory)
-    ctx.netconsole = netconsole_setup.start_receiver(plan.hosts, directory.root / "netconsole")  # before the runners: each host's netconsole holds it
-    runners = [HostRunner(ctx, host, list(plan.per_host[host.name]), earlier=earlier.get(host.name, []),
-                          stopped={cell for h, cell in stopped if h == host.name},
-                          port=port_for(ctx, host) if port_for is not None else None)
-               for host in plan.hosts]
-    threads = [threading.Thread(target=r.run, name=f"host-{r.host.name}", daemon=True) for r in runners]
-    try:
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            while thread.is_alive():
-                thread.join(0.2)
-    finally:
-        if ctx.netconsole is not None:
-            ctx.netconsole.close()
-    records = tuple(read_records(directory.attempts)) if directory.attempts.exists() else ()
-    judged = {str(r.get("cell")) for r in records if r.get("outcome") != Outcome.INFRA.value}
-    return CampaignResult(plan.campaign_id, directory, records[before:], stop.is_set(), ctx.failure,
-                          quarantined={r.host.name: str(r.state.quarantined) for r in runners if r.state.quarantined},
-                          unjudged=tuple(c.name for c in plan.playbook.cells if c.name not in judged))
+    with CampaignLock(directory.root):  # one controller process per campaign folder
+        _write_manifest(directory, plan, settings, hashlib.sha256(poc_script).hexdigest())
+        stop = stop or threading.Event()
+        ctx = CampaignContext(
+            campaign_id=plan.campaign_id, directory=directory, playbook=plan.playbook, settings=settings,
+            bundle=load_bundle(), poc_script=poc_script, attempt_log=AttemptLog(directory.attempts),
+            events=JsonlAppender(directory.events),
+            fleet=FleetLiveness(settings.watchdog.fleet_window_s, network_ok or
+                                CachedWitness(lambda: controller_network_ok(plan.hosts, PowerLog(directory.power)))),
+            stop=stop, progress=progress, clock=clock or SystemClock(),
+            cache_seed=poc.cache_seed_archive(plan.playbook.poc.cache_source)
+            if plan.playbook.poc.cache_source and cache_sync.modes(plan.playbook) - {"seeded"} else None,
+            cache_snapshot=cache_sync.seeded_snapshot(plan.playbook),
+        )
+        if recovery_factory is not None:
+            ctx.recovery = recovery_factory(ctx)
+        for log in (ctx.attempt_log, ctx.events):
+            if log.torn:
+                ctx.event("", CampaignEvent.TORN_LINE_CUT, file=log.path.name, text=log.torn[:500],
+                          message="the last line was torn by a controller that died mid-write; cut back on open")
+        ctx.started_slots = started_slots(directory, plan.playbook)
+        ctx.recorded_ids = {str(r.get("attempt")) for r in read_records(directory.attempts)} \
+            if directory.attempts.exists() else set()
+        before = len(ctx.recorded_ids)
+        earlier, stopped = earlier_records(directory), stopped_cells(directory)
+        ctx.netconsole = netconsole_setup.start_receiver(plan.hosts, directory.root / "netconsole")  # before the runners: each host's netconsole holds it
+        runners = [HostRunner(ctx, host, list(plan.per_host[host.name]), earlier=earlier.get(host.name, []),
+                              stopped={cell for h, cell in stopped if h == host.name},
+                              port=port_for(ctx, host) if port_for is not None else None)
+                   for host in plan.hosts]
+        threads = [threading.Thread(target=r.run, name=f"host-{r.host.name}", daemon=True) for r in runners]
+        try:
+            for thread in threads:
+                thread.start()
+            for thread in threads:
+                while thread.is_alive():
+                    thread.join(0.2)
+        finally:
+            if ctx.netconsole is not None:
+                ctx.netconsole.close()
+        records = tuple(read_records(directory.attempts)) if directory.attempts.exists() else ()
+        judged = {str(r.get("cell")) for r in records if r.get("outcome") != Outcome.INFRA.value}
+        return CampaignResult(plan.campaign_id, directory, records[before:], stop.is_set(), ctx.failure,
+                              quarantined={r.host.name: str(r.state.quarantined) for r in runners if r.state.quarantined},
+                              unjudged=tuple(c.name for c in plan.playbook.cells if c.name not in judged))
 
 
 def default_controller_name() -> str:

@@ -331,14 +331,19 @@ def power(c: Context, host: str, action: str, hosts: str = "", yes: bool = False
 
 
 @task(name="policy", help={"hosts": "Ansible inventory", "restore": "put every GPU back to its defaults",
-                           "read": "show what each GPU reports (default)"})
+                           "read": "show what each GPU reports (default)",
+                           "ignore-lease": "restore even on hosts a campaign holds (it would run on the defaults)"})
 @handled
-def policy_task(c: Context, hosts: str, restore: bool = False, read: bool = False) -> ExitStatus:
-    """Read, or restore to defaults, the GPU policy of every host."""
+def policy_task(c: Context, hosts: str, restore: bool = False, read: bool = False,
+                ignore_lease: bool = False) -> ExitStatus:
+    """Read, or restore to defaults, the GPU policy of every host.
+
+    A host a live campaign holds is refused (named, with its holder) unless --ignore-lease:
+    its attempts would otherwise be credited to a cell whose policy is no longer in force."""
     from reprofleet.campaign.policy_restore import policy_everywhere
     from reprofleet.cli.tables import policy_table
 
-    results = policy_everywhere(hosts, _settings(c), "restore" if restore else "read")
+    results = policy_everywhere(hosts, _settings(c), "restore" if restore else "read", ignore_lease=ignore_lease)
     _console().print(policy_table(results))
     return ExitStatus.OK if all(isinstance(v, dict) for v in results.values()) else ExitStatus.SOME_HOSTS_FAILED
 

@@ -26,6 +26,7 @@ class CampaignEvent(str, Enum):
     SWITCHED_ON_AT_START = "switched_on_at_start"
     LEASE_BROKEN = "lease_broken"
     LEASE_RELEASE_FAILED = "lease_release_failed"
+    FENCED = "fenced"  # another controller took the host's lease: this controller stops using the host
     ORPHAN_KILLED = "orphan_killed"
     RUNTIME_RESOLVED = "runtime_resolved"
     CACHE_PUSHED = "cache_pushed"

@@ -8,6 +8,7 @@ controller's disk even though the host never says goodbye.
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import json
 import os
@@ -65,6 +66,48 @@ class CampaignDir:
         self.streams.mkdir(parents=True, exist_ok=True)
         self.facts.mkdir(parents=True, exist_ok=True)
         return self
+
+
+class FolderBusy(RecordError):
+    """Another controller process runs this campaign from this folder."""
+
+
+class CampaignLock:
+    """An flock on a campaign folder for as long as one controller runs it.
+
+    Two controller processes on one folder (a ``--resume`` typed while the first still runs,
+    in another terminal) would both append to attempts.jsonl and both drive its hosts; the
+    second is refused at once with the first's pid. The kernel drops the lock when the
+    holder dies, however it dies, so a kill -9 never leaves the folder locked.
+    """
+
+    NAME = ".controller.lock"
+
+    def __init__(self, folder: Path) -> None:
+        self.path = Path(folder) / self.NAME
+        self._handle: Any = None
+
+    def __enter__(self) -> "CampaignLock":
+        handle = open(self.path, "a+", encoding="utf-8")
+        try:
+            fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            handle.seek(0)
+            holder = handle.read().strip() or "unknown"
+            handle.close()
+            raise FolderBusy(f"{self.path.parent}: another controller (pid {holder}) is running this campaign; "
+                             "wait for it or stop it (Ctrl-C, or kill its pid) before resuming") from None
+        handle.seek(0)
+        handle.truncate()
+        handle.write(f"{os.getpid()}\n")
+        handle.flush()
+        self._handle = handle
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        if self._handle is not None:
+            self._handle.close()  # closing drops the flock
+            self._handle = None
 
 
 def iso_utc(unix_time: float | None) -> str | None:

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
-from reprofleet.errors import AgentError, AgentRefused
+from reprofleet.errors import AgentError, AgentFenced, AgentRefused, HostLeased
 from reprofleet.model import EventKind, frozen_mapping
 from reprofleet.remote import replies
 from reprofleet.remote.transport import LineStream, Session
@@ -89,9 +89,7 @@ def parse_event(host: str, raw: str) -> StreamEvent:
     if not isinstance(data, dict) or not isinstance(data.get("k"), str):
         raise AgentError(host, f"not a stream line: {raw[:200]!r}")
     if data["k"] == "error":
-        if data.get("code") == "busy":
-            raise AgentRefused(host, str(data.get("error")))
-        raise AgentError(host, str(data.get("error")))
+        raise error_of(host, data)
     try:
         kind = EventKind(data["k"])
     except ValueError:
@@ -99,6 +97,15 @@ def parse_event(host: str, raw: str) -> StreamEvent:
     if kind is EventKind.EXIT:
         replies.parse_exit(host, data)  # the outcome is judged from it: a malformed one is an AgentError here
     return StreamEvent(kind, float(data.get("t", 0.0)), data.get("seq"), frozen_mapping(data), raw)
+
+
+ERROR_CODES: dict[str, type[AgentError]] = {"busy": AgentRefused, "fenced": AgentFenced, "leased": HostLeased}
+
+
+def error_of(host: str, line: Mapping[str, Any], prefix: str = "") -> AgentError:
+    """The typed error of an agent's ``{"k": "error", "code": ...}`` line (PROTOCOL.md)."""
+    kind = ERROR_CODES.get(str(line.get("code")), AgentError)
+    return kind(host, f"{prefix}{line.get('error')}")
 
 
 def _maybe_json(raw: str) -> Any:
@@ -141,6 +148,8 @@ class AgentClient:
         self.bundle = bundle
         self.python = python
         self.host = session.host.name
+        self.lease_token: str | None = None  # a campaign's: every GPU-changing call carries it (fencing)
+        self.ignore_lease = False  # by hand, when a person said so: act on a leased host anyway
 
     @property
     def _agent(self) -> str:
@@ -175,6 +184,9 @@ class AgentClient:
             raise AgentError(self.host, f"{args[0]}: output is not JSON lines: {result.stdout[:200]!r}") from exc
         if not all(isinstance(line, dict) for line in lines):
             raise AgentError(self.host, f"{args[0]}: a line is not a JSON object: {result.stdout[:200]!r}")
+        coded = [line for line in lines if line.get("k") == "error" and line.get("code") in ERROR_CODES]
+        if coded:
+            raise error_of(self.host, coded[0], f"{args[0]}: ")
         if result.exit_code == 2 or any(line.get("k") == "error" for line in lines):
             errors = [str(line.get("error")) for line in lines if line.get("k") == "error"]
             raise AgentError(self.host, f"{args[0]}: {'; '.join(errors) or result.stderr.strip()}")
@@ -192,15 +204,23 @@ class AgentClient:
     def postboot(self) -> replies.Postboot:
         return replies.parse_postboot(self.host, self.one(["postboot"], "postboot", timeout=60))
 
+    def _lease_args(self) -> list[str]:
+        """What fences a call that changes the GPU or its attempts: this controller's lease
+        token, or (by hand, when a person said so) --ignore-lease."""
+        if self.lease_token:
+            return ["--lease-token", self.lease_token]
+        return ["--ignore-lease"] if self.ignore_lease else []
+
     def policy(self, action: str, gpu: int, settings: Mapping[str, Any] | None = None) -> replies.PolicyReply:
-        args = ["policy", action, "--gpu", str(gpu)]
+        args = ["policy", action, "--gpu", str(gpu)] + (self._lease_args() if action != "read" else [])
         if settings is not None:
             args += ["--json", json.dumps(dict(settings))]
         return replies.parse_policy(self.host, self.one(args, "policy", timeout=120))
 
     def host_debug(self, args: list[str]) -> replies.HostDebugReply:
         """``host-debug apply|read|restore`` (``args`` after the subcommand)."""
-        return replies.parse_host_debug(self.host, self.one(["host-debug", *args], "host_debug", timeout=60))
+        fence = self._lease_args() if args[:1] == ["apply"] else []
+        return replies.parse_host_debug(self.host, self.one(["host-debug", *args, *fence], "host_debug", timeout=60))
 
     def netconsole(self, args: list[str]) -> replies.NetconsoleReply:
         """``netconsole apply|read|restore`` (``args`` after the subcommand)."""
@@ -222,7 +242,7 @@ class AgentClient:
         sample_hz: float | None = None,
         clock_threshold: float | None = None,
     ) -> EventStream:
-        args = ["run", "--id", attempt_id, "--timeout", f"{timeout:g}", "--gpu", str(gpu)]
+        args = ["run", "--id", attempt_id, "--timeout", f"{timeout:g}", "--gpu", str(gpu), *self._lease_args()]
         for key, value in (env or {}).items():
             args += ["--env", f"{key}={value}"]
         if cwd:
@@ -239,7 +259,8 @@ class AgentClient:
         return EventStream(self.host, self.session.stream(command))
 
     def kill(self, attempt_id: str) -> replies.KillReply:
-        return replies.parse_kill(self.host, self.one(["kill", "--id", attempt_id], "killed", timeout=30))
+        return replies.parse_kill(self.host, self.one(["kill", "--id", attempt_id, *self._lease_args()], "killed",
+                                                      timeout=30))
 
     def attempts(self, running_only: bool = False) -> tuple[replies.AttemptListing, ...]:
         """The host's newest attempts: ``running`` (supervisor alive), ``exited`` or ``lost``."""
@@ -247,12 +268,17 @@ class AgentClient:
         return replies.parse_attempts(self.host, line)
 
     def lease(self, action: str, *, controller: str = "", campaign: str = "", pid: int = 0,
-              break_lease: bool = False) -> replies.LeaseReply:
-        """Take (``acquire``), give back (``release``) or read (``show``) the host's campaign lease.
+              break_lease: bool = False, ttl_s: float | None = None) -> replies.LeaseReply:
+        """Take (``acquire``), give back (``release``) or read (``show``) the host's campaign lease,
+        under this client's ``lease_token``.
 
         A refusal is data (``ok`` false, ``error`` naming the holder), not an exception.
         """
         args = ["lease", action, "--controller", controller, "--campaign", campaign, "--pid", str(pid)]
+        if action != "show":
+            args += ["--token", self.lease_token or ""]
+        if ttl_s is not None:
+            args += ["--ttl", f"{ttl_s:g}"]
         if break_lease:
             args.append("--break")
         command = f"{self._agent} {' '.join(shlex.quote(a) for a in args)}"

@@ -201,14 +201,16 @@ class LeaseReply:
     error: str | None = None
     lease: Mapping[str, Any] | None = None
     broken: Mapping[str, Any] | None = None  # the lease a --break took over
+    held: Mapping[str, Any] | None = None  # on a refusal: whose lease it is
 
 
 def parse_lease(host: str, line: Any) -> LeaseReply:
     fields = _Fields(host, "lease", line)
     lease = None if line.get("lease") is None else fields.mapping("lease")
     broken = None if not line.get("broken") else fields.mapping("broken")
+    held = None if not line.get("held") else fields.mapping("held")
     error = line.get("error")
-    return LeaseReply(fields.flag("ok"), None if error is None else str(error), lease, broken)
+    return LeaseReply(fields.flag("ok"), None if error is None else str(error), lease, broken, held)
 
 
 # -- what the previous boot left ---------------------------------------------------------

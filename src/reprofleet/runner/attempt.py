@@ -18,7 +18,7 @@ from typing import Any, Callable, Mapping
 from reprofleet.clock import Clock, SystemClock
 from reprofleet.config import DEFAULT_TIMINGS, Timings
 from reprofleet.remote.agent import AgentClient, EventStream, StreamEvent
-from reprofleet.errors import AgentError, AgentRefused, ConnectError, ReprofleetError
+from reprofleet.errors import AgentError, AgentFenced, AgentRefused, ConnectError, ReprofleetError
 from reprofleet.model import EventKind, Outcome
 from reprofleet.records.store import StreamWriter
 from reprofleet.liveness.watchdog import Verdict, Watchdog, WedgeKind
@@ -165,6 +165,7 @@ class AttemptFollower:
         self._reattach: _Reattach | None = None
         self._refused: str | None = None  # the agent would not start it: nothing ran
         self.killed = False  # this follower already told the agent to kill the attempt
+        self.fenced: str | None = None  # the agent refused: another controller took the lease
         self._reattach_failures = 0
         self._next_reattach_at = 0.0
 
@@ -214,6 +215,10 @@ class AttemptFollower:
             event = self._stream.next_event(self._timings.stream_read_s)
         except AgentRefused as exc:
             self._refused = f"the agent refused to start it ({exc.reason})"
+            return None
+        except AgentFenced as exc:  # another controller holds the lease now: nothing ran, nothing more may
+            self.fenced = exc.reason
+            self._refused = f"fenced: {exc.reason}"
             return None
         except (ConnectError, AgentError) as exc:
             self.broken_reason = str(exc)

@@ -4,6 +4,7 @@ the identity each cell's records carry."""
 from __future__ import annotations
 
 import hashlib
+import secrets
 import threading
 from dataclasses import dataclass, field, replace
 from functools import cached_property
@@ -73,6 +74,16 @@ class CampaignContext:
     recorded_ids: set[str] = field(default_factory=set)  # attempt ids already in attempts.jsonl
     netconsole: NetconsoleReceiver | None = None  # when any host has netconsole:
     clock: Clock = field(default_factory=SystemClock)  # every wait of the runners; virtual in seam tests
+    lease_token: str = field(default_factory=lambda: secrets.token_hex(16))  # this controller run's, fences it
+
+    @property
+    def lease_ttl_s(self) -> float:
+        """How long a host's lease holds without renewal: longer than the longest gap between
+        two attempts of a live controller (an attempt to its deadline, then a recovery to a
+        boot), so only a controller that is gone lets it lapse."""
+        timeouts, timings = self.playbook.timeouts, self.settings.timings
+        return timeouts.attempt + timings.controller_grace_s + self.settings.reboot_grace_s \
+            + 2 * (self.settings.dwell_s + timeouts.boot) + 600.0
 
     def recorded(self, attempt_id: str) -> bool:
         return attempt_id in self.recorded_ids

@@ -20,7 +20,7 @@ from reprofleet.records import identity
 from reprofleet.remote.agent import AgentClient, StreamEvent
 from reprofleet.runner.attempt import AttemptEnd, AttemptFollower
 from reprofleet.runner.context import CampaignContext, RunSettings, cell_identity, record_runtime
-from reprofleet.errors import (AgentError, ConnectError, ControllerDiskError, HostKeyError, HostNotReady, LeaseError, PolicyError,
+from reprofleet.errors import (AgentError, AgentFenced, ConnectError, ControllerDiskError, HostKeyError, HostNotReady, LeaseError, PolicyError,
                      ReprofleetError)
 from reprofleet.runner.port import HostPort, SshHostPort
 from reprofleet.runner.stops import HostStops
@@ -85,6 +85,7 @@ class HostRunner:
         self.refused = False  # the last start was refused by the agent (another attempt alive)
         self.failed_attempt: str | None = None  # an attempt a bug or a full disk interrupted
         self.streak: list[str] = []  # the shapes of the last infra reasons in a row
+        self.fenced: str | None = None  # another controller took the lease: this runner must not act again
 
     # -- connection ------------------------------------------------------------------
     def connect(self) -> AgentClient:
@@ -93,6 +94,7 @@ class HostRunner:
             self.state.session.close()
             self.state.session, self.state.agent = None, None
         agent = self.port.connect()
+        agent.lease_token = self.ctx.lease_token
         session = agent.session
         self.state.session = session
         self.state.agent = agent
@@ -182,17 +184,48 @@ class HostRunner:
                                            f"{self.ctx.playbook.timeouts.boot:g} s")
 
     def take_lease(self, agent: AgentClient) -> None:
-        """No two campaigns run attempts on one host: take its lease, or refuse the host."""
-        answer = agent.lease("acquire", controller=self.ctx.settings.controller, campaign=self.ctx.campaign_id,
-                             pid=os.getpid(), break_lease=self.ctx.settings.break_leases)
+        """No two controllers run attempts on one host: take its lease, or refuse the host.
+
+        A live lease under another token is refused, the same campaign's too (a second
+        controller resumed while the first still runs), unless ``--break-lease``; one left by
+        this campaign's own controller on this machine whose process is gone (a kill -9, a
+        crash) is taken over at once, and the event says why.
+        """
+        def acquire(break_lease: bool) -> Any:
+            return agent.lease("acquire", controller=self.ctx.settings.controller, campaign=self.ctx.campaign_id,
+                               pid=os.getpid(), break_lease=break_lease, ttl_s=self.ctx.lease_ttl_s)
+
+        answer = acquire(self.ctx.settings.break_leases)
+        why = "--break-lease"
+        if not answer.ok and self._left_by_a_dead_controller_here(answer.held):
+            answer, why = acquire(True), "its controller process on this machine is gone"
         if not answer.ok:
             raise LeaseError(self.host.name, answer.error or "the host's lease was refused")
         if answer.broken:
-            self.ctx.event(self.host.name, CampaignEvent.LEASE_BROKEN, previous=dict(answer.broken))
+            self.ctx.event(self.host.name, CampaignEvent.LEASE_BROKEN, previous=dict(answer.broken),
+                           why="it had expired" if answer.broken.get("expired") else why)
         self.state.leased = True
 
+    def _left_by_a_dead_controller_here(self, held: Mapping[str, Any] | None) -> bool:
+        if not held or held.get("campaign") != self.ctx.campaign_id \
+                or held.get("controller") != self.ctx.settings.controller:
+            return False
+        try:
+            pid = int(held.get("pid") or 0)
+        except (TypeError, ValueError):
+            return False
+        if pid <= 0 or pid == os.getpid():
+            return False
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return True
+        except PermissionError:
+            return False  # alive, someone else's
+        return False
+
     def release_lease(self) -> None:
-        if not self.state.leased or self.state.agent is None:
+        if not self.state.leased or self.state.agent is None or self.fenced:
             return
         try:
             self.state.agent.lease("release", campaign=self.ctx.campaign_id)
@@ -259,6 +292,8 @@ class HostRunner:
         never came back is not waited for). A quarantined host that still answers must not keep
         locked clocks, lockup panics, printk 8 and netconsole aimed at this controller: a
         production box that later hits a soft lockup would panic and reboot."""
+        if self.fenced:
+            return False  # the GPU is the other controller's now
         if not self.state.quarantined:
             return True
         if not (self.state.prepared or self.state.applied is not None or self.sysctls.applied is not None):
@@ -296,6 +331,9 @@ class HostRunner:
             follower = self._start(agent, cell, attempt_id)
             self.ctx.progress(self.host.name, cell=cell.name, attempt=index + 1, phase="starting")
             end = follower.follow()
+        except AgentFenced as exc:
+            self.fenced = str(exc)
+            end = AttemptEnd(Outcome.INFRA, ReasonCode.NOT_RUN.words(f"fenced: {exc}"), None)
         except ReprofleetError as exc:
             end = AttemptEnd(Outcome.INFRA, str(exc), None)
         except BaseException as exc:  # a bug, a full disk: the attempt must not run on unwatched
@@ -308,6 +346,8 @@ class HostRunner:
                 self.state.wall.stop()
             self.netconsole.unfollow()
         self.refused = follower is not None and follower.refused
+        if follower is not None and follower.fenced:
+            self.fenced = follower.fenced
         if follower is not None and not follower.refused and not follower.killed and end.exit is None \
                 and end.outcome is Outcome.INFRA:  # it ended without the PoC's own exit: stop what may still run
             self.stop_attempt(attempt_id, end.reason or "the attempt ended without its exit line")
@@ -402,6 +442,13 @@ class HostRunner:
             telemetry.update(freeze_telemetry(wall, trace.last_heard_wall if trace else None))
         return telemetry or None
 
+    def _fenced_off(self) -> None:
+        """Another controller broke this host's lease (``--break-lease``): its records are the
+        other's from now on, so this runner writes none, restores nothing and gives nothing back."""
+        self.ctx.event(self.host.name, CampaignEvent.FENCED, reason=self.fenced,
+                       message="another controller took this host's lease; this controller stops using it")
+        self.state.quarantined = f"fenced: {self.fenced}"
+
     def stop_attempt(self, attempt_id: str, why: str) -> bool:
         """Best effort: kill an attempt that ended without its PoC's own exit, and say so.
 
@@ -434,7 +481,7 @@ class HostRunner:
             self.quarantine(f"could not prepare the host: {type(exc).__name__}: {exc}", traceback.format_exc())
         try:
             for cell, index in self.plan:
-                if self.ctx.stop.is_set():
+                if self.ctx.stop.is_set() or self.fenced:
                     break
                 if self.stopped_early(cell, index) or self.runtimes.moved(self.agent, self.stops, cell, index,
                                                                           bool(self.state.quarantined)):
@@ -463,6 +510,9 @@ class HostRunner:
         try:
             self.ctx.progress(self.host.name, status="running", cell=cell.name, attempt=index + 1, phase="")
             record = self.run_attempt(cell, index)
+            if self.fenced:  # the host is another controller's now: record nothing, touch nothing
+                self._fenced_off()
+                return
             if self.refused:  # nothing ran: say so, clear what holds the GPU, and run the slot once more
                 self.append(record)
                 self.reconcile_orphans(self.agent())
