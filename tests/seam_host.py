@@ -85,6 +85,8 @@ class FakeHost:
         self.facts: dict[str, Any] = {}  # facts beyond the minimum (nvml, nvidia_smi, docker ...), as the agent sends them
         self.policy_broken: str | None = None  # every policy apply fails with these words
         self.refused: list[str] = []  # attempt ids whose start the agent refused (another was alive)
+        self.finished: dict[str, str] = {}  # a dead controller's attempts that ended since: id -> scripted outcome
+        self.lost: dict[str, str] = {}  # ... and those a reset of the host ended: id -> the boot they ran in
         self.lease_holder: dict[str, Any] | None = None
         self.policy: dict[str, Any] = {}
         self.policy_calls: list[str] = []
@@ -331,7 +333,11 @@ class FakeAgent:
 
     def attempts(self, running_only: bool = False) -> tuple[replies.AttemptListing, ...]:
         self._call()
-        return replies.parse_attempts(self.host, {"k": "attempts", "attempts": [dict(o) for o in self.fake.orphans]})
+        listed = [{"status": "running", **o} for o in self.fake.orphans]
+        if not running_only:  # what a dead controller's attempts left: an exit file, or a boot that ended them
+            listed += [{"id": i, "status": "exited", "boot_id": self.fake.boot_id} for i in self.fake.finished]
+            listed += [{"id": i, "status": "lost", "boot_id": b} for i, b in self.fake.lost.items()]
+        return replies.parse_attempts(self.host, {"k": "attempts", "attempts": listed})
 
     def kill(self, attempt_id: str) -> replies.KillReply:
         self._call()
@@ -407,8 +413,15 @@ class FakeAgent:
     def attach(self, attempt_id: str, from_seq: int) -> "FakeStream":
         self._call()
         self.fake.attaches.append(self.fake.clock.monotonic())
-        if self.fake.started.get(attempt_id) not in (None, self.fake.boot_id):  # its supervisor died with the boot
-            return FakeStream(self.fake, attempt_id, "lost", 0.0, from_seq)
+        if self.fake.started.get(attempt_id) not in (None, self.fake.boot_id) or attempt_id in self.fake.lost:
+            return FakeStream(self.fake, attempt_id, "lost", 0.0, from_seq)  # its supervisor died with the boot
+        if attempt_id in self.fake.finished:  # its exit file and stream, read again from the first line
+            return FakeStream(self.fake, attempt_id, self.fake.finished[attempt_id], 30.0, from_seq)
+        running = next((o for o in self.fake.orphans if o["id"] == attempt_id), None)
+        if running is not None and from_seq == 0:  # a dead controller's attempt, still running: followed
+            self.fake.orphans.remove(running)
+            self.fake.attempts_run += 1
+            return FakeStream(self.fake, attempt_id, str(running.get("outcome", "clean")), 30.0, from_seq)
         raise ConnectError(self.fake.name, "the fake host keeps no live attempt to attach to")
 
 

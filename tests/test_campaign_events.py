@@ -23,7 +23,7 @@ WRITTEN_NAMES = {
     "host_debug_restore_failed", "netconsole_applied", "netconsole_failed", "netconsole_restored",
     "netconsole_restore_failed", "attempt_started", "stopped", "quarantined", "unreachable", "reboot", "wedge",
     "suspect", "probe", "clear", "guard", "reattach_failed", "controller_network_suspect",
-    "controller_network_back", "icmp_unavailable", "recovery", "power_retry", "needs_person", "warning", "not_ready", "fenced",
+    "controller_network_back", "icmp_unavailable", "recovery", "power_retry", "needs_person", "warning", "not_ready", "fenced", "attempt_resumed",
     "policy_changed", "start_refused", "attempt_killed",  # issue 17
 }
 

@@ -153,6 +153,12 @@ def earlier_records(directory: CampaignDir) -> dict[str, list[dict[str, Any]]]:
     return by_host
 
 
+def started_hosts(directory: CampaignDir) -> dict[str, str]:
+    """Attempt id -> the host it started on, in the order they started (resume records them in turn)."""
+    return {str(e.get("attempt")): str(e.get("host")) for e in read_log_lines(directory.events)
+            if event_of(e) is CampaignEvent.ATTEMPT_STARTED}
+
+
 def started_slots(directory: CampaignDir, playbook: Playbook) -> dict[str, tuple[Cell, int]]:
     """Attempt id -> (cell, attempt index) for every attempt this campaign started (its events)."""
     cells = {cell.name: cell for cell in playbook.cells}
@@ -241,6 +247,7 @@ def run_campaign(
                 ctx.event("", CampaignEvent.TORN_LINE_CUT, file=log.path.name, text=log.torn[:500],
                           message="the last line was torn by a controller that died mid-write; cut back on open")
         ctx.started_slots = started_slots(directory, plan.playbook)
+        ctx.started_on = started_hosts(directory)
         ctx.recorded_ids = {str(r.get("attempt")) for r in read_records(directory.attempts)} \
             if directory.attempts.exists() else set()
         before = len(ctx.recorded_ids)

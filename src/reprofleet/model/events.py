@@ -44,6 +44,7 @@ class CampaignEvent(str, Enum):
     NETCONSOLE_RESTORE_FAILED = "netconsole_restore_failed"
     # attempts and their ends
     ATTEMPT_STARTED = "attempt_started"
+    ATTEMPT_RESUMED = "attempt_resumed"  # started by a controller that died, recorded by this one (status)
     ATTEMPT_KILLED = "attempt_killed"  # ended without the PoC's own exit: killed, best effort (why, ok)
     START_REFUSED = "start_refused"  # the agent would not start it: another attempt was alive (slot: not run)
     STOPPED = "stopped"  # a cell's stop rule (or a moved image tag) ended it on a host

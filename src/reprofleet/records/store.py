@@ -254,9 +254,10 @@ class AttemptLog(JsonlAppender):
 class StreamWriter:
     """One attempt's stream file: every line as received, flushed at once, fsync'd each second."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, fresh: bool = False) -> None:
+        """``fresh``: start the file again (an attempt re-read from its first line on resume)."""
         self.path = path
-        self._handle = open(path, "a", encoding="utf-8")
+        self._handle = open(path, "w" if fresh else "a", encoding="utf-8")
         self._last_sync = time.monotonic()
         self._lock = threading.Lock()  # the attempt's stream and its wall-power sampler both write
 

@@ -71,6 +71,7 @@ class CampaignContext:
     cache_snapshot: Any = None  # cache_sync.Snapshot of cache_source, hashed once when a cell is seeded
     failure: str | None = None  # why the whole campaign had to stop (the controller's disk is full ...)
     started_slots: dict[str, tuple[Cell, int]] = field(default_factory=dict)  # attempt id -> its slot
+    started_on: dict[str, str] = field(default_factory=dict)  # attempt id -> the host it started on
     recorded_ids: set[str] = field(default_factory=set)  # attempt ids already in attempts.jsonl
     netconsole: NetconsoleReceiver | None = None  # when any host has netconsole:
     clock: Clock = field(default_factory=SystemClock)  # every wait of the runners; virtual in seam tests

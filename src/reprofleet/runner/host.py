@@ -18,6 +18,7 @@ from typing import Any, Iterable, Mapping
 from reprofleet.runner import cache_sync, host_debug, netconsole as netconsole_setup, poc, gpu_policy as policy, readiness, runtimes as runtime_truth
 from reprofleet.records import identity
 from reprofleet.remote.agent import AgentClient, StreamEvent
+from reprofleet.remote.replies import AttemptListing
 from reprofleet.runner.attempt import AttemptEnd, AttemptFollower
 from reprofleet.runner.context import CampaignContext, RunSettings, cell_identity, record_runtime
 from reprofleet.errors import (AgentError, AgentFenced, ConnectError, ControllerDiskError, HostKeyError, HostNotReady, LeaseError, PolicyError,
@@ -150,17 +151,87 @@ class HostRunner:
         except (LeaseError, HostKeyError):
             raise
         except ConnectError as exc:
-            if self.ctx.recovery is None or not self.host.pdu or self.ctx.stop.is_set() or self.probe():
+            answer = self.probe()
+            if answer is ProbeAnswer.KERNEL and self._sshd_within_boot_deadline():
+                self.prepare()  # it was booting (a kill -9 during its recovery): a host like any other
+                return
+            if self.ctx.recovery is None or not self.host.pdu or self.ctx.stop.is_set() \
+                    or self.probe() is ProbeAnswer.SSHD:
                 raise
-            self.ctx.event(self.host.name, CampaignEvent.UNREACHABLE_AT_START, reason=str(exc),
+            userspace = answer is ProbeAnswer.KERNEL
+            self.ctx.event(self.host.name, CampaignEvent.UNREACHABLE_AT_START, reason=str(exc), kernel_answers=userspace,
                            message="switching it on / power-cycling it through its port")
         self._drop_session()
         if not self.switch_on_if_off():
-            placeholder = self._infra(self.ctx.playbook.cells[0], -1, ReasonCode.UNREACHABLE_AT_START.words())
-            self.ctx.recovery.recover(self, placeholder)  # frozen with its power on: the wedge path
+            self._recover_at_start(userspace)
             if self.state.quarantined:
                 raise ConnectError(self.host.name, self.state.quarantined)
         self.prepare()
+
+    def _sshd_within_boot_deadline(self) -> bool:
+        """A host whose kernel answers but whose sshd does not may be booting: wait for it up to
+        the boot deadline (then it is a userspace wedge)."""
+        deadline = self.ctx.clock.monotonic() + self.ctx.playbook.timeouts.boot
+        while self.ctx.clock.monotonic() < deadline and not self.ctx.stop.is_set():
+            if self.probe() is ProbeAnswer.SSHD:
+                return True
+            self.ctx.clock.wait(self.ctx.stop, self.ctx.settings.timings.switched_on_poll_s)
+        return False
+
+    def _recover_at_start(self, userspace: bool) -> None:
+        """Frozen with its power on at the start. When this campaign started an attempt on it
+        that has no record, that attempt is the reproduction: it is recorded as a wedge
+        "declared on resume" and recovery amends that record with what it finds. Otherwise
+        (a controller that died mid-recovery, after the wedge was recorded) a placeholder
+        carries the recovery."""
+        pending = self.unrecorded()
+        if not pending:
+            placeholder = self._infra(self.ctx.playbook.cells[0], -1, ReasonCode.UNREACHABLE_AT_START.words())
+            self.ctx.recovery.recover(self, placeholder)  # the wedge path; its record exists already
+            return
+        attempt_id, cell, index = pending[-1]
+        why = ("userspace: the kernel answers but sshd never came back" if userspace
+               else "the host stopped answering")
+        declared = replace(self._infra(cell, index, "", attempt_id=attempt_id), outcome=Outcome.WEDGE,
+                           reason=f"declared on resume: {why} while the controller was away")
+        self.append(declared)
+        self.ctx.recorded_ids.add(attempt_id)
+        self.ctx.event(self.host.name, CampaignEvent.WEDGE, attempt=attempt_id, found_on_resume=True)
+        after = self.ctx.recovery.recover(self, declared)
+        self.amend(declared, after)
+        self._count(after)
+        self._drop_from_plan(cell, index)
+
+    def unrecorded(self) -> list[tuple[str, Cell, int]]:
+        """This campaign's attempts started on this host that have no record, oldest first."""
+        return [(attempt_id, *self.ctx.started_slots[attempt_id]) for attempt_id, host in self.ctx.started_on.items()
+                if host == self.host.name and attempt_id in self.ctx.started_slots
+                and not self.ctx.recorded(attempt_id)]
+
+    def _drop_from_plan(self, cell: Cell, index: int) -> None:
+        self.plan = [(c, i) for c, i in self.plan if not (c.name == cell.name and i == index)]
+
+    def record_what_ran_while_away(self) -> None:
+        """Every attempt this campaign started here without a record (the controller died
+        under it) is recorded from the host's own files: followed from its first line if it
+        still runs, read whole if it exited, a reboot "declared on resume" if the host reset
+        under it; one the host never saw is ``infra: interrupted`` and runs again."""
+        pending = self.unrecorded()
+        if not pending or self.state.quarantined:
+            return
+        known = {a.id: a for a in self.agent().attempts()}
+        for attempt_id, cell, index in pending:
+            listed = known.get(attempt_id)
+            if listed is None:
+                record = self._infra(cell, index, ReasonCode.INTERRUPTED.words(
+                    "the controller died before the attempt reached the host"), attempt_id=attempt_id)
+                self.append(record)
+                self.ctx.recorded_ids.add(attempt_id)
+                continue
+            self.ctx.event(self.host.name, CampaignEvent.ATTEMPT_RESUMED, attempt=attempt_id, status=listed.status)
+            record = self.run_slot(cell, index, resume=listed)
+            if record is not None and not _runs_again(record):
+                self._drop_from_plan(cell, index)
 
     def switch_on_if_off(self) -> bool:
         """An outlet that reads off explains the silence for certain (a controller died mid-cycle):
@@ -244,6 +315,9 @@ class HostRunner:
         never is a second PoC started beside it."""
         for orphan in agent.attempts(running_only=True):
             slot = self.ctx.started_slots.get(orphan.id)
+            if slot is not None and not self.ctx.recorded(orphan.id) \
+                    and self.ctx.started_on.get(orphan.id) == self.host.name:
+                continue  # this campaign's, still running: followed from its first line and recorded
             agent.kill(orphan.id)
             self.ctx.event(self.host.name, CampaignEvent.ORPHAN_KILLED, attempt=orphan.id, age_s=orphan.age_s,
                            ours=slot is not None)
@@ -314,8 +388,10 @@ class HostRunner:
             self.ctx.event(self.host.name, CampaignEvent.POLICY_RESTORE_FAILED, error=str(exc))
 
     # -- one attempt -----------------------------------------------------------------
-    def run_attempt(self, cell: Cell, index: int) -> Record:
-        attempt_id = str(uuid.uuid4())
+    def run_attempt(self, cell: Cell, index: int, resume: AttemptListing | None = None) -> Record:
+        """One attempt of ``cell``: started now, or (``resume``) one a dead controller started,
+        followed from its first line without touching the GPU's settings under it."""
+        attempt_id = resume.id if resume is not None else str(uuid.uuid4())
         started = utc_now()
         stream_rel = f"streams/{attempt_id}.jsonl"
         readback: Mapping[str, Any] | None = None
@@ -324,11 +400,16 @@ class HostRunner:
         try:
             agent = self.agent()
             self.current_boot(agent)
-            readback = self.ensure_policy(agent, cell.gpu)
-            debug = self.sysctls.ensure(agent, cell.host_debug)
-            self.netconsole.ensure(agent, self.state.boot_id)
-            self.ctx.event(self.host.name, CampaignEvent.ATTEMPT_STARTED, attempt=attempt_id, cell=cell.name, index=index)
-            follower = self._start(agent, cell, attempt_id)
+            if resume is not None:
+                readback = policy.read(agent, self.host.gpu_index) if resume.status == "running" else None
+                follower = self._follow_existing(agent, attempt_id)
+            else:
+                readback = self.ensure_policy(agent, cell.gpu)
+                debug = self.sysctls.ensure(agent, cell.host_debug)
+                self.netconsole.ensure(agent, self.state.boot_id)
+                self.ctx.event(self.host.name, CampaignEvent.ATTEMPT_STARTED, attempt=attempt_id, cell=cell.name,
+                               index=index)
+                follower = self._start(agent, cell, attempt_id)
             self.ctx.progress(self.host.name, cell=cell.name, attempt=index + 1, phase="starting")
             end = follower.follow()
         except AgentFenced as exc:
@@ -387,6 +468,19 @@ class HostRunner:
         return AttemptFollower(agent, attempt_id, stream, writer, watchdog, timeout_s=timeout,
                                reconnect=self.connect, on_event=self._on_event, on_pause=self._on_pause,
                                stop=self.ctx.stop, clock=self.ctx.clock, timings=self.ctx.settings.timings)
+
+    def _follow_existing(self, agent: AgentClient, attempt_id: str) -> AttemptFollower:
+        """Re-read a dead controller's attempt from its first line (the stream file starts again)."""
+        stream = agent.attach(attempt_id, 0)
+        writer = StreamWriter(self.ctx.directory.stream_path(attempt_id), fresh=True)
+        self.state.wall = self.port.wall_sampler(lambda line: writer.write(json.dumps(line, sort_keys=True)))
+        self.state.wall.start()
+        watchdog = Watchdog(self.host.name, self.probe, self.ctx.settings.watchdog, self.ctx.fleet,
+                            clock=self.ctx.clock.monotonic)
+        return AttemptFollower(agent, attempt_id, stream, writer, watchdog,
+                               timeout_s=self.ctx.playbook.timeouts.attempt, reconnect=self.connect,
+                               on_event=self._on_event, on_pause=self._on_pause, stop=self.ctx.stop,
+                               clock=self.ctx.clock, timings=self.ctx.settings.timings)
 
     def _on_pause(self, paused: bool) -> None:
         if paused:
@@ -472,6 +566,7 @@ class HostRunner:
         try:
             self.ctx.progress(name, status="preparing")
             self.prepare_or_bring_back()
+            self.record_what_ran_while_away()
         except HostNotReady as exc:
             self.ctx.event(name, CampaignEvent.NOT_READY, problems=list(exc.problems))
             self.quarantine(f"cannot run here: {exc}")
@@ -500,19 +595,24 @@ class HostRunner:
                 self.state.session.close()
             self.ctx.progress(name, status="quarantined" if self.state.quarantined else "done")
 
-    def run_slot(self, cell: Cell, index: int) -> None:
+    def run_slot(self, cell: Cell, index: int, resume: AttemptListing | None = None) -> Record | None:
         """One slot: its record is written the moment its outcome is known (a wedge at its
-        declaration); what recovery learns afterwards is appended as an amendment."""
+        declaration); what recovery learns afterwards is appended as an amendment. Returns
+        the slot's record as it stands at the end (None when nothing was recorded)."""
         if self.state.quarantined:
-            self.append(self._skipped(cell, index))
-            return
+            skipped = self._skipped(cell, index)
+            self.append(skipped)
+            return skipped
         declared: Record | None = None  # the record once it is on disk
         try:
             self.ctx.progress(self.host.name, status="running", cell=cell.name, attempt=index + 1, phase="")
-            record = self.run_attempt(cell, index)
+            record = self.run_attempt(cell, index, resume) if resume is not None else self.run_attempt(cell, index)
             if self.fenced:  # the host is another controller's now: record nothing, touch nothing
                 self._fenced_off()
-                return
+                return None
+            if resume is not None and record.outcome in (Outcome.WEDGE, Outcome.REBOOT):
+                record = replace(record, reason=f"declared on resume: {record.reason} (while the controller was away)",
+                                 boot_id=resume.boot_id or record.boot_id)
             if self.refused:  # nothing ran: say so, clear what holds the GPU, and run the slot once more
                 self.append(record)
                 self.reconcile_orphans(self.agent())
@@ -520,7 +620,8 @@ class HostRunner:
             if record.outcome in (Outcome.WEDGE, Outcome.REBOOT):
                 self.append(record)
                 declared = record
-                after = self.after_wedge(record) if record.outcome is Outcome.WEDGE else self.after_reboot(record)
+                after = self.after_wedge(record) if record.outcome is Outcome.WEDGE else self.after_reboot(
+                    record, found_on_resume=resume is not None)
                 after = self.netconsole.with_late_lines(after)  # a panic's text arrives after the declaration
                 self.amend(record, after)
                 record = after
@@ -532,17 +633,16 @@ class HostRunner:
             raise
         except OSError as exc:
             if exc.errno not in CONTROLLER_DISK_ERRORS:  # a socket or a host's problem: that host's
-                self._unexpected(cell, index, declared, exc)
-                return
+                return self._unexpected(cell, index, declared, exc)
             # the controller's own files (a stream on a full disk): stop everything
             raise ControllerDiskError(f"the controller cannot write: {exc}; the campaign stops "
                                       "(GPUs restored, nothing half-written)") from exc
         except Exception as exc:  # not one of ours (or one nobody caught): a bug; recorded, never silent
-            self._unexpected(cell, index, declared, exc)
-            return
+            return self._unexpected(cell, index, declared, exc)
         self._count(record)
+        return record
 
-    def _unexpected(self, cell: Cell, index: int, declared: Record | None, exc: BaseException) -> None:
+    def _unexpected(self, cell: Cell, index: int, declared: Record | None, exc: BaseException) -> Record:
         """A bug or an error nobody caught: the host is quarantined with the traceback, the slot
         is recorded (or its declared record amended), and the other hosts go on."""
         reason = f"{type(exc).__name__}: {exc}"
@@ -553,6 +653,7 @@ class HostRunner:
         else:
             self.ctx.attempt_log.amend(declared.attempt, forensics={"recovery": "failed", "error": reason})
         self._count(declared)
+        return declared
 
     def _count(self, record: Record) -> None:
         self._note_infra_streak(record)
@@ -585,6 +686,7 @@ class HostRunner:
         """Append and fsync a record; a controller that cannot write stops the whole campaign."""
         try:
             self.ctx.attempt_log.append_record(record)
+            self.ctx.recorded_ids.add(record.attempt)
         except OSError as exc:
             raise ControllerDiskError(f"cannot write {self.ctx.directory.attempts}: {exc}; the campaign stops "
                                       "(GPUs restored, nothing half-written)") from exc
@@ -658,13 +760,17 @@ class HostRunner:
         return replace(recovered, outcome=Outcome.INFRA,
                        reason=f"{record.reason} (the host was unreachable before the attempt; recovered)")
 
-    def after_reboot(self, record: Record) -> Record:
+    def after_reboot(self, record: Record, found_on_resume: bool = False) -> Record:
         """The host reset itself under the attempt (a re-attach found a new boot): it gets the
-        same post-boot forensics as a wedge, through recovery's path for a host that came back."""
-        self.ctx.event(self.host.name, CampaignEvent.REBOOT, attempt=record.attempt, reason=record.reason)
-        self._drop_session()
+        same post-boot forensics as a wedge, through recovery's path for a host that came back
+        (or, found on resume with the host long back, the forensics alone)."""
+        self.ctx.event(self.host.name, CampaignEvent.REBOOT, attempt=record.attempt, reason=record.reason,
+                       **({"found_on_resume": True} if found_on_resume else {}))
         if self.ctx.recovery is None:
             return record
+        if found_on_resume:
+            return self.ctx.recovery.forensics_after_the_fact(self, record)
+        self._drop_session()
         return self.ctx.recovery.recover(self, record)
 
     def after_wedge(self, record: Record) -> Record:
@@ -683,3 +789,7 @@ def _reason_shape(reason: str | None) -> str:
     ``cannot prepare the cache /x/fresh-<id>: No space left`` are one reason."""
     text = re.sub(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}", "<id>", reason or "")
     return re.sub(r"\d+(\.\d+)?", "<n>", text)
+
+
+def _runs_again(record: Record) -> bool:
+    return record.outcome is Outcome.INFRA and reason_code(record.reason).runs_again_on_resume

@@ -330,6 +330,25 @@ class Recovery:
                                 f"(came up as {seq.booted}, now {boot_id})")
         seq.transition(RecoveryState.STABLE)
 
+    def forensics_after_the_fact(self, runner: "HostRunner", record: Record) -> Record:
+        """A reproduction found on resume (the host froze or reset while the controller was
+        away, and is back now): what the previous boot left and what the BMC logged, as a
+        recovery would have attached; nothing is switched."""
+        name = runner.host.name
+        seq = Sequence(lambda old, new, d: self.ctx.event(name, CampaignEvent.RECOVERY,
+                                                          **{"from": old.value, "to": new.value, **d}))
+        seq.transition(RecoveryState.BOOTING, by="itself", found_on_resume=True)  # while the controller was away
+        seq.transition(RecoveryState.BOOTED, boot_id=runner.state.boot_id)
+        try:
+            self._check_stable(runner, seq)
+        except RecoveryError as exc:
+            seq.transition(RecoveryState.QUARANTINED, reason=str(exc))
+            runner.state.quarantined = f"recovery failed: {exc}"
+            return replace(record, forensics={"recovery": "failed", "error": str(exc)})
+        forensics = {**self._forensics(runner, seq), **self._bmc_events(runner, record)}
+        seq.transition(RecoveryState.READY)
+        return replace(record, forensics=forensics)
+
     def _bmc_events(self, runner: "HostRunner", record: Record) -> dict[str, Any]:
         """What the host's BMC logged since the attempt started ({} without a BMC; see power/event_log)."""
         from reprofleet.power.bmc_log.events import bmc_forensics

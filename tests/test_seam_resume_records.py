@@ -1,0 +1,109 @@
+"""Resume records everything that ran while the controller was dead, decided at the host seam
+in virtual time: an attempt that finished, one still running, a reset of the host under it,
+a freeze under it, one that never reached the host, and a host found booting."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from reprofleet.clock import VirtualClock
+from reprofleet.model import Cell
+from reprofleet.runner.context import CampaignContext
+from seam_host import FakeHost, events, power_actions, records, run_host, seam_book, seam_context
+
+
+def started_by_a_dead_controller(ctx: CampaignContext, host: FakeHost, attempt_id: str, index: int = 0) -> Cell:
+    """What a killed controller's events.jsonl says: this attempt of the first cell started on ``host``."""
+    cell = ctx.playbook.cells[0]
+    ctx.started_slots[attempt_id] = (cell, index)
+    ctx.started_on[attempt_id] = host.name
+    return cell
+
+
+def outcomes(ctx: CampaignContext) -> list[tuple[int, str]]:
+    return [(r["attempt_index"], r["outcome"]) for r in records(ctx)]
+
+
+def test_an_attempt_that_finished_while_the_controller_was_dead_is_recorded_from_the_host_and_not_run_again(
+        tmp_path: Path) -> None:
+    clock = VirtualClock()
+    fake = FakeHost(clock, "done-away", script=("clean",) * 4)
+    ctx = seam_context(seam_book(tmp_path, attempts=2), tmp_path, clock)
+    started_by_a_dead_controller(ctx, fake, "ran-away", index=0)
+    fake.finished["ran-away"] = "error"  # it ended with exit 1 while nobody watched
+    run_host(fake, ctx)
+    assert outcomes(ctx) == [(0, "error"), (1, "clean")]  # slot 0 once, from the host's own exit
+    assert records(ctx)[0]["attempt"] == "ran-away" and records(ctx)[0]["exit_code"] == 1
+    assert fake.attempts_run == 1  # only slot 1 was started
+    (resumed,) = events(ctx, "attempt_resumed")
+    assert resumed["status"] == "exited"
+
+
+def test_an_attempt_still_running_is_followed_to_its_end_not_killed(tmp_path: Path) -> None:
+    clock = VirtualClock()
+    fake = FakeHost(clock, "still-running", script=("clean",) * 4)
+    ctx = seam_context(seam_book(tmp_path, attempts=2), tmp_path, clock)
+    started_by_a_dead_controller(ctx, fake, "running-away", index=0)
+    fake.orphans = [{"id": "running-away", "age_s": 12.0, "outcome": "clean"}]
+    run_host(fake, ctx)
+    assert outcomes(ctx) == [(0, "clean"), (1, "clean")]
+    assert fake.killed == [] and not events(ctx, "orphan_killed")
+    assert records(ctx)[0]["attempt"] == "running-away" and records(ctx)[0]["stream"]
+
+
+def test_a_host_that_reset_itself_under_the_attempt_is_a_reboot_declared_on_resume_with_forensics(
+        tmp_path: Path) -> None:
+    clock = VirtualClock()
+    fake = FakeHost(clock, "reset-away", script=("clean",) * 4)
+    ctx = seam_context(seam_book(tmp_path, attempts=2), tmp_path, clock)
+    started_by_a_dead_controller(ctx, fake, "reset", index=0)
+    fake.lost["reset"] = "boot-before"
+    run_host(fake, ctx)
+    first = records(ctx)[0]
+    assert outcomes(ctx) == [(0, "reboot"), (1, "clean")]
+    assert first["reason"].startswith("declared on resume:") and first["boot_id"] == "boot-before"
+    assert first["forensics"] is not None
+    assert not [a for a in power_actions(ctx) if a["action"] in ("off", "on", "cycle")]  # nothing switched
+
+
+def test_a_host_frozen_under_the_attempt_is_a_wedge_on_that_attempt_and_recovery_amends_it(tmp_path: Path) -> None:
+    clock = VirtualClock()
+    fake = FakeHost(clock, "frozen-away", script=("clean",) * 4)
+    ctx = seam_context(seam_book(tmp_path, attempts=2), tmp_path, clock)
+    started_by_a_dead_controller(ctx, fake, "froze", index=0)
+    fake.freeze()
+    run_host(fake, ctx)
+    first = records(ctx)[0]
+    assert outcomes(ctx) == [(0, "wedge"), (1, "clean")]  # the wedge is the attempt's own record, once
+    assert first["attempt"] == "froze" and first["reason"].startswith("declared on resume: the host stopped answering")
+    assert first["forensics"] and first.get("amended")  # recovery's findings on the real record
+    assert [a["action"] for a in power_actions(ctx) if a["action"] in ("off", "on")] == ["off", "on"]
+    assert not [r for r in records(ctx) if r["attempt_index"] == -1]  # no placeholder
+
+
+def test_an_attempt_the_host_never_saw_is_interrupted_and_runs_again(tmp_path: Path) -> None:
+    clock = VirtualClock()
+    fake = FakeHost(clock, "never-saw", script=("clean",) * 4)
+    ctx = seam_context(seam_book(tmp_path, attempts=1), tmp_path, clock)
+    started_by_a_dead_controller(ctx, fake, "lost-in-transit", index=0)
+    run_host(fake, ctx)
+    assert [(r["outcome"], r["reason"][:11]) for r in records(ctx)] == [("infra", "interrupted"), ("clean", "exit 0")]
+
+
+def test_a_host_found_booting_at_resume_is_waited_for_not_quarantined(tmp_path: Path) -> None:
+    clock = VirtualClock()
+    fake = FakeHost(clock, "booting", script=("clean",) * 2, boot_delay_s=20.0)
+    fake._boot(clock.monotonic())  # its kernel is up, its sshd in 20 s (a kill -9 during its recovery)
+    original_probe = fake.probe
+
+    def kernel_first() -> Any:
+        answer = original_probe()
+        return answer if fake.up else type(answer).KERNEL
+
+    fake.probe = kernel_first  # type: ignore[method-assign]
+    ctx = seam_context(seam_book(tmp_path, attempts=2), tmp_path, clock)
+    run_host(fake, ctx)
+    assert outcomes(ctx) == [(0, "clean"), (1, "clean")]
+    assert not events(ctx, "quarantined") and not events(ctx, "unreachable_at_start")
+    assert not [a for a in power_actions(ctx) if a["action"] in ("off", "on", "cycle")]  # booting: not cycled
