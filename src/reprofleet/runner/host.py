@@ -620,8 +620,10 @@ class HostRunner:
             if record.outcome in (Outcome.WEDGE, Outcome.REBOOT):
                 self.append(record)
                 declared = record
-                after = self.after_wedge(record) if record.outcome is Outcome.WEDGE else self.after_reboot(
-                    record, found_on_resume=resume is not None)
+                if record.outcome is Outcome.WEDGE:
+                    after = self.after_wedge(record)
+                else:
+                    after = self.after_reboot(record, found_on_resume=True) if resume else self.after_reboot(record)
                 after = self.netconsole.with_late_lines(after)  # a panic's text arrives after the declaration
                 self.amend(record, after)
                 record = after
