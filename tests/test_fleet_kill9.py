@@ -212,6 +212,32 @@ class ChainLink:
     torn_tail: bool = False
     poll_s: float = POLL_S
     wedge: bool = False  # the moment needs a wedge: freeze the wedging host mid-attempt if none is under way
+    while_dead: str | None = None  # what happens before the resume: "finishes" (the attempt ends) or "freezes"
+
+
+def _unrecorded_attempts(snap: Snapshot) -> dict[str, str]:
+    """Attempt id -> host of every attempt the folder says started and has no record."""
+    recorded = {str(r.get("attempt")) for r in snap.record_lines}
+    return {str(e.get("attempt")): str(e.get("host")) for e in snap.events_of("attempt_started")
+            if str(e.get("attempt")) not in recorded}
+
+
+def _while_dead(kill_fleet: "KillFleet", link: ChainLink, at_kill: Snapshot) -> None:
+    """Between the kill and the resume: let the running attempt end on its host, or freeze that host."""
+    if link.while_dead is None:
+        return
+    running = _unrecorded_attempts(at_kill)
+    assert running, f"{link.name}: no attempt was running at the kill"
+    attempt, host_name = next(iter(running.items()))
+    host = next(h for h in kill_fleet.hosts if h.name == host_name)
+    if link.while_dead == "freezes":
+        host.freeze()
+        return
+    exit_file = host.paths.fs("root") / ".cache" / "reprofleet" / "attempts" / attempt / "exit.json"
+    deadline = time.monotonic() + KILL_DEADLINE_S
+    while not exit_file.exists():  # the evidence: the host's own exit file, written with nobody watching
+        assert time.monotonic() < deadline, f"{link.name}: {attempt} never ended on {host_name}"
+        time.sleep(POLL_S)
 
 
 # The campaign's course: its start, attempts, records, one host done, the last record.
@@ -223,14 +249,20 @@ PROGRESS_CHAIN = [
     ChainLink("mid-append", _new_record, torn_tail=True),
     ChainLink("first-host-done", _host_done, poll_s=0.002),
     ChainLink("between-attempts", lambda base: _new_record(base, 3)),
+    # an attempt that runs to its end while no controller watches: recorded from the host's files
+    ChainLink("finished-while-dead", _new_stream_growing, while_dead="finishes"),
     # the last host's GPU restore follows its last record within ~0.1 s: look often
     ChainLink("last-record", lambda base: _new_record(base, TOTAL_SLOTS), poll_s=0.002),
 ]
-# A wedge's recovery, step by step: the scripted wedge killed in its grace, the resume's own
-# recovery of the frozen host killed with the outlet off; then wedges the test makes (the
+# A wedge's recovery, step by step: the scripted wedge killed in its grace, a host frozen
+# while the controller is dead, the resume's own recovery of a frozen host killed with the
+# outlet off; then wedges the test makes (the
 # wedging host frozen mid-attempt) killed while booting and during forensics.
 RECOVERY_CHAIN = [
     ChainLink("reboot-grace", _new_wedge_in_grace),
+    # a host that freezes under its attempt while no controller watches: a wedge on that very
+    # attempt at resume, whose recovery the next link kills with the outlet off
+    ChainLink("froze-while-dead", _new_stream_growing, while_dead="freezes"),
     ChainLink("outlet-off", _new_recovery_to("off")),
     ChainLink("booting", _new_recovery_to("booting"), wedge=True),
     ChainLink("forensics", _new_recovery_to("forensics"), wedge=True),
@@ -281,6 +313,7 @@ def _run_chain(kill_fleet: KillFleet, reference: Reference, tmp_path: Path, chai
         at_kill = wait_and_kill(controller, reports, point, KILL_DEADLINE_S,
                                 on_poll=_freezer(wedging, base) if link.wedge else None)
         root = at_kill.root
+        _while_dead(kill_fleet, link, at_kill)
         print(f"{link.name}: killed after {time.monotonic() - controller.started:.1f} s with "
               f"{len(at_kill.record_lines)} records, {len(at_kill.events.entries)} events")
         controller = kill_fleet.start(reports, tmp_path / f"{number}-resumed.log", resume=root)

@@ -180,3 +180,26 @@ def test_a_second_controller_on_one_campaign_folder_is_refused_with_the_first_on
                 pass
     with CampaignLock(tmp_path):  # given back when the first ends
         pass
+
+
+def test_what_a_host_sent_is_bounded_in_its_record_and_the_record_says_what_was_cut(tmp_path: Path) -> None:
+    from dataclasses import replace
+
+    path = tmp_path / "attempts.jsonl"
+    log = AttemptLog(path)
+    log.append_record(replace(_record("w1", Outcome.WEDGE), last_log_line="x" * 100_000))
+    log.amend("w1", forensics={"findings": [{"line": "NVRM: Xid 79 " + "y" * 20_000}] * 5000})
+    (record,) = read_records(path)
+    assert len(record["last_log_line"]) < 4200 and record["last_log_line"].endswith("characters cut]")
+    findings = record["forensics"]["findings"]
+    assert len(findings) == 201 and findings[-1] == "... [4800 more items cut]"
+    assert findings[0]["line"].startswith("NVRM: Xid 79") and len(findings[0]["line"]) < 4200
+    assert any(c.startswith("last_log_line:") for c in record["cut"]) and any("4800 items" in c for c in record["cut"])
+    assert path.stat().st_size < 12 << 20  # megabytes, not the ~100 MB the host sent
+
+
+def test_an_ordinary_record_is_not_touched_by_the_bounds(tmp_path: Path) -> None:
+    path = tmp_path / "attempts.jsonl"
+    AttemptLog(path).append_record(_record("c1"))
+    (record,) = read_records(path)
+    assert "cut" not in record

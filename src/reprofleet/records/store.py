@@ -240,15 +240,52 @@ class JsonlAppender:
             _fsync_append(self.path, line)
 
 
+TEXT_CAP = 4096  # characters of one string a host sent (a log line, a kernel line, a file it read)
+ITEMS_CAP = 200  # items of one list a host sent (findings, kernel lines)
+FIELD_CAP = 1 << 20  # bytes of one field's JSON after the caps above (forensics of a thousand long lines)
+
+
+def bounded(entry: dict[str, Any]) -> dict[str, Any]:
+    """``entry`` with every string and list a host could make huge cut to a bound, and a ``cut``
+    key saying where and how much: a host's bytes are hostile input, and one record of many
+    MiB would make attempts.jsonl slow to read and a torn line of it hard to cut."""
+    cuts: list[str] = []
+    out = {key: _bound(value, key, cuts) for key, value in entry.items()}
+    for key, value in list(out.items()):
+        size = len(json.dumps(value, default=str))
+        if size > FIELD_CAP:
+            out[key] = {"cut": True, "bytes": size, "head": json.dumps(value, default=str)[:4096]}
+            cuts.append(f"{key}: {size} bytes, over {FIELD_CAP}")
+    if cuts:
+        out["cut"] = cuts
+    return out
+
+
+def _bound(value: Any, path: str, cuts: list[str]) -> Any:
+    if isinstance(value, str) and len(value) > TEXT_CAP:
+        cuts.append(f"{path}: {len(value) - TEXT_CAP} characters")
+        return value[:TEXT_CAP] + f"... [{len(value) - TEXT_CAP} characters cut]"
+    if isinstance(value, list):
+        kept = [_bound(v, f"{path}[{i}]", cuts) for i, v in enumerate(value[:ITEMS_CAP])]
+        if len(value) > ITEMS_CAP:
+            cuts.append(f"{path}: {len(value) - ITEMS_CAP} items")
+            kept.append(f"... [{len(value) - ITEMS_CAP} more items cut]")
+        return kept
+    if isinstance(value, dict):
+        return {k: _bound(v, f"{path}.{k}", cuts) for k, v in value.items()}
+    return value
+
+
 class AttemptLog(JsonlAppender):
-    """attempts.jsonl: one record per attempt, and amendments that complete a record later."""
+    """attempts.jsonl: one record per attempt, and amendments that complete a record later.
+    Both are bounded (see :func:`bounded`)."""
 
     def append_record(self, record: Record) -> None:
-        self.append(record.to_json())
+        self.append(bounded(record.to_json()))
 
     def amend(self, attempt_id: str, **fields: Any) -> None:
         """What was learnt about a recorded attempt after it was written (readers fold it in)."""
-        self.append({"schema": SCHEMA_VERSION, AMENDS: attempt_id, "amended": utc_now(), **fields})
+        self.append(bounded({"schema": SCHEMA_VERSION, AMENDS: attempt_id, "amended": utc_now(), **fields}))
 
 
 class StreamWriter:
@@ -304,7 +341,10 @@ def read_records(path: Path) -> Iterator[dict[str, Any]]:
             target = records.get(str(entry[AMENDS]))
             if target is None:
                 raise RecordError(f"{path}:{number}: amends attempt {entry[AMENDS]}, which is not recorded before it")
+            cut = list(target.get("cut") or []) + list(entry.get("cut") or [])
             target.update({k: v for k, v in entry.items() if k not in (AMENDS, "schema", "amended")})
+            if cut:
+                target["cut"] = cut  # what the record and each amendment cut, all of it
             target["amended"] = entry.get("amended") or True
             continue
         records[str(entry.get("attempt"))] = entry
