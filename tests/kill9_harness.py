@@ -269,6 +269,11 @@ def broken_invariants(after: Snapshot, expected: Mapping[tuple[str, str], int]) 
             problems.append(f"lost wedge: events.jsonl entry {line} ({event.get('host')}, attempt "
                             f"{event.get('attempt')}) has no wedge/reboot record (found "
                             f"{None if record is None else (record.get('outcome'), record.get('reason'))})")
+    recorded = set(by_id)
+    unrecorded = sorted(str(e.get("attempt")) for e in after.events_of("attempt_started")
+                        if str(e.get("attempt")) not in recorded)
+    if unrecorded:  # an attempt that ran while no controller watched, never recorded: evidence lost
+        problems.append(f"attempts started and never recorded: {unrecorded}")
     for name, jsonl in (("attempts.jsonl", after.attempts), ("events.jsonl", after.events)):
         for number, text in jsonl.torn:
             problems.append(f"torn line {name}:{number}: {text!r}")

@@ -385,3 +385,9 @@ def test_a_slot_recorded_twice_a_missing_slot_and_a_torn_line_are_each_named(tmp
     assert any("records per (host, cell)" in p and "('h', 'b'): (0, 1)" in p for p in problems), problems
     assert any(p == "attempt ids recorded more than once: ['1']" for p in problems), problems
     assert any(p.startswith("torn line attempts.jsonl:3") for p in problems), problems
+
+
+def test_an_attempt_that_started_and_has_no_record_is_named(tmp_path: Path) -> None:
+    folder = _folder(tmp_path, [_record("1", "a"), _record("2", "b")],
+                     [{"event": "attempt_started", "host": "h", "attempt": a} for a in ("1", "ran-away", "2")])
+    assert broken_invariants(folder, WANT) == ["attempts started and never recorded: ['ran-away']"]
