@@ -59,3 +59,26 @@ def test_facts_prints_every_host_and_caches_them_for_preflight(sim_fleet: Any, t
     assert sorted(line["host"] for line in lines) == ["fct-a", "fct-b"]
     assert all(line["gpus"][0]["power_limit_w"]["max"] == 600.0 for line in lines)
     assert (tmp_path / "reports" / ".facts" / "fct-a.json").exists()
+
+
+def test_a_host_a_live_campaign_holds_is_not_switched_or_restored_by_hand_unless_told(
+        sim_fleet: Any, sim_inventory: Any, tmp_path: Path) -> None:
+    import json
+    import time
+
+    fleet = sim_fleet([SimHostSpec("held", boot_delay_s=0.3)])
+    host = fleet.hosts[0]
+    state = host.paths.fs("root") / ".cache" / "reprofleet"
+    state.mkdir(parents=True, exist_ok=True)
+    (state / "lease.json").write_text(json.dumps({  # as collectors/host_lease.acquire writes it
+        "controller": "night-laptop", "campaign": "night-7", "pid": 4242, "taken": time.time(),
+        "renewed": time.time(), "ttl_s": 3600.0, "token": "the-campaigns", "boot_id": host.boot_id}))
+    with HttpPlugServer(tmp_path / "plug", "tasmota", {"1": host.paths.power}) as plug:
+        inventory = str(sim_inventory(fleet, pdu={host.name: plug.pdu_block("1")}))
+        refused = reprofleet("power", "held", "off", "--hosts", inventory, "--yes", cwd=tmp_path)
+        assert refused.returncode == 1 and "campaign night-7 of night-laptop holds this host" in refused.stderr
+        assert host.power == "on"
+        restore = reprofleet("policy", "--hosts", inventory, "--restore", cwd=tmp_path)
+        assert restore.returncode == 3 and "--ignore-lease" in restore.stdout + restore.stderr
+        forced = reprofleet("policy", "--hosts", inventory, "--restore", "--ignore-lease", cwd=tmp_path)
+        assert forced.returncode == 0, forced.stdout + forced.stderr

@@ -16,15 +16,16 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable
 
-from reprofleet.errors import PowerError
+from reprofleet.errors import PowerError, ReprofleetError
 from reprofleet.inventory import load_inventory
 from reprofleet.model import Host
 from reprofleet.power import PowerDriver, PowerLog, PowerState
 from reprofleet.power.locks import lock_folder
 from reprofleet.power.ports import HostPower, build_host_power, cycle_host
 from reprofleet.liveness.probes import probe_ssh_banner
+from reprofleet.remote.session import with_agent
 
 Probe = Callable[[Host], bool]
 
@@ -47,6 +48,25 @@ def _power_of(powers: dict[str, HostPower], hosts: list[Host], host_name: str) -
     if host_name not in powers:
         raise PowerError(f"{host_name}: no `pdu:` in the inventory, so reprofleet cannot switch its power")
     return powers[host_name]
+
+
+def live_lease(inventory_path: str, host_name: str, transport: Any) -> tuple[dict[str, Any] | None, str | None]:
+    """The live campaign lease on a host (None when free), or why it could not be read.
+
+    A by-hand switch of a host a campaign holds cuts into its attempts (a wedge declared
+    that is none, an attempt credited to a cell that never ran); a host that does not
+    answer cannot say, and is often why a person reaches for the switch: that is a warning.
+    """
+    host = next((h for h in load_inventory(inventory_path).hosts if h.name == host_name), None)
+    if host is None:
+        return None, None
+    answer = with_agent(host, transport, lambda agent: agent.lease("show"))
+    if isinstance(answer, ReprofleetError):
+        return None, str(answer)
+    lease = dict(answer.lease) if answer.lease else None
+    if lease is None or float(lease.get("age_s") or 0.0) > float(lease.get("ttl_s") or 0.0):
+        return None, None
+    return lease, None
 
 
 def power_action(inventory_path: str, host_name: str, action: str, reports: Path, dwell_s: float) -> PowerState:

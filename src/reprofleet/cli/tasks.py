@@ -18,6 +18,7 @@ from invoke import Collection, Context, Task, task
 from reprofleet.cli.exits import BadArgument, ExitStatus, handled
 from reprofleet.cli.args import RestTask
 from reprofleet.cli.signals import install_stop_handlers
+from reprofleet.errors import HostLeased
 from reprofleet.records.store import write_atomic
 
 if TYPE_CHECKING:
@@ -304,14 +305,28 @@ def demo(c: Context, hosts: int = 3, playbook: str = "playbooks/demo.yml", attem
       help={"host": "host name from the inventory (or the first word: invoke power HOST ACTION --hosts INVENTORY)",
             "action": "on | off | status | cycle | verify (or the second word); verify proves the wiring: off, "
                       "this host and no other goes silent, on, it boots",
-            "hosts": "Ansible inventory", "yes": "do not ask for confirmation", "dwell": "seconds off in a cycle"})
+            "hosts": "Ansible inventory", "yes": "do not ask for confirmation", "dwell": "seconds off in a cycle",
+            "ignore-lease": "switch even a host a running campaign holds"})
 @handled
-def power(c: Context, host: str, action: str, hosts: str = "", yes: bool = False, dwell: str | None = None) -> ExitStatus:
-    """Switch one host's power through its PDU/BMC: invoke power HOST ACTION --hosts INVENTORY (asks unless --yes)."""
-    from reprofleet.campaign.power_ops import power_action, verify_wiring
+def power(c: Context, host: str, action: str, hosts: str = "", yes: bool = False, dwell: str | None = None,
+          ignore_lease: bool = False) -> ExitStatus:
+    """Switch one host's power through its PDU/BMC: invoke power HOST ACTION --hosts INVENTORY (asks unless --yes).
+
+    A host a live campaign holds is refused unless --ignore-lease; one whose lease cannot be
+    read (it does not answer) is switched with a warning."""
+    from reprofleet.campaign.power_ops import live_lease, power_action, verify_wiring
 
     if not hosts:
         raise BadArgument("which inventory? invoke power HOST ACTION --hosts INVENTORY")
+    if action != "status" and not ignore_lease:
+        lease, unreadable = live_lease(hosts, host, _settings(c).transport)
+        if lease is not None:
+            raise HostLeased(host, f"campaign {lease.get('campaign')} of {lease.get('controller')} holds this host "
+                                   f"(renewed {float(lease.get('age_s') or 0):.0f} s ago); pass --ignore-lease to "
+                                   "switch it anyway")
+        if unreadable:
+            _stderr_console().print(f"[yellow]{host}: its lease could not be read ({unreadable}); a campaign may "
+                                    "hold it[/]")
     if action == "verify":
         if not yes and not _confirm(f"switch {host} off to check its wiring, then on again? [y/N] "):
             print("nothing done")
