@@ -42,3 +42,10 @@ def test_report_pins_rates_comparison_and_wedge_details() -> None:
 def test_a_volatile_journal_is_called_out() -> None:
     records = [_rec("default", "ws02", "wedge", forensics={"journal_persistent": False})]
     assert "journal not persistent: nothing survived" in _report(records)
+
+
+def test_the_excluded_attempts_are_counted_in_a_sensitivity_line_not_dropped() -> None:
+    records = [_rec("default", "ws01", "wedge") for _ in range(2)] + [_rec("default", "ws01", "clean") for _ in range(2)]
+    records += [_rec("default", "ws01", "infra", reason="the agent's supervisor vanished without recording an exit")]
+    text = _report(records)
+    assert "- `default`: 50% (2/4) now; 40% (2/5) to 60% (3/5) with the 1 excluded" in text

@@ -122,6 +122,23 @@ def _header(judgement: Judgement) -> list[str]:
     return lines
 
 
+def sensitivity_lines(judgement: Judgement) -> list[str]:
+    """How far each rate could move if the excluded attempts of its cell had been judged: all
+    reproductions at worst, none at best. A slot nothing could be learnt about (a controller
+    that died, a host that never said) is counted here, never silently dropped."""
+    moved = [v for v in judgement.verdicts if v.excluded]
+    if not moved:
+        return []
+    lines = ["", "Sensitivity: each cell's rate had its excluded attempts been judged (none reproducing / all "
+                 "reproducing):", ""]
+    for v in moved:
+        n, k, x = v.judged, v.reproductions, v.excluded
+        now = f"{pct(k / n)} ({k}/{n})" if n else "—"
+        lines.append(f"- `{v.cell}`: {now} now; {pct(k / (n + x))} ({k}/{n + x}) to "
+                     f"{pct((k + x) / (n + x))} ({k + x}/{n + x}) with the {x} excluded")
+    return lines
+
+
 def render_markdown(judgement: Judgement, records: Sequence[Mapping[str, Any]], title: str) -> str:
     parts = [f"# {title}", "", *_header(judgement), "", "## Rates", "", *_rate_table(judgement)]
     for heading, section in (("Against the reference cell", _comparisons(judgement)),
@@ -133,6 +150,7 @@ def render_markdown(judgement: Judgement, records: Sequence[Mapping[str, Any]], 
     if judgement.excluded:
         parts += ["", "## Not judged (excluded from every rate)", ""]
         parts += [f"- {n}× {reason}" for reason, n in judgement.excluded.items()]
+        parts += sensitivity_lines(judgement)
     parts += ["", "## Verdicts", "", *verdict_lines(judgement)]
     return "\n".join(parts) + "\n"
 
