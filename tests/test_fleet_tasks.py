@@ -82,3 +82,26 @@ def test_a_host_a_live_campaign_holds_is_not_switched_or_restored_by_hand_unless
         assert restore.returncode == 3 and "--ignore-lease" in restore.stdout + restore.stderr
         forced = reprofleet("policy", "--hosts", inventory, "--restore", "--ignore-lease", cwd=tmp_path)
         assert forced.returncode == 0, forced.stdout + forced.stderr
+
+
+def test_a_campaign_on_a_host_without_nvidia_smi_runs_nothing_there_and_exits_non_zero_naming_it(
+        sim_fleet: Any, tmp_path: Path) -> None:
+    import json
+    import os
+
+    from test_fleet_campaign import write_playbook
+
+    fleet = sim_fleet([SimHostSpec("no-smi"), SimHostSpec("has-smi")])
+    (fleet.hosts[0].paths.fs("bin") / "nvidia-smi").unlink()  # a host with the driver's utilities missing
+    book = write_playbook(tmp_path / "book", attempts=2, attempt_timeout=30)
+    env = {**os.environ, "INVOKE_REPROFLEET_REPORTS": str(tmp_path / "reports"),
+           "INVOKE_REPROFLEET_KNOWN_HOSTS": str(fleet.known_hosts_path), "INVOKE_REPROFLEET_SAMPLE_HZ": "5"}
+    done = subprocess.run([sys.executable, "-m", "reprofleet", "campaign", "--hosts", str(fleet.inventory_path),
+                           "--playbook", str(book)], cwd=tmp_path, env=env, capture_output=True, text=True,
+                          timeout=120, stdin=subprocess.DEVNULL)
+    assert done.returncode == 3, done.stdout + done.stderr
+    assert "no-smi: quarantined: cannot run here: nvidia-smi not found on PATH" in done.stderr
+    (attempts,) = (tmp_path / "reports").glob("*/attempts.jsonl")
+    records = [json.loads(line) for line in attempts.read_text().splitlines()]
+    assert {r["outcome"] for r in records if r["host"] == "has-smi"} == {"clean"}
+    assert all(r["reason"].startswith("not run") for r in records if r["host"] == "no-smi")
