@@ -17,7 +17,7 @@ from typing import Any
 from reprofleet.runner import cache_sync, poc
 from reprofleet.remote.agent import REMOTE_ROOT
 from reprofleet.remote.session import with_agent
-from reprofleet.errors import ReprofleetError
+from reprofleet.errors import HostLeased, ReprofleetError
 from reprofleet.inventory import load_inventory
 from reprofleet.model import Host
 from reprofleet.remote.ssh import SshTarget
@@ -25,14 +25,29 @@ from reprofleet.remote.ssh import SshTarget
 SNAPSHOT_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
 
 
-def push_everywhere(inventory_path: str, settings: Any, folder: str) -> dict[str, cache_sync.PushResult | ReprofleetError]:
-    """One thread per host (up to 32): the snapshot of ``folder`` complete on each."""
+def push_everywhere(inventory_path: str, settings: Any, folder: str,
+                    ignore_lease: bool = False) -> dict[str, cache_sync.PushResult | ReprofleetError]:
+    """One thread per host (up to 32): the snapshot of ``folder`` complete on each. A host a
+    live campaign holds is left alone (its disk and SSH are the campaign's) unless told."""
     snap = cache_sync.build_snapshot(folder)
     hosts = load_inventory(inventory_path).hosts
+
+    def push(host: Host, agent: Any) -> cache_sync.PushResult:
+        if not ignore_lease:
+            refuse_if_leased(agent)
+        return cache_sync.push(agent, snap, ssh_target(host, settings))
+
     with ThreadPoolExecutor(max_workers=max(1, min(32, len(hosts)))) as pool:
-        results = pool.map(lambda h: with_agent(h, settings.transport, lambda a: cache_sync.push(a, snap, ssh_target(h, settings))),
-                           hosts)
+        results = pool.map(lambda h: with_agent(h, settings.transport, lambda a: push(h, a)), hosts)
         return dict(zip((h.name for h in hosts), results))
+
+
+def refuse_if_leased(agent: Any) -> None:
+    """Raise HostLeased when a live campaign lease is on the agent's host."""
+    lease = agent.lease("show").lease
+    if lease and float(lease.get("age_s") or 0.0) <= float(lease.get("ttl_s") or 0.0):
+        raise HostLeased(agent.host, f"campaign {lease.get('campaign')} of {lease.get('controller')} holds this host; "
+                                     "pass --ignore-lease to act anyway")
 
 
 def ssh_target(host: Host, settings: Any) -> SshTarget:

@@ -520,15 +520,17 @@ def cache_pull(c: Context, host: str, name: str, hosts: str = "", runtime: str =
 
 
 @task(name="push", positional=["folder"],
-      help={"folder": "the snapshot folder (a playbook's cache_source)", "hosts": "Ansible inventory"})
+      help={"folder": "the snapshot folder (a playbook's cache_source)", "hosts": "Ansible inventory",
+            "ignore-lease": "push even to hosts a running campaign holds"})
 @handled
-def cache_push(c: Context, folder: str, hosts: str = "") -> ExitStatus:
-    """Put a snapshot on every host in parallel; only objects a host lacks travel."""
+def cache_push(c: Context, folder: str, hosts: str = "", ignore_lease: bool = False) -> ExitStatus:
+    """Put a snapshot on every host in parallel; only objects a host lacks travel (not to a
+    host a live campaign holds unless --ignore-lease)."""
     from reprofleet.campaign.cache_ops import push_everywhere
 
     if not hosts:
         raise BadArgument("which inventory? invoke cache.push FOLDER --hosts INVENTORY")
-    results = push_everywhere(hosts, _settings(c), folder)
+    results = push_everywhere(hosts, _settings(c), folder, ignore_lease=ignore_lease)
     for name, result in results.items():
         print(f"{name}: error: {result}" if isinstance(result, Exception) else
               f"{name}: {'already there' if result.already_there else 'pushed'} {result.sent_objects} objects, "
