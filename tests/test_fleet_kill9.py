@@ -3,14 +3,15 @@
 The controller runs as ``invoke campaign`` in its own process; the test watches the
 campaign folder and SIGKILLs the controller at a kill point (mid-append, mid-attempt, during
 policy apply, in the reboot grace, with the outlet off, during boot, during forensics,
-between attempts, during the cache push, at the last record, with one host done, and
-mid-attempt with the resume killed mid-attempt as well). The points are chained: one
+between attempts, during the cache push, at the last record, with one host done,
+mid-attempt with the resume killed mid-attempt as well, mid-attempt with the attempt left
+to finish before the resume, and mid-attempt with its host frozen before the resume). The points are chained: one
 campaign is killed at the first, its ``--resume`` at the next, and so on (two chains: the
 campaign's course, a wedge's recovery), so two campaigns cover what took one per point;
 the cache push keeps a campaign of its own. Each chain's last resume runs to the end and
 is held against one uninterrupted run of the same plan on the same fleet:
-the same records per host x cell, no attempt recorded twice, no wedge lost, no torn line,
-every outlet on and every GPU at its defaults at the end.
+the same records per host x cell, no attempt recorded twice, every attempt started
+recorded, no wedge lost, no torn line, every outlet on and every GPU at its defaults at the end.
 """
 
 from __future__ import annotations
