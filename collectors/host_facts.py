@@ -109,34 +109,30 @@ def journald_texts() -> List[str]:
     return [_read(path) for path in paths if os.path.isfile(path)]
 
 
-def docker_version() -> Optional[str]:
+def _docker_says(*args: str) -> Optional[str]:
+    """``docker ARGS``' stdout when it answered with status 0, else None (missing, no daemon)."""
     docker = shutil.which("docker")
     if docker is None:
         return None
     try:
-        result = subprocess.run(
-            [docker, "version", "--format", "{{.Server.Version}}"], stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, timeout=DOCKER_TIMEOUT_S,
-        )
+        result = subprocess.run([docker, *args], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                stderr=subprocess.DEVNULL, timeout=DOCKER_TIMEOUT_S)
     except (OSError, subprocess.TimeoutExpired):
         return None
-    version = result.stdout.decode("utf-8", "replace").strip()
-    return version if result.returncode == 0 and version else None
+    return result.stdout.decode("utf-8", "replace").strip() if result.returncode == 0 else None
+
+
+def docker_version() -> Optional[str]:
+    return _docker_says("version", "--format", "{{.Server.Version}}") or None
 
 
 def docker_runtimes() -> Optional[List[str]]:
     """The runtimes the docker daemon knows (``nvidia`` once the NVIDIA Container Toolkit is
     configured for it); None when docker is missing or its daemon does not answer."""
-    docker = shutil.which("docker")
-    if docker is None:
-        return None
+    text = _docker_says("info", "--format", "{{json .Runtimes}}")
     try:
-        result = subprocess.run(
-            [docker, "info", "--format", "{{json .Runtimes}}"], stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, timeout=DOCKER_TIMEOUT_S,
-        )
-        runtimes = json.loads(result.stdout.decode("utf-8", "replace")) if result.returncode == 0 else None
-    except (OSError, subprocess.TimeoutExpired, ValueError):
+        runtimes = json.loads(text) if text else None
+    except ValueError:
         return None
     return sorted(str(name) for name in runtimes) if isinstance(runtimes, dict) else None
 
