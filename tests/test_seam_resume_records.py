@@ -107,3 +107,27 @@ def test_a_host_found_booting_at_resume_is_waited_for_not_quarantined(tmp_path: 
     assert outcomes(ctx) == [(0, "clean"), (1, "clean")]
     assert not events(ctx, "quarantined") and not events(ctx, "unreachable_at_start")
     assert not [a for a in power_actions(ctx) if a["action"] in ("off", "on", "cycle")]  # booting: not cycled
+
+
+def test_a_host_this_campaign_never_saw_answer_is_not_cycled_at_the_start(tmp_path: Path) -> None:
+    clock = VirtualClock()
+    fake = FakeHost(clock, "typo", script=("clean",) * 2)
+    fake.freeze()  # what a mistyped ansible_host looks like: silent, its outlet on (someone else's machine)
+    ctx = seam_context(seam_book(tmp_path, attempts=2), tmp_path, clock)
+    run_host(fake, ctx)
+    assert not [a for a in power_actions(ctx) if a["action"] in ("off", "on", "cycle")]
+    (quarantined,) = events(ctx, "quarantined")
+    assert "never answered at 192.0.2.10:22 in this campaign: not switched" in quarantined["reason"]
+    assert "--bring-up" in quarantined["reason"]
+
+
+def test_bring_up_or_having_seen_it_lets_the_campaign_cycle_a_silent_host(tmp_path: Path) -> None:
+    for name, kwargs, seen in (("asked", {"bring_up": True}, set()), ("seen", {}, {"seen"})):
+        clock = VirtualClock()
+        fake = FakeHost(clock, name, script=("clean",) * 2)
+        fake.freeze()
+        ctx = seam_context(seam_book(tmp_path / name, attempts=1), tmp_path / name, clock, **kwargs)
+        ctx.seen_alive = seen
+        run_host(fake, ctx)
+        assert [a["action"] for a in power_actions(ctx) if a["action"] in ("off", "on")] == ["off", "on"], name
+        assert [r["outcome"] for r in records(ctx)] == ["clean"], name

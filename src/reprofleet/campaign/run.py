@@ -153,6 +153,15 @@ def earlier_records(directory: CampaignDir) -> dict[str, list[dict[str, Any]]]:
     return by_host
 
 
+def seen_alive(directory: CampaignDir) -> set[str]:
+    """Hosts this campaign saw answer before (prepared, or with a record): only those may be
+    cycled at a resume's start."""
+    hosts = {str(e.get("host")) for e in read_log_lines(directory.events) if event_of(e) is CampaignEvent.PREPARED}
+    if directory.attempts.exists():
+        hosts |= {str(r.get("host")) for r in read_records(directory.attempts) if r.get("attempt_index", 0) >= 0}
+    return hosts
+
+
 def started_hosts(directory: CampaignDir) -> dict[str, str]:
     """Attempt id -> the host it started on, in the order they started (resume records them in turn)."""
     return {str(e.get("attempt")): str(e.get("host")) for e in read_log_lines(directory.events)
@@ -248,6 +257,7 @@ def run_campaign(
                           message="the last line was torn by a controller that died mid-write; cut back on open")
         ctx.started_slots = started_slots(directory, plan.playbook)
         ctx.started_on = started_hosts(directory)
+        ctx.seen_alive = seen_alive(directory)
         ctx.recorded_ids = {str(r.get("attempt")) for r in read_records(directory.attempts)} \
             if directory.attempts.exists() else set()
         before = len(ctx.recorded_ids)

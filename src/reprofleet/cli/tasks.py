@@ -102,6 +102,7 @@ def _settings(c: Any, accept_new: bool | None = None, overrides: dict[str, Any] 
         stability_s=float(conf["stability_s"]),
         reboot_grace_s=float(conf["reboot_grace_s"]),
         break_leases=bool(conf.get("break_leases", False)),
+        bring_up=bool(conf.get("bring_up", False)),
     )
 
 
@@ -214,14 +215,16 @@ def campaign_status(result: Any, err: "Console") -> ExitStatus:
     "resume": "continue the campaign in this report folder",
     "accept-new-host-keys": "record unknown host keys instead of refusing them",
     "break-lease": "take hosts whose lease another campaign holds (say so only when that campaign is dead)",
+    "bring-up": "power-cycle hosts that do not answer at the start even if this campaign never saw them answer",
 })
 @handled
 def campaign(c: Context, hosts: str, playbook: str = "playbooks/sm120-hostwedge.yml", attempts: str | None = None,
              dry_run: bool = False, resume: str | None = None, accept_new_host_keys: bool = False,
-             break_lease: bool = False) -> ExitStatus:
+             break_lease: bool = False, bring_up: bool = False) -> ExitStatus:
     """Run a reproduction campaign on every host of an inventory."""
+    overrides = {**({"break_leases": True} if break_lease else {}), **({"bring_up": True} if bring_up else {})}
     return run_and_report(c, hosts, playbook, int(attempts) if attempts else None, dry_run, resume,
-                          accept_new_host_keys or None, {"break_leases": True} if break_lease else None)
+                          accept_new_host_keys or None, overrides or None)
 
 
 @task(help={"hosts": "Ansible inventory", "json": "print JSON lines instead of a table",

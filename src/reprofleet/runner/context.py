@@ -42,6 +42,7 @@ class RunSettings:
     stability_s: float = DEFAULT_TIMINGS.stability_s
     reboot_grace_s: float = DEFAULT_TIMINGS.reboot_grace_s
     break_leases: bool = False  # take hosts another campaign holds (only when a person says so)
+    bring_up: bool = False  # cycle a host at the start even if this campaign never saw it answer
     timings: Timings = DEFAULT_TIMINGS
 
     def with_timings(self, timings: Timings) -> "RunSettings":
@@ -72,6 +73,7 @@ class CampaignContext:
     failure: str | None = None  # why the whole campaign had to stop (the controller's disk is full ...)
     started_slots: dict[str, tuple[Cell, int]] = field(default_factory=dict)  # attempt id -> its slot
     started_on: dict[str, str] = field(default_factory=dict)  # attempt id -> the host it started on
+    seen_alive: set[str] = field(default_factory=set)  # hosts this campaign prepared or recorded before
     recorded_ids: set[str] = field(default_factory=set)  # attempt ids already in attempts.jsonl
     netconsole: NetconsoleReceiver | None = None  # when any host has netconsole:
     clock: Clock = field(default_factory=SystemClock)  # every wait of the runners; virtual in seam tests

@@ -185,6 +185,11 @@ class HostRunner:
         (a controller that died mid-recovery, after the wedge was recorded) a placeholder
         carries the recovery."""
         pending = self.unrecorded()
+        if not pending and not self.seen_alive():
+            raise ConnectError(self.host.name, f"never answered at {self.host.address}:{self.host.port} in this "
+                                               "campaign: not switched (a mistyped address would cut someone else's "
+                                               "machine); check the address, or `invoke power "
+                                               f"{self.host.name} on`, or pass --bring-up")
         if not pending:
             placeholder = self._infra(self.ctx.playbook.cells[0], -1, ReasonCode.UNREACHABLE_AT_START.words())
             self.ctx.recovery.recover(self, placeholder)  # the wedge path; its record exists already
@@ -201,6 +206,11 @@ class HostRunner:
         self.amend(declared, after)
         self._count(after)
         self._drop_from_plan(cell, index)
+
+    def seen_alive(self) -> bool:
+        """Whether this campaign has seen the host answer (it prepared it, or recorded an
+        attempt of it), or the user said --bring-up: only then may it cut the host's power."""
+        return self.ctx.settings.bring_up or self.host.name in self.ctx.seen_alive
 
     def unrecorded(self) -> list[tuple[str, Cell, int]]:
         """This campaign's attempts started on this host that have no record, oldest first."""
