@@ -97,3 +97,33 @@ def test_a_wedge_whose_host_answers_before_the_cycle_has_its_attempt_killed_not_
     assert second["outcome"] == "clean"
     assert [e["attempt"] for e in events(ctx, "attempt_killed")] == [first["attempt"]]
     assert not [a for a in power_actions(ctx) if a["action"] in ("off", "on", "cycle")]
+
+
+def test_a_host_that_answers_once_the_guard_lets_go_is_not_cycled(tmp_path: Path) -> None:
+    clock = VirtualClock()
+    fake = FakeHost(clock, "net-out", script=("wedge", "clean"))
+    ctx = seam_context(seam_book(tmp_path, attempts=2), tmp_path, clock)
+    down_until: list[float] = []
+
+    def guard() -> bool:
+        if not down_until or clock.monotonic() >= down_until[0]:
+            if down_until:
+                fake.frozen_at = None  # the outage ends, and the host was fine all along
+            return True
+        return False
+
+    ctx.fleet.network_ok = guard
+    write_event = ctx.event
+
+    def outage_right_after_the_declaration(host: str, what: Any, **fields: Any) -> None:
+        write_event(host, what, **fields)
+        if what is CampaignEvent.WEDGE and not down_until:
+            down_until.append(clock.monotonic() + 20.0)
+
+    ctx.event = outage_right_after_the_declaration  # type: ignore[method-assign]
+    run_host(fake, ctx)
+    first, second = records(ctx)
+    assert first["outcome"] == "infra" and "answered once it was back; not cycled" in first["reason"]
+    assert second["outcome"] == "clean"
+    assert not [a for a in power_actions(ctx) if a["action"] in ("off", "on", "cycle")]
+    assert [e["network"] for e in events(ctx, "guard")] == ["down", "up"]

@@ -144,7 +144,12 @@ class Recovery:
                     runner.stop_attempt(record.attempt, "declared wedged, but the host answered before the cycle")
                     return replace(record, outcome=Outcome.INFRA,
                                    reason="declared wedged, but the host answered before the power cycle; not cycled")
-                self._guard(runner)
+                if self._guard(runner) and runner.port.banner(self.timings.banner_timeout_s):
+                    # it was our network all along: the host answers now that the guard let go
+                    runner.stop_attempt(record.attempt, "the host answered once the controller's network was back")
+                    return replace(record, outcome=Outcome.INFRA,
+                                   reason="declared wedged while the controller's network was down; the host "
+                                          "answered once it was back; not cycled")
                 self._power_cycle(runner, seq)
             self._wait_for_boot(runner, seq, old_boot)
             self._check_stable(runner, seq)
@@ -198,11 +203,12 @@ class Recovery:
         except ReprofleetError:
             return None
 
-    def _guard(self, runner: "HostRunner") -> None:
-        """Before any power action: our own network must work (waits up to the pause cap)."""
+    def _guard(self, runner: "HostRunner") -> bool:
+        """Before any power action: our own network must work (waits up to the pause cap).
+        True when it had to wait (the host must then be probed again before it is cut)."""
         guard = self.ctx.fleet.network_ok
         if guard is None or guard():
-            return
+            return False
         cap = self.ctx.settings.watchdog.pause_cap_s
         reason = getattr(guard, "reason", "") or "the partition guard says our network is down"
         self.ctx.event(runner.host.name, CampaignEvent.GUARD, network="down", before="power action", message=reason)
@@ -211,7 +217,7 @@ class Recovery:
             self.clock.wait(self.ctx.stop, self.timings.guard_poll_s)
             if guard():
                 self.ctx.event(runner.host.name, CampaignEvent.GUARD, network="up", before="power action")
-                return
+                return True
         raise NetworkDown(f"not power-cycled: the controller's network stayed down for {cap:g} s ({reason})")
 
     def _power_cycle(self, runner: "HostRunner", seq: Sequence) -> None:
