@@ -96,8 +96,14 @@ def test_a_campaign_on_a_host_without_nvidia_smi_runs_nothing_there_and_exits_no
     book = write_playbook(tmp_path / "book", attempts=2, attempt_timeout=30)
     env = {**os.environ, "INVOKE_REPROFLEET_REPORTS": str(tmp_path / "reports"),
            "INVOKE_REPROFLEET_KNOWN_HOSTS": str(fleet.known_hosts_path), "INVOKE_REPROFLEET_SAMPLE_HZ": "5"}
-    done = subprocess.run([sys.executable, "-m", "reprofleet", "campaign", "--hosts", str(fleet.inventory_path),
-                           "--playbook", str(book)], cwd=tmp_path, env=env, capture_output=True, text=True,
+    front_door = [sys.executable, "-m", "reprofleet", "campaign", "--hosts", str(fleet.inventory_path),
+                  "--playbook", str(book)]
+    checked = subprocess.run([*front_door, "--dry-run", "--check-hosts"], cwd=tmp_path, env=env, capture_output=True,
+                             text=True, timeout=120, stdin=subprocess.DEVNULL)
+    assert checked.returncode == 3, checked.stdout + checked.stderr
+    assert "no-smi: cannot run: nvidia-smi not found on PATH" in checked.stdout and "has-smi: ready" in checked.stdout
+    assert not (tmp_path / "reports").exists() or not list((tmp_path / "reports").glob("*/attempts.jsonl"))
+    done = subprocess.run(front_door, cwd=tmp_path, env=env, capture_output=True, text=True,
                           timeout=120, stdin=subprocess.DEVNULL)
     assert done.returncode == 3, done.stdout + done.stderr
     assert "no-smi: quarantined: cannot run here: nvidia-smi not found on PATH" in done.stderr

@@ -23,3 +23,22 @@ def collect_facts(hosts: Sequence[Host], settings: Any) -> dict[str, dict[str, A
         return dict(zip((h.name for h in hosts), pool.map(one, hosts)))
 
 
+def readiness_lines(plan: Any, settings: Any) -> tuple[list[str], bool]:
+    """``--dry-run --check-hosts``: ask every host of the plan (its facts, nothing changed) for
+    what its plan needs; one line per host, and whether every host can run."""
+    from reprofleet.runner.gpu_policy import check_power_limits
+    from reprofleet.runner.readiness import problems
+
+    found = collect_facts(plan.hosts, settings)
+    lines, ok = [], True
+    for host in plan.hosts:
+        facts = found[host.name]
+        if isinstance(facts, ReprofleetError):
+            lines.append(f"{host.name}: cannot be asked: {facts}")
+            ok = False
+            continue
+        cells = [cell for cell, _ in plan.per_host[host.name]] or list(plan.playbook.cells)
+        missing = problems(host, cells, facts) + check_power_limits(plan.playbook, host, facts)
+        lines.append(f"{host.name}: ready" if not missing else f"{host.name}: cannot run: " + "; ".join(missing))
+        ok = ok and not missing
+    return lines, ok

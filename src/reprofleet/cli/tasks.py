@@ -145,8 +145,9 @@ def _write_html(path: Path, judgement: Any, pool: Any, title: str, console: Cons
 
 def run_and_report(c: Any, hosts: str, playbook: str, attempts: int | None, dry_run: bool,
                    resume: str | None, accept_new: bool | None,
-                   overrides: dict[str, Any] | None = None) -> ExitStatus:
-    """Load and validate everything, then run (or describe) the campaign and summarize it."""
+                   overrides: dict[str, Any] | None = None, check_hosts: bool = False) -> ExitStatus:
+    """Load and validate everything, then run (or describe) the campaign and summarize it.
+    ``check_hosts`` (with ``dry_run``): also ask every host whether it can run its plan."""
     from reprofleet.campaign import run as campaign_mod
     from reprofleet.inventory import load_inventory
     from reprofleet.playbook import load_playbook
@@ -170,7 +171,13 @@ def run_and_report(c: Any, hosts: str, playbook: str, attempts: int | None, dry_
     console = _console()
     if dry_run:
         print(campaign_mod.describe_plan(plan))
-        return ExitStatus.OK
+        if not check_hosts:
+            return ExitStatus.OK
+        from reprofleet.campaign.facts import readiness_lines
+
+        lines, ok = readiness_lines(plan, _settings(c, accept_new, overrides))
+        print("\n".join(lines))
+        return ExitStatus.OK if ok else ExitStatus.SOME_HOSTS_FAILED
     from reprofleet.power.base import PowerState
     from reprofleet.campaign.preflight import power_states_at_start
 
@@ -216,15 +223,18 @@ def campaign_status(result: Any, err: "Console") -> ExitStatus:
     "accept-new-host-keys": "record unknown host keys instead of refusing them",
     "break-lease": "take hosts whose lease another campaign holds (say so only when that campaign is dead)",
     "bring-up": "power-cycle hosts that do not answer at the start even if this campaign never saw them answer",
+    "check-hosts": "with --dry-run: ask every host (changing nothing) whether it can run its plan",
 })
 @handled
 def campaign(c: Context, hosts: str, playbook: str = "playbooks/sm120-hostwedge.yml", attempts: str | None = None,
              dry_run: bool = False, resume: str | None = None, accept_new_host_keys: bool = False,
-             break_lease: bool = False, bring_up: bool = False) -> ExitStatus:
+             break_lease: bool = False, bring_up: bool = False, check_hosts: bool = False) -> ExitStatus:
     """Run a reproduction campaign on every host of an inventory."""
+    if check_hosts and not dry_run:
+        raise BadArgument("--check-hosts goes with --dry-run (a campaign checks its hosts anyway)")
     overrides = {**({"break_leases": True} if break_lease else {}), **({"bring_up": True} if bring_up else {})}
     return run_and_report(c, hosts, playbook, int(attempts) if attempts else None, dry_run, resume,
-                          accept_new_host_keys or None, overrides or None)
+                          accept_new_host_keys or None, overrides or None, check_hosts=check_hosts)
 
 
 @task(help={"hosts": "Ansible inventory", "json": "print JSON lines instead of a table",
