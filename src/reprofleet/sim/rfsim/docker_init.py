@@ -20,7 +20,7 @@ import errno
 import os
 import signal
 import sys
-from typing import List, Optional, Set
+from typing import Iterable, List, Optional, Set
 
 # Never forwarded: the synchronous faults are the init's own; the terminal stops it ignores.
 NOT_FORWARDED = {signal.SIGFPE, signal.SIGILL, signal.SIGSEGV, signal.SIGBUS, signal.SIGABRT, signal.SIGTRAP,
@@ -38,7 +38,7 @@ def exit_status(status: int) -> int:
     return code if code >= 0 else 128 - code
 
 
-def spawn(argv: List[str], mask: Set[signal.Signals]) -> int:
+def spawn(argv: List[str], mask: Iterable[int]) -> int:
     pid = os.fork()
     if pid != 0:
         return pid
