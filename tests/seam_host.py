@@ -91,6 +91,7 @@ class FakeHost:
         self.host_debug: dict[str, int] = dict(SYSCTL_DEFAULTS)  # the kernel's lockup sysctls
         self.host_debug_applies: list[str] = []  # the boot_id of each apply
         self.started: dict[str, str] = {}  # attempt id -> the boot it started in
+        self.containers: dict[str, str | None] = {}  # attempt id -> the container name its run gave the agent
         options = {"timeout_s": 1, "tries": 2} if pdu_options is None else dict(pdu_options)
         port = PowerPort("fake", "http://pdu.fake", outlet="1", options=options) if power else None
         self.host = Host(name=name, address="192.0.2.10", pdu=port)
@@ -312,9 +313,12 @@ class FakeAgent:
     def kill(self, attempt_id: str) -> replies.KillReply:
         self._call()
         self.fake.killed.append(attempt_id)
-        was_running = any(o["id"] == attempt_id for o in self.fake.orphans)
+        orphan = next((o for o in self.fake.orphans if o["id"] == attempt_id), None)
         self.fake.orphans = [o for o in self.fake.orphans if o["id"] != attempt_id]
-        return replies.parse_kill(self.host, {"k": "killed", "id": attempt_id, "was_running": was_running})
+        reply = {"k": "killed", "id": attempt_id, "was_running": orphan is not None}
+        if orphan is not None and orphan.get("container"):  # the agent docker-kills a container left running
+            reply.update(container=orphan["container"], container_killed=True)
+        return replies.parse_kill(self.host, reply)
 
     def policy(self, action: str, gpu: int, settings: Mapping[str, Any] | None = None) -> replies.PolicyReply:
         self._call()
@@ -363,8 +367,10 @@ class FakeAgent:
         return replies.parse_netconsole(self.host, {"k": "netconsole", **self.one(["netconsole", *args], "netconsole")})
 
     def run(self, attempt_id: str, argv: list[str], *, timeout: float, env: Mapping[str, str] | None = None,
-            gpu: int = 0, sample_hz: float = 10.0, clock_threshold: float = 0.0) -> "FakeStream":
+            gpu: int = 0, sample_hz: float = 10.0, clock_threshold: float = 0.0,
+            container: str | None = None) -> "FakeStream":
         self._call()
+        self.fake.containers[attempt_id] = container
         if self.fake.orphans:  # the real agent refuses while another attempt's supervisor is alive
             self.fake.refused.append(attempt_id)
             return FakeStream(self.fake, attempt_id, "busy", timeout, busy_with=str(self.fake.orphans[0]["id"]))

@@ -211,9 +211,9 @@ class HostRunner:
         never is a second PoC started beside it."""
         for orphan in agent.attempts(running_only=True):
             slot = self.ctx.started_slots.get(orphan.id)
-            agent.kill(orphan.id)
+            reply = agent.kill(orphan.id)
             self.ctx.event(self.host.name, CampaignEvent.ORPHAN_KILLED, attempt=orphan.id, age_s=orphan.age_s,
-                           ours=slot is not None)
+                           ours=slot is not None, **reply.container_fields())
             if slot is not None and not self.ctx.recorded(orphan.id):
                 cell, index = slot
                 self.append(self._infra(cell, index, ReasonCode.INTERRUPTED.words("the controller died during this attempt; "
@@ -336,7 +336,7 @@ class HostRunner:
         timeout = self.ctx.playbook.timeouts.attempt
         stream = agent.run(attempt_id, list(command.argv), timeout=timeout, env=dict(command.env),
                            gpu=self.host.gpu_index, sample_hz=self.ctx.settings.sample_hz,
-                           clock_threshold=self.ctx.settings.clock_threshold_mhz)
+                           clock_threshold=self.ctx.settings.clock_threshold_mhz, container=command.container)
         writer = StreamWriter(self.ctx.directory.stream_path(attempt_id))
         # wall power, where an outlet meters it: a host frozen at 400 W and one at 60 W are different bugs
         self.state.wall = self.port.wall_sampler(lambda line: writer.write(json.dumps(line, sort_keys=True)))
@@ -416,7 +416,7 @@ class HostRunner:
                            error=str(exc))
             return False
         self.ctx.event(self.host.name, CampaignEvent.ATTEMPT_KILLED, attempt=attempt_id, why=why, ok=True,
-                       was_running=reply.was_running)
+                       was_running=reply.was_running, **reply.container_fields())
         return True
 
     # -- the whole plan --------------------------------------------------------------
