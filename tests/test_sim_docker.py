@@ -234,11 +234,14 @@ def test_the_init_forwards_sigterm_to_its_child_and_exits_as_tini_does(tmp_path:
     ready = tmp_path / "ready"
     child = f"import pathlib, time; pathlib.Path({str(ready)!r}).touch(); time.sleep(30)"
     init = subprocess.Popen([sys.executable, "-I", docker_init.__file__, "--", sys.executable, "-c", child])
-    deadline = time.monotonic() + 10
-    while not ready.exists() and time.monotonic() < deadline:  # until the child is up (evidence: its file)
-        time.sleep(0.02)
-    init.send_signal(signal.SIGTERM)
-    assert init.wait(timeout=10) == 128 + signal.SIGTERM
+    try:
+        deadline = time.monotonic() + 10
+        while not ready.exists() and time.monotonic() < deadline:  # until the child is up (evidence: its file)
+            time.sleep(0.02)
+        init.send_signal(signal.SIGTERM)
+        assert init.wait(timeout=10) == 128 + signal.SIGTERM
+    finally:
+        init.kill()
     assert docker_init.exit_status(3 << 8) == 3 and docker_init.exit_status(signal.SIGKILL) == 137
     missing = subprocess.run([sys.executable, "-I", docker_init.__file__, "--", "/nonexistent/poc"],
                              capture_output=True, text=True, timeout=10)
