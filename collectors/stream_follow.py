@@ -123,6 +123,7 @@ def kill(state_dir: str, attempt_id: str) -> Dict[str, Any]:
         grace = float(meta.get("kill_grace_s", KILL_GRACE_S))
         ended = _wait_for_exit(directory, grace + STUCK_AFTER_KILL_S + 5.0 + containers.KILL_TIMEOUT_S)
         exit_line = state.read_json(os.path.join(directory, state.EXIT)) or {}
+        stopped: List[Dict[str, Any]]
         if ended and "container" in exit_line:  # the supervisor stopped it: say what it found
             stopped = [{k: exit_line[k] for k in ("container", "container_killed", "container_error") if k in exit_line}]
         else:
