@@ -48,6 +48,7 @@ def build_parser() -> Parser:
     run.add_argument("--sample-hz", type=float, default=10.0)
     run.add_argument("--clock-threshold", type=float, default=2800.0, metavar="MHZ")
     run.add_argument("--hb", type=float, default=0.5)
+    run.add_argument("--container", default=None, help="the docker container the PoC runs as (docker kill NAME at its end)")
     run.add_argument("--kill-grace", type=float, default=5.0, help=argparse.SUPPRESS)
     run.add_argument("--kmsg", default="/dev/kmsg", help=argparse.SUPPRESS)  # "" = no kernel log
     _lease_flags(run)
@@ -150,6 +151,7 @@ def command_run(args: argparse.Namespace, cmd: List[str]) -> int:
     Refused while another attempt's supervisor is alive: a resumed or second controller
     must judge or kill an orphaned attempt, never start a PoC beside it on the same GPU.
     """
+    import containers
     import host_lease
     import stream_follow
 
@@ -160,6 +162,8 @@ def command_run(args: argparse.Namespace, cmd: List[str]) -> int:
     if args.timeout <= 0 or args.hb <= 0 or args.sample_hz < 0 or args.kill_grace < 0:
         raise UsageError("--timeout and --hb must be > 0, --sample-hz and --kill-grace >= 0")
     env = parse_env(args.env)
+    if args.container is not None and not containers.valid_name(args.container):
+        raise UsageError("invalid container name %r" % args.container)
     with host_lease.host_lock(args.state_dir):  # two starts at once must not both see an idle GPU
         _check_lease(args, renew=True)  # every attempt renews the caller's lease; a stale one is refused
         alive = host_lease.running(args.state_dir)
@@ -189,7 +193,7 @@ def _create_attempt(args: argparse.Namespace, cmd: List[str], env: Dict[str, str
         "gpu": args.gpu, "sample_hz": args.sample_hz, "clock_threshold_mhz": args.clock_threshold,
         "hb": args.hb, "kill_grace_s": args.kill_grace,
         "kmsg_path": args.kmsg, "created": time.time(), "boot_id": state.read_boot_id(),
-        "agent": AGENT_PATH, "python": sys.executable,
+        "agent": AGENT_PATH, "python": sys.executable, "container": args.container,
     }
     open(os.path.join(directory, state.EVENTS), "ab").close()
     state.write_json_atomic(os.path.join(directory, state.META), meta)
@@ -304,10 +308,10 @@ def dispatch(args: argparse.Namespace, cmd: List[str]) -> int:
     if args.command == "lease":
         return command_lease(args)
     if args.command == "attempts":
+        import containers
         import host_lease
 
-        listed = host_lease.running(args.state_dir) if args.running else host_lease.attempts(args.state_dir)
-        emit({"k": "attempts", "attempts": listed})
+        emit(containers.with_containers(args.state_dir, host_lease.attempts(args.state_dir), args.running))
         return ExitStatus.OK
     if args.command == "cache":
         import cache_store

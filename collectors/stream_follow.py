@@ -14,6 +14,7 @@ import time
 from typing import Any, Dict, List, Optional, Tuple
 
 import attempt_state as state
+import containers
 from agent_protocol import UsageError, emit, emit_raw, event
 from event_log import EventTail, parse_line
 from supervisor import KILL_GRACE_S, STUCK_AFTER_KILL_S
@@ -104,17 +105,58 @@ def _finish_lost(tail: EventTail, meta: Dict[str, Any], reason: Optional[str]) -
 
 
 def kill(state_dir: str, attempt_id: str) -> Dict[str, Any]:
-    """Stop a running attempt; the supervisor records `killed: true`."""
-    directory, meta = open_attempt(state_dir, attempt_id)
+    """Stop a running attempt; the supervisor records `killed: true`. An attempt that has a
+    container has it killed by docker too, even with its supervisor dead (the container
+    outlives the docker client), and so has an unknown id some running container is labelled
+    with (its folder is gone, the container is not)."""
+    try:
+        directory, meta = open_attempt(state_dir, attempt_id)
+    except UsageError:
+        labelled = _labelled_containers(attempt_id)
+        if not labelled:
+            raise
+        return _killed(attempt_id, False, [containers.kill(name) for name in labelled])
     if _has_exit(directory):
-        return {"k": "killed", "id": attempt_id, "was_running": False}
+        return _killed(attempt_id, False, _stop_containers(meta, attempt_id))
     if state.supervisor_alive(directory, attempt_id, meta):
         state.write_atomic(os.path.join(directory, state.KILL_REQUEST), "%f\n" % time.time())
         grace = float(meta.get("kill_grace_s", KILL_GRACE_S))
-        _wait_for_exit(directory, grace + STUCK_AFTER_KILL_S + 5.0)
-        return {"k": "killed", "id": attempt_id, "was_running": True}
+        ended = _wait_for_exit(directory, grace + STUCK_AFTER_KILL_S + 5.0 + containers.KILL_TIMEOUT_S)
+        exit_line = state.read_json(os.path.join(directory, state.EXIT)) or {}
+        stopped: List[Dict[str, Any]]
+        if ended and "container" in exit_line:  # the supervisor stopped it: say what it found
+            stopped = [{k: exit_line[k] for k in ("container", "container_killed", "container_error") if k in exit_line}]
+        else:
+            stopped = _stop_containers(meta, attempt_id)
+        return _killed(attempt_id, True, stopped)
     was_running = _kill_orphaned_poc(directory, attempt_id, meta)
-    return {"k": "killed", "id": attempt_id, "was_running": was_running}
+    return _killed(attempt_id, was_running, _stop_containers(meta, attempt_id))
+
+
+def _labelled_containers(attempt_id: str) -> List[str]:
+    found, _ = containers.running_by_label()
+    return [c["container"] for c in found if c["id"] == attempt_id]
+
+
+def _stop_containers(meta: Dict[str, Any], attempt_id: str) -> List[Dict[str, Any]]:
+    """docker kill of the attempt's container, and of any other running one labelled with it."""
+    names = [str(meta["container"])] if meta.get("container") else []
+    names += [n for n in _labelled_containers(attempt_id) if n not in names] if names else []
+    return [containers.kill(name) for name in names]
+
+
+def _killed(attempt_id: str, was_running: bool, stopped: List[Dict[str, Any]]) -> Dict[str, Any]:
+    """The `killed` line; with a container, whether docker killed one still running
+    (was_running too: the container was the attempt, still on the GPU)."""
+    reply: Dict[str, Any] = {"k": "killed", "id": attempt_id, "was_running": was_running}
+    if stopped:
+        killed = any(s.get("container_killed") for s in stopped)
+        reply.update(container=stopped[0].get("container"), container_killed=killed,
+                     was_running=was_running or killed)
+        errors = [s["container_error"] for s in stopped if s.get("container_error")]
+        if errors:
+            reply["container_error"] = "; ".join(errors)
+    return reply
 
 
 def _has_exit(directory: str) -> bool:

@@ -2,7 +2,8 @@
 
 It runs the PoC in a session and process group of its own, turns the PoC's merged
 output into `log`/`phase` lines, enforces the timeout (SIGTERM to the group, SIGKILL
-`KILL_GRACE_S` later), honours kill requests, and always ends the stream with one `exit`
+`KILL_GRACE_S` later), honours kill requests, stops the attempt's docker container (by
+name: killing the client does not stop it), and always ends the stream with one `exit`
 line, even when something in the agent itself failed.
 """
 
@@ -18,6 +19,7 @@ import traceback
 from typing import Any, Dict, List, Optional
 
 import attempt_state as state
+import containers
 from event_log import EventLog
 from text_lines import LineSplitter
 from watchers import Watchers
@@ -168,8 +170,15 @@ class Supervisor:
             fields["stragglers_killed"] = True
         if error:
             fields["error"] = error
+        fields.update(self.stop_container())
         fields["telemetry"] = self.watchers.stop()
         return self._write_exit(fields)
+
+    def stop_container(self) -> Dict[str, Any]:
+        """Whatever ended the attempt, its container goes too: killing the docker client
+        (timeout, kill) leaves the container running under containerd's shim, on the GPU."""
+        name = self.meta.get("container")
+        return containers.kill(str(name)) if name else {}
 
     def _write_exit(self, fields: Dict[str, Any]) -> Dict[str, Any]:
         line = self.log.append("exit", **fields)
@@ -202,6 +211,13 @@ def supervise(state_dir: str, attempt_id: str) -> int:
     return 0
 
 
+def _container_after_crash(supervisor: Supervisor) -> Dict[str, Any]:
+    try:
+        return supervisor.stop_container()
+    except Exception as exc:  # best effort: the exit line comes first
+        return {"container_error": "%s: %s" % (type(exc).__name__, exc)}
+
+
 def _exit_after_crash(supervisor: Supervisor, exc: Exception) -> None:
     if supervisor.proc is not None and supervisor.proc.poll() is None:
         _signal_group(supervisor.proc.pid, signal.SIGKILL)
@@ -210,6 +226,7 @@ def _exit_after_crash(supervisor: Supervisor, exc: Exception) -> None:
         supervisor._write_exit({
             "rc": None, "signal": None, "timed_out": False, "killed": False, "lost": False,
             "duration_s": None, "error": "agent failure: %s: %s" % (type(exc).__name__, exc),
+            **_container_after_crash(supervisor),
         })
     except Exception:
         traceback.print_exc()

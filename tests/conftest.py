@@ -117,7 +117,7 @@ class SimHostTree:
 
     def env(self, **extra: str) -> dict[str, str]:
         return {"PATH": f"{self.bin}:/usr/bin:/bin", "PYTHONPATH": str(self.dist), "RFSIM_ETC": str(self.etc),
-                "HOME": str(self.home), "LANG": "C.UTF-8", **extra}
+                "RFSIM_DOCKER_ROOT": str(self.root / "docker"), "HOME": str(self.home), "LANG": "C.UTF-8", **extra}
 
     def run(self, argv: Sequence[str], *, timeout_s: float = 30.0, user: str | None = None,
             **extra: str) -> Any:

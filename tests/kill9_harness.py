@@ -300,6 +300,9 @@ def fleet_problems(hosts: Sequence[Any], defaults: Mapping[str, Any], deadline_s
         off = {k: (state.get(k), v) for k, v in defaults.items() if state.get(k) != v}
         if off:
             problems.append(f"{host.name}: GPU not at its defaults at the end, (now, default): {off}")
+        left = host.ssh("docker ps -a -q --filter label=reprofleet.attempt")  # a container outlives its client
+        if left.returncode != 0 or left.stdout.strip():
+            problems.append(f"{host.name}: attempt containers left at the end: {left.stdout.split() or left.stderr}")
     return problems
 
 

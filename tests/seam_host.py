@@ -93,6 +93,7 @@ class FakeHost:
         self.host_debug: dict[str, int] = dict(SYSCTL_DEFAULTS)  # the kernel's lockup sysctls
         self.host_debug_applies: list[str] = []  # the boot_id of each apply
         self.started: dict[str, str] = {}  # attempt id -> the boot it started in
+        self.containers: dict[str, str | None] = {}  # attempt id -> the container name its run gave the agent
         options = {"timeout_s": 1, "tries": 2} if pdu_options is None else dict(pdu_options)
         port = PowerPort("fake", "http://pdu.fake", outlet="1", options=options) if power else None
         self.host = Host(name=name, address="192.0.2.10", pdu=port)
@@ -343,9 +344,12 @@ class FakeAgent:
         self._call()
         self._fence()
         self.fake.killed.append(attempt_id)
-        was_running = any(o["id"] == attempt_id for o in self.fake.orphans)
+        orphan = next((o for o in self.fake.orphans if o["id"] == attempt_id), None)
         self.fake.orphans = [o for o in self.fake.orphans if o["id"] != attempt_id]
-        return replies.parse_kill(self.host, {"k": "killed", "id": attempt_id, "was_running": was_running})
+        reply = {"k": "killed", "id": attempt_id, "was_running": orphan is not None}
+        if orphan is not None and orphan.get("container"):  # the agent docker-kills a container left running
+            reply.update(container=orphan["container"], container_killed=True)
+        return replies.parse_kill(self.host, reply)
 
     def policy(self, action: str, gpu: int, settings: Mapping[str, Any] | None = None) -> replies.PolicyReply:
         self._call()
@@ -396,7 +400,8 @@ class FakeAgent:
         return replies.parse_netconsole(self.host, {"k": "netconsole", **self.one(["netconsole", *args], "netconsole")})
 
     def run(self, attempt_id: str, argv: list[str], *, timeout: float, env: Mapping[str, str] | None = None,
-            gpu: int = 0, sample_hz: float = 10.0, clock_threshold: float = 0.0) -> "FakeStream":
+            gpu: int = 0, sample_hz: float = 10.0, clock_threshold: float = 0.0,
+            container: str | None = None) -> "FakeStream":
         self._call()
         holder = self.fake.lease_holder
         if self.lease_token and (holder is None or holder.get("token") != self.lease_token):  # host_lease.check
@@ -404,6 +409,7 @@ class FakeAgent:
                               busy_with=str((holder or {}).get("controller", "another controller")))
         if holder is not None:
             holder["renewed"] = self.fake.clock.monotonic()  # every attempt renews the lease
+        self.fake.containers[attempt_id] = container
         if self.fake.orphans:  # the real agent refuses while another attempt's supervisor is alive
             self.fake.refused.append(attempt_id)
             return FakeStream(self.fake, attempt_id, "busy", timeout, busy_with=str(self.fake.orphans[0]["id"]))

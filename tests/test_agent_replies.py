@@ -120,6 +120,12 @@ MALFORMED: list[tuple[Callable[[str, Any], Any], Any, str]] = [
     (replies.parse_attempts, {"k": "attempts", "attempts": [{"status": "running"}]}, "'id' is not an attempt id"),
     (replies.parse_attempts, {"k": "attempts", "attempts": [{"id": "a", "age_s": "old"}]}, "'age_s' is not a number"),
     (replies.parse_kill, {"k": "killed", "was_running": "no"}, "'was_running' is not true or false"),
+    (replies.parse_kill, {"k": "killed", "container": "c", "container_killed": "yes"},
+     "'container_killed' is not true or false"),
+    (replies.parse_attempts, {"k": "attempts", "attempts": [{"id": "a", "container": 7}]}, "'container' is not a string"),
+    (replies.parse_attempts, {"k": "attempts", "attempts": [{"id": "a", "supervisor_alive": "no"}]},
+     "'supervisor_alive' is not true or false"),
+    (replies.parse_exit, {"k": "exit", "container_killed": 1}, "'container_killed' is not true or false"),
     (replies.parse_lease, {"k": "lease", "ok": None, "broken": "k1"}, "'broken' is not an object"),
     (replies.parse_lease, {"k": "lease", "ok": "true"}, "'ok' is not true or false"),
     (replies.parse_postboot, {"k": "postboot", "previous_boot": []}, "'previous_boot' is not an object"),
@@ -134,6 +140,20 @@ def test_a_malformed_reply_is_an_agent_error_naming_the_host_and_the_field(
     with pytest.raises(AgentError) as caught:
         parse("ws01", line)
     assert "ws01" in str(caught.value) and words in str(caught.value)
+
+
+def test_container_fields_of_kill_exit_and_attempts_parse() -> None:
+    kill = replies.parse_kill("h", {"k": "killed", "id": "a", "was_running": True, "container": "reprofleet-a",
+                                    "container_killed": True})
+    assert kill.container == "reprofleet-a" and kill.container_killed
+    assert kill.container_fields() == {"container": "reprofleet-a", "container_killed": True}
+    assert replies.parse_kill("h", {"k": "killed", "id": "b", "was_running": False}).container_fields() == {}
+    end = replies.parse_exit("h", {"k": "exit", "rc": None, "signal": 9, "timed_out": True, "container": "reprofleet-a",
+                                   "container_killed": True})
+    assert end.container == "reprofleet-a" and end.container_killed and end.container_error is None
+    (listed,) = replies.parse_attempts("h", {"k": "attempts", "attempts": [
+        {"id": "a", "status": "running", "container": "reprofleet-a", "supervisor_alive": False}]})
+    assert listed.container == "reprofleet-a" and listed.supervisor_alive is False
 
 
 def test_missing_optional_fields_read_as_the_protocols_defaults() -> None:

@@ -11,7 +11,9 @@ campaign's course, a wedge's recovery), so two campaigns cover what took one per
 the cache push keeps a campaign of its own. Each chain's last resume runs to the end and
 is held against one uninterrupted run of the same plan on the same fleet:
 the same records per host x cell, no attempt recorded twice, every attempt started
-recorded, no wedge lost, no torn line, every outlet on and every GPU at its defaults at the end.
+recorded, no wedge lost, no torn line, every outlet on, every GPU at its defaults and no
+attempt's container left on any host at the end (every attempt here is a docker one, and a
+container outlives its killed client).
 """
 
 from __future__ import annotations

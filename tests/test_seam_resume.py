@@ -66,6 +66,28 @@ def test_an_attempt_still_running_on_the_gpu_is_killed_before_the_first_attempt(
     assert names.index("orphan_killed") < names.index("attempt_started")  # before the first attempt
 
 
+def test_a_container_left_running_without_its_supervisor_is_killed_and_the_event_names_it(tmp_path: Path) -> None:
+    clock = VirtualClock()
+    fake = FakeHost(clock, "boxed", script=("clean",) * 4)
+    # what the agent lists for a container whose supervisor died (the docker client's death left it running)
+    fake.orphans = [{"id": "orphan-2", "status": "running", "container": "reprofleet-orphan-2",
+                     "supervisor_alive": False}]
+    ctx = seam_context(seam_book(tmp_path, attempts=1), tmp_path, clock)
+    run_host(fake, ctx)
+    (killed,) = events(ctx, "orphan_killed")
+    assert killed["attempt"] == "orphan-2" and killed["container"] == "reprofleet-orphan-2"
+    assert killed["container_killed"] is True and fake.killed[0] == "orphan-2"
+
+
+def test_a_docker_attempt_gives_the_agent_its_container_name(tmp_path: Path) -> None:
+    clock = VirtualClock()
+    fake = FakeHost(clock, "named", script=("clean",) * 2)
+    ctx = seam_context(seam_book(tmp_path, attempts=2), tmp_path, clock)
+    run_host(fake, ctx)
+    assert len(fake.containers) == 2
+    assert all(name == f"reprofleet-{attempt}" for attempt, name in fake.containers.items())
+
+
 def test_a_host_left_switched_off_is_switched_on_and_the_campaign_runs(tmp_path: Path) -> None:
     clock = VirtualClock()
     device = Device(state=PowerState.OFF)  # a controller died with the outlet off

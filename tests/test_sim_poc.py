@@ -94,11 +94,12 @@ def test_a_reboot_outcome_resets_the_host_by_itself_and_a_volatile_journal_forge
     assert [e["event"] for e in fleet.events() if e.get("host") == "rb"][-3:] == ["power_off", "power_on", "boot"]
 
 
-def test_sigterm_to_docker_ends_a_hung_container(sim_fleet) -> None:
+def test_sigterm_to_docker_run_with_init_ends_a_hung_container(sim_fleet) -> None:
     fleet = sim_fleet([SimHostSpec("tm", script=("hang",), **FAST)])
     host = fleet.hosts[0]
     push_poc(host)
-    result = host.ssh(f"{DOCKER} >/dev/null 2>&1 & docker=$!; "
+    with_init = DOCKER.replace("docker run --rm", "docker run --rm --init")  # proxied to the init, passed on to python
+    result = host.ssh(f"{with_init} >/dev/null 2>&1 & docker=$!; "
                       "for i in $(seq 100); do grep -q cuda_graph_capture /etc/reprofleet-sim/hw/gpu0.load.json "
                       "2>/dev/null && break; sleep 0.05; done; "
                       "kill -TERM $docker; wait $docker; echo rc=$?")

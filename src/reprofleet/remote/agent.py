@@ -241,8 +241,13 @@ class AgentClient:
         gpu: int = 0,
         sample_hz: float | None = None,
         clock_threshold: float | None = None,
+        container: str | None = None,
     ) -> EventStream:
+        """Start an attempt; ``container``: the docker container the PoC runs as, which the
+        agent kills at the attempt's end (the docker client's death does not stop it)."""
         args = ["run", "--id", attempt_id, "--timeout", f"{timeout:g}", "--gpu", str(gpu), *self._lease_args()]
+        if container:
+            args += ["--container", container]
         for key, value in (env or {}).items():
             args += ["--env", f"{key}={value}"]
         if cwd:
@@ -259,8 +264,9 @@ class AgentClient:
         return EventStream(self.host, self.session.stream(command))
 
     def kill(self, attempt_id: str) -> replies.KillReply:
+        # the supervisor's own end may take its kill grace and a docker kill (15 s at most)
         return replies.parse_kill(self.host, self.one(["kill", "--id", attempt_id, *self._lease_args()], "killed",
-                                                      timeout=30))
+                                                      timeout=60))
 
     def attempts(self, running_only: bool = False) -> tuple[replies.AttemptListing, ...]:
         """The host's newest attempts: ``running`` (supervisor alive), ``exited`` or ``lost``."""

@@ -158,13 +158,17 @@ def parse_runtime(host: str, line: Any) -> RuntimeReply:
 # -- attempts on the host, and the lease ------------------------------------------------
 @dataclass(frozen=True)
 class AttemptListing:
-    """One entry of ``attempts``: an attempt the host knows, newest first."""
+    """One entry of ``attempts``: an attempt the host knows, newest first. ``container``: a
+    running docker container labelled with it (``supervisor_alive`` false when only the
+    container is left: the docker client's death does not stop it)."""
 
     id: str
     status: str  # running | exited | lost
     age_s: float | None = None
     boot_id: str | None = None
     reason: str | None = None
+    container: str | None = None
+    supervisor_alive: bool | None = None
 
 
 def parse_attempts(host: str, line: Any) -> tuple[AttemptListing, ...]:
@@ -176,21 +180,35 @@ def parse_attempts(host: str, line: Any) -> tuple[AttemptListing, ...]:
         if not ident:
             raise one._bad("id", "an attempt id")
         listed.append(AttemptListing(ident, one.text("status") or "", one.number("age_s"), one.text("boot_id"),
-                                     one.text("reason")))
+                                     one.text("reason"), one.text("container"), one.optional_flag("supervisor_alive")))
     return tuple(listed)
 
 
 @dataclass(frozen=True)
 class KillReply:
-    """``kill``: whether the attempt was still running when asked."""
+    """``kill``: whether the attempt was still running when asked; for a docker attempt, the
+    container and whether ``docker kill`` stopped it running (``container_error``: why not)."""
 
     id: str | None
     was_running: bool
+    container: str | None = None
+    container_killed: bool = False
+    container_error: str | None = None
+
+    def container_fields(self) -> dict[str, Any]:
+        """For an event: the container and what docker did to it (nothing without one)."""
+        if self.container is None:
+            return {}
+        fields: dict[str, Any] = {"container": self.container, "container_killed": self.container_killed}
+        if self.container_error:
+            fields["container_error"] = self.container_error
+        return fields
 
 
 def parse_kill(host: str, line: Any) -> KillReply:
     fields = _Fields(host, "killed", line)
-    return KillReply(fields.text("id"), fields.flag("was_running"))
+    return KillReply(fields.text("id"), fields.flag("was_running"), fields.text("container"),
+                     fields.flag("container_killed"), fields.text("container_error"))
 
 
 @dataclass(frozen=True)
@@ -257,6 +275,9 @@ class ExitLine:
     error: str | None = None
     stuck: bool = False
     reason: str | None = None
+    container: str | None = None  # a docker attempt's container, stopped by the agent at the end
+    container_killed: bool = False  # docker killed it still running (the client's end had not stopped it)
+    container_error: str | None = None
 
 
 def _whole(fields: _Fields, key: str) -> int | None:
@@ -273,4 +294,5 @@ def parse_exit(host: str, line: Any) -> ExitLine:
     telemetry = None if line.get("telemetry") is None else fields.mapping("telemetry")
     return ExitLine(_whole(fields, "rc"), _whole(fields, "signal"), fields.flag("timed_out"), fields.flag("killed"),
                     fields.flag("lost"), fields.flag("rebooted"), fields.number("duration_s"), telemetry,
-                    fields.text("error"), fields.flag("stuck"), fields.text("reason"))
+                    fields.text("error"), fields.flag("stuck"), fields.text("reason"), fields.text("container"),
+                    fields.flag("container_killed"), fields.text("container_error"))

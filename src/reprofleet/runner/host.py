@@ -328,9 +328,9 @@ class HostRunner:
             if slot is not None and not self.ctx.recorded(orphan.id) \
                     and self.ctx.started_on.get(orphan.id) == self.host.name:
                 continue  # this campaign's, still running: followed from its first line and recorded
-            agent.kill(orphan.id)
+            reply = agent.kill(orphan.id)
             self.ctx.event(self.host.name, CampaignEvent.ORPHAN_KILLED, attempt=orphan.id, age_s=orphan.age_s,
-                           ours=slot is not None)
+                           ours=slot is not None, **reply.container_fields())
             if slot is not None and not self.ctx.recorded(orphan.id):
                 cell, index = slot
                 self.append(self._infra(cell, index, ReasonCode.INTERRUPTED.words("the controller died during this attempt; "
@@ -467,7 +467,7 @@ class HostRunner:
         timeout = self.ctx.playbook.timeouts.attempt
         stream = agent.run(attempt_id, list(command.argv), timeout=timeout, env=dict(command.env),
                            gpu=self.host.gpu_index, sample_hz=self.ctx.settings.sample_hz,
-                           clock_threshold=self.ctx.settings.clock_threshold_mhz)
+                           clock_threshold=self.ctx.settings.clock_threshold_mhz, container=command.container)
         writer = StreamWriter(self.ctx.directory.stream_path(attempt_id))
         # wall power, where an outlet meters it: a host frozen at 400 W and one at 60 W are different bugs
         self.state.wall = self.port.wall_sampler(lambda line: writer.write(json.dumps(line, sort_keys=True)))
@@ -567,7 +567,7 @@ class HostRunner:
                            error=str(exc))
             return False
         self.ctx.event(self.host.name, CampaignEvent.ATTEMPT_KILLED, attempt=attempt_id, why=why, ok=True,
-                       was_running=reply.was_running)
+                       was_running=reply.was_running, **reply.container_fields())
         return True
 
     # -- the whole plan --------------------------------------------------------------

@@ -64,6 +64,7 @@ class SimHostSpec:
     p_lockup_seen: float = 0.0  # share of wedges the kernel's lockup watchdog sees (script entry: lockup)
     lockup_kind: str = "soft"  # soft | hard
     lockup_detect_s: float = 1.0  # freeze -> the watchdog's report (a real kernel: ~20 s soft, ~10 s hard)
+    hang_ignores_sigterm: bool = False  # a hang stuck in a driver call: its SIGTERM handler never runs, only SIGKILL ends it
 
     def __post_init__(self) -> None:
         problems = _problems(self)

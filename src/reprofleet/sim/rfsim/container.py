@@ -1,18 +1,22 @@
-"""Second stage of the fake ``docker run``: inside a fresh mount + UTS namespace, build the
-container's root, apply the bind mounts, chroot, and exec the entrypoint (same PID, so the
-docker process waits for - and signals - the entrypoint itself).
+"""Second stage of the fake ``docker run``: the container's PID 1, started by the shim
+(rfsim.docker_shim) as the first process of a new PID namespace. It takes a private mount
+and UTS namespace of its own, builds the container's root, applies the bind mounts, chroots
+and execs - keeping its PID - the entrypoint, or with ``--init`` the init (rfsim.docker_init,
+tini's part), so that the entrypoint or the init *is* PID 1, with the kernel's rules for it:
+a signal it has no handler for is dropped, except SIGKILL from the host.
 
 The root is a tmpfs with the host's system directories bind-mounted recursively (so the
-host's fake tools, fake vLLM, kernel log and boot_id are there, as a GPU container sees the
-host's driver) and an empty /root and /tmp of its own, like an image's.
+host's fake tools, fake vLLM, kernel log, boot_id and /proc are there, as a GPU container
+sees the host's driver) and an empty /root and /tmp of its own, like an image's.
 
-    python3 -m rfsim.container '<json plan>'      (run by docker_cli under unshare)
+    python3 -m rfsim.container <container folder>/config.json      (run by the shim)
 
 Host-side module: standard library only.
 """
 
 from __future__ import annotations
 
+import ctypes
 import json
 import os
 import socket
@@ -22,6 +26,18 @@ from pathlib import Path
 from typing import Any, Dict, List
 
 PRIVATE = {"root", "tmp", "lost+found", "boot", "media", "mnt"}
+CLONE_NEWNS, CLONE_NEWUTS = 0x00020000, 0x04000000
+INIT = Path(__file__).resolve().with_name("docker_init.py")  # under /usr: inside the container's root too
+
+
+def own_namespaces() -> None:
+    """A mount and UTS namespace of this process's own, its mounts private (nothing leaks
+    back to the host), as ``unshare --mount --uts --propagation private`` would give."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.unshare(CLONE_NEWNS | CLONE_NEWUTS) != 0:
+        errno = ctypes.get_errno()
+        raise OSError(errno, f"unshare(CLONE_NEWNS|CLONE_NEWUTS): {os.strerror(errno)}")
+    _mount("--make-rprivate", "/")
 
 
 def _mount(*args: str) -> None:
@@ -54,20 +70,28 @@ def apply_mount(root: Path, mount: Dict[str, Any]) -> None:
         _mount("-o", "remount,bind,ro", str(target))
 
 
+def entry_argv(plan: Dict[str, Any]) -> List[str]:
+    """What PID 1 execs: the entrypoint and command, behind the init with ``--init``."""
+    command = list(plan["argv"])
+    return [sys.executable, "-I", str(INIT), "--", *command] if plan.get("init") else command
+
+
 def main(argv: List[str]) -> int:
-    plan = json.loads(argv[0])
-    root = Path(f"/tmp/.rfsim-ctr-{plan['id'][:12]}")
+    config = json.loads(Path(argv[0]).read_text())
+    plan, container_id = config["plan"], str(config["id"])
+    root = Path(f"/tmp/.rfsim-ctr-{container_id[:12]}")
     try:
+        own_namespaces()
         build_root(root)
         for mount in plan["mounts"]:
             apply_mount(root, mount)
-        socket.sethostname(plan["id"][:12])
+        socket.sethostname(container_id[:12])
     except (OSError, subprocess.SubprocessError) as exc:
         sys.stderr.write(f"docker: Error response from daemon: failed to create task for container: {exc}\n")
         return 125
     os.chroot(root)
     os.chdir(plan.get("workdir") or "/")
-    command = plan["argv"]
+    command = entry_argv(plan)
     try:
         os.execvpe(command[0], command, plan["env"])
     except OSError:

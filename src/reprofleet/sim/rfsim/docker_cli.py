@@ -1,11 +1,17 @@
-"""``docker`` on a simulated host: ``docker version``, ``pull``, ``image inspect`` and ``docker run``
-with the seed's flags (images: rfsim.docker_images, files in the host's hw folder).
+"""``docker`` on a simulated host: ``version``, ``info``, ``pull``, ``image inspect``, ``run``,
+``ps`` and ``kill`` (also as ``docker container ls|ps|run|kill``), with the seed's flags
+(images: rfsim.docker_images, files in the host's hw folder).
 
-``docker run`` starts the entrypoint in a private mount + UTS namespace of its own (real
-``unshare``), with its own root built by rfsim.container: the host's system directories,
-a fresh /root and /tmp, and the bind mounts applied. The image tag sets the fake vLLM
-version (vllm/vllm-openai:v0.25.1 -> 0.25.1). The exit code is the entrypoint's; SIGTERM to
-docker ends the container.
+``docker run`` behaves as the real one does, because the container is the daemon's and not
+the client's: the container is recorded in the daemon's state on the host
+(rfsim.docker_state), started by a detached shim (rfsim.docker_shim) as PID 1 of a PID
+namespace of its own, with private mount and UTS namespaces and its own root
+(rfsim.container), and the client only follows it (rfsim.docker_run): SIGTERM, SIGINT and
+SIGHUP to the client go to the container's PID 1 (which ignores those it has no handler
+for, unless ``--init`` put rfsim.docker_init there), SIGKILL of the client leaves the
+container running for ``docker ps`` to list and ``docker kill`` to stop, and a second
+container under a name in use is refused (exit 125). The image tag sets the fake vLLM
+version (vllm/vllm-openai:v0.25.1 -> 0.25.1). The client's exit code is the container's.
 
 Host-side module: standard library only.
 """
@@ -16,8 +22,6 @@ import json
 import os
 import re
 import secrets
-import signal
-import subprocess
 import sys
 from dataclasses import asdict, dataclass, field
 from typing import Dict, List, Optional, Tuple
@@ -29,7 +33,9 @@ FLAGS_WITH_VALUE = {
     "--network", "--net", "--shm-size", "-w", "--workdir", "--user", "-u", "--ulimit", "--cap-add",
     "--runtime", "--pull", "--env-file", "--hostname", "-h", "--label", "-l",
 }
-FLAGS_BOOL = {"--rm", "-i", "-t", "-it", "-ti", "--interactive", "--tty", "--init", "--privileged", "-d", "--detach"}
+FLAGS_BOOL = {"--rm", "-i", "-t", "-it", "-ti", "--interactive", "--tty", "--init", "--privileged", "-d", "--detach",
+              "--sig-proxy"}
+DEFAULT_TRUE = {"--sig-proxy"}
 
 
 class DockerUsage(Exception):
@@ -56,6 +62,19 @@ class RunSpec:
     remove: bool = False
     name: Optional[str] = None
     flags: Dict[str, str] = field(default_factory=dict)
+    labels: Tuple[Tuple[str, str], ...] = ()
+
+    @property
+    def init(self) -> bool:
+        return self.flags.get("--init") == "true"
+
+    @property
+    def detach(self) -> bool:
+        return self.flags.get("-d") == "true" or self.flags.get("--detach") == "true"
+
+    @property
+    def sig_proxy(self) -> bool:
+        return self.flags.get("--sig-proxy", "true") == "true"
 
     @property
     def vllm_version(self) -> Optional[str]:
@@ -93,16 +112,30 @@ def parse_env(text: str, environ: Dict[str, str]) -> Optional[Tuple[str, str]]:
     return (key, environ[key]) if key in environ else None
 
 
+def parse_label(text: str) -> Tuple[str, str]:
+    key, _, value = text.partition("=")
+    if not key:
+        raise DockerUsage(f"invalid argument \"{text}\" for \"-l, --label\" flag: a label needs a key")
+    return key, value
+
+
+NAME = re.compile(r"^[a-zA-Z0-9][a-zA-Z0-9_.-]+$")
+
+
 def parse_run(args: List[str], environ: Dict[str, str]) -> RunSpec:
     rest = list(args)
     env: List[Tuple[str, str]] = []
     mounts: List[Mount] = []
+    labels: List[Tuple[str, str]] = []
     flags: Dict[str, str] = {}
     while rest and rest[0].startswith("-"):
         token = rest.pop(0)
         flag, sep, value = token.partition("=")
-        if flag in FLAGS_BOOL and not sep:
-            flags[flag] = "true"
+        if flag in FLAGS_BOOL:
+            if sep and value.lower() not in ("true", "false", "1", "0"):
+                raise DockerUsage(f"invalid argument \"{value}\" for \"{flag}\" flag: strconv.ParseBool: parsing "
+                                  f"\"{value}\": invalid syntax")
+            flags[flag] = "true" if not sep or value.lower() in ("true", "1") else "false"
             continue
         if flag not in FLAGS_WITH_VALUE:
             raise DockerUsage(f"unknown flag: {flag}")
@@ -118,14 +151,19 @@ def parse_run(args: List[str], environ: Dict[str, str]) -> RunSpec:
             mounts.append(parse_mount(value))
         elif flag in ("-v", "--volume"):
             mounts.append(parse_volume(value))
+        elif flag in ("-l", "--label"):
+            labels.append(parse_label(value))
         else:
             flags[flag] = value
     if not rest:
         raise DockerUsage("\"docker run\" requires at least 1 argument.")
+    name = flags.get("--name")
+    if name is not None and not NAME.match(name):
+        raise DockerUsage(f"Invalid container name ({name}), only [a-zA-Z0-9][a-zA-Z0-9_.-] are allowed")
     return RunSpec(
         image=rest[0], command=tuple(rest[1:]), entrypoint=flags.get("--entrypoint"), env=tuple(env),
         mounts=tuple(mounts), workdir=flags.get("-w") or flags.get("--workdir"), gpus=flags.get("--gpus"),
-        remove="--rm" in flags, name=flags.get("--name"), flags=flags,
+        remove=flags.get("--rm") == "true", name=name, flags=flags, labels=tuple(labels),
     )
 
 
@@ -142,8 +180,19 @@ def container_env(spec: RunSpec, container_id: str, default_vllm: str) -> Dict[s
     return env
 
 
+def container_config(spec: RunSpec, argv: List[str], default_vllm: str) -> Dict[str, object]:
+    """What the daemon records for a container, and the plan its PID 1 follows."""
+    container_id = secrets.token_hex(32)
+    return {
+        "id": container_id, "name": spec.name, "image": spec.image, "labels": dict(spec.labels),
+        "command": argv, "remove": spec.remove, "init": spec.init,
+        "plan": {"argv": argv, "mounts": [asdict(m) for m in spec.mounts], "workdir": spec.workdir or "/",
+                 "env": container_env(spec, container_id, default_vllm), "init": spec.init},
+    }
+
+
 def run_container(spec: RunSpec) -> int:
-    from . import hwio  # late: `docker version` must work without the hw dir
+    from . import docker_run, hwio  # late: `docker version` must work without the hw dir
 
     for mount in spec.mounts:
         if not os.path.exists(mount.source):
@@ -157,34 +206,8 @@ def run_container(spec: RunSpec) -> int:
     if not argv:
         _err("docker: Error response from daemon: no command specified.")
         return RC_DOCKER_ERROR
-    container_id = secrets.token_hex(32)
-    plan = {"id": container_id, "argv": argv, "mounts": [asdict(m) for m in spec.mounts],
-            "workdir": spec.workdir or "/",
-            "env": container_env(spec, container_id, str(hwio.host_config().get("vllm_version", "0.25.1")))}
-    child = subprocess.Popen(
-        ["unshare", "--mount", "--uts", "--propagation", "private", "--",
-         sys.executable, "-m", "rfsim.container", json.dumps(plan)],
-        stdin=subprocess.DEVNULL,
-    )
-    for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
-        signal.signal(signum, lambda s, _f: _forward(child, s))
-    rc = child.wait()
-    _cleanup(container_id)
-    return rc if rc >= 0 else 128 - rc
-
-
-def _forward(child: "subprocess.Popen[bytes]", signum: int) -> None:
-    try:
-        child.send_signal(signum)
-    except ProcessLookupError:
-        pass
-
-
-def _cleanup(container_id: str) -> None:
-    try:
-        os.rmdir(f"/tmp/.rfsim-ctr-{container_id[:12]}")
-    except OSError:
-        pass
+    config = container_config(spec, argv, str(hwio.host_config().get("vllm_version", "0.25.1")))
+    return docker_run.run(config, spec.detach, dict(os.environ), sig_proxy=spec.sig_proxy)
 
 
 def _err(message: str) -> None:
@@ -294,10 +317,16 @@ def docker_info(args: List[str]) -> int:
     return 0
 
 
+ALIASES = {("container", "ls"): "ps", ("container", "ps"): "ps", ("container", "list"): "ps",
+           ("container", "kill"): "kill", ("container", "run"): "run"}
+
+
 def main(argv: List[str]) -> int:
     if not argv:
         _err("Usage:  docker [OPTIONS] COMMAND")
         return 0
+    if tuple(argv[:2]) in ALIASES:
+        argv = [ALIASES[(argv[0], argv[1])], *argv[2:]]
     if argv[0] == "version":
         if argv[1:3] == ["--format", "{{.Server.Version}}"] or argv[1:] == ["--format={{.Server.Version}}"]:
             print(SERVER_VERSION)
@@ -307,6 +336,10 @@ def main(argv: List[str]) -> int:
         return 0
     if argv[0] == "info":
         return docker_info(argv[1:])
+    if argv[0] in ("ps", "kill"):
+        from . import docker_ps
+
+        return docker_ps.ps(argv[1:]) if argv[0] == "ps" else docker_ps.kill(argv[1:])
     try:
         if argv[0] == "pull" and len(argv) >= 2:
             return pull_image(argv[-1], quiet=("-q" in argv[1:-1] or "--quiet" in argv[1:-1]))
@@ -317,7 +350,7 @@ def main(argv: List[str]) -> int:
         return 1
     if argv[0] != "run":
         _err(f"docker: '{argv[0]}' is not a docker command "
-             "(simulated docker knows: version, run, pull, image inspect).")
+             "(simulated docker knows: version, info, run, ps, kill, pull, image inspect).")
         return 1
     try:
         spec = parse_run(argv[1:], dict(os.environ))

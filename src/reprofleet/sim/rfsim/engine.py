@@ -7,7 +7,8 @@ using the GPU policy actually applied *at that moment*:
 
 * clean  - goes on to "init engine ... took", LLM() returns;
 * error  - prints an EngineCore traceback, raises RuntimeError (the PoC exits 1);
-* hang   - stops printing and sleeps forever (the host is fine);
+* hang   - stops printing and sleeps forever (the host is fine); with the host's
+  ``hang_ignores_sigterm`` it is stuck in the driver and only SIGKILL ends it;
 * wedge  - asks the hardware to wedge the host, then sleeps forever (it will be frozen);
 * reboot - asks the hardware to reset the host, then sleeps until it dies with it.
 
@@ -21,6 +22,7 @@ from __future__ import annotations
 import hashlib
 import os
 import random
+import signal
 import sys
 import time
 from pathlib import Path
@@ -80,7 +82,7 @@ def decide(args: vllm_log.EngineArgs, attempt: int) -> wedge.Decision:
         "t": time.time(), "attempt": attempt, "outcome": decision.outcome, "source": decision.source,
         "lockup": decision.lockup,
         "probabilities": decision.probabilities, "conditions": cond.__dict__, "boot_id": _boot_id(),
-        "pid": os.getpid(),
+        "pid": gpu.host_pid(),
     })
     return decision
 
@@ -124,10 +126,10 @@ class Engine:
         self.scale = float(config.get("time_scale", 0.05))
         self.steps = vllm_log.move_decision(vllm_log.timeline(self.args),
                                             str(config.get("wedge_phase", "cuda_graph_capture")))
-        self.main_pid = os.getpid()
+        self.main_pid = os.getpid()  # as the engine's own log lines name it (its namespace's number)
         self.core_pid = self.main_pid + 1
         self.started = time.time()
-        self.load: Dict[str, Any] = {"pid": os.getpid(), "started": self.started, "level": 0.0,
+        self.load: Dict[str, Any] = {"pid": gpu.host_pid(), "started": self.started, "level": 0.0,
                                      "memory_used_mib": 0, "phase": "engine_init"}
 
     def mark(self, step: vllm_log.Step) -> None:
@@ -158,9 +160,11 @@ class Engine:
             return
         if decision.outcome == "error":
             self.fail(random.Random(decision.attempt).random() < 0.5)
+        if decision.outcome == "hang" and hwio.host_config().get("hang_ignores_sigterm"):
+            signal.signal(signal.SIGTERM, signal.SIG_IGN)  # stuck in the driver: no handler of its runs
         if decision.outcome in ("wedge", "reboot"):
             hwio.request(decision.outcome, source="vllm", name="VLLM::EngineCor", attempt=decision.attempt,
-                         lockup=decision.lockup)
+                         lockup=decision.lockup, pid=gpu.host_pid())
         sleep_forever()
 
     def fail(self, out_of_memory: bool) -> None:

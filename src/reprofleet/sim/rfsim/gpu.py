@@ -109,6 +109,21 @@ def reset_settings(index: int = 0, hw: Optional[Path] = None) -> None:
         pass
 
 
+def host_pid() -> int:
+    """This process's pid as the host (and so the driver) numbers it: NVML names a process
+    in a container by its host pid. In a container of the simulated docker, /proc is the
+    host's, so the first ``NSpid`` of /proc/self/status is the host's number; elsewhere it
+    is os.getpid()."""
+    try:
+        with open("/proc/self/status") as status:
+            for line in status:
+                if line.startswith("NSpid:"):
+                    return int(line.split()[1])
+    except (OSError, ValueError, IndexError):
+        pass
+    return os.getpid()
+
+
 def pid_alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)

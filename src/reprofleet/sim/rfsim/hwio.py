@@ -68,7 +68,7 @@ def request(kind: str, hw: Optional[Path] = None, **data: Any) -> Path:
     """Ask the hardware daemon for something (wedge, reboot, stall); it deletes the file."""
     folder = (hw or hw_dir()) / "requests"
     folder.mkdir(parents=True, exist_ok=True)
-    body = dict(data, kind=kind, t=time.time(), pid=os.getpid())
+    body = {"pid": os.getpid(), **data, "kind": kind, "t": time.time()}  # a given pid: the host's number
     path = folder / f"{time.time_ns()}-{os.getpid()}-{kind}.json"
     write_json(path, body)
     return path
