@@ -51,7 +51,8 @@ test: system-deps $(VENV)/.installed
 # (The fleet run appends: pytest-cov erases every earlier .coverage* file when it starts.)
 coverage: system-deps $(VENV)/.installed
 	$(VENV)/bin/python -m pytest -q -m "not fleet" -n auto --cov=reprofleet --cov-report= $(PYTEST_ARGS)
-	$(VENV)/bin/python -m pytest -q -m fleet --cov=reprofleet --cov-append --cov-report= $(PYTEST_ARGS)
+	$(VENV)/bin/python -m pytest -q -m "fleet and not alone" -n 2 --dist loadfile --cov=reprofleet --cov-append --cov-report= $(PYTEST_ARGS)
+	$(VENV)/bin/python -m pytest -q -m "fleet and alone" --cov=reprofleet --cov-append --cov-report= $(PYTEST_ARGS)
 	$(VENV)/bin/python -m coverage report | tail -1
 
 clean:
