@@ -8,8 +8,7 @@ mid-attempt with the resume killed mid-attempt as well, mid-attempt with the att
 to finish before the resume, and mid-attempt with its host frozen before the resume). The points are chained: one
 campaign is killed at the first, its ``--resume`` at the next, and so on (two chains: the
 campaign's course, a wedge's recovery), so two campaigns cover what took one per point;
-the cache push keeps a campaign of its own (the wedge-recovery chain runs from
-tests/test_fleet_kill9_recovery.py, so make test can run the two chains side by side). Each chain's last resume runs to the end and
+the cache push keeps a campaign of its own. Each chain's last resume runs to the end and
 is held against one uninterrupted run of the same plan on the same fleet:
 the same records per host x cell, no attempt recorded twice, every attempt started
 recorded, no wedge lost, no torn line, every outlet on, every GPU at its defaults and no
@@ -329,6 +328,12 @@ def _run_chain(kill_fleet: KillFleet, reference: Reference, tmp_path: Path, chai
 def test_a_campaign_killed_at_each_step_of_its_course_in_turn_ends_as_an_uninterrupted_one(
         kill_fleet: KillFleet, reference: Reference, tmp_path: Path) -> None:
     _run_chain(kill_fleet, reference, tmp_path, PROGRESS_CHAIN)
+
+
+@pytest.mark.fleet
+def test_a_campaign_killed_at_each_step_of_a_wedge_recovery_in_turn_ends_as_an_uninterrupted_one(
+        kill_fleet: KillFleet, reference: Reference, tmp_path: Path) -> None:
+    _run_chain(kill_fleet, reference, tmp_path, RECOVERY_CHAIN)
 
 
 @pytest.mark.fleet
