@@ -56,7 +56,7 @@ def test_a_campaign_with_every_driver_writes_no_secret_anywhere(
         sim_fleet: Any, sim_inventory: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
         capfd: pytest.CaptureFixture[str], caplog: pytest.LogCaptureFixture) -> None:
     pytest.importorskip("pdudaemon")
-    fleet = sim_fleet([SimHostSpec(f"sec{i}", script=("wedge", "clean"), boot_delay_s=0.5)
+    fleet = sim_fleet([SimHostSpec(f"sec{i}", script=("wedge", "clean"), boot_delay_s=0.5, time_scale=0.02)
                        for i in range(len(SIMULATED_DEVICES))])
     sims, blocks, secrets = [], {}, []
     try:
