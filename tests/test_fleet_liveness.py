@@ -59,6 +59,29 @@ def _once_running(action: Any) -> Any:
     return progress
 
 
+def _until(evidence: Any, deadline_s: float, poll_s: float = 0.1) -> bool:
+    """Poll ``evidence()`` until it holds (True) or the deadline passes (False): an outage or a
+    starvation lasts until what it must cause is on record, not for a guessed time."""
+    deadline = time.monotonic() + deadline_s
+    while time.monotonic() < deadline:
+        if evidence():
+            return True
+        time.sleep(poll_s)
+    return False
+
+
+def _live_events(reports: Path) -> list[dict]:
+    """events.jsonl of the campaign running under ``reports`` (whole lines only)."""
+    entries = []
+    for path in reports.glob("*/events.jsonl"):
+        for line in path.read_text().splitlines():
+            try:
+                entries.append(json.loads(line))
+            except ValueError:
+                continue  # a line being written
+    return entries
+
+
 def _events(result: Any) -> list[dict]:
     path = result.directory.events
     return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
@@ -124,9 +147,15 @@ def test_cutting_every_link_at_the_controller_cycles_nothing(
             cut.set()
             threading.Thread(target=outage, daemon=True).start()
 
+    def every_host_dead_and_the_guard_down() -> bool:
+        seen = _live_events(tmp_path / "reports")
+        dead = {e["host"] for e in seen if e["event"] == "probe" and e.get("answer") == "DEAD"}
+        down = {e["host"] for e in seen if e["event"] == "guard" and e.get("network") == "down"}
+        return all(h.name in dead and h.name in down for h in fleet.hosts)
+
     def outage() -> None:
         fleet.cut_controller_network()
-        time.sleep(9.0)  # longer than silence + confirm (3 + 3 s): every host goes DEAD, then comes back
+        _until(every_host_dead_and_the_guard_down, 30.0)  # the assertions below say if it never came
         fleet.restore_controller_network()
 
     try:
@@ -193,8 +222,8 @@ def test_a_cpu_starved_host_is_slow_not_wedged(sim_fleet: Any, sim_inventory: An
     def starve() -> None:
         time.sleep(2.0)
         host.starve_cpu(5)
-        try:
-            time.sleep(16.0)  # four times the ~4 s a frozen host takes to be declared
+        try:  # starved until the quota has bitten for 12 s of 100 ms periods: three times what declaring a freeze takes
+            _until(lambda: host.cpu.throttled() > 120, 30.0)
             throttled.append(host.cpu.throttled())
         finally:
             host.starve_cpu(None)

@@ -3,6 +3,7 @@ problem naming the fix; it runs nothing and its slots are ``not run`` (they run 
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -44,7 +45,7 @@ def test_a_ready_host_runs_its_plan(tmp_path: Path) -> None:
 
 HOST = Host(name="ws01", address="10.0.0.1", gpu_index=1)
 DOCKER = cell("ref", 0)
-PYTHON = cell("py", 1).__class__(**{**cell("py", 1).__dict__, "runtime": Runtime(RuntimeKind.PYTHON, python="python3")})
+PYTHON = replace(cell("py", 1), runtime=Runtime(RuntimeKind.PYTHON, python="python3"))
 
 
 @pytest.mark.parametrize("facts, expected", [
@@ -72,8 +73,6 @@ def test_facts_an_agent_did_not_send_are_unknown_not_problems() -> None:
 
 def test_a_host_that_breaks_mid_campaign_is_quarantined_after_three_same_reason_infra_not_its_whole_plan(
         tmp_path: Path) -> None:
-    from dataclasses import replace
-
     from reprofleet.model import GpuPolicy
 
     clock = VirtualClock()

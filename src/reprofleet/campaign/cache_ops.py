@@ -44,8 +44,8 @@ def push_everywhere(inventory_path: str, settings: Any, folder: str,
 
 def refuse_if_leased(agent: Any) -> None:
     """Raise HostLeased when a live campaign lease is on the agent's host."""
-    lease = agent.lease("show").lease
-    if lease and float(lease.get("age_s") or 0.0) <= float(lease.get("ttl_s") or 0.0):
+    lease = agent.lease("show").live
+    if lease:
         raise HostLeased(agent.host, f"campaign {lease.get('campaign')} of {lease.get('controller')} holds this host; "
                                      "pass --ignore-lease to act anyway")
 

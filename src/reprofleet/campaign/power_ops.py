@@ -63,10 +63,7 @@ def live_lease(inventory_path: str, host_name: str, transport: Any) -> tuple[dic
     answer = with_agent(host, transport, lambda agent: agent.lease("show"))
     if isinstance(answer, ReprofleetError):
         return None, str(answer)
-    lease = dict(answer.lease) if answer.lease else None
-    if lease is None or float(lease.get("age_s") or 0.0) > float(lease.get("ttl_s") or 0.0):
-        return None, None
-    return lease, None
+    return (dict(answer.live) if answer.live else None), None
 
 
 def power_action(inventory_path: str, host_name: str, action: str, reports: Path, dwell_s: float) -> PowerState:

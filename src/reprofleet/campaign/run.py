@@ -32,7 +32,7 @@ from reprofleet.power import PowerLog
 from reprofleet.liveness.watchdog import FleetLiveness
 from reprofleet.liveness.witness import CachedWitness, controller_network_ok
 from reprofleet.model.events import CampaignEvent, event_of
-from reprofleet.model.reasons import reason_code
+from reprofleet.model.reasons import slot_runs_again
 
 
 @dataclass(frozen=True)
@@ -113,7 +113,7 @@ def describe_plan(plan: CampaignPlan) -> str:
 def runs_again(record: Mapping[str, Any]) -> bool:
     """An attempt that was interrupted or never run: its slot runs again on resume, and it
     counts for nothing (so a resumed campaign tallies and decides as an uninterrupted one)."""
-    return record["outcome"] == "infra" and reason_code(str(record.get("reason", ""))).runs_again_on_resume
+    return slot_runs_again(str(record["outcome"]), record.get("reason"))
 
 
 def completed_counts(directory: CampaignDir) -> dict[tuple[str, str], int]:

@@ -50,3 +50,9 @@ def reason_code(reason: str | None) -> ReasonCode:
         if head and text.startswith(head):
             return code
     return ReasonCode.OTHER
+
+
+def slot_runs_again(outcome: str, reason: str | None) -> bool:
+    """An ``infra`` attempt that was interrupted or never run: its slot runs again on resume,
+    and it counts for nothing (a resumed campaign tallies as an uninterrupted one)."""
+    return outcome == "infra" and reason_code(reason).runs_again_on_resume

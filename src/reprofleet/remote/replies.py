@@ -221,6 +221,14 @@ class LeaseReply:
     broken: Mapping[str, Any] | None = None  # the lease a --break took over
     held: Mapping[str, Any] | None = None  # on a refusal: whose lease it is
 
+    @property
+    def live(self) -> Mapping[str, Any] | None:
+        """``show``'s lease while it holds (renewed within its TTL, as host_lease.expired judges), else None."""
+        lease = self.lease
+        if not lease or float(lease.get("age_s") or 0.0) > float(lease.get("ttl_s") or 0.0):
+            return None
+        return lease
+
 
 def parse_lease(host: str, line: Any) -> LeaseReply:
     fields = _Fields(host, "lease", line)

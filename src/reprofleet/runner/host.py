@@ -33,7 +33,7 @@ from reprofleet.liveness.probes import ProbeAnswer
 from reprofleet.remote.transport import Session
 from reprofleet.liveness.watchdog import Watchdog
 from reprofleet.model.events import CampaignEvent
-from reprofleet.model.reasons import ReasonCode, reason_code
+from reprofleet.model.reasons import ReasonCode, reason_code, slot_runs_again
 from reprofleet.runner.host_log import HostLog
 
 CONTROLLER_DISK_ERRORS = (errno.ENOSPC, errno.EDQUOT, errno.EROFS)  # the controller cannot write: stop all
@@ -156,7 +156,7 @@ class HostRunner:
                 self.prepare()  # it was booting (a kill -9 during its recovery): a host like any other
                 return
             if self.ctx.recovery is None or not self.host.pdu or self.ctx.stop.is_set() \
-                    or self.probe() is ProbeAnswer.SSHD:
+                    or answer is ProbeAnswer.SSHD:
                 raise
             userspace = answer is ProbeAnswer.KERNEL
             self.ctx.event(self.host.name, CampaignEvent.UNREACHABLE_AT_START, reason=str(exc), kernel_answers=userspace,
@@ -240,7 +240,7 @@ class HostRunner:
                 continue
             self.ctx.event(self.host.name, CampaignEvent.ATTEMPT_RESUMED, attempt=attempt_id, status=listed.status)
             record = self.run_slot(cell, index, resume=listed)
-            if record is not None and not _runs_again(record):
+            if record is not None and not slot_runs_again(record.outcome.value, record.reason):
                 self._drop_from_plan(cell, index)
 
     def switch_on_if_off(self) -> bool:
@@ -802,6 +802,3 @@ def _reason_shape(reason: str | None) -> str:
     text = re.sub(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}", "<id>", reason or "")
     return re.sub(r"\d+(\.\d+)?", "<n>", text)
 
-
-def _runs_again(record: Record) -> bool:
-    return record.outcome is Outcome.INFRA and reason_code(record.reason).runs_again_on_resume
