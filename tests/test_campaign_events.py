@@ -22,7 +22,7 @@ WRITTEN_NAMES = {
     "policy_restored", "policy_restore_failed", "host_debug_applied", "host_debug_restored",
     "host_debug_restore_failed", "netconsole_applied", "netconsole_failed", "netconsole_restored",
     "netconsole_restore_failed", "attempt_started", "stopped", "quarantined", "unreachable", "reboot", "wedge",
-    "suspect", "probe", "clear", "guard", "reattach_failed", "controller_network_suspect",
+    "suspect", "probe", "clear", "guard", "silence_hold", "silence_release", "cut_by_neighbour", "reattach_failed", "controller_network_suspect",
     "controller_network_back", "icmp_unavailable", "recovery", "power_retry", "needs_person", "warning", "not_ready", "fenced", "attempt_resumed",
     "policy_changed", "start_refused", "attempt_killed",  # issue 17
 }

@@ -61,7 +61,7 @@ def test_the_settings_objects_take_their_defaults_from_the_timings(tmp_path: Pat
     assert DEFAULT_TIMINGS.controller_grace_s == 30.0 and DEFAULT_TIMINGS.human_wait_s == 24 * 3600.0
     assert (DEFAULT_TIMINGS.boot_poll_first_s, DEFAULT_TIMINGS.boot_poll_factor, DEFAULT_TIMINGS.boot_poll_cap_s) \
         == (1.0, 1.5, 10.0)
-    assert WatchdogSettings() == WatchdogSettings(3.0, 1.0, 0.5, 1.0, 3, 60.0, 5.0, 600.0, 3.0)
+    assert WatchdogSettings() == WatchdogSettings(3.0, 1.0, 0.5, 1.0, 3, 60.0, 5.0, 300.0, 600.0, 3.0)
     assert WatchdogSettings.from_timings(DEFAULT_TIMINGS) == WatchdogSettings()
     assert DriverSettings() == DriverSettings(5.0, 10.0, 3, 0.25, 0.5, 5.0, 120.0)
     transport = TransportSettings(known_hosts=tmp_path)

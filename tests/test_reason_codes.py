@@ -20,6 +20,8 @@ WORDINGS = [
     ("not run: could not prepare the host: ws01: connection refused", ReasonCode.NOT_RUN),
     ("not run: unexpected error: KeyError: 'a bug in our own code'", ReasonCode.NOT_RUN),
     ("not run: wedged, and no recovery is configured", ReasonCode.NOT_RUN),
+    ("cut by a neighbour's power cycle: ws02 was cycled through the shared outlet tasmota:http://pdu#3",
+     ReasonCode.CUT),
     ("unreachable at campaign start", ReasonCode.UNREACHABLE_AT_START),
     ("unexpected error: KeyError: 'a bug in our own code'", ReasonCode.UNEXPECTED_ERROR),
     ("the agent's supervisor vanished without recording an exit", ReasonCode.OTHER),
@@ -44,7 +46,7 @@ def test_the_words_a_writer_builds_read_back_as_their_code() -> None:
 
 
 def test_only_interrupted_and_never_run_slots_run_again() -> None:
-    assert {c for c in ReasonCode if c.runs_again_on_resume} == {ReasonCode.INTERRUPTED, ReasonCode.NOT_RUN}
+    assert {c for c in ReasonCode if c.runs_again_on_resume} == {ReasonCode.INTERRUPTED, ReasonCode.NOT_RUN, ReasonCode.CUT}
 
 
 @pytest.mark.parametrize(("record", "again"), [

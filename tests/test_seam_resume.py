@@ -15,7 +15,7 @@ from typing import Any
 
 from reprofleet.clock import VirtualClock
 from reprofleet.power.base import PowerState
-from seam_host import Device, FakeHost, events, records, run_host, seam_book, seam_context
+from seam_host import Device, FakeHost, events, power_actions, records, run_host, seam_book, seam_context
 from test_campaign_stopping import cell
 
 
@@ -88,12 +88,35 @@ def test_a_docker_attempt_gives_the_agent_its_container_name(tmp_path: Path) -> 
     assert all(name == f"reprofleet-{attempt}" for attempt, name in fake.containers.items())
 
 
+def _died_mid_cycle(ctx: Any, host: str) -> None:
+    """The campaign's power log, as a controller killed in a cycle's dwell leaves it: its "off"."""
+    ctx.directory.power.parent.mkdir(parents=True, exist_ok=True)
+    with ctx.directory.power.open("a") as log:
+        log.write(json.dumps({"time": "2026-12-01T00:00:00Z", "host": host, "driver": "fake", "address": "fake",
+                              "outlet": "1", "action": "off", "result": "ok", "state": "off"}) + "\n")
+
+
+def test_an_outlet_that_reads_off_on_a_host_never_seen_is_not_switched_on(tmp_path: Path) -> None:
+    """A mistyped address whose outlet happens to read off: someone else's machine, left alone."""
+    clock = VirtualClock()
+    device = Device(state=PowerState.OFF)
+    fake = FakeHost(clock, "typo", script=("clean",), boot_delay_s=0.5, device=device)
+    fake.off, fake.up_at = True, None
+    ctx = seam_context(seam_book(tmp_path, attempts=1), tmp_path, clock)
+    run_host(fake, ctx)
+    (record,) = records(ctx)
+    assert record["outcome"] == "infra" and "never answered" in record["reason"] and "reads off" in record["reason"]
+    assert device.state is PowerState.OFF and not events(ctx, "switched_on_at_start")
+    assert not [a for a in power_actions(ctx) if a["action"] in ("on", "off", "cycle")]
+
+
 def test_a_host_left_switched_off_is_switched_on_and_the_campaign_runs(tmp_path: Path) -> None:
     clock = VirtualClock()
     device = Device(state=PowerState.OFF)  # a controller died with the outlet off
     fake = FakeHost(clock, "left-off", script=("clean",) * 4, boot_delay_s=0.5, device=device)
     fake.off, fake.up_at = True, None
     ctx = seam_context(seam_book(tmp_path, attempts=1), tmp_path, clock)
+    _died_mid_cycle(ctx, fake.name)
     run_host(fake, ctx)
     (record,) = records(ctx)
     assert record["outcome"] == "clean"

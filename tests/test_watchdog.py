@@ -196,16 +196,121 @@ def test_without_a_guard_every_host_silent_at_once_blames_our_network() -> None:
         dog.close()
 
 
-def test_hosts_that_freeze_together_are_wedges_when_the_guard_says_our_network_works() -> None:
-    clock = FakeClock()
-    fleet = FleetLiveness(window_s=5.0, network_ok=lambda: True)
-    dogs = [Watchdog(f"ws0{i}", lambda: ProbeAnswer.DEAD, SETTINGS, fleet=fleet, clock=clock) for i in range(3)]
-    for _ in range(12):
+def _together(fleet: FleetLiveness, clock: FakeClock, names: list[str], answer: Callable[[], Any] = lambda: ProbeAnswer.DEAD,
+              events: Events | None = None) -> list[Watchdog]:
+    return [Watchdog(n, answer, SETTINGS, fleet=fleet, clock=clock, report=events) for n in names]
+
+
+def _tick(dogs: list[Watchdog], clock: FakeClock, seconds: float, live: list[Watchdog] = ()) -> list[Verdict]:  # type: ignore[assignment]
+    for _ in range(int(round(seconds / 0.25))):
         clock.now += 0.25
+        for dog in live:
+            dog.heard()
         for dog in dogs:
             dog.check()
             _settle(dog)
-    assert [d.check() for d in dogs] == [Verdict.WEDGED] * 3
+    return [d.check() for d in dogs]
+
+
+def test_hosts_that_freeze_together_are_held_then_wedges_once_the_silence_outlasts_the_hold() -> None:
+    clock, events = FakeClock(), Events()
+    fleet = FleetLiveness(window_s=5.0, network_ok=lambda: True, hold_s=30.0, clock=clock)
+    dogs = _together(fleet, clock, ["ws01", "ws02", "ws03"], events=events)
+    assert _tick(dogs, clock, 3.0) == [Verdict.HELD] * 3  # a switch outage looks the same: nothing declared
+    assert _tick(dogs, clock, 20.0) == [Verdict.HELD] * 3
+    assert _tick(dogs, clock, 8.0) == [Verdict.WEDGED] * 3  # 31 s of silence: past correlated_hold_s
+    holds = [f for _, what, f in events.seen if what == "silence_hold"]
+    releases = [f for _, what, f in events.seen if what == "silence_release"]
+    assert len(holds) == 3 and all(f["rule"] == "correlated" and len(f["peers"]) == 2 for f in holds)
+    assert [f["rule"] for f in releases] == ["outlasted"] * 3
+
+
+def test_a_switch_outage_shorter_than_the_hold_makes_no_verdict_and_clears() -> None:
+    clock, events = FakeClock(), Events()
+    fleet = FleetLiveness(window_s=5.0, network_ok=lambda: True, hold_s=60.0, clock=clock)
+    dogs = _together(fleet, clock, ["ws01", "ws02", "ws03"], events=events)
+    assert set(_tick(dogs, clock, 45.0)) == {Verdict.HELD}
+    for dog in dogs:  # the switch is back: every stream speaks again
+        dog.heard()
+    assert [d.check() for d in dogs] == [Verdict.LIVE] * 3
+    assert "clear" in events.names() and "silence_release" not in events.names()
+
+
+def test_a_peer_on_the_same_segment_still_answering_lets_the_hold_go_at_once() -> None:
+    clock, events = FakeClock(), Events()
+    fleet = FleetLiveness(window_s=5.0, network_ok=lambda: True, hold_s=300.0, clock=clock,
+                          segments={"ws01": "rack1", "ws02": "rack1", "ws03": "rack1"})
+    frozen = _together(fleet, clock, ["ws01", "ws02"], events=events)
+    live = _together(fleet, clock, ["ws03"], answer=lambda: ProbeAnswer.SSHD)
+    assert _tick(frozen, clock, 3.0, live=live) == [Verdict.WEDGED] * 2
+    assert not [f for _, what, f in events.seen if what == "silence_hold"]  # never held: ws03 answers
+
+
+def test_a_peer_on_another_segment_does_not_vouch_for_this_one() -> None:
+    clock = FakeClock()
+    fleet = FleetLiveness(window_s=5.0, network_ok=lambda: True, hold_s=300.0, clock=clock,
+                          segments={"ws01": "rack1", "ws02": "rack1", "ws03": "rack2"})
+    frozen = _together(fleet, clock, ["ws01", "ws02"])
+    live = _together(fleet, clock, ["ws03"], answer=lambda: ProbeAnswer.SSHD)
+    assert _tick(frozen, clock, 10.0, live=live) == [Verdict.HELD] * 2
+
+
+def test_a_hosts_side_witness_that_answers_lets_the_hold_go() -> None:
+    from reprofleet.liveness.witness import NetworkCheck
+
+    clock, events = FakeClock(), Events()
+    asked: list[tuple[str, ...]] = []
+    fleet = FleetLiveness(window_s=5.0, network_ok=lambda: True, hold_s=300.0, clock=clock,
+                          host_witnesses={"ws01": ["10.0.0.2"], "ws02": ["10.0.0.2"]},
+                          hosts_side=lambda addresses: asked.append(tuple(addresses)) or NetworkCheck(True, "answers"))
+    dogs = _together(fleet, clock, ["ws01", "ws02"], events=events)
+    assert _tick(dogs, clock, 3.0) == [Verdict.WEDGED] * 2
+    assert asked and set(asked) == {("10.0.0.2",)}
+
+
+def test_a_lone_freeze_keeps_its_three_second_path_while_the_others_stream() -> None:
+    clock = FakeClock()
+    fleet = FleetLiveness(window_s=5.0, network_ok=lambda: True, hold_s=300.0, clock=clock)
+    frozen = _together(fleet, clock, ["ws01"])
+    live = _together(fleet, clock, ["ws02", "ws03"], answer=lambda: ProbeAnswer.SSHD)
+    assert _tick(frozen, clock, 3.0, live=live) == [Verdict.WEDGED]
+
+
+def test_a_host_whose_attempt_ended_while_silent_still_holds_its_peers() -> None:
+    clock = FakeClock()
+    fleet = FleetLiveness(window_s=5.0, network_ok=lambda: True, hold_s=300.0, clock=clock)
+    first, second = _together(fleet, clock, ["ws01", "ws02"])
+    assert _tick([first, second], clock, 3.0) == [Verdict.HELD] * 2
+    first.close()  # its attempt ended (a deadline, a stop) without ws01 being heard again
+    assert _tick([second], clock, 3.0) == [Verdict.HELD]
+
+
+def test_dead_rounds_restart_the_userspace_window() -> None:
+    """KERNEL for 40 s, then our own network down for 20 s (every round DEAD, the guard down),
+    then KERNEL again: the 60 s window starts again after the outage, it does not run through it."""
+    state = {"answer": ProbeAnswer.KERNEL, "ok": True}
+    fleet = FleetLiveness(window_s=5.0, network_ok=lambda: state["ok"])
+    dog, clock, _ = make(lambda: state["answer"], fleet=fleet)
+    assert advance(dog, clock, 40.0) is Verdict.SUSPECT
+    state.update(answer=ProbeAnswer.DEAD, ok=False)
+    assert advance(dog, clock, 20.0) is Verdict.CONTROLLER_NETWORK
+    state.update(answer=ProbeAnswer.KERNEL, ok=True)
+    back = clock.now
+    verdicts = []
+    for _ in range(70):
+        verdicts.append((clock.now - back, advance(dog, clock, 1.0)))
+    first = next(t for t, v in verdicts if v is Verdict.WEDGED)
+    assert 59.0 <= first <= 62.0, first  # 60 s of KERNEL after the outage, not 0 s
+    assert dog.wedge_kind is WedgeKind.USERSPACE
+
+
+def test_a_userspace_verdict_waits_for_the_guard() -> None:
+    network = {"ok": False}
+    fleet = FleetLiveness(window_s=5.0, network_ok=lambda: network["ok"])
+    dog, clock, _ = make(lambda: ProbeAnswer.KERNEL, fleet=fleet)
+    assert advance(dog, clock, 70.0) is Verdict.CONTROLLER_NETWORK
+    network["ok"] = True
+    assert dog.check() is Verdict.SUSPECT
 
 
 def test_one_silent_host_among_live_ones_is_a_wedge_without_a_guard() -> None:
@@ -219,14 +324,6 @@ def test_one_silent_host_among_live_ones_is_a_wedge_without_a_guard() -> None:
         silent.check()
         _settle(silent)
     assert silent.check() is Verdict.WEDGED
-
-
-def test_a_cached_witness_is_asked_at_most_once_per_ttl() -> None:
-    from reprofleet.liveness.witness import CachedWitness
-
-    asked = []
-    witness = CachedWitness(lambda: asked.append(1) or True, ttl_s=60)
-    assert witness() and witness() and len(asked) == 1
 
 
 # -- the partition guard (witness.py) ---------------------------------------------------

@@ -48,7 +48,10 @@ class Timings:
     probe_interval_s: float = 0.5  # a new probe round this often
     probe_timeout_s: float = 1.0  # a round with no answer by then is DEAD
     userspace_s: float = 60.0  # KERNEL without SSHD this long is a userspace wedge
-    fleet_window_s: float = 5.0  # no guard: all hosts silent within this window -> our network
+    fleet_window_s: float = 5.0  # hosts silent within this window of each other: a correlated silence
+    correlated_hold_s: float = 300.0  # a correlated silence is held this long at most (a switch reboot: 1-5 min)
+    guard_period_s: float = 3.0  # the partition guard's answer is reused this long after its check finished
+    guard_budget_s: float = 1.0  # one guard check asks every witness at once, for at most this long
     pause_cap_s: float = 600.0  # our network down this long: the attempt ends as infra
     confirm_s: float = 3.0  # between attempts: probes all failing this long = unreachable
     # -- power devices (power/base.py; each overridable per pdu: block)

@@ -29,8 +29,11 @@ from reprofleet.playbook import plan_order
 from reprofleet.records.store import (AttemptLog, CampaignDir, CampaignLock, JsonlAppender, read_log_lines,
                                      read_records, write_atomic)
 from reprofleet.power import PowerLog
+from reprofleet.power.ports import outlet_keys
 from reprofleet.liveness.watchdog import FleetLiveness
-from reprofleet.liveness.witness import CachedWitness, controller_network_ok
+from reprofleet.liveness.probes import resolve
+from reprofleet.liveness.silence_hold import segments_of
+from reprofleet.liveness.witness import HostsSideWitness, campaign_guard, named_witnesses
 from reprofleet.model.events import CampaignEvent, event_of
 from reprofleet.model.reasons import slot_runs_again
 
@@ -208,6 +211,18 @@ def _write_manifest(directory: CampaignDir, plan: CampaignPlan, settings: RunSet
     write_atomic(directory.manifest, json.dumps(manifest, indent=2, default=str) + "\n")
 
 
+def fleet_liveness(hosts: Sequence[Host], settings: RunSettings, power_log: PowerLog, clock: Clock,
+                   network_ok: Callable[[], bool] | None = None) -> FleetLiveness:
+    """The campaign's shared liveness: its partition guard (one, built once, asked in the
+    background), each host's segment and hosts-side witnesses for the correlated-silence hold."""
+    guard = network_ok or campaign_guard(hosts, power_log, period_s=settings.timings.guard_period_s,
+                                         budget_s=settings.timings.guard_budget_s)
+    hosts_side = HostsSideWitness(settings.timings.guard_period_s, settings.timings.guard_budget_s)
+    return FleetLiveness(settings.watchdog.fleet_window_s, guard, hold_s=settings.watchdog.correlated_hold_s,
+                         segments=segments_of(hosts, resolve), clock=clock.monotonic,
+                         host_witnesses={h.name: named_witnesses(h) for h in hosts}, hosts_side=hosts_side.peek)
+
+
 def run_campaign(
     plan: CampaignPlan,
     settings: RunSettings,
@@ -238,13 +253,13 @@ def run_campaign(
     with CampaignLock(directory.root):  # one controller process per campaign folder
         _write_manifest(directory, plan, settings, hashlib.sha256(poc_script).hexdigest())
         stop = stop or threading.Event()
+        clock = clock or SystemClock()
         ctx = CampaignContext(
             campaign_id=plan.campaign_id, directory=directory, playbook=plan.playbook, settings=settings,
             bundle=load_bundle(), poc_script=poc_script, attempt_log=AttemptLog(directory.attempts),
             events=JsonlAppender(directory.events),
-            fleet=FleetLiveness(settings.watchdog.fleet_window_s, network_ok or
-                                CachedWitness(lambda: controller_network_ok(plan.hosts, PowerLog(directory.power)))),
-            stop=stop, progress=progress, clock=clock or SystemClock(),
+            fleet=fleet_liveness(plan.hosts, settings, PowerLog(directory.power), clock, network_ok),
+            stop=stop, progress=progress, clock=clock,
             cache_seed=poc.cache_seed_archive(plan.playbook.poc.cache_source)
             if plan.playbook.poc.cache_source and cache_sync.modes(plan.playbook) - {"seeded"} else None,
             cache_snapshot=cache_sync.seeded_snapshot(plan.playbook),
@@ -255,6 +270,7 @@ def run_campaign(
             if log.torn:
                 ctx.event("", CampaignEvent.TORN_LINE_CUT, file=log.path.name, text=log.torn[:500],
                           message="the last line was torn by a controller that died mid-write; cut back on open")
+        ctx.host_outlets = outlet_keys(plan.hosts)
         ctx.started_slots = started_slots(directory, plan.playbook)
         ctx.started_on = started_hosts(directory)
         ctx.seen_alive = seen_alive(directory)

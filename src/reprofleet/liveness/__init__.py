@@ -3,5 +3,6 @@ attempt, nor blame a host for the controller's own network.
 
 Modules: ``probes`` (independent probes: a fresh SSH banner, ICMP; DEAD / KERNEL / SSHD),
 ``watchdog`` (silence, then rounds of probes, a verdict per host; the fleet-wide view),
-``witness`` (the partition guard: is the controller's network working?).
+``witness`` (the partition guard: is the controller's network working?), ``silence_hold``
+(several hosts silent at once: a freeze, or their switch?).
 """

@@ -24,10 +24,11 @@ import threading
 import time
 from dataclasses import dataclass
 from enum import Enum, unique
-from typing import Any, Callable, Protocol
+from typing import Any, Callable, Mapping, Protocol, Sequence
 
 from reprofleet.config import DEFAULT_TIMINGS, Timings
 from reprofleet.liveness.probes import ProbeAnswer
+from reprofleet.liveness.silence_hold import SilenceHold, judge_silence
 from reprofleet.model.events import CampaignEvent
 
 MAX_ROUNDS_IN_FLIGHT = 8  # a probe thread that outlives its timeout never piles up more
@@ -43,7 +44,8 @@ class WatchdogSettings:
     probe_timeout_s: float = DEFAULT_TIMINGS.probe_timeout_s  # a round with no answer by then is DEAD
     dead_rounds: int = 3  # K: the last K rounds all DEAD
     userspace_s: float = DEFAULT_TIMINGS.userspace_s  # KERNEL without SSHD this long is a userspace wedge
-    fleet_window_s: float = DEFAULT_TIMINGS.fleet_window_s  # no guard: all hosts silent within this window -> our network
+    fleet_window_s: float = DEFAULT_TIMINGS.fleet_window_s  # hosts silent within this of each other: correlated
+    correlated_hold_s: float = DEFAULT_TIMINGS.correlated_hold_s  # a correlated silence is held this long at most
     pause_cap_s: float = DEFAULT_TIMINGS.pause_cap_s  # our network down this long: the attempt ends as infra
     confirm_s: float = DEFAULT_TIMINGS.confirm_s  # between attempts: probes all failing this long = unreachable
 
@@ -52,6 +54,7 @@ class WatchdogSettings:
         return cls(silence_s=timings.silence_s, probe_after_s=timings.probe_after_s,
                    probe_interval_s=timings.probe_interval_s, probe_timeout_s=timings.probe_timeout_s,
                    dead_rounds=dead_rounds, userspace_s=timings.userspace_s, fleet_window_s=timings.fleet_window_s,
+                   correlated_hold_s=timings.correlated_hold_s,
                    pause_cap_s=timings.pause_cap_s, confirm_s=timings.confirm_s)
 
 
@@ -62,6 +65,7 @@ class Verdict(str, Enum):
     ALIVE_BUT_DETACHED = "reattach"  # silent stream, but sshd answers: re-attach
     WEDGED = "wedged"
     CONTROLLER_NETWORK = "controller_network"  # the guard says our own network is down
+    HELD = "held"  # silent with other hosts and nothing on their side answers: no verdict yet
 
 
 @unique
@@ -136,14 +140,30 @@ class NetworkGuard(Protocol):
 
 
 class FleetLiveness:
-    """Shared by the hosts of one campaign: who is silent since when, and the partition guard."""
+    """Shared by the hosts of one campaign: who is silent since when, who was heard when, the
+    partition guard, and the correlated-silence hold (:mod:`silence_hold`).
 
-    def __init__(self, window_s: float, network_ok: NetworkGuard | None = None) -> None:
+    A host's silence lasts until it is heard again (a stream line, a connection), not until
+    its attempt ends: a host whose attempt ended while its switch was down is still silent,
+    and still holds its peers.
+    """
+
+    def __init__(self, window_s: float, network_ok: NetworkGuard | None = None, *,
+                 hold_s: float = DEFAULT_TIMINGS.correlated_hold_s, segments: Mapping[str, str] | None = None,
+                 host_witnesses: Mapping[str, Sequence[str]] | None = None,
+                 hosts_side: Callable[[Sequence[str]], Any] | None = None,
+                 clock: Callable[[], float] = time.monotonic) -> None:
         self._window = window_s
         self.network_ok = network_ok
+        self.hold_s = hold_s
+        self._segments = dict(segments or {})
+        self._host_witnesses = {h: tuple(w) for h, w in (host_witnesses or {}).items()}
+        self._hosts_side = hosts_side  # addresses -> a NetworkCheck, or None (no fresh answer yet)
+        self._clock = clock
         self._lock = threading.Lock()
         self._watched: set[str] = set()
         self._silent_since: dict[str, float] = {}
+        self._heard_at: dict[str, float] = {}
         self.report: Report | None = None
 
     def report_to(self, report: Report) -> None:
@@ -153,16 +173,30 @@ class FleetLiveness:
     def watching(self, host: str, active: bool) -> None:
         with self._lock:
             (self._watched.add if active else self._watched.discard)(host)
-            if not active:
-                self._silent_since.pop(host, None)
 
     def silent(self, host: str, since: float) -> None:
         with self._lock:
-            self._silent_since[host] = since
+            self._silent_since.setdefault(host, since)
 
-    def heard(self, host: str) -> None:
+    def heard(self, host: str, at: float | None = None) -> None:
+        """``at``: on the caller's clock (a watchdog's, the campaign's), like every time given here."""
         with self._lock:
             self._silent_since.pop(host, None)
+            self._heard_at[host] = self._clock() if at is None else at
+
+    def network(self) -> bool | None:
+        """Our own network: True up, False down, None not known yet (a check is under way).
+
+        Without a guard, every watched host silent within one window is taken as our network.
+        """
+        guard = self.network_ok
+        if guard is None:
+            return not self.everyone_silent()
+        peek = getattr(guard, "peek", None)
+        if peek is None:
+            return bool(guard())
+        answer = peek()
+        return None if answer is None else bool(answer)
 
     def controller_suspect(self) -> bool:
         """Our own network is down: the guard says so, or (no guard) everyone fell silent at once."""
@@ -177,6 +211,16 @@ class FleetLiveness:
                 return False
             times = [self._silent_since[h] for h in self._watched]
             return max(times) - min(times) <= self._window
+
+    def hold(self, host: str, now: float | None = None) -> SilenceHold:
+        """Whether ``host``'s verdict (and any power action on it) must wait: see :mod:`silence_hold`."""
+        witnesses = self._host_witnesses.get(host, ())
+        answer = self._hosts_side(witnesses) if witnesses and self._hosts_side is not None else None
+        with self._lock:
+            return judge_silence(host, self._clock() if now is None else now, dict(self._silent_since),
+                                 dict(self._heard_at),
+                                 self._segments, window_s=self._window, hold_s=self.hold_s,
+                                 witness=None if answer is None else bool(answer))
 
 
 class Watchdog:
@@ -206,6 +250,8 @@ class Watchdog:
         self._last_answer: ProbeAnswer | None = None
         self._kernel_only_since: float | None = None
         self._paused = False
+        self._held: SilenceHold | None = None  # the hold in force, once reported
+        self._dead_in_a_row = 0
         if fleet:
             fleet.watching(host, True)
 
@@ -218,7 +264,7 @@ class Watchdog:
                         last_answer=self._last_answer.name if self._last_answer is not None else None)
             self._end_suspicion()
         if self._fleet:
-            self._fleet.heard(self.host)
+            self._fleet.heard(self.host, self.last_heard)
 
     def restart(self) -> None:
         """After a re-attach: the host is heard from again, start afresh."""
@@ -248,24 +294,37 @@ class Watchdog:
         if silent < self.settings.silence_s:
             return Verdict.SUSPECT
         if self._userspace_dead(now):
-            self.wedge_kind = WedgeKind.USERSPACE
-            return Verdict.WEDGED
+            return self._wedged_unless_held(now, WedgeKind.USERSPACE)
         if self._last_rounds_dead():
-            return self._frozen_unless_our_network(now)
+            return self._wedged_unless_held(now, WedgeKind.FROZEN)
         if self._paused:
             self._network_back(now)
         return Verdict.ALIVE_BUT_DETACHED if latest is ProbeAnswer.SSHD else Verdict.SUSPECT
 
-    def _frozen_unless_our_network(self, now: float) -> Verdict:
-        if self._fleet and self._fleet.controller_suspect():
-            if not self._paused:
-                self._paused = True
-                self._event(CampaignEvent.GUARD, network="down", message="our own network looks down: no verdict")
-            return Verdict.CONTROLLER_NETWORK
-        if self._paused:  # our network is back: the host gets fresh rounds before any verdict
-            self._network_back(now)
-            return Verdict.SUSPECT
-        self.wedge_kind = WedgeKind.FROZEN
+    def _wedged_unless_held(self, now: float, kind: WedgeKind) -> Verdict:
+        """Our own network first (the guard), then the correlated-silence hold; only then a wedge."""
+        if self._fleet is not None:
+            network = self._fleet.network()
+            if network is False:
+                if not self._paused:
+                    self._paused = True
+                    self._event(CampaignEvent.GUARD, network="down", message="our own network looks down: no verdict")
+                return Verdict.CONTROLLER_NETWORK
+            if network is None:
+                return Verdict.SUSPECT  # the guard's check is under way (never waited for on this thread)
+            if self._paused:  # our network is back: the host gets fresh rounds before any verdict
+                self._network_back(now)
+                return Verdict.SUSPECT
+            hold = self._fleet.hold(self.host, now)
+            if hold.holding:
+                if self._held is None:
+                    self._held = hold
+                    self._event(CampaignEvent.SILENCE_HOLD, **hold.to_json())
+                return Verdict.HELD
+            if self._held is not None:
+                self._held = None
+                self._event(CampaignEvent.SILENCE_RELEASE, **hold.to_json())
+        self.wedge_kind = kind
         return Verdict.WEDGED
 
     def _network_back(self, now: float) -> None:
@@ -314,10 +373,11 @@ class Watchdog:
         assert self._rounds is not None
         fresh = self._rounds.answered_since(self._seen)
         for r in fresh:
+            self._dead_in_a_row = self._dead_in_a_row + 1 if r.answer is ProbeAnswer.DEAD else 0
             if r.answer is ProbeAnswer.KERNEL and self._kernel_only_since is None:
                 self._kernel_only_since = r.launched
-            elif r.answer is ProbeAnswer.SSHD:
-                self._kernel_only_since = None
+            elif r.answer is ProbeAnswer.SSHD or self._dead_in_a_row >= max(1, self.settings.dead_rounds):
+                self._kernel_only_since = None  # sshd answered, or nothing did: the window starts again
             if r.answer is not self._last_answer:
                 self._event(CampaignEvent.PROBE, answer=r.answer.name, round=r.index,
                             silent_s=round(now - self.last_heard, 2))
@@ -333,6 +393,8 @@ class Watchdog:
         self._last_answer = None
         self._seen = 0
         self._paused = False
+        self._held = None
+        self._dead_in_a_row = 0
 
     def _event(self, what: CampaignEvent, **fields: Any) -> None:
         if self._report is not None:

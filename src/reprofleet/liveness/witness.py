@@ -6,31 +6,45 @@ campaign run the same PoC in near lockstep, so several really can freeze within 
 The guard therefore never counts silent hosts; it asks witnesses that do not depend on them:
 
 1. the carrier of the local interface the route to the hosts uses: no carrier, network down;
-2. a witness on the hosts' side of the network: the gateway our route to them goes through,
-   or an inventory ``witness:`` address (host or group var); an echo, SYN-ACK or RST is an
+2. a witness on the hosts' side of the network: an inventory ``witness:`` address (host or
+   group var), or the gateway our route to them goes through; an echo, SYN-ACK or RST is an
    answer;
-3. the power devices of the hosts: any answer at all proves the network (a status read, an
-   HTTP reply from pdudaemon whatever its code, a status command's exit code).
+3. the power devices of the hosts: any answer at all proves the network (a TCP handshake or
+   RST on an HTTP device's port, an echo from an SNMP or IPMI device, one status read where
+   nothing cheaper can be asked, a status command's exit code).
 
 The network is up when the carrier is up (or unknown) and some witness answers. With no
 witness to ask at all (no gateway, no ``witness:``, no power port), a carrier that is up is
 taken as enough: those hosts have no port, nothing would be cycled anyway.
+
+What it costs must not grow with the fleet (50 hosts on one PDU once made every host read
+every PDU in turn, on its stream thread, and a freeze took ~30 s to declare): the witnesses
+are built once, one per physical device; a check asks them all at once and stops at the
+first answer, within ``budget_s``; its answer is kept under a lock, stamped with the time it
+*finished*, for ``period_s``; one check runs at a time, in the guard's own thread. The
+watchdogs only :meth:`PartitionGuard.peek` (never blocking a stream thread): no fresh answer
+yet means no verdict yet.
 """
 
 from __future__ import annotations
 
 import subprocess
+import threading
 import time
-from dataclasses import dataclass
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Callable, Sequence
+from typing import Any, Callable, Iterable, Sequence
 
 from reprofleet.errors import ReprofleetError
-from reprofleet.model import Host
+from reprofleet.model import Host, PowerPort
 from reprofleet.power import PowerLog, PowerState, driver_for
 from reprofleet.liveness.probes import ProbeAnswer, probe_icmp_echo, probe_tcp, resolve
 
-WITNESS_TIMEOUT_S = 1.0
+WITNESS_TIMEOUT_S = 1.0  # one witness's own timeout, and the whole check's budget
+GUARD_PERIOD_S = 3.0  # an answer is reused this long after the check that gave it finished
+MAX_WORKERS = 8  # witnesses asked at once
+HTTP_DRIVERS = frozenset({"tasmota", "shelly", "redfish", "pdudaemon"})  # a TCP handshake on the port answers
 
 
 @dataclass(frozen=True)
@@ -48,6 +62,16 @@ class NetworkCheck:
 
     def __bool__(self) -> bool:
         return self.ok
+
+
+@dataclass(frozen=True)
+class Witness:
+    """One thing the guard asks: ``ask()`` is True (it answered), False (silence) or None
+    (it cannot be asked). A *carrier* that says False is decisive: our link is down."""
+
+    name: str
+    ask: Callable[[], bool | None]
+    carrier: bool = False
 
 
 def route_to(address: str) -> Route | None:
@@ -80,36 +104,23 @@ def witness_answers(address: str, timeout: float = WITNESS_TIMEOUT_S) -> bool:
     return bool(probe_icmp_echo(target, timeout)) or probe_tcp(target, 22, timeout) is not ProbeAnswer.DEAD
 
 
+def named_witnesses(host: Host) -> list[str]:
+    """The host's ``witness:`` addresses (one, or a list): on the hosts' side of the network."""
+    value = host.vars.get("witness")
+    if not value:
+        return []
+    values = value if isinstance(value, (list, tuple)) else [value]
+    return [str(v) for v in values if str(v).strip()]
+
+
 def witnesses(hosts: Sequence[Host]) -> list[str]:
     """The hosts' side of the network: inventory ``witness:`` addresses, then our gateways to them."""
-    named = [str(h.vars["witness"]) for h in hosts if h.vars.get("witness")]
+    named = [w for h in hosts for w in named_witnesses(h)]
     gateways = [r.gateway for r in (route_to(h.address) for h in hosts[:3]) if r is not None and r.gateway]
     return list(dict.fromkeys(named + gateways))
 
 
-def power_device_answers(host: Host, log: PowerLog) -> bool | None:
-    """True when the host's power device said anything; None when it cannot be asked.
-
-    A status read that fails (a wrong outlet, a refused password) is still the device
-    answering, and so is its address answering at all (a SYN-ACK or RST on its port, an echo):
-    either way our packets reach the hosts' network.
-    """
-    if host.pdu is None:
-        return None
-    if host.pdu.driver == "pdudaemon":
-        return _http_answers(host.pdu.address)
-    try:
-        driver = driver_for(host.pdu, host.name, log)
-        if driver.reads_state and driver.status() is not PowerState.UNKNOWN:
-            return True
-    except ReprofleetError:
-        pass
-    if host.pdu.driver == "command":
-        return None  # a local command: its failure says nothing about our network
-    return _device_address_answers(host.pdu.address)
-
-
-def _device_address_answers(address: str) -> bool:
+def _device_address_answers(address: str, timeout: float) -> bool:
     from urllib.parse import urlsplit
 
     from reprofleet.power.drivers.http import base_url
@@ -119,50 +130,228 @@ def _device_address_answers(address: str) -> bool:
         return False
     port = parts.port or (443 if parts.scheme == "https" else 80)
     target = resolve(parts.hostname)
-    return probe_tcp(target, port, WITNESS_TIMEOUT_S) is not ProbeAnswer.DEAD or \
-        bool(probe_icmp_echo(target, WITNESS_TIMEOUT_S))
+    return probe_tcp(target, port, timeout) is not ProbeAnswer.DEAD or bool(probe_icmp_echo(target, timeout))
 
 
-def _http_answers(address: str) -> bool:
-    import requests
+def _host_of(address: str) -> str:
+    """The host part of a device address (``udp://pdu:161``, ``pdu:623``, ``[::1]``, ``pdu``)."""
+    from urllib.parse import urlsplit
 
-    from reprofleet.power.drivers.http import base_url
+    text = address if "//" in address else f"//{address}"
+    return urlsplit(text).hostname or address
 
+
+def power_witness(host: Host, port: PowerPort, log: PowerLog, timeout: float) -> Witness:
+    """How the guard asks one power device, as cheaply as the protocol allows.
+
+    HTTP devices (plugs, Redfish, pdudaemon): a TCP handshake or RST on their port, no request.
+    SNMP and IPMI (UDP): an echo; without one, a single status read (one try, ``timeout``).
+    A ``command`` driver: its status command, whose exit says whatever it says.
+    A status read that fails (a wrong outlet, a refused password) is still the device answering.
+    """
+    name = f"power device {port.address}"
+    if port.driver in HTTP_DRIVERS:
+        return Witness(name, lambda: _device_address_answers(port.address, timeout))
     try:
-        requests.get(base_url(address), timeout=WITNESS_TIMEOUT_S)
-    except requests.RequestException:
-        return False
-    return True  # any status code: something on the other side of our network replied
+        driver = driver_for(port, host.name, log)
+    except ReprofleetError:
+        driver = None
+    if driver is not None:  # one try, no backoff: a guard that waits is a guard that is late
+        driver.settings = replace(driver.settings, tries=1, timeout_s=timeout, settle_s=0.0, lock_wait_s=timeout)
+
+    def status_answers() -> bool | None:
+        if driver is None or not driver.reads_state:
+            return None
+        try:
+            return driver.status() is not PowerState.UNKNOWN
+        except ReprofleetError as exc:  # only retriable failures (no reply in time) are silence
+            return "gave up after" not in str(exc)
+
+    if port.driver == "command":
+        return Witness(name, status_answers)
+
+    def echo_or_status() -> bool | None:
+        if probe_icmp_echo(resolve(_host_of(port.address)), timeout):
+            return True
+        return status_answers()
+
+    return Witness(name, echo_or_status)
 
 
-def controller_network_ok(hosts: Sequence[Host], log: PowerLog) -> NetworkCheck:
-    links = [local_link_up(h.address) for h in hosts[:3]]
-    if any(link is False for link in links):
+def build_witnesses(hosts: Sequence[Host], log: PowerLog, timeout: float = WITNESS_TIMEOUT_S) -> list[Witness]:
+    """Every witness of a campaign, once: carriers of the routes to the first hosts, the named
+    witnesses and gateways, and one per physical power device (hosts sharing a PDU share it)."""
+    found: list[Witness] = []
+    for address in dict.fromkeys(h.address for h in hosts[:3]):
+        found.append(Witness(f"carrier towards {address}", lambda a=address: local_link_up(a), carrier=True))
+    for address in witnesses(hosts):
+        found.append(Witness(f"witness {address}", lambda a=address: witness_answers(a, timeout)))
+    devices: dict[tuple[str, str], Witness] = {}
+    for host in hosts:
+        for port in host.power_ports:
+            key = (port.driver, port.address.lower().rstrip("/"))
+            if key not in devices:
+                devices[key] = power_witness(host, port, log, timeout)
+    return found + list(devices.values())
+
+
+def judge(answers: Iterable[tuple[Witness, bool | None]]) -> NetworkCheck:
+    """The network from the witnesses' answers (a carrier's False outweighs everything)."""
+    answers = list(answers)
+    if any(w.carrier and a is False for w, a in answers):
         return NetworkCheck(False, "no carrier on the local link towards the hosts")
-    asked = witnesses(hosts)
-    if any(witness_answers(w) for w in asked):
-        return NetworkCheck(True, "a witness on the hosts' network answers")
-    pdus = [power_device_answers(h, log) for h in hosts if h.pdu is not None]
-    if any(pdus):
-        return NetworkCheck(True, "a power device answers")
-    if not asked and all(p is None for p in pdus):
+    answered = [w.name for w, a in answers if a and not w.carrier]
+    if answered:
+        return NetworkCheck(True, f"{answered[0]} answers")
+    asked = [w.name for w, a in answers if not w.carrier and a is not None]
+    if not asked and not [w for w, _ in answers if not w.carrier]:
         return NetworkCheck(True, "carrier up and no witness to ask")
-    return NetworkCheck(False, f"no witness ({', '.join(asked) or 'none'}) and no power device answers")
+    if not asked:
+        return NetworkCheck(True, "carrier up and no witness could be asked")
+    return NetworkCheck(False, f"no witness answers ({', '.join(asked)})")
 
 
-class CachedWitness:
-    """The guard's answer, re-asked at most every ``ttl_s`` seconds (it costs PDU requests)."""
+class PartitionGuard:
+    """The guard of one campaign: built once, asked concurrently, cached, never on a stream thread.
 
-    def __init__(self, ask: Callable[[], bool | NetworkCheck], ttl_s: float = 3.0) -> None:
-        self._ask = ask
-        self._ttl = ttl_s
-        self._answer: tuple[float, bool] | None = None
-        self.reason = ""
+    ``__call__`` (recovery, between attempts) waits for a fresh answer, at most the budget
+    plus a margin; :meth:`peek` (the watchdogs) returns the answer if it is fresh and
+    otherwise starts a check in the background and returns None.
+    """
+
+    def __init__(self, witnesses: Callable[[], Sequence[Witness]] | Sequence[Witness], *,
+                 period_s: float = GUARD_PERIOD_S, budget_s: float = WITNESS_TIMEOUT_S,
+                 clock: Callable[[], float] = time.monotonic, workers: int = MAX_WORKERS) -> None:
+        self._witnesses_of = witnesses if callable(witnesses) else (lambda: witnesses)
+        self._witnesses: Sequence[Witness] | None = None
+        self._period = period_s
+        self._budget = budget_s
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._answer: tuple[float, NetworkCheck] | None = None  # (finished at, answer)
+        self._running: threading.Thread | None = None
+        self._done = threading.Condition(self._lock)
+        self._pool = ThreadPoolExecutor(max_workers=max(1, workers), thread_name_prefix="guard-witness")
+        self.checks = 0  # how many checks ran (a bench reads it)
+
+    @property
+    def reason(self) -> str:
+        with self._lock:
+            return self._answer[1].reason if self._answer else ""
+
+    def peek(self) -> NetworkCheck | None:
+        """A fresh answer, or None (a check was started in the background)."""
+        with self._lock:
+            fresh = self._fresh()
+            if fresh is None:
+                self._start()
+            return fresh
 
     def __call__(self) -> bool:
-        now = time.monotonic()
-        if self._answer is None or now - self._answer[0] > self._ttl:
-            answer = self._ask()
-            self.reason = answer.reason if isinstance(answer, NetworkCheck) else ""
-            self._answer = (now, bool(answer))
-        return self._answer[1]
+        return bool(self.check())
+
+    def check(self) -> NetworkCheck:
+        """A fresh answer, waiting for one (bounded: the budget plus a margin)."""
+        deadline = self._clock() + self._budget * 3 + 1.0
+        with self._lock:
+            for _ in range(1000):  # bounded by the deadline too
+                fresh = self._fresh()
+                if fresh is not None:
+                    return fresh
+                self._start()
+                remaining = deadline - self._clock()
+                if remaining <= 0:
+                    break
+                self._done.wait(min(0.1, remaining))
+            return self._answer[1] if self._answer else NetworkCheck(False, "the partition guard did not answer")
+
+    def _fresh(self) -> NetworkCheck | None:
+        if self._answer is not None and self._clock() - self._answer[0] <= self._period:
+            return self._answer[1]
+        return None
+
+    def _start(self) -> None:
+        """Start a check unless one runs (called under the lock)."""
+        if self._running is not None and self._running.is_alive():
+            return
+        self._running = threading.Thread(target=self._refresh, daemon=True, name="partition-guard")
+        self._running.start()
+
+    def _refresh(self) -> None:
+        try:
+            answer = self._ask_all()
+        except Exception as exc:  # the guard must never die; a broken check proves nothing up
+            answer = NetworkCheck(False, f"the partition guard failed: {type(exc).__name__}: {exc}")
+        with self._lock:
+            self._answer = (self._clock(), answer)
+            self.checks += 1
+            self._done.notify_all()
+
+    def _ask_all(self) -> NetworkCheck:
+        if self._witnesses is None:
+            self._witnesses = list(self._witnesses_of())
+        carriers = [(w, _safe(w.ask)) for w in self._witnesses if w.carrier]  # local files: instant
+        if any(a is False for _, a in carriers):
+            return judge(carriers)
+        others = [w for w in self._witnesses if not w.carrier]
+        futures: dict[Future[bool | None], Witness] = {self._pool.submit(_safe, w.ask): w for w in others}
+        answers: list[tuple[Witness, bool | None]] = list(carriers)
+        deadline = self._clock() + self._budget
+        pending = set(futures)
+        while pending:
+            remaining = deadline - self._clock()
+            if remaining <= 0:
+                break
+            done, pending = wait(pending, timeout=remaining, return_when=FIRST_COMPLETED)
+            for future in done:
+                answers.append((futures[future], future.result()))
+            if any(a for w, a in answers if not w.carrier):
+                break  # the first answer is enough; the rest finish on their own timeouts
+        answers.extend((futures[f], False) for f in pending)  # no answer within the budget: silence
+        return judge(answers)
+
+
+def _safe(ask: Callable[[], bool | None]) -> bool | None:
+    try:
+        return ask()
+    except Exception:  # a witness that raises did not answer
+        return False
+
+
+def controller_network_ok(hosts: Sequence[Host], log: PowerLog | None) -> NetworkCheck:
+    """One check, now (the by-hand tools and tests; a campaign keeps a :class:`PartitionGuard`)."""
+    guard = PartitionGuard(lambda: build_witnesses(hosts, log or PowerLog(None)), period_s=0.0)
+    return guard.check()
+
+
+class HostsSideWitness:
+    """Whether a host's own ``witness:`` addresses answer, asked in the background and cached
+    like the guard: for the correlated-silence hold, which must never block a stream thread."""
+
+    def __init__(self, period_s: float = GUARD_PERIOD_S, timeout: float = WITNESS_TIMEOUT_S,
+                 answers: Callable[[str, float], bool] = witness_answers,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self._guards: dict[tuple[str, ...], PartitionGuard] = {}
+        self._lock = threading.Lock()
+        self._period = period_s
+        self._timeout = timeout
+        self._answers = answers
+        self._clock = clock
+
+    def peek(self, addresses: Sequence[str]) -> NetworkCheck | None:
+        """None: no witness named, or no fresh answer yet."""
+        key = tuple(addresses)
+        if not key:
+            return None
+        with self._lock:
+            guard = self._guards.get(key)
+            if guard is None:
+                asks = [Witness(f"witness {a}", lambda a=a: self._answers(a, self._timeout)) for a in key]
+                guard = self._guards[key] = PartitionGuard(asks, period_s=self._period, budget_s=self._timeout,
+                                                           clock=self._clock, workers=len(key))
+        return guard.peek()
+
+
+def campaign_guard(hosts: Sequence[Host], log: PowerLog, **kwargs: Any) -> PartitionGuard:
+    """The guard a campaign installs: its witnesses are built on the guard's thread, at its first check."""
+    return PartitionGuard(lambda: build_witnesses(hosts, log), **kwargs)

@@ -52,11 +52,14 @@ class CampaignEvent(str, Enum):
     UNREACHABLE = "unreachable"
     REBOOT = "reboot"
     WEDGE = "wedge"
+    CUT_BY_NEIGHBOUR = "cut_by_neighbour"  # a shared outlet went off with another host's cycle (attempt: infra)
     # liveness (the watchdogs and the partition guard)
     SUSPECT = "suspect"
     PROBE = "probe"
     CLEAR = "clear"
     GUARD = "guard"
+    SILENCE_HOLD = "silence_hold"  # silent with other hosts: verdict and power held (rule, why, peers)
+    SILENCE_RELEASE = "silence_release"  # the hold let go (rule: witness | peer | outlasted; why)
     REATTACH_FAILED = "reattach_failed"  # the stream could not be re-attached after silence
     CONTROLLER_NETWORK_SUSPECT = "controller_network_suspect"
     CONTROLLER_NETWORK_BACK = "controller_network_back"

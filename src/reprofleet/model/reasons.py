@@ -19,13 +19,14 @@ class ReasonCode(str, Enum):
     NOT_RUN = "not_run"  # the host was quarantined before the slot's turn
     UNREACHABLE_AT_START = "unreachable_at_start"  # the placeholder of a host frozen at campaign start
     UNEXPECTED_ERROR = "unexpected_error"  # a bug or an error nobody caught (the host is quarantined)
+    CUT = "cut"  # its shared outlet was switched off by another host's power cycle
     OTHER = "other"  # the host's or the agent's own problem, in its own words
 
     @property
     def runs_again_on_resume(self) -> bool:
         """An interrupted or never-run slot says nothing about the host: resume runs it again,
         and until then it counts for nothing (a resumed campaign tallies as an uninterrupted one)."""
-        return self in (ReasonCode.INTERRUPTED, ReasonCode.NOT_RUN)
+        return self in (ReasonCode.INTERRUPTED, ReasonCode.NOT_RUN, ReasonCode.CUT)
 
     def words(self, detail: str | None = None) -> str:
         """The reason as records write it: the code's fixed words, then ``: detail``."""
@@ -38,6 +39,7 @@ _WORDS = {
     ReasonCode.NOT_RUN: "not run",
     ReasonCode.UNREACHABLE_AT_START: "unreachable at campaign start",
     ReasonCode.UNEXPECTED_ERROR: "unexpected error",
+    ReasonCode.CUT: "cut by a neighbour's power cycle",
     ReasonCode.OTHER: "",
 }
 

@@ -73,6 +73,21 @@ def build_host_power(hosts: Iterable[Host], log: PowerLog | None = None, *, secr
     return built
 
 
+def outlet_keys(hosts: Iterable[Host]) -> dict[str, frozenset[str]]:
+    """Each host's outlets as ``outlet_key`` s (a host whose driver cannot be built has none):
+    which hosts a cycle of one also cuts (``shared: true``)."""
+    keys: dict[str, frozenset[str]] = {}
+    for host in hosts:
+        found = set()
+        for port in host.power_ports:
+            try:
+                found.add(driver_for(port, host.name, PowerLog(None)).outlet_key)
+            except ReprofleetError:
+                continue
+        keys[host.name] = frozenset(found)
+    return keys
+
+
 def duplicate_outlets(powers: Iterable[HostPower]) -> list[str]:
     """One line per outlet that feeds two hosts when not both are marked ``shared: true``."""
     feeding: dict[str, list[PowerDriver]] = defaultdict(list)

@@ -141,7 +141,7 @@ class AttemptFollower:
         timeout_s: float,
         reconnect: Reconnect,
         on_event: Callable[[StreamEvent], None] = lambda e: None,
-        on_pause: Callable[[bool], None] = lambda paused: None,
+        on_pause: Callable[[bool, Verdict], None] = lambda paused, why: None,
         stop: threading.Event | None = None,
         clock: Clock | None = None,
         timings: Timings = DEFAULT_TIMINGS,
@@ -161,6 +161,7 @@ class AttemptFollower:
         self.trace = AttemptTrace(clock=self._clock)
         self.broken_reason: str | None = None
         self._paused_since: float | None = None
+        self._paused_by = Verdict.CONTROLLER_NETWORK
         self._on_pause = on_pause
         self._reattach: _Reattach | None = None
         self._refused: str | None = None  # the agent would not start it: nothing ran
@@ -239,20 +240,21 @@ class AttemptFollower:
         return event
 
     def _note_controller_network(self, verdict: Verdict) -> None:
-        """Every host silent at once: our own network is the suspect. Cycle nothing; wait.
+        """Our own network down, or a correlated silence held: cycle nothing; wait.
 
         The time paused does not count against the attempt: the hosts are presumably still
         running it, and re-attaching afterwards recovers every line they streamed meanwhile.
         """
         now = self._clock.monotonic()
-        if verdict is Verdict.CONTROLLER_NETWORK:
+        if verdict in (Verdict.CONTROLLER_NETWORK, Verdict.HELD):
             if self._paused_since is None:
                 self._paused_since = now
-                self._on_pause(True)
+                self._paused_by = verdict
+                self._on_pause(True, verdict)
         elif self._paused_since is not None:
             self._deadline += now - self._paused_since
             self._paused_since = None
-            self._on_pause(False)
+            self._on_pause(False, self._paused_by)
 
     def _paused_too_long(self) -> bool:
         since = self._paused_since

@@ -78,6 +78,17 @@ class CampaignContext:
     netconsole: NetconsoleReceiver | None = None  # when any host has netconsole:
     clock: Clock = field(default_factory=SystemClock)  # every wait of the runners; virtual in seam tests
     lease_token: str = field(default_factory=lambda: secrets.token_hex(16))  # this controller run's, fences it
+    host_outlets: dict[str, frozenset[str]] = field(default_factory=dict)  # host -> the outlet keys that feed it
+    power_cuts: dict[str, list[tuple[float, str]]] = field(default_factory=dict)  # host -> (when, why) its shared outlet went off
+
+    def note_cut(self, host: str, why: str) -> None:
+        """``host`` shares an outlet with a host about to be cycled: its attempt will end by the cut."""
+        self.power_cuts.setdefault(host, []).append((self.clock.monotonic(), why))
+
+    def cut_since(self, host: str, since: float) -> str | None:
+        """Why ``host`` lost power through a neighbour's cycle at or after ``since`` (monotonic), if it did."""
+        cuts = [why for when, why in list(self.power_cuts.get(host, ())) if when >= since]
+        return cuts[-1] if cuts else None
 
     @property
     def lease_ttl_s(self) -> float:

@@ -31,7 +31,7 @@ from reprofleet.records.facts_cache import cache_facts
 from reprofleet.records.store import StreamWriter, iso_utc, power_cycles_logged, utc_now, write_facts
 from reprofleet.liveness.probes import ProbeAnswer
 from reprofleet.remote.transport import Session
-from reprofleet.liveness.watchdog import Watchdog
+from reprofleet.liveness.watchdog import Verdict, Watchdog
 from reprofleet.model.events import CampaignEvent
 from reprofleet.model.reasons import ReasonCode, reason_code, slot_runs_again
 from reprofleet.runner.host_log import HostLog
@@ -95,6 +95,7 @@ class HostRunner:
             self.state.session.close()
             self.state.session, self.state.agent = None, None
         agent = self.port.connect()
+        self.ctx.fleet.heard(self.host.name, self.ctx.clock.monotonic())  # it answers: no longer silent
         agent.lease_token = self.ctx.lease_token
         session = agent.session
         self.state.session = session
@@ -186,10 +187,7 @@ class HostRunner:
         carries the recovery."""
         pending = self.unrecorded()
         if not pending and not self.seen_alive():
-            raise ConnectError(self.host.name, f"never answered at {self.host.address}:{self.host.port} in this "
-                                               "campaign: not switched (a mistyped address would cut someone else's "
-                                               "machine); check the address, or `invoke power "
-                                               f"{self.host.name} on`, or pass --bring-up")
+            raise ConnectError(self.host.name, self._never_answered())
         if not pending:
             placeholder = self._infra(self.ctx.playbook.cells[0], -1, ReasonCode.UNREACHABLE_AT_START.words())
             self.ctx.recovery.recover(self, placeholder)  # the wedge path; its record exists already
@@ -206,6 +204,11 @@ class HostRunner:
         self.amend(declared, after)
         self._count(after)
         self._drop_from_plan(cell, index)
+
+    def _never_answered(self, detail: str = "") -> str:
+        return (f"never answered at {self.host.address}:{self.host.port} in this campaign"
+                + (f" ({detail})" if detail else "") + ": not switched (a mistyped address would switch someone "
+                f"else's machine); check the address, or `invoke power {self.host.name} on`, or pass --bring-up")
 
     def seen_alive(self) -> bool:
         """Whether this campaign has seen the host answer (it prepared it, or recorded an
@@ -253,6 +256,8 @@ class HostRunner:
         off = [driver for driver in power.drivers if driver.status() is PowerState.OFF]
         if not off:
             return False
+        if not self.seen_alive() and not power_cycles_logged(self.ctx.directory.power, self.host.name):
+            raise ConnectError(self.host.name, self._never_answered(f"its outlet {off[0].outlet_key} reads off"))
         for driver in power.drivers:  # every supply on, the ones that were on stay on
             driver.on()
         self.ctx.event(self.host.name, CampaignEvent.SWITCHED_ON_AT_START, outlets=[d.outlet_key for d in off])
@@ -492,14 +497,18 @@ class HostRunner:
                                on_event=self._on_event, on_pause=self._on_pause, stop=self.ctx.stop,
                                clock=self.ctx.clock, timings=self.ctx.settings.timings)
 
-    def _on_pause(self, paused: bool) -> None:
-        if paused:
+    def _on_pause(self, paused: bool, why: Verdict = Verdict.CONTROLLER_NETWORK) -> None:
+        held = why is Verdict.HELD
+        if paused and held:
+            self.ctx.progress(self.host.name, status="held: silent with other hosts (their switch?)")
+        elif paused:
             self.ctx.event(self.host.name, CampaignEvent.CONTROLLER_NETWORK_SUSPECT,
                            message="every host went silent at once: suspecting the controller's own network; "
                                    "no power action, waiting for hosts to answer")
             self.ctx.progress(self.host.name, status="paused: controller network?")
         else:
-            self.ctx.event(self.host.name, CampaignEvent.CONTROLLER_NETWORK_BACK)
+            if not held:
+                self.ctx.event(self.host.name, CampaignEvent.CONTROLLER_NETWORK_BACK)
             self.ctx.progress(self.host.name, status="running")
 
     def _on_event(self, event: StreamEvent) -> None:
@@ -614,6 +623,7 @@ class HostRunner:
             self.append(skipped)
             return skipped
         declared: Record | None = None  # the record once it is on disk
+        slot_began = self.ctx.clock.monotonic()
         try:
             self.ctx.progress(self.host.name, status="running", cell=cell.name, attempt=index + 1, phase="")
             record = self.run_attempt(cell, index, resume) if resume is not None else self.run_attempt(cell, index)
@@ -627,7 +637,16 @@ class HostRunner:
                 self.append(record)
                 self.reconcile_orphans(self.agent())
                 record = self.run_attempt(cell, index)
-            if record.outcome in (Outcome.WEDGE, Outcome.REBOOT):
+            cut = self.ctx.cut_since(self.host.name, slot_began) \
+                if record.outcome in (Outcome.WEDGE, Outcome.REBOOT) else None
+            if cut is not None:  # a neighbour's cycle switched our shared outlet: not this host's doing
+                record = replace(record, outcome=Outcome.INFRA, reason=ReasonCode.CUT.words(cut), detect_latency_s=None)
+                self.append(record)
+                declared = record
+                after = self.after_cut(record)
+                self.amend(record, after)
+                record = after
+            elif record.outcome in (Outcome.WEDGE, Outcome.REBOOT):
                 self.append(record)
                 declared = record
                 if record.outcome is Outcome.WEDGE:
@@ -748,11 +767,13 @@ class HostRunner:
     def stays_silent(self) -> bool:
         """The attempt could not even start: is the host gone (every probe failing for the window)?"""
         settings = self.ctx.settings.watchdog
-        deadline = self.ctx.clock.monotonic() + settings.confirm_s
+        began = self.ctx.clock.monotonic()
+        deadline = began + settings.confirm_s
         while self.ctx.clock.monotonic() < deadline:
             if self.probe():
                 return False
             self.ctx.clock.wait(self.ctx.stop, settings.probe_interval_s)
+        self.ctx.fleet.silent(self.host.name, began)  # other hosts silent with it hold its recovery
         return True
 
     def _drop_session(self) -> None:
@@ -784,6 +805,17 @@ class HostRunner:
             return self.ctx.recovery.forensics_after_the_fact(self, record)
         self._drop_session()
         return self.ctx.recovery.recover(self, record)
+
+    def after_cut(self, record: Record) -> Record:
+        """Its power went with a neighbour's cycle: bring it back like a host that went silent
+        (it comes back by itself when the neighbour's cycle switches the outlet on), and keep the
+        record ``infra``: a cut is never a reproduction."""
+        self.ctx.event(self.host.name, CampaignEvent.CUT_BY_NEIGHBOUR, attempt=record.attempt, reason=record.reason)
+        self._drop_session()
+        if self.ctx.recovery is None:
+            return record
+        back = self.ctx.recovery.recover(self, record)
+        return replace(back, outcome=Outcome.INFRA, reason=record.reason, detect_latency_s=None)
 
     def after_wedge(self, record: Record) -> Record:
         """Bring a wedged host back (power cycle when it has a port) and attach forensics."""

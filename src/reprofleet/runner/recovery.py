@@ -140,19 +140,11 @@ class Recovery:
             if runner.host.pdu is None:
                 self._wait_for_person(runner, seq)
             else:
-                if runner.port.banner(self.timings.banner_timeout_s):
-                    runner.stop_attempt(record.attempt, "declared wedged, but the host answered before the cycle")
-                    return replace(record, outcome=Outcome.INFRA,
-                                   reason="declared wedged, but the host answered before the power cycle; not cycled")
-                if self._guard(runner) and runner.port.banner(self.timings.banner_timeout_s):
-                    # it was our network all along: the host answers now that the guard let go
-                    runner.stop_attempt(record.attempt, "the host answered once the controller's network was back")
-                    return replace(record, outcome=Outcome.INFRA,
-                                   reason="declared wedged while the controller's network was down; the host "
-                                          "answered once it was back; not cycled")
+                answered = self._answers_before_switching(runner, record)
+                if answered is not None:
+                    return answered
                 self._power_cycle(runner, seq)
-            self._wait_for_boot(runner, seq, old_boot)
-            self._check_stable(runner, seq)
+            self._bring_back(runner, seq, old_boot)
             forensics = {**self._forensics(runner, seq), **self._bmc_events(runner, record)}
         except NeverFrozen as exc:
             seq.transition(RecoveryState.BOOTED, boot_id=old_boot, same_boot=True)
@@ -168,6 +160,45 @@ class Recovery:
             return replace(record, forensics={"recovery": "failed", "error": str(exc), **bmc})
         seq.transition(RecoveryState.READY)
         return replace(record, forensics=forensics)
+
+    def _answers_before_switching(self, runner: "HostRunner", record: Record) -> Record | None:
+        """The last word before a host's power is cut: probe it; ask the partition guard and
+        the correlated-silence hold (waiting while either says no); probe again after a wait.
+        A host that answers is not cycled: its record becomes ``infra`` with the reason."""
+        def answered(why: str) -> Record:
+            runner.stop_attempt(record.attempt, why)
+            return replace(record, outcome=Outcome.INFRA, detect_latency_s=None, reason=f"{why}; not cycled")
+
+        if runner.port.banner(self.timings.banner_timeout_s):
+            return answered("declared wedged, but the host answered before the power cycle")
+        waited = self._guard(runner)
+        held = self._hold(runner)
+        if (waited or held) and runner.port.banner(self.timings.banner_timeout_s):
+            # it was our network, or its switch, all along: the host answers now that it is back
+            return answered(("declared wedged while the controller's network was down" if waited else
+                             "declared wedged while silent with other hosts (a switch outage?)")
+                            + "; the host answered once it was back")
+        return None
+
+    def _bring_back(self, runner: "HostRunner", seq: Sequence, old_boot: str | None) -> None:
+        """Booting, booted, stable; a late failure (a read-back, a flaky plug, a connection that
+        dropped right after boot) sends the host back to *booting* once, after a probe, instead of
+        quarantining a host that came back."""
+        try:
+            self._wait_for_boot(runner, seq, old_boot)
+            self._check_stable(runner, seq)
+        except (NeverFrozen, NetworkDown):
+            raise
+        except (RecoveryError, PowerError) as exc:
+            if seq.state not in (RecoveryState.BOOTED, RecoveryState.BOOTING) or not runner.port.banner(
+                    self.timings.banner_timeout_s) or self.ctx.stop.is_set():
+                raise
+            self.ctx.event(runner.host.name, CampaignEvent.WARNING,
+                           message=f"{exc}; the host answers: waiting for its boot once more")
+            if seq.state is RecoveryState.BOOTED:
+                seq.transition(RecoveryState.BOOTING, after=str(exc))
+            self._wait_for_boot(runner, seq, old_boot)
+            self._check_stable(runner, seq)
 
     def _grace_for_self_reboot(self, runner: "HostRunner", old_boot: str | None) -> str | None:
         """Give a host that resets itself (watchdog, panic) the chance to come back uncycled.
@@ -220,6 +251,22 @@ class Recovery:
                 return True
         raise NetworkDown(f"not power-cycled: the controller's network stayed down for {cap:g} s ({reason})")
 
+    def _hold(self, runner: "HostRunner") -> bool:
+        """Before any power action: a host silent together with others waits while the
+        correlated-silence hold says so (bounded by ``correlated_hold_s``; see liveness/silence_hold).
+        True when it had to wait."""
+        fleet, name = self.ctx.fleet, runner.host.name
+        hold = fleet.hold(name, self.clock.monotonic())
+        if not hold.holding:
+            return False
+        self.ctx.event(name, CampaignEvent.SILENCE_HOLD, before="power action", **hold.to_json())
+        deadline = self.clock.monotonic() + fleet.hold_s + self.timings.guard_poll_s
+        while hold.holding and self.clock.monotonic() < deadline and not self.ctx.stop.is_set():
+            self.clock.wait(self.ctx.stop, self.timings.guard_poll_s)
+            hold = fleet.hold(name, self.clock.monotonic())
+        self.ctx.event(name, CampaignEvent.SILENCE_RELEASE, before="power action", **hold.to_json())
+        return True
+
     def _power_cycle(self, runner: "HostRunner", seq: Sequence) -> None:
         """Cycle every outlet of the host; once more with a longer dwell if it does not come back.
 
@@ -241,7 +288,10 @@ class Recovery:
         problem = ""
         for attempt, dwell in enumerate(dwells):
             if runner.state.power_cycles >= budget:
+                self._last_on(runner, power)
                 raise RecoveryError(f"power-cycle budget of {budget} spent" + (f" ({problem})" if problem else ""))
+            if attempt > 0 and self._back_after_guard(runner):
+                return  # our network was down during the boot wait: the host was back all along
             runner.state.power_cycles += 1
             details: dict[str, dict[str, Any]] = {
                 "off": {"outlets": [d.outlet_key for d in power.drivers], "driver": runner.host.power_ports[0].driver,
@@ -249,6 +299,7 @@ class Recovery:
                 "dwell": {"seconds": dwell},
                 "on": {"power_cycles": runner.state.power_cycles},
             }
+            self._note_neighbours_cut(runner, power)
             # off, read back off, dwell, on, read back on; "on" always follows a sent "off";
             # each state is logged when the driver reaches it, not after the cycle returned.
             try:
@@ -256,26 +307,96 @@ class Recovery:
                 problem = ""
             except PowerError as exc:  # "on" was still sent: the host may well be booting
                 problem = f"the power cycle failed: {exc}"
-            if self._answers_within(runner, boot_s):
+            if self._answers_within(runner, boot_s, retry_on=power if problem else None):
                 if problem:
                     self.ctx.event(runner.host.name, CampaignEvent.WARNING, message=f"{problem}; the host came back anyway")
                 return
             problem = problem or f"the power device reads on, but the host did not answer within {boot_s:g} s"
             if attempt + 1 < len(dwells):
                 self.ctx.event(runner.host.name, CampaignEvent.POWER_RETRY, reason=problem, dwell_s=dwells[attempt + 1])
+        self._last_on(runner, power)
         raise RecoveryError(f"{problem}, after {len(dwells)} power cycles (dwell {dwells[0]:g} s, then "
                             f"{dwells[1]:g} s). {NOT_BACK_CAUSES}")
 
-    def _answers_within(self, runner: "HostRunner", deadline_s: float) -> bool:
-        """Does the host's SSH port answer within ``deadline_s`` (polled with backoff)?"""
+    def _back_after_guard(self, runner: "HostRunner") -> bool:
+        """Before a second cycle: if our network went down while we waited for the boot, wait
+        for it and look again; a host that answers then is not cut a second time."""
+        return self._guard(runner) and runner.port.banner(self.timings.banner_timeout_s)
+
+    def _note_neighbours_cut(self, runner: "HostRunner", power: Any) -> None:
+        """Hosts on a ``shared: true`` outlet of this one lose power with it: their running
+        attempt ends by this cut, and is recorded as ``infra`` (never a reboot or a wedge)."""
+        mine = {d.outlet_key for d in power.drivers}
+        for other in self.ctx.host_outlets:
+            if other == runner.host.name:
+                continue
+            shared = mine & self.ctx.host_outlets[other]
+            if shared:
+                self.ctx.note_cut(other, f"{runner.host.name} was cycled through the shared outlet "
+                                         f"{', '.join(sorted(shared))}")
+
+    @staticmethod
+    def _not_on(power: Any) -> list[Any]:
+        """The outlets of ``power`` that do not read on (unreadable ones included)."""
+        from reprofleet.power.base import PowerState
+
+        pending = []
+        for driver in power.drivers:
+            try:
+                if driver.status() is not PowerState.ON:
+                    pending.append(driver)
+            except PowerError:
+                pending.append(driver)
+        return pending
+
+    @staticmethod
+    def _on_again(drivers: list[Any]) -> list[Any]:
+        """Send "on" to each; the ones that still failed."""
+        failed = []
+        for driver in drivers:
+            try:
+                driver.on()
+            except PowerError:
+                failed.append(driver)
+        return failed
+
+    def _last_on(self, runner: "HostRunner", power: Any) -> None:
+        """Before a host is quarantined: no outlet of it may be left reading off without a last "on"."""
+        from reprofleet.power.base import PowerState
+
+        for driver in power.drivers:
+            try:
+                state = driver.status()
+            except PowerError:
+                state = PowerState.UNKNOWN
+            if state is PowerState.ON:
+                continue
+            try:
+                driver.on()
+            except PowerError as exc:
+                self.ctx.event(runner.host.name, CampaignEvent.WARNING,
+                               message=f"a last 'on' before quarantine failed: {exc}")
+
+    def _answers_within(self, runner: "HostRunner", deadline_s: float, retry_on: Any = None) -> bool:
+        """Does the host's SSH port answer within ``deadline_s`` (polled with backoff)?
+
+        ``retry_on``: the host's power after a failed cycle: every poll, each outlet that does not
+        read on is sent "on" again, so one lost reply never leaves a host off until the deadline.
+        """
         deadline = self.clock.monotonic() + deadline_s
         delays = self.timings.boot_polls().delays()
+        pending = self._not_on(retry_on) if retry_on is not None else []
         while self.clock.monotonic() < deadline:
             if self.ctx.stop.is_set():
                 raise RecoveryError("campaign stopped while waiting for the host to boot")
+            if pending:
+                pending = self._on_again(pending)
             if runner.port.banner(self.timings.banner_timeout_s):
                 return True
             self.clock.wait(self.ctx.stop, min(next(delays), max(0.0, deadline - self.clock.monotonic())))
+        if pending:
+            self.ctx.event(runner.host.name, CampaignEvent.WARNING,
+                           message=f"outlets still not on after retries: {', '.join(d.outlet_key for d in pending)}")
         return False
 
     def _wait_for_person(self, runner: "HostRunner", seq: Sequence) -> None:
