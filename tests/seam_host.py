@@ -51,6 +51,7 @@ class Device:
     dead: bool = False  # never answers (every request a transient failure)
     feeds_host: bool = True  # False: the inventory names the wrong outlet
     lose_off_readbacks: int = 0  # the next N reads after an "off" are lost (no reply)
+    lose_ons: int = 0  # the next N "on" requests are lost (no reply; the outlet stays off)
     state: PowerState = PowerState.ON
     requests: list[str] = field(default_factory=list)
 
@@ -94,6 +95,7 @@ class FakeHost:
         self.host_debug_applies: list[str] = []  # the boot_id of each apply
         self.started: dict[str, str] = {}  # attempt id -> the boot it started in
         self.containers: dict[str, str | None] = {}  # attempt id -> the container name its run gave the agent
+        self.drop_connects = 0  # the next N connections fail although the host is up
         options = {"timeout_s": 1, "tries": 2} if pdu_options is None else dict(pdu_options)
         port = PowerPort("fake", "http://pdu.fake", outlet="1", options=options) if power else None
         self.host = Host(name=name, address="192.0.2.10", pdu=port)
@@ -158,6 +160,10 @@ class FakeHost:
     def require_up(self) -> None:
         if not self.up:
             raise ConnectError(self.name, "timed out (the fake host does not answer)")
+        with self._lock:
+            if self.drop_connects > 0:  # up, but this session drops (sshd restarting late in the boot)
+                self.drop_connects -= 1
+                raise ConnectError(self.name, "Connection reset by peer (the fake host's sshd restarted)")
 
     def next_outcome(self) -> str:
         with self._lock:
@@ -183,6 +189,10 @@ class FakeOutlet(PowerDriver):
     def _set(self, state: PowerState) -> None:
         device = self.fake.device
         device.requests.append(f"set {state.value}")
+        if state is PowerState.ON and device.lose_ons > 0:
+            device.lose_ons -= 1
+            self.clock.sleep(self.settings.timeout_s)
+            raise TransientPowerError("the request was lost")
         if device.dead:
             self.clock.sleep(self.settings.timeout_s)
             raise TransientPowerError("no answer within the request timeout")

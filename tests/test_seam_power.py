@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from reprofleet.clock import VirtualClock
-from seam_host import Device, FakeHost, events, power_actions, records, run_host, seam_book, seam_context
+from seam_host import Device, FakeHost, events, power_actions, records, recovery_path, run_host, seam_book, seam_context
 
 
 def test_a_cycle_whose_off_read_back_is_lost_still_switches_the_host_back_on(tmp_path: Path) -> None:
@@ -72,3 +72,96 @@ def test_a_quarantined_host_that_still_answers_gets_its_gpu_defaults_back(tmp_pa
     assert "same boot_id" in quarantined["reason"]
     assert fake.policy == {} and fake.policy_calls[-1] == "restore"  # not left locked at 2800 MHz
     assert events(ctx, "policy_restored")
+
+
+# -- issue 18: a shared outlet's neighbour, a failed "on", a late error after the host came back
+
+def test_a_neighbour_cut_by_a_shared_outlet_is_infra_never_a_reproduction(tmp_path: Path) -> None:
+    """ws-b shares its outlet with ws-a (both ``shared: true``); ws-a's cycle cuts ws-b mid-attempt,
+    ws-b comes back when the outlet does: its attempt is ``infra`` and runs again on resume."""
+    from reprofleet.model.events import CampaignEvent
+    from reprofleet.model.reasons import ReasonCode, reason_code
+
+    clock = VirtualClock()
+    fake = FakeHost(clock, "ws-b", script=("reboot", "clean"))  # the power goes, the host boots when it returns
+    ctx = seam_context(seam_book(tmp_path, attempts=2), tmp_path, clock)
+    ctx.host_outlets = {"ws-a": frozenset({"fake:pdu#1"}), "ws-b": frozenset({"fake:pdu#1"})}
+    write_event = ctx.event
+
+    def cut_when_it_starts(host: str, what: Any, **fields: Any) -> None:
+        write_event(host, what, **fields)
+        if what is CampaignEvent.ATTEMPT_STARTED and fields.get("index") == 0:
+            ctx.note_cut("ws-b", "ws-a was cycled through the shared outlet fake:pdu#1")
+
+    ctx.event = cut_when_it_starts  # type: ignore[method-assign]
+    run_host(fake, ctx)
+    first, second = records(ctx)
+    assert first["outcome"] == "infra" and reason_code(first["reason"]) is ReasonCode.CUT
+    assert "ws-a was cycled" in first["reason"]
+    assert second["outcome"] == "clean"
+    assert events(ctx, "cut_by_neighbour")
+    assert not events(ctx, "wedge") and not events(ctx, "reboot")
+
+
+def test_a_cut_noted_before_the_attempt_began_does_not_excuse_it(tmp_path: Path) -> None:
+    clock = VirtualClock()
+    fake = FakeHost(clock, "ws-b", script=("reboot", "clean"))
+    ctx = seam_context(seam_book(tmp_path, attempts=2), tmp_path, clock)
+    ctx.note_cut("ws-b", "ws-a was cycled long ago")
+    clock.sleep(5.0)
+    run_host(fake, ctx)
+    first = records(ctx)[0]
+    assert first["outcome"] in ("wedge", "reboot") and "neighbour" not in first["reason"]
+
+
+def test_a_cycle_whose_on_is_lost_is_switched_on_again_never_left_off(tmp_path: Path) -> None:
+    """The "on" of the cycle is lost (both tries); recovery sends it again while it waits for the
+    boot: the host comes back after one cycle, not after a boot timeout spent off and a second cycle."""
+    from reprofleet.power.base import PowerState
+
+    clock = VirtualClock()
+    device = Device(lose_ons=2)
+    fake = FakeHost(clock, "lost-on", script=("wedge", "clean"), device=device)
+    ctx = seam_context(seam_book(tmp_path, attempts=2, boot=60), tmp_path, clock)
+    device.lose_ons = 0
+    started = {"armed": False}
+    write_event = ctx.event
+
+    def arm_at_the_wedge(host: str, what: Any, **fields: Any) -> None:
+        write_event(host, what, **fields)
+        if str(getattr(what, "value", what)) == "wedge" and not started["armed"]:
+            started["armed"] = True
+            device.lose_ons = 2
+
+    ctx.event = arm_at_the_wedge  # type: ignore[method-assign]
+    run_host(fake, ctx)
+    first, second = records(ctx)
+    assert first["outcome"] == "wedge" and first["forensics"].get("recovery") != "failed"
+    assert second["outcome"] == "clean" and device.state is PowerState.ON
+    offs = [a for a in power_actions(ctx) if a["action"] == "off"]
+    assert len(offs) == 1  # one cycle: the lost "on" was sent again, not a second cycle
+    assert not events(ctx, "power_retry")
+
+
+def test_a_host_that_came_back_is_not_quarantined_for_a_late_error(tmp_path: Path) -> None:
+    """Booted, then the stability check's connection drops (sshd restarting late in the boot):
+    the host answers, so recovery goes back to booting once instead of quarantining it."""
+    clock = VirtualClock()
+    fake = FakeHost(clock, "late", script=("wedge", "clean"))
+    ctx = seam_context(seam_book(tmp_path, attempts=2), tmp_path, clock)
+    write_event = ctx.event
+    armed: list[bool] = []
+
+    def drop_after_boot(host: str, what: Any, **fields: Any) -> None:
+        write_event(host, what, **fields)
+        if fields.get("to") == "booted" and not armed:
+            armed.append(True)
+            fake.drop_connects = 1
+
+    ctx.event = drop_after_boot  # type: ignore[method-assign]
+    run_host(fake, ctx)
+    first, second = records(ctx)
+    assert first["outcome"] == "wedge" and first["forensics"].get("recovery") != "failed"
+    assert second["outcome"] == "clean"
+    path = recovery_path(ctx)
+    assert "quarantined" not in path and path[-6:] == ["booted", "booting", "booted", "stable", "forensics", "ready"]

@@ -310,6 +310,9 @@ class Recovery:
             if self._answers_within(runner, boot_s, retry_on=power if problem else None):
                 if problem:
                     self.ctx.event(runner.host.name, CampaignEvent.WARNING, message=f"{problem}; the host came back anyway")
+                    for state in (RecoveryState.DWELL, RecoveryState.ON):  # where the failed cycle stopped
+                        if seq.state in (RecoveryState.OFF, RecoveryState.DWELL):
+                            seq.transition(state, after=problem)
                 return
             problem = problem or f"the power device reads on, but the host did not answer within {boot_s:g} s"
             if attempt + 1 < len(dwells):

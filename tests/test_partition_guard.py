@@ -1,0 +1,132 @@
+"""The partition guard costs O(1): built once, one witness per device, asked at once within a
+budget, stopping at the first answer, cached under a lock from the time it finished, one
+check at a time, and never waited for on a stream thread (``peek``)."""
+
+from __future__ import annotations
+
+import socket
+import threading
+from pathlib import Path
+
+from reprofleet.liveness.witness import PartitionGuard, Witness, build_witnesses, judge
+from reprofleet.model import Host, PowerPort
+from reprofleet.power import PowerLog
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 100.0
+        self.lock = threading.Lock()
+
+    def __call__(self) -> float:
+        with self.lock:
+            return self.now
+
+
+def _blocked(gate: threading.Event, done: list[str], name: str) -> Witness:
+    def ask() -> bool:
+        gate.wait(10)
+        done.append(name)
+        return False
+    return Witness(name, ask)
+
+
+def test_the_first_answer_ends_the_check_without_waiting_for_slow_witnesses() -> None:
+    gate, done = threading.Event(), []
+    slow = [_blocked(gate, done, f"slow-{i}") for i in range(5)]
+    guard = PartitionGuard([*slow, Witness("pdu", lambda: True)], period_s=60, budget_s=30.0)
+    check = guard.check()
+    assert check.ok and check.reason == "pdu answers"
+    assert done == []  # the slow ones were still being asked when the answer came
+    gate.set()
+
+
+def test_no_answer_within_the_budget_is_silence_and_the_check_ends() -> None:
+    gate, done = threading.Event(), []
+    guard = PartitionGuard([_blocked(gate, done, "switch"), _blocked(gate, done, "pdu")], period_s=60, budget_s=0.2)
+    check = guard.check()
+    assert not check.ok and "switch" in check.reason and "pdu" in check.reason
+    assert done == []
+    gate.set()
+
+
+def test_many_callers_share_one_check_per_period() -> None:
+    clock, asked = Clock(), []
+    gate = threading.Event()
+
+    def pdu() -> bool:
+        asked.append(1)
+        gate.wait(5)
+        return True
+
+    guard = PartitionGuard([Witness("pdu", pdu)], period_s=3.0, budget_s=5.0, clock=clock)
+    callers = [threading.Thread(target=guard.check) for _ in range(20)]
+    for t in callers:
+        t.start()
+    for _ in range(10):
+        guard.peek()
+    gate.set()
+    for t in callers:
+        t.join(10)
+    assert len(asked) == 1 and guard.checks == 1
+    clock.now += 2.0
+    assert guard.peek() is not None and len(asked) == 1  # still fresh
+    clock.now += 2.0
+    assert guard.check().ok and len(asked) == 2  # stale: asked once more
+
+
+def test_an_answer_is_fresh_from_the_time_its_check_finished() -> None:
+    clock = Clock()
+
+    def slow_pdu() -> bool:
+        with clock.lock:
+            clock.now += 0.8  # a device that took most of the budget
+        return True
+
+    guard = PartitionGuard([Witness("pdu", slow_pdu)], period_s=1.0, budget_s=2.0, clock=clock)
+    assert guard.check().ok
+    with clock.lock:
+        clock.now += 0.5  # 1.3 s after the check started, 0.5 s after it finished
+    assert guard.peek() is not None
+
+
+def test_peek_never_waits_it_starts_a_check_and_says_not_yet() -> None:
+    gate = threading.Event()
+    guard = PartitionGuard([Witness("pdu", lambda: gate.wait(5))], period_s=60, budget_s=5.0)
+    assert guard.peek() is None  # a stream thread gets no verdict rather than a wait
+    gate.set()
+    assert guard.check().ok
+    assert guard.peek() is not None
+
+
+def test_no_carrier_is_down_whatever_else_answers() -> None:
+    guard = PartitionGuard([Witness("carrier", lambda: False, carrier=True), Witness("pdu", lambda: True)],
+                           period_s=0, budget_s=1.0)
+    check = guard.check()
+    assert not check.ok and "carrier" in check.reason
+
+
+def test_a_witness_that_raises_did_not_answer() -> None:
+    def broken() -> bool:
+        raise OSError("unreachable")
+
+    assert not judge([(Witness("w", broken), False)]).ok
+    assert not PartitionGuard([Witness("w", broken)], period_s=0).check().ok
+
+
+def test_fifty_hosts_on_one_pdu_have_one_power_witness(tmp_path: Path) -> None:
+    hosts = [Host(f"ws{i:02d}", f"192.0.2.{i + 1}", pdu=PowerPort("snmp", "udp://192.0.2.250", str(i + 1)))
+             for i in range(50)]
+    found = [w for w in build_witnesses(hosts, PowerLog(tmp_path / "power.jsonl")) if w.name.startswith("power")]
+    assert [w.name for w in found] == ["power device udp://192.0.2.250"]
+
+
+def test_an_http_device_is_asked_with_a_handshake_not_a_request(tmp_path: Path) -> None:
+    with socket.socket() as closed:  # a device address whose kernel answers with a RST
+        closed.bind(("127.0.0.1", 0))
+        port = closed.getsockname()[1]
+    log = tmp_path / "power.jsonl"
+    host = Host("ws01", "192.0.2.7", pdu=PowerPort("tasmota", f"http://127.0.0.1:{port}", "9"))
+    (pdu,) = [w for w in build_witnesses([host], PowerLog(log)) if w.name.startswith("power")]
+    assert pdu.ask() is True
+    assert not log.exists()  # no status read, nothing in power.jsonl
