@@ -5,10 +5,12 @@ protocol stays on the fleet."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from reprofleet.clock import VirtualClock
+from reprofleet.liveness.watchdog import FleetLiveness
 from seam_host import FakeHost, events, power_actions, records, recovery_path, run_host, seam_book, seam_context
 
 
@@ -41,3 +43,52 @@ def test_a_host_that_froze_between_attempts_is_recovered_and_the_slot_is_not_jud
     switching = [p["action"] for p in power_actions(ctx) if p["action"] != "status"]
     assert switching.count("cycle") == 1 and set(switching) <= {"off", "on", "cycle"}
     assert events(ctx, "unreachable")
+
+
+# -- issue 18: correlated silence is held, a lone freeze is not
+
+def _with_a_peer(ctx: Any, fake: Any, peer: str, answering: str | None = None) -> None:
+    """Another host of the campaign falls silent with this one when it becomes a suspect (their
+    switch, or a freeze together); ``answering``: a third host of the segment is heard after that."""
+    from reprofleet.model.events import CampaignEvent
+
+    write_event = ctx.event
+
+    def hook(host: str, what: Any, **fields: Any) -> None:
+        write_event(host, what, **fields)
+        if what is CampaignEvent.SUSPECT and host == fake.name:
+            now = ctx.clock.monotonic()
+            ctx.fleet.silent(peer, now - 1.0)
+            if answering is not None:
+                ctx.fleet.heard(answering, now)
+
+    ctx.event = hook  # type: ignore[method-assign]
+    ctx.fleet.report_to(ctx.event)  # the watchdogs' suspect/hold events go through the hook too
+
+
+def test_hosts_frozen_together_are_declared_once_the_silence_outlasts_the_hold(tmp_path: Path) -> None:
+    clock = VirtualClock()
+    fake = FakeHost(clock, "together", script=("wedge", "clean"))
+    ctx = seam_context(seam_book(tmp_path, attempts=2), tmp_path, clock)
+    ctx.fleet = FleetLiveness(5.0, lambda: True, hold_s=40.0, clock=clock.monotonic)
+    _with_a_peer(ctx, fake, "peer")
+    run_host(fake, ctx)
+    first, second = records(ctx)
+    assert first["outcome"] == "wedge" and second["outcome"] == "clean"
+    (held,) = events(ctx, "silence_hold")
+    (released,) = [e for e in events(ctx, "silence_release") if "before" not in e]
+    assert held["rule"] == "correlated" and held["peers"] == ["peer"] and released["rule"] == "outlasted"
+    assert 40.0 <= first["detect_latency_s"] <= 40.0 + 4.0  # the hold, plus the lone-freeze budget
+
+
+def test_a_peer_heard_again_lets_a_frozen_host_go_at_once(tmp_path: Path) -> None:
+    clock = VirtualClock()
+    fake = FakeHost(clock, "alone-now", script=("wedge", "clean"))
+    ctx = seam_context(seam_book(tmp_path, attempts=2), tmp_path, clock)
+    ctx.fleet = FleetLiveness(5.0, lambda: True, hold_s=300.0, clock=clock.monotonic,
+                              segments={"alone-now": "rack", "peer": "rack", "third": "rack"})
+    _with_a_peer(ctx, fake, "peer", answering="third")
+    run_host(fake, ctx)
+    first = records(ctx)[0]
+    assert first["outcome"] == "wedge" and first["detect_latency_s"] < 6.0
+    assert not events(ctx, "silence_hold")  # "third" answers on the same segment: never held

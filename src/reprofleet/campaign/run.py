@@ -157,12 +157,11 @@ def earlier_records(directory: CampaignDir) -> dict[str, list[dict[str, Any]]]:
 
 
 def seen_alive(directory: CampaignDir) -> set[str]:
-    """Hosts this campaign saw answer before (prepared, or with a record): only those may be
-    cycled at a resume's start."""
-    hosts = {str(e.get("host")) for e in read_log_lines(directory.events) if event_of(e) is CampaignEvent.PREPARED}
-    if directory.attempts.exists():
-        hosts |= {str(r.get("host")) for r in read_records(directory.attempts) if r.get("attempt_index", 0) >= 0}
-    return hosts
+    """Hosts this campaign saw answer before (prepared, or an attempt started on them): only
+    those may be cycled at a resume's start. A record is no proof: a host that never answered
+    has ``not run`` records for every slot of its plan."""
+    return {str(e.get("host")) for e in read_log_lines(directory.events)
+            if event_of(e) in (CampaignEvent.PREPARED, CampaignEvent.ATTEMPT_STARTED)}
 
 
 def started_hosts(directory: CampaignDir) -> dict[str, str]:

@@ -70,6 +70,18 @@ def probe_tcp(address: str, port: int, timeout: float) -> ProbeAnswer:
             return ProbeAnswer.KERNEL  # the handshake completed: the kernel is there
 
 
+def tcp_answers(address: str, port: int, timeout: float) -> bool:
+    """A SYN-ACK or a RST within ``timeout``: the address's kernel answered (no banner awaited)."""
+    family = socket.AF_INET6 if ":" in address else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as sock:
+        sock.settimeout(timeout)
+        try:
+            sock.connect((address, port))
+        except OSError as exc:
+            return exc.errno in _REFUSED
+        return True
+
+
 @lru_cache(maxsize=1)
 def icmp_mode() -> IcmpMode:
     """Which ICMP socket this process may open (asked once: it does not change)."""

@@ -310,8 +310,8 @@ class Watchdog:
                     self._paused = True
                     self._event(CampaignEvent.GUARD, network="down", message="our own network looks down: no verdict")
                 return Verdict.CONTROLLER_NETWORK
-            if network is None:
-                return Verdict.SUSPECT  # the guard's check is under way (never waited for on this thread)
+            if network is None:  # the guard's check is under way (never waited for on this thread): no change
+                return Verdict.CONTROLLER_NETWORK if self._paused else Verdict.HELD if self._held else Verdict.SUSPECT
             if self._paused:  # our network is back: the host gets fresh rounds before any verdict
                 self._network_back(now)
                 return Verdict.SUSPECT

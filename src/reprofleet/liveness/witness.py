@@ -39,7 +39,7 @@ from typing import Any, Callable, Iterable, Sequence
 from reprofleet.errors import ReprofleetError
 from reprofleet.model import Host, PowerPort
 from reprofleet.power import PowerLog, PowerState, driver_for
-from reprofleet.liveness.probes import ProbeAnswer, probe_icmp_echo, probe_tcp, resolve
+from reprofleet.liveness.probes import probe_icmp_echo, resolve, tcp_answers
 
 WITNESS_TIMEOUT_S = 1.0  # one witness's own timeout, and the whole check's budget
 GUARD_PERIOD_S = 3.0  # an answer is reused this long after the check that gave it finished
@@ -101,7 +101,7 @@ def local_link_up(address: str) -> bool | None:
 def witness_answers(address: str, timeout: float = WITNESS_TIMEOUT_S) -> bool:
     """Any answer from the witness's kernel: an echo reply, a SYN-ACK or a RST on port 22."""
     target = resolve(address)
-    return bool(probe_icmp_echo(target, timeout)) or probe_tcp(target, 22, timeout) is not ProbeAnswer.DEAD
+    return bool(probe_icmp_echo(target, timeout)) or tcp_answers(target, 22, timeout)
 
 
 def named_witnesses(host: Host) -> list[str]:
@@ -130,7 +130,7 @@ def _device_address_answers(address: str, timeout: float) -> bool:
         return False
     port = parts.port or (443 if parts.scheme == "https" else 80)
     target = resolve(parts.hostname)
-    return probe_tcp(target, port, timeout) is not ProbeAnswer.DEAD or bool(probe_icmp_echo(target, timeout))
+    return tcp_answers(target, port, timeout) or bool(probe_icmp_echo(target, timeout))
 
 
 def _host_of(address: str) -> str:
@@ -240,12 +240,19 @@ class PartitionGuard:
             return self._answer[1].reason if self._answer else ""
 
     def peek(self) -> NetworkCheck | None:
-        """A fresh answer, or None (a check was started in the background)."""
+        """A fresh answer, or None (a check was started in the background).
+
+        An answer older than the period starts a new check but is still given for one more
+        period: a watchdog never loses its verdict (a pause, say) to the gap between checks.
+        """
         with self._lock:
             fresh = self._fresh()
-            if fresh is None:
-                self._start()
-            return fresh
+            if fresh is not None:
+                return fresh
+            self._start()
+            if self._answer is not None and self._clock() - self._answer[0] <= 2 * self._period:
+                return self._answer[1]
+            return None
 
     def __call__(self) -> bool:
         return bool(self.check())

@@ -167,6 +167,14 @@ class Fleet:
         for host in self.hosts:
             host.restore_link()
 
+    def switch_outage(self, down: bool) -> None:
+        """The hosts' top-of-rack switch reboots (or STP reconverges): every frame to and from
+        every host is lost, while links keep their carrier and the controller's own side (its
+        link, the PDUs it reaches) keeps working. (A switch drops frames; our hosts' ports stay
+        up, so the model is loss on each host's NIC, both ways.)"""
+        for host in self.hosts:
+            host.set_packet_loss(100 if down else 0, both_ways=True)
+
     def attach_plug(self, personality: str = "tasmota") -> Any:
         """Put every host on one simulated HTTP smart plug (outlet i+1 = host i) and rewrite
         the fleet's inventory with the ``pdu:`` blocks, so a campaign can power-cycle hosts.
