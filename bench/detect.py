@@ -269,17 +269,33 @@ def slow_summary(round_: dict[str, Any], attempt_timeout: float) -> dict[str, An
     }
 
 
+def with_witness(inventory: Path, address: str) -> None:
+    """Every host of the inventory gets ``witness: ADDRESS`` (a host var)."""
+    import yaml
+
+    data = yaml.safe_load(inventory.read_text())
+    for group in data["all"]["children"].values():
+        for entry in (group.get("hosts") or {}).values():
+            entry["witness"] = address
+    inventory.write_text(yaml.safe_dump(data, sort_keys=False))
+
+
 def run_scenario(scenario: str, hosts: int, rounds: int) -> dict[str, Any]:
     workdir = Path("/var/lib/reprofleet-bench") / uuid.uuid4().hex[:6]
     workdir.mkdir(parents=True)
     specs = [SimHostSpec(f"det{i}", script=("hang",) * 50, time_scale=0.05, boot_delay_s=0.5) for i in range(hosts)]
-    fleet = Fleet.up(specs, base_dir=workdir / "fleet")
-    plug = HttpPlugServer(workdir / "plug", "tasmota", {str(i + 1): h.paths.power for i, h in enumerate(fleet.hosts)})
+    # a machine on the hosts' side that is not under test: their hosts-side witness, so hosts
+    # that freeze together are released from the correlated-silence hold at once (README)
+    fleet = Fleet.up([*specs, SimHostSpec("det-witness", script=("clean",))], base_dir=workdir / "fleet")
+    tested, witness = fleet.hosts[:-1], fleet.hosts[-1]
+    fleet.hosts = tuple(tested)  # what the scenarios fault and judge
+    plug = HttpPlugServer(workdir / "plug", "tasmota", {str(i + 1): h.paths.power for i, h in enumerate(tested)})
     plug.start()
     started = time.time()
     try:
-        inventory = fleet.write_inventory(workdir / "inventory.yml",
-                                          pdu={h.name: plug.pdu_block(str(i + 1)) for i, h in enumerate(fleet.hosts)})
+        inventory = fleet.write_inventory(workdir / "inventory.yml", hosts=[h.name for h in tested],
+                                          pdu={h.name: plug.pdu_block(str(i + 1)) for i, h in enumerate(tested)})
+        with_witness(inventory, witness.address)
         if scenario in FREEZES:
             trials: list[dict[str, Any]] = []
             for index in range(rounds):
@@ -300,6 +316,7 @@ def run_scenario(scenario: str, hosts: int, rounds: int) -> dict[str, Any]:
             host.set_packet_loss(0)
             host.starve_cpu(None)
         plug.stop()
+        fleet.hosts = (*tested, witness)
         fleet.down()
         shutil.rmtree(workdir, ignore_errors=True)
     return {"scenario": scenario, "hosts": hosts, "rounds": rounds, "date": time.strftime("%Y-%m-%d", time.gmtime()),
