@@ -52,6 +52,7 @@ class Device:
     feeds_host: bool = True  # False: the inventory names the wrong outlet
     lose_off_readbacks: int = 0  # the next N reads after an "off" are lost (no reply)
     lose_ons: int = 0  # the next N "on" requests are lost (no reply; the outlet stays off)
+    lose_on_readbacks: int = 0  # the next N reads while on are lost (a BMC slow to answer after power-on)
     state: PowerState = PowerState.ON
     requests: list[str] = field(default_factory=list)
 
@@ -205,6 +206,10 @@ class FakeOutlet(PowerDriver):
         if device.dead:
             self.clock.sleep(self.settings.timeout_s)
             raise TransientPowerError("no answer within the request timeout")
+        if device.state is PowerState.ON and device.lose_on_readbacks > 0:
+            device.lose_on_readbacks -= 1
+            self.clock.sleep(self.settings.timeout_s)
+            raise TransientPowerError("the BMC did not answer (busy after power-on)")
         if device.state is PowerState.OFF and device.lose_off_readbacks > 0:
             device.lose_off_readbacks -= 1
             self.clock.sleep(self.settings.timeout_s)

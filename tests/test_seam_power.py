@@ -165,3 +165,29 @@ def test_a_host_that_came_back_is_not_quarantined_for_a_late_error(tmp_path: Pat
     assert second["outcome"] == "clean"
     path = recovery_path(ctx)
     assert "quarantined" not in path and path[-6:] == ["booted", "booting", "booted", "stable", "forensics", "ready"]
+
+
+def test_a_late_bmc_error_after_power_on_does_not_quarantine_a_host_that_came_back(tmp_path: Path) -> None:
+    """"On" was sent, then every read-back is lost until the settle time passes (a BMC busy
+    after power-on): the cycle fails, but the host boots, and a host that came back is not
+    quarantined for the device's late error."""
+    clock = VirtualClock()
+    device = Device()
+    fake = FakeHost(clock, "late-bmc", script=("wedge", "clean"), device=device, pdu_options={"timeout_s": 1, "tries": 2, "settle_s": 2})
+    ctx = seam_context(seam_book(tmp_path, attempts=2), tmp_path, clock)
+    write_event = ctx.event
+
+    def lose_readbacks_after_on(host: str, what: Any, **fields: Any) -> None:
+        write_event(host, what, **fields)
+        if fields.get("to") == "dwell":
+            device.lose_on_readbacks = 50
+
+    ctx.event = lose_readbacks_after_on  # type: ignore[method-assign]
+    run_host(fake, ctx)
+    device.lose_on_readbacks = 0
+    first, second = records(ctx)
+    assert first["outcome"] == "wedge" and first["forensics"].get("recovery") != "failed"
+    assert second["outcome"] == "clean"
+    assert "quarantined" not in recovery_path(ctx)
+    warnings = [e["message"] for e in events(ctx, "warning")]
+    assert any("the host came back anyway" in w for w in warnings)
