@@ -21,7 +21,7 @@ from reprofleet.sim.power import HttpPlugServer
 from reprofleet.sim.spec import SimHostSpec
 from test_fleet_campaign import settings_for, write_playbook
 
-pytestmark = [pytest.mark.fleet, pytest.mark.alone]  # timing is judged: nothing may run beside it
+pytestmark = pytest.mark.fleet  # outcomes and forensics; the latency bound (15 s) holds beside another module
 
 LGC_CELL = "  - name: lgc-2800\n    graphics_clocks: [180, 2800]\n"
 
