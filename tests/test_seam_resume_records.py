@@ -131,3 +131,32 @@ def test_bring_up_or_having_seen_it_lets_the_campaign_cycle_a_silent_host(tmp_pa
         run_host(fake, ctx)
         assert [a["action"] for a in power_actions(ctx) if a["action"] in ("off", "on")] == ["off", "on"], name
         assert [r["outcome"] for r in records(ctx)] == ["clean"], name
+
+
+def test_a_host_silent_at_the_start_with_another_is_held_and_not_cut_if_it_answers(tmp_path: Path) -> None:
+    """Resumed during a switch outage: this host and another are silent at once. The cycle waits
+    for the correlated-silence hold; the switch comes back (and the host with it) within the
+    hold, so nothing is switched."""
+    from reprofleet.liveness.watchdog import FleetLiveness
+
+    clock = VirtualClock()
+    fake = FakeHost(clock, "behind-tor", script=("clean",) * 2)
+    fake.freeze()
+    ctx = seam_context(seam_book(tmp_path, attempts=1), tmp_path, clock)
+    ctx.seen_alive = {"behind-tor"}
+    ctx.fleet = FleetLiveness(5.0, lambda: True, hold_s=60.0, clock=clock.monotonic)
+    ctx.fleet.report_to(ctx.event)
+    ctx.fleet.silent("neighbour", clock.monotonic())
+    write_event = ctx.event
+
+    def switch_back_during_the_hold(host: str, what: Any, **fields: Any) -> None:
+        write_event(host, what, **fields)
+        if str(getattr(what, "value", what)) == "silence_hold":
+            fake.frozen_at = None  # the switch is back 0 s into the hold: the host was fine all along
+
+    ctx.event = switch_back_during_the_hold  # type: ignore[method-assign]
+    run_host(fake, ctx)
+    assert not [a for a in power_actions(ctx) if a["action"] in ("off", "on", "cycle")]
+    (held,) = events(ctx, "silence_hold")
+    assert held["before"] == "power action" and held["rule"] == "correlated" and held["peers"] == ["neighbour"]
+    assert [r["outcome"] for r in records(ctx)][-1] == "clean"

@@ -160,6 +160,7 @@ class HostRunner:
                     or answer is ProbeAnswer.SSHD:
                 raise
             userspace = answer is ProbeAnswer.KERNEL
+            self.ctx.fleet.silent(self.host.name, self.ctx.clock.monotonic())  # hosts silent with it hold its cycle
             self.ctx.event(self.host.name, CampaignEvent.UNREACHABLE_AT_START, reason=str(exc), kernel_answers=userspace,
                            message="switching it on / power-cycling it through its port")
         self._drop_session()
