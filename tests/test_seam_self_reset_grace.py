@@ -131,3 +131,19 @@ def test_the_sysctls_a_cell_applied_decide_not_the_hosts_own(tmp_path: Path) -> 
     graces = [e for e in read_log_lines(result.directory.events) if e["event"] == "self_reset_grace"]
     assert [(g["attempt"], g["grace_s"]) for g in graces] == [(found[0]["attempt"], 0.0), (found[2]["attempt"], 5.0)]
     assert "lockup panics on (softlockup_panic=1)" in graces[1]["message"]
+
+
+def test_a_host_that_froze_between_attempts_keeps_the_sysctls_its_boot_was_given(tmp_path: Path) -> None:
+    """The lockup-panic cell's attempt ended, then the host froze before the next one could
+    start: that attempt's record has no sysctls, but the kernel still has the cell's."""
+    clock = VirtualClock()
+    fake = FakeHost(clock, "hd-f", script=("freeze-after", "clean"), boot_delay_s=0.5)
+    fake.facts = CLOSED
+    cells = "  - name: lockup-panic\n    host_debug: {softlockup_panic: true, panic: 1}\n"
+    book = write_playbook(tmp_path / "book", attempts=2, attempt_timeout=30, cells=cells)
+    plan = make_plan(load_playbook(book), [fake.host])
+    (result,) = run_fake_campaign(plan, [fake], seam_settings(tmp_path, reboot_grace_s=5.0), tmp_path / "reports", clock)
+    events_seen = read_log_lines(result.directory.events)
+    assert any(e["event"] == "unreachable" for e in events_seen)
+    (grace,) = [e for e in events_seen if e["event"] == "self_reset_grace"]
+    assert grace["grace_s"] == 5.0 and "lockup panics on (softlockup_panic=1)" in grace["message"]

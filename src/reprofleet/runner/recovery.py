@@ -224,12 +224,14 @@ class Recovery:
         return replace(record, forensics=forensics)
 
     def _self_reset_grace(self, runner: "HostRunner", record: Record) -> float:
-        """The grace from the host's prepare-time facts and the sysctls its attempt ran with,
-        logged with its reason as it starts."""
+        """The grace from the host's prepare-time facts and the sysctls in force when it went
+        silent (what this boot was given: also when it froze between attempts, whose record has
+        none), logged with its reason as it starts."""
         from reprofleet.records.store import read_facts
         from reprofleet.runner.self_reset_grace import self_reset_grace_s
 
-        applied = (record.host_debug or {}).get("sysctls")
+        in_boot = runner.sysctls.applied
+        applied = in_boot.values if in_boot is not None else (record.host_debug or {}).get("sysctls")
         grace, why = self_reset_grace_s(read_facts(self.ctx.directory, runner.host.name),
                                         self.ctx.settings.reboot_grace_s, applied)
         self.ctx.event(runner.host.name, CampaignEvent.SELF_RESET_GRACE, attempt=record.attempt, grace_s=grace,
