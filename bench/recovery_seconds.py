@@ -179,9 +179,12 @@ def report(results: dict[str, Any], command: str) -> str:
               f"{statistics.median(health):.2f} s, max {max(health):.2f} s over {len(health)} calls." if health else "",
               f"- The grace's words: before {before['grace_words']}; after {after['grace_words']}.",
               "- What is measured beyond the configured constants: the grace skipped is the configured 30 s, so "
-              "before - after is that constant plus whatever the grace loop itself cost (its first probe, a DEAD "
-              "probe's 1 s timeout); the remaining declared -> off (guard, banner probe, driver request and "
-              "read-back against the plug) and the health gate's call are the system's own seconds."]
+              "before - after is that constant plus what the grace loop itself cost (its first probe of a frozen "
+              "host, DEAD after its 1 s timeout, and the last poll's overshoot); the rest of declared -> off is the "
+              "system's own: the last banner probe before the cut (\"declared wedged, but the host answered?\"), "
+              "which waits out its 2 s timeout on a host that drops every packet, then ~0.01 s for the partition "
+              "guard, the driver and the plug's off with read-back on loopback. off -> on is the 10 s dwell and the on with "
+              "read-back; booted -> ready is the 5 s stability window, the post-boot forensics and the health gate."]
     return "\n".join(line for line in lines if line is not None)
 
 
@@ -190,7 +193,11 @@ def main() -> int:
     parser.add_argument("--wedges", type=int, default=4, help="wedges per arm")
     parser.add_argument("--json", default=str(REPO / "bench" / "recovery-results.json"))
     parser.add_argument("--results", default=None, help="rewrite this RESULTS.md's recovery section")
+    parser.add_argument("--report", action="store_true", help="only rewrite the section from --json (no fleet)")
     args = parser.parse_args()
+    if args.report:
+        results = json.loads(Path(args.json).read_text())
+        return _write(results, args.results)
     work = Path(tempfile.mkdtemp(prefix="rf-recovery-bench-", dir="/var/lib"))
     spec = SimHostSpec("rec", script=("wedge",) * (2 * args.wedges), time_scale=0.02, boot_delay_s=2.0)
     fleet = Fleet.up((spec,))
@@ -206,12 +213,16 @@ def main() -> int:
         fleet.down(remove_files=True)
         shutil.rmtree(work, ignore_errors=True)
     Path(args.json).write_text(json.dumps(results, indent=1, sort_keys=True) + "\n")
+    return _write(results, args.results)
+
+
+def _write(results: dict[str, Any], results_md: str | None) -> int:
     command = "flock /tmp/reprofleet-fleet.lock .venv/bin/python bench/recovery_seconds.py " \
-              f"--wedges {args.wedges} --results bench/RESULTS.md"
+              f"--wedges {results['wedges']} --results bench/RESULTS.md"
     body = report(results, command)
     print(body)
-    if args.results:
-        rewrite_section(Path(args.results), "recovery", "Recovery: controller-added seconds per wedge "
+    if results_md:
+        rewrite_section(Path(results_md), "recovery", "Recovery: controller-added seconds per wedge "
                         "(bench/recovery_seconds.py)", body)
     return 0
 
