@@ -50,6 +50,8 @@ def test_a_host_back_from_a_wedge_without_its_gpu_is_quarantined_with_the_words(
     assert health["lost"] is True and health["bus_id"] == "00000000:01:00.0"
     assert [c["name"] for c in health["checks"] if c["ok"] is False] == ["nvml", "pci", "nvidia_smi"]
     assert any("GPU is lost.  Reboot the system to recover this GPU" in line for line in health["failed"])
+    # read from the host's own sysfs (REPROFLEET_SYSFS), not the machine running the fleet
+    assert "pci: 0000:01:00.0 reads all ones (lspci: rev ff): the GPU fell off the bus" in health["failed"]
     events = [json.loads(line) for line in result.directory.events.read_text().splitlines()]
     assert [e["to"] for e in events if e["event"] == "recovery"] == [
         "off", "dwell", "on", "booting", "booted", "stable", "forensics", "quarantined"]
