@@ -56,8 +56,8 @@ def main(argv: List[str]) -> int:
         elif arg in ("-n", "-nn"):
             numeric = len(arg) - 1
         elif arg == "-d" and args:
-            vendor, _, device = args.pop(0).partition(":")
-            wanted = (vendor.lower(), device.lower())
+            want_vendor, _, want_device = args.pop(0).partition(":")
+            wanted = (want_vendor.lower(), want_device.lower())
         else:
             sys.stderr.write(USAGE % arg.lstrip("-") + "\n")
             return 2
