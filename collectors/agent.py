@@ -71,6 +71,11 @@ def build_parser() -> Parser:
     netcons = sub.add_parser("netconsole", help="apply, read or restore the kernel's netconsole to the controller")
     netcons.add_argument("action", choices=("apply", "read", "restore"))
     netcons.add_argument("--json", default=None, help="port, dev, target, extended (apply only)")
+    health = sub.add_parser("health", help="is the GPU still there: NVML, the PCI bus, nvidia-smi (gpu_health.py)")
+    health.add_argument("--gpu", type=int, default=0)
+    health.add_argument("--bus-id", default=None, help="the GPU's PCI bus id before the wedge (NVML's form)")
+    health.add_argument("--expect-gpus", type=int, default=None, help="how many GPUs NVML listed before the wedge")
+    health.add_argument("--smi-timeout", type=float, default=20.0, help="seconds nvidia-smi may take to answer")
     postboot = sub.add_parser("postboot", help="what the previous boot left behind")
     postboot.add_argument("--pstore", default="/sys/fs/pstore", help=argparse.SUPPRESS)
     lease = sub.add_parser("lease", help="take, give back or show this host's campaign lease")
@@ -236,6 +241,17 @@ def command_policy(args: argparse.Namespace) -> int:
     return ExitStatus.OK if report["ok"] else ExitStatus.FAILED
 
 
+def command_health(args: argparse.Namespace) -> int:
+    """One `health` line; exit 1 when a check found the GPU unusable (details inside)."""
+    import gpu_health
+
+    if args.gpu < 0 or (args.expect_gpus is not None and args.expect_gpus < 0) or args.smi_timeout <= 0:
+        raise UsageError("--gpu and --expect-gpus must be >= 0, --smi-timeout > 0")
+    report = gpu_health.collect(args.gpu, args.bus_id, args.expect_gpus, args.smi_timeout)
+    emit(report)
+    return ExitStatus.OK if report["ok"] else ExitStatus.FAILED
+
+
 def command_lease(args: argparse.Namespace) -> int:
     import host_lease
 
@@ -300,6 +316,8 @@ def dispatch(args: argparse.Namespace, cmd: List[str]) -> int:
         report = netconsole.command(args.state_dir, args.action, args.json)
         emit(report)
         return ExitStatus.OK if report["ok"] else ExitStatus.FAILED
+    if args.command == "health":
+        return command_health(args)
     if args.command == "postboot":
         import postboot
 
@@ -330,7 +348,7 @@ def dispatch(args: argparse.Namespace, cmd: List[str]) -> int:
         import supervisor
 
         return supervisor.supervise(args.state_dir, args.id)
-    raise UsageError("a subcommand is required (facts, run, attach, kill, policy, postboot)")
+    raise UsageError("a subcommand is required (facts, run, attach, kill, policy, health, postboot)")
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:

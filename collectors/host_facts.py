@@ -17,6 +17,7 @@ from typing import Any, Callable, Dict, List, Optional
 
 import attempt_state as state
 import nvml_facts
+import self_reset
 
 DMI_DIR = "/sys/class/dmi/id"
 DMI_FIELDS = ("sys_vendor", "product_name", "board_vendor", "board_name", "bios_vendor",
@@ -194,5 +195,7 @@ def collect() -> Dict[str, Any]:
     facts["nvidia_smi"] = shutil.which("nvidia-smi")
     facts["privilege"] = fact("privilege", lambda: privilege(facts["nvidia_smi"]))
     facts.update(nvml_facts.collect(notes))
+    facts.update(fact("self_reset", lambda: self_reset.collect(notes))
+                 or {"watchdog": None, "panic_sysctls": None, "kdump_loaded": None})
     facts["notes"] = notes
     return facts

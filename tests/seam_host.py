@@ -23,7 +23,7 @@ from typing import Any, Callable, Iterator, Mapping, Sequence
 from reprofleet.remote import replies
 from reprofleet.clock import VirtualClock
 from reprofleet.config import Timings
-from reprofleet.errors import AgentFenced, ConnectError
+from reprofleet.errors import AgentError, AgentFenced, ConnectError
 from reprofleet.liveness.probes import ProbeAnswer
 from reprofleet.liveness.watchdog import FleetLiveness
 from reprofleet.model import Cell, EventKind, Host, Playbook, PowerPort
@@ -64,7 +64,7 @@ class FakeHost:
                  power: bool = True, boot_delay_s: float = 3.0, self_reset_s: float = 8.0,
                  device: Device | None = None, rescued_after_s: float | None = None,
                  image: str = "sha256:img-1",
-                 pdu_options: Mapping[str, Any] | None = None) -> None:
+                 pdu_options: Mapping[str, Any] | None = None, gpu_falls_off: bool = False) -> None:
         self.clock = clock
         self.name = name
         self.script = list(script)
@@ -97,6 +97,10 @@ class FakeHost:
         self.started: dict[str, str] = {}  # attempt id -> the boot it started in
         self.containers: dict[str, str | None] = {}  # attempt id -> the container name its run gave the agent
         self.drop_connects = 0  # the next N connections fail although the host is up
+        self.gpu_falls_off = gpu_falls_off  # a freeze takes the GPU off the bus, for good (no cycle brings it back)
+        self.gpu_lost = False
+        self.health_calls: list[dict[str, Any]] = []  # what each `health` was asked
+        self.health_fails: str | None = None  # `health` does not complete (NVML hung on a stuck card): these words
         options = {"timeout_s": 1, "tries": 2} if pdu_options is None else dict(pdu_options)
         port = PowerPort("fake", "http://pdu.fake", outlet="1", options=options) if power else None
         self.host = Host(name=name, address="192.0.2.10", pdu=port)
@@ -134,6 +138,7 @@ class FakeHost:
     def freeze(self) -> None:
         with self._lock:
             self.frozen_at = self.clock.monotonic()
+            self.gpu_lost = self.gpu_lost or self.gpu_falls_off
 
     def reset_itself(self) -> None:
         """A watchdog reset or a panic: silent now, back by itself with a new boot."""
@@ -398,6 +403,31 @@ class FakeAgent:
             self.fake.host_debug = dict(SYSCTL_DEFAULTS)
             return {"ok": True, "values": dict(self.fake.host_debug)}
         return {"ok": True}
+
+    def health(self, gpu: int, *, bus_id: str | None = None, expect_gpus: int | None = None,
+               smi_timeout_s: float = 20.0) -> replies.HealthReply:
+        """The agent's `health` (collectors/gpu_health.py), worded as it words a GPU off the bus."""
+        self._call()
+        self.fake.health_calls.append({"gpu": gpu, "bus_id": bus_id, "expect_gpus": expect_gpus})
+        if self.fake.health_fails:
+            raise AgentError(self.host, self.fake.health_fails)
+        bus = bus_id or "00000000:01:00.0"
+        if self.fake.gpu_lost:
+            checks = [
+                {"name": "nvml", "ok": False, "lost": True, "short": "NVML: GPU is lost",
+                 "words": f"nvmlDeviceGetHandleByIndex({gpu}): GPU is lost (NVMLError_GpuIsLost)"},
+                {"name": "pci", "ok": False, "lost": True, "short": "lspci rev ff",
+                 "words": "0000:01:00.0 reads all ones (lspci: rev ff): the GPU fell off the bus"},
+                {"name": "nvidia_smi", "ok": False, "lost": True, "short": "nvidia-smi exit 15",
+                 "words": f"nvidia-smi -i {bus} exit 15 (the GPU has fallen off the bus or has otherwise become "
+                          "inaccessible): Unable to determine the device handle for GPU 0000:01:00.0: GPU is lost.  "
+                          "Reboot the system to recover this GPU"}]
+        else:
+            checks = [{"name": name, "ok": True, "lost": False, "words": f"{name} ok", "short": f"{name} ok"}
+                      for name in replies.HEALTH_CHECKS]
+        return replies.parse_health(self.host, {"k": "health", "gpu": gpu, "bus_id": bus, "boot_id": self.fake.boot_id,
+                                                "ok": not self.fake.gpu_lost, "lost": self.fake.gpu_lost,
+                                                "checks": checks})
 
     def postboot(self) -> replies.Postboot:
         self._call()

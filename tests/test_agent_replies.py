@@ -88,6 +88,14 @@ def test_the_agents_attempt_listing_and_kill_parse(tmp_path: Path) -> None:
     assert replies.parse_attempts("local", _agent(tmp_path, "attempts", "attempts", "--running")) == ()
 
 
+def test_the_agents_health_of_a_host_without_a_gpu_parses(tmp_path: Path) -> None:
+    rc, lines, _ = h.run_agent(tmp_path, "health", "--gpu", "0", "--smi-timeout", "5")
+    reply = replies.parse_health("ctl", lines[0])
+    assert [c.name for c in reply.checks] == list(replies.HEALTH_CHECKS)
+    assert reply.checks[0].ok is None  # this controller has no NVML binding on its agent's path
+    assert (rc == 1) == (not reply.ok) and all(isinstance(c.words, str) and c.short for c in reply.checks)
+
+
 def test_the_agents_host_debug_read_parses(tmp_path: Path) -> None:
     proc_sys = tmp_path / "proc-sys" / "kernel"
     proc_sys.mkdir(parents=True)
@@ -131,6 +139,12 @@ MALFORMED: list[tuple[Callable[[str, Any], Any], Any, str]] = [
     (replies.parse_postboot, {"k": "postboot", "previous_boot": []}, "'previous_boot' is not an object"),
     (replies.parse_postboot, {"k": "postboot", "previous_boot": {"tail": "x"}}, "'tail' is not a list"),
     (replies.parse_postboot, {"k": "postboot", "journal_persistent": "no"}, "'journal_persistent' is not true"),
+    (replies.parse_health, {"k": "health", "checks": {"nvml": True}}, "'checks' is not a list"),
+    (replies.parse_health, {"k": "health", "checks": [{"ok": False, "words": "x"}]}, "'name' is not a named check"),
+    (replies.parse_health, {"k": "health", "checks": [{"name": "pci", "ok": "no", "words": "x"}]},
+     "'ok' is not true or false"),
+    (replies.parse_health, {"k": "health", "ok": True, "checks": [{"name": "pci", "ok": False, "words": "rev ff"}]},
+     "'ok' is not false when a check failed"),
 ]
 
 

@@ -25,6 +25,7 @@ WRITTEN_NAMES = {
     "suspect", "probe", "clear", "guard", "silence_hold", "silence_release", "cut_by_neighbour", "reattach_failed", "controller_network_suspect",
     "controller_network_back", "icmp_unavailable", "recovery", "power_retry", "needs_person", "warning", "not_ready", "fenced", "attempt_resumed",
     "policy_changed", "start_refused", "attempt_killed",  # issue 17
+    "self_reset_grace",  # issue 18
 }
 
 

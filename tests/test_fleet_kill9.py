@@ -88,7 +88,9 @@ def kill_fleet(sim_ready: None, tmp_path_factory: pytest.TempPathFactory) -> Ite
         (seed / f"blob{i}.bin").write_bytes(os.urandom(8 << 20))
     text = cache_book.read_text().replace("poc: {script: poc/", "poc: {cache: persistent, cache_source: cache-seed, script: poc/")
     cache_book.write_text(text)
-    fleet = Fleet.up((SimHostSpec(WEDGING, script=("clean", "wedge"), **QUIET), SimHostSpec(STEADY, **QUIET)))
+    # the wedging host has an armed watchdog: its facts keep the reboot grace the "reboot-grace" link kills in
+    fleet = Fleet.up((SimHostSpec(WEDGING, script=("clean", "wedge"), hardware_watchdog=True, **QUIET),
+                      SimHostSpec(STEADY, **QUIET)))
     try:
         fleet.attach_plug("tasmota")
         yield KillFleet(fleet, book, cache_book, dict(SETTINGS_DEFAULTS))

@@ -78,7 +78,7 @@ def test_a_scripted_wedge_freezes_the_host_mid_start_and_leaves_an_xid_for_the_n
 
 
 def test_a_reboot_outcome_resets_the_host_by_itself_and_a_volatile_journal_forgets(sim_fleet) -> None:
-    fleet = sim_fleet([SimHostSpec("rb", script=("reboot",), journal_persistent=False, **FAST)])
+    fleet = sim_fleet([SimHostSpec("rb", script=("reboot",), journal_persistent=False, hardware_watchdog=True, **FAST)])
     host = fleet.hosts[0]
     push_poc(host)
     first = host.boot_id

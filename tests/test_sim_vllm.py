@@ -111,7 +111,8 @@ def test_clean_and_error_outcomes_end_the_poc_with_0_and_1(sim_host_tree) -> Non
 
 @pytest.mark.parametrize("outcome", ["wedge", "reboot", "hang"])
 def test_wedge_reboot_and_hang_stop_the_log_and_leave_the_engine_running(sim_host_tree, outcome: str) -> None:
-    tree = sim_host_tree(SimHostSpec("poc", script=(outcome,), time_scale=0.001))
+    tree = sim_host_tree(SimHostSpec("poc", script=(outcome,), time_scale=0.001,
+                                     hardware_watchdog=outcome == "reboot"))  # a reboot is its watchdog's reset
     poc = start_poc(tree)
     try:
         deadline = time.monotonic() + 20

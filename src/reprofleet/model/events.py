@@ -66,6 +66,7 @@ class CampaignEvent(str, Enum):
     ICMP_UNAVAILABLE = "icmp_unavailable"
     # recovery
     RECOVERY = "recovery"  # one state transition of the recovery sequence
+    SELF_RESET_GRACE = "self_reset_grace"  # how long a silent host is given to reset itself, and why (its facts)
     POWER_RETRY = "power_retry"
     NEEDS_PERSON = "needs_person"
     WARNING = "warning"

@@ -324,6 +324,16 @@ def write_facts(campaign: CampaignDir, host: str, facts: dict[str, Any]) -> str:
     return digest
 
 
+def read_facts(campaign: CampaignDir, host: str) -> dict[str, Any] | None:
+    """The facts snapshot ``write_facts`` stored for a host (the one its records' hash names);
+    None when there is none or it cannot be read."""
+    try:
+        facts = json.loads((campaign.facts / f"{host}.json").read_text())
+    except (OSError, ValueError):
+        return None
+    return facts if isinstance(facts, dict) else None
+
+
 AMENDS = "amends"  # the key of an amendment line: the attempt id it completes
 
 

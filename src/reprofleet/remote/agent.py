@@ -204,6 +204,19 @@ class AgentClient:
     def postboot(self) -> replies.Postboot:
         return replies.parse_postboot(self.host, self.one(["postboot"], "postboot", timeout=60))
 
+    def health(self, gpu: int, *, bus_id: str | None = None, expect_gpus: int | None = None,
+               smi_timeout_s: float = 20.0) -> replies.HealthReply:
+        """``health --gpu N``: is the GPU still there (NVML, its PCI config space, nvidia-smi)?
+        ``bus_id`` and ``expect_gpus`` are what the facts said before the wedge. A GPU that
+        cannot be used is a reply (``ok`` false), not an exception."""
+        args = ["health", "--gpu", str(gpu), "--smi-timeout", f"{smi_timeout_s:g}"]
+        if bus_id:
+            args += ["--bus-id", bus_id]
+        if expect_gpus is not None:
+            args += ["--expect-gpus", str(expect_gpus)]
+        # NVML itself may hang on a GPU stuck in its driver: the call's own bound is the last word
+        return replies.parse_health(self.host, self.one(args, "health", timeout=smi_timeout_s + 60.0))
+
     def _lease_args(self) -> list[str]:
         """What fences a call that changes the GPU or its attempts: this controller's lease
         token, or (by hand, when a person said so) --ignore-lease."""

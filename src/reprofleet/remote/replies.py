@@ -267,6 +267,55 @@ def parse_postboot(host: str, line: Any) -> Postboot:
                     fields.items("pstore"))
 
 
+# -- is the GPU still there (after a wedge) ---------------------------------------------
+HEALTH_CHECKS = ("nvml", "pci", "nvidia_smi")  # collectors/gpu_health.CHECKS, in its order
+
+
+@dataclass(frozen=True)
+class HealthCheck:
+    """One witness of ``health``: ``ok`` true (passed), false (the GPU cannot be used) or None
+    (it could not run on that host); ``lost``: its evidence says the GPU itself is gone."""
+
+    name: str
+    ok: bool | None
+    lost: bool
+    words: str
+    short: str
+
+    def as_json(self) -> dict[str, Any]:
+        return {"name": self.name, "ok": self.ok, "lost": self.lost, "words": self.words}
+
+
+@dataclass(frozen=True)
+class HealthReply:
+    """``health --gpu N``: each check's result and words (collectors/gpu_health.py)."""
+
+    ok: bool
+    lost: bool
+    bus_id: str | None
+    boot_id: str | None
+    checks: tuple[HealthCheck, ...] = ()
+
+    @property
+    def failed(self) -> tuple[HealthCheck, ...]:
+        return tuple(check for check in self.checks if check.ok is False)
+
+
+def parse_health(host: str, line: Any) -> HealthReply:
+    fields = _Fields(host, "health", line)
+    checks = []
+    for entry in fields.items("checks"):
+        one = _Fields(host, "health check", entry)
+        name, words = one.text("name"), one.text("words")
+        if not name or words is None:
+            raise one._bad("name", "a named check with words")
+        checks.append(HealthCheck(name, one.optional_flag("ok"), one.flag("lost"), words, one.text("short") or words))
+    ok = fields.flag("ok")
+    if ok and any(check.ok is False for check in checks):  # the summary must not hide a failed check
+        raise fields._bad("ok", "false when a check failed")
+    return HealthReply(ok, fields.flag("lost"), fields.text("bus_id"), fields.text("boot_id"), tuple(checks))
+
+
 # -- the last line of an attempt's stream --------------------------------------------------
 @dataclass(frozen=True)
 class ExitLine:

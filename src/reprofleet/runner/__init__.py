@@ -10,5 +10,7 @@ outcome), ``recovery`` (wedged -> off -> on -> booted -> ready, or quarantined),
 ``host_debug`` (lockup-to-panic sysctls), ``netconsole`` (a host's netconsole through a
 campaign), ``runtimes`` (what software really ran), ``cache_sync`` (content-addressed
 cache snapshots), ``poc`` (the reproducer's command line), ``readiness`` (can the host run
-its plan at all: nvidia-smi, NVML, the GPU index, docker; from its facts).
+its plan at all: nvidia-smi, NVML, the GPU index, docker; from its facts), ``health_gate``
+(a host back from a wedge rejoins only with its GPU still there), ``self_reset_grace`` (how
+long a silent host is given to reset itself, from its facts).
 """

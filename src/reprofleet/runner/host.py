@@ -52,6 +52,7 @@ class HostState:
     attempts_in_boot: int = 0
     uptime_at_boot_check: float | None = None
     applied: policy.PolicyState | None = None
+    last_requested: GpuPolicy | None = None  # the policy the last attempt asked for (recovery re-applies it)
     facts_hash: str | None = None
     poc_path: str = ""
     quarantined: str | None = None
@@ -371,10 +372,24 @@ class HostRunner:
                                    "tool?): re-applied before the attempt")
         # A boot not yet verified is applied and read back whatever the cell asks, the
         # default cell included: a lock left by a killed controller must not run the reference.
+        self.state.last_requested = wanted
         state = policy.apply(agent, self.host.gpu_index, wanted)  # its read-back is fresh
         self.ctx.event(self.host.name, CampaignEvent.POLICY_APPLIED, policy=wanted.as_dict(), readback=dict(state.readback))
         self.state.applied = state
         return state.readback
+
+    def reapply_after_recovery(self) -> str | None:
+        """After a recovery the new boot has lost the card's settings: the last attempt's policy
+        is applied and read back now, so a card that refuses it is quarantined with its words at
+        once, not after ``infra_streak`` attempts. Returns why it failed, or None."""
+        wanted = self.state.last_requested
+        if wanted is None:
+            return None
+        try:
+            self.ensure_policy(self.agent(), wanted)
+        except ReprofleetError as exc:
+            return f"the GPU policy could not be re-applied after recovery: {exc}"
+        return None
 
     def may_restore(self) -> bool:
         """Whether the experiment's settings can be put back at the end: always on a host that

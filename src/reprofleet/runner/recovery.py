@@ -63,7 +63,7 @@ _NEXT = {
     RecoveryState.BOOTING: {RecoveryState.BOOTED, RecoveryState.QUARANTINED},
     RecoveryState.BOOTED: {RecoveryState.STABLE, RecoveryState.BOOTING, RecoveryState.QUARANTINED},
     RecoveryState.STABLE: {RecoveryState.FORENSICS},
-    RecoveryState.FORENSICS: {RecoveryState.READY},
+    RecoveryState.FORENSICS: {RecoveryState.READY, RecoveryState.QUARANTINED},  # QUARANTINED: the health gate
 }
 
 
@@ -128,15 +128,14 @@ class Recovery:
         seq = Sequence(lambda old, new, d: self.ctx.event(name, CampaignEvent.RECOVERY, **{"from": old.value, "to": new.value, **d}))
         old_boot = runner.state.boot_id
         try:
-            came_back = self._grace_for_self_reboot(runner, old_boot)
+            came_back = self._grace_for_self_reboot(runner, old_boot, record)
             if came_back is not None:  # a reboot, whatever the checks below find; forensics as for a wedge
                 record = came_back_record(record, came_back)
                 seq.transition(RecoveryState.BOOTING, by="itself")
                 seq.transition(RecoveryState.BOOTED, boot_id=came_back)
                 self._check_stable(runner, seq)
                 forensics = {**self._forensics(runner, seq), **self._bmc_events(runner, record)}
-                seq.transition(RecoveryState.READY)
-                return replace(record, forensics=forensics)
+                return self._rejoin(runner, seq, record, forensics)
             if runner.host.pdu is None:
                 self._wait_for_person(runner, seq)
             else:
@@ -158,8 +157,7 @@ class Recovery:
             # a BMC that failed the cycle would only fail again; a host that never came back is worth the read
             bmc = self._bmc_events(runner, record) if not isinstance(exc, PowerError) else {}
             return replace(record, forensics={"recovery": "failed", "error": str(exc), **bmc})
-        seq.transition(RecoveryState.READY)
-        return replace(record, forensics=forensics)
+        return self._rejoin(runner, seq, record, forensics)
 
     def _answers_before_switching(self, runner: "HostRunner", record: Record) -> Record | None:
         """The last word before a host's power is cut: probe it; ask the partition guard and
@@ -200,18 +198,22 @@ class Recovery:
             self._wait_for_boot(runner, seq, old_boot)
             self._check_stable(runner, seq)
 
-    def _grace_for_self_reboot(self, runner: "HostRunner", old_boot: str | None) -> str | None:
+    def _grace_for_self_reboot(self, runner: "HostRunner", old_boot: str | None, record: Record) -> str | None:
         """Give a host that resets itself (watchdog, panic) the chance to come back uncycled.
 
-        The grace is ``reboot_grace_s``, extended up to the boot deadline while the host shows
-        signs of booting: it was silent (DEAD) and its kernel answers again. A host whose kernel
-        answered from the start (a userspace wedge) is not booting: no extension.
+        The grace is ``reboot_grace_s`` (0 s where the host's facts show it cannot reset
+        itself: runner/self_reset_grace.py), extended up to the boot deadline while the host
+        shows signs of booting: it was silent (DEAD) and its kernel answers again. A host whose
+        kernel answered from the start (a userspace wedge) is not booting: no extension.
         """
         def probe() -> ProbeAnswer:
             return runner.port.probe(self.timings.self_reboot_probe_s)
 
+        grace = self._self_reset_grace(runner, record)
+        if grace <= 0:
+            return None
         started = self.clock.monotonic()
-        deadline = started + self.ctx.settings.reboot_grace_s
+        deadline = started + grace
         was_dead = probe() is ProbeAnswer.DEAD
         for _ in range(100000):  # bounded by the deadline; the count only guards the loop
             if self.clock.monotonic() >= deadline or self.ctx.stop.is_set():
@@ -226,6 +228,52 @@ class Recovery:
             was_dead = was_dead or answer is ProbeAnswer.DEAD
             self.clock.wait(self.ctx.stop, self.timings.self_reboot_poll_s)
         return None
+
+    # -- issue 18: the health gate before a host rejoins, and the grace from its facts ------
+    def _rejoin(self, runner: "HostRunner", seq: Sequence, record: Record, forensics: dict[str, Any]) -> Record:
+        """Ready only when its GPU is still there (runner/health_gate.py); else quarantined,
+        with the failing checks' words in the forensics (``gpu_health``) and the reason."""
+        from reprofleet.records.store import read_facts
+        from reprofleet.runner import health_gate
+
+        after = "the wedge" if record.outcome is Outcome.WEDGE else \
+            "the reset" if record.outcome is Outcome.REBOOT else "recovery"
+        try:
+            agent = runner.agent()
+        except ReprofleetError as exc:  # gone again since the stability check: the gate cannot pass
+            verdict = health_gate.GateVerdict(False, health_gate.UNASKED.format(after=after, error=exc),
+                                              {"ok": False, "error": str(exc)})
+        else:
+            verdict = health_gate.check(agent, runner.host.gpu_index, read_facts(self.ctx.directory, runner.host.name),
+                                        after)
+        forensics = {**forensics, "gpu_health": dict(verdict.forensics)}
+        refused = runner.reapply_after_recovery() if verdict.healthy else None
+        if refused is not None:
+            forensics["policy"] = refused
+            seq.transition(RecoveryState.QUARANTINED, reason=refused)
+            runner.quarantine(refused)
+        elif verdict.healthy:
+            seq.transition(RecoveryState.READY)
+        else:
+            seq.transition(RecoveryState.QUARANTINED, reason=verdict.reason)
+            runner.quarantine(str(verdict.reason))
+        return replace(record, forensics=forensics)
+
+    def _self_reset_grace(self, runner: "HostRunner", record: Record) -> float:
+        """The grace from the host's prepare-time facts and the sysctls in force when it went
+        silent (what this boot was given: also when it froze between attempts, whose record has
+        none), logged with its reason as it starts."""
+        from reprofleet.records.store import read_facts
+        from reprofleet.runner.self_reset_grace import self_reset_grace_s
+
+        in_boot = runner.sysctls.applied
+        applied = in_boot.values if in_boot is not None else (record.host_debug or {}).get("sysctls")
+        grace, why = self_reset_grace_s(read_facts(self.ctx.directory, runner.host.name),
+                                        self.ctx.settings.reboot_grace_s, applied)
+        self.ctx.event(runner.host.name, CampaignEvent.SELF_RESET_GRACE, attempt=record.attempt, grace_s=grace,
+                       configured_s=self.ctx.settings.reboot_grace_s, message=why)
+        return grace
+    # -- end of issue 18 ------------------------------------------------------------------
 
     @staticmethod
     def _boot_now(runner: "HostRunner") -> str | None:
@@ -476,8 +524,7 @@ class Recovery:
             runner.state.quarantined = f"recovery failed: {exc}"
             return replace(record, forensics={"recovery": "failed", "error": str(exc)})
         forensics = {**self._forensics(runner, seq), **self._bmc_events(runner, record)}
-        seq.transition(RecoveryState.READY)
-        return replace(record, forensics=forensics)
+        return self._rejoin(runner, seq, record, forensics)
 
     def _bmc_events(self, runner: "HostRunner", record: Record) -> dict[str, Any]:
         """What the host's BMC logged since the attempt started ({} without a BMC; see power/event_log)."""

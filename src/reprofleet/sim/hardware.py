@@ -8,8 +8,10 @@ vLLM asking to wedge) goes through the same code:
 
 * ``<host>/hw/power`` holds ``on`` or ``off``; whoever plays the PDU writes it. Off = thaw,
   SIGKILL every task of the host's cgroup, clear the wedge rules, reset the GPU settings
-  (a driver reload), close the boot. On = a new boot (boot_id, kernel log), then sshd after
-  ``boot_delay_s``.
+  (a driver reload), close the boot. On = a new boot (boot_id, kernel log, the host's sysfs:
+  its PCI bus, watchdog, kexec), then sshd after ``boot_delay_s``. A GPU that fell off the
+  bus (``gpu_lost_after_wedge``: at the wedge) stays off through every cycle: its config
+  space reads all ones and the driver says so in each new boot's kernel log.
 * ``<host>/hw/requests/*.json`` asks for ``wedge`` (iptables DROP in the host's netns, then
   freezer FROZEN: the host goes silent within ~100 ms), ``reboot`` (a reset: off + on by
   itself) or ``stall`` (SIGSTOP sshd and the agent, SIGCONT later).
@@ -35,7 +37,7 @@ from reprofleet.sim import netns
 from reprofleet.sim.cgroup import FreezerGroup
 from reprofleet.sim.layout import FleetPaths, HostPaths
 from reprofleet.sim.manifest import HostRecord
-from reprofleet.sim.rfsim import boots, gpu, hwio, kernel_panic, netconsole_tx
+from reprofleet.sim.rfsim import boots, gpu, hwio, kernel_panic, netconsole_tx, sysfs
 
 TICK_S = 0.02
 PR_SET_CHILD_SUBREAPER = 36
@@ -114,6 +116,9 @@ class Hardware:
     def power_on(self, host: HostMachine, reason: str) -> None:
         boot = boots.new_boot(host.paths.boots, host.record.name)
         kernel_panic.reset_sysctls(host.paths.hw)  # a reboot forgets every sysctl -w
+        sysfs.write_boot(host.paths.hw, host.record.spec.hardware_watchdog)  # the kernel enumerates the bus again
+        if gpu.is_lost(0, host.paths.hw):
+            self.gpu_gone_at_boot(host, boot)
         netconsole_tx.reset(host.paths.hw)  # and its netconsole (configfs is not kept)
         self.senders[host.record.name].reset()
         if not host.panicked:
@@ -156,6 +161,10 @@ class Hardware:
         netns.drop_everything(host.record.netns)
         host.cgroup.freeze()
         host.frozen = True
+        if host.record.spec.gpu_lost_after_wedge and not gpu.is_lost(0, host.paths.hw):
+            gpu.update_settings(0, {"lost": True}, host.paths.hw)  # off the bus now, and after every cycle
+            sysfs.mark_card(host.paths.hw, 0)
+            self.event(host, "gpu_lost", boot_id=boot.boot_id if boot else None)
         if request.get("lockup") in ("soft", "hard"):  # the wedge model says the kernel will see it
             host.lockup = {"kind": request["lockup"], "comm": str(request.get("name", "python3")),
                            "pid": int(request.get("pid", 0)),
@@ -164,6 +173,15 @@ class Hardware:
         self.event(host, "wedge", boot_id=boot.boot_id if boot else None, xid=xid,
                    source=request.get("source", "request"), latency_s=round(latency, 3))
         self.publish(host)
+
+    def gpu_gone_at_boot(self, host: HostMachine, boot: boots.Boot) -> None:
+        """A card off the bus is enumerated from the kernel's cache but never answers: the
+        driver says so as it loads (NVRM's words: Bumblebee-Project/Bumblebee#554, and the Xid
+        of its table)."""
+        bus = str(gpu.read_state(0, host.paths.hw)["pci_bus_id"])[4:]
+        for message in (f"NVRM: GPU at {bus} has fallen off the bus.",
+                        boots.xid_message(79, 0, "<unknown>", bus=bus[:-2])):
+            boots.append_kmsg(host.paths.boots / boot.kmsg_name, message, level=boots.KERN_ERR, usec=2_400_000)
 
     def stall(self, host: HostMachine, seconds: float) -> None:
         if host.power != "on" or host.frozen:

@@ -66,9 +66,10 @@ def sshd_config_text(paths: HostPaths, address: str, authorized_keys: Path) -> s
             "PrintLastLog no",
             "X11Forwarding no",
             "AcceptEnv LANG LC_*",
-            # the host's sysctls (host_debug) and configfs (netconsole); sshd takes one SetEnv line only
+            # the host's sysctls (host_debug), configfs (netconsole) and sysfs (its PCI bus, watchdog:
+            # rfsim/sysfs.py); sshd takes one SetEnv line only
             f"SetEnv REPROFLEET_PROC_SYS={HOST_ETC / 'hw' / 'proc-sys'} "
-            f"REPROFLEET_CONFIGFS={HOST_ETC / 'hw' / 'configfs'}",
+            f"REPROFLEET_CONFIGFS={HOST_ETC / 'hw' / 'configfs'} REPROFLEET_SYSFS={HOST_ETC / 'hw' / 'sys'}",
             "Subsystem sftp internal-sftp",
             "LogLevel INFO",
             "",

@@ -65,6 +65,8 @@ class SimHostSpec:
     lockup_kind: str = "soft"  # soft | hard
     lockup_detect_s: float = 1.0  # freeze -> the watchdog's report (a real kernel: ~20 s soft, ~10 s hard)
     hang_ignores_sigterm: bool = False  # a hang stuck in a driver call: its SIGTERM handler never runs, only SIGKILL ends it
+    gpu_lost_after_wedge: bool = False  # a wedge takes the GPU off the bus for good: no power cycle brings it back
+    hardware_watchdog: bool = False  # an armed hardware watchdog: what a ``reboot`` outcome (a reset by itself) is
 
     def __post_init__(self) -> None:
         problems = _problems(self)
@@ -105,6 +107,8 @@ def _problems(spec: SimHostSpec) -> list[str]:
         problems.append(f"lockup_kind must be one of {', '.join(LOCKUP_KINDS)} and lockup_detect_s >= 0")
     if spec.wedge_phase not in WEDGE_PHASES:
         problems.append(f"wedge_phase must be one of {', '.join(WEDGE_PHASES)}")
+    if (spec.p_reboot > 0 or "reboot" in spec.script) and not spec.hardware_watchdog:
+        problems.append("a reboot outcome is the host resetting itself: give it a way to, hardware_watchdog: true")
     if spec.time_scale <= 0 or spec.boot_delay_s < 0:
         problems.append("time_scale must be > 0 and boot_delay_s >= 0")
     return problems

@@ -4,7 +4,8 @@ Two files per card in the hw directory, one writer each, so no lock is needed be
 
 * ``gpu<N>.json`` - identity and the settings nvidia-smi changes (clock locks, application
   clocks, power limit, persistence). The hardware daemon resets the settings on power off,
-  as a driver reload does.
+  as a driver reload does. ``lost`` (true once the card fell off the bus) is no setting: no
+  power cycle clears it (shared/REAL-LABS.md: such a GPU may need a reseat).
 * ``gpu<N>.load.json`` - what the running engine does to the card (load level, phase,
   memory in use), written by the fake vLLM; stale once its pid is gone.
 
@@ -64,6 +65,7 @@ def initial_state(seed: str, index: int = 0) -> Dict[str, Any]:
     state = identity(seed, index)
     state.update(SETTINGS_DEFAULTS)
     state["pcie_replay"] = 0
+    state["lost"] = False
     return state
 
 
@@ -98,6 +100,11 @@ def update_settings(index: int, changes: Dict[str, Any], hw: Optional[Path] = No
         state.update(changes)
         hwio.write_json(path, state)
     return state
+
+
+def is_lost(index: int = 0, hw: Optional[Path] = None) -> bool:
+    """Did the card fall off the bus? (It stays off through power cycles.)"""
+    return bool(read_state(index, hw).get("lost"))
 
 
 def reset_settings(index: int = 0, hw: Optional[Path] = None) -> None:

@@ -96,11 +96,16 @@ def _check() -> None:
 
 
 def _state(handle: c_nvmlDevice_t) -> Dict[str, Any]:
+    """The card's state; a card off the bus answers every call with NVML_ERROR_GPU_IS_LOST
+    ("The GPU has fallen off the bus or has otherwise become inaccessible", nvmlReturn_t)."""
     _check()
     try:
-        return gpu.read_state(handle.index)
+        state = gpu.read_state(handle.index)
     except FileNotFoundError:
         raise NVMLError(NVML_ERROR_GPU_IS_LOST) from None
+    if state.get("lost"):
+        raise NVMLError(NVML_ERROR_GPU_IS_LOST)
+    return state
 
 
 def _now(handle: c_nvmlDevice_t) -> telemetry.Sample:
@@ -142,9 +147,14 @@ def nvmlDeviceGetCount() -> int:
 
 
 def nvmlDeviceGetHandleByIndex(index: int) -> c_nvmlDevice_t:
+    """A lost card still counts in nvmlDeviceGetCount, but its handle is refused with
+    NVML_ERROR_GPU_IS_LOST (what pynvml users report: rossumai/nvgpu#6); an index past the
+    count is NVML_ERROR_INVALID_ARGUMENT (a real H200, tests/fixtures/real-gpu/health/)."""
     _check()
     if not 0 <= int(index) < gpu.gpu_count():
         raise NVMLError(NVML_ERROR_INVALID_ARGUMENT)
+    if gpu.is_lost(int(index)):
+        raise NVMLError(NVML_ERROR_GPU_IS_LOST)
     return c_nvmlDevice_t(index=int(index))
 
 

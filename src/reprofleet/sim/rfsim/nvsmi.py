@@ -1,5 +1,12 @@
 """``nvidia-smi`` on a simulated host: the options a GPU policy needs, with the real tool's
-messages and exit codes (0 ok, 2 invalid argument, 4 no permission, 6 not found).
+messages and exit codes (0 ok, 2 invalid argument, 4 no permission, 6 not found, 15 the GPU
+fell off the bus).
+
+A card off the bus makes every command that names it print what users of real cards
+report, "Unable to determine the device handle for GPU 0000:03:00.0: GPU is lost.  Reboot
+the system to recover this GPU" (AlexeyAB/darknet#86, marian-nmt/marian#251, with its two
+spaces), and exit 15: nvidia-smi(1) RETURN VALUE, "The GPU has fallen off the bus or has
+otherwise become inaccessible".
 
 Settings are written to the card's state file, where the fake NVML, the wedge model and
 the hardware daemon (which resets them on power off) see them.
@@ -16,7 +23,8 @@ from typing import Callable, Dict, List, Optional, Tuple
 
 from . import gpu, nvsmi_report
 
-RC_OK, RC_INVALID, RC_NO_PERMISSION, RC_NOT_FOUND, RC_NO_DRIVER = 0, 2, 4, 6, 9
+RC_OK, RC_INVALID, RC_NO_PERMISSION, RC_NOT_FOUND, RC_NO_DRIVER, RC_GPU_LOST = 0, 2, 4, 6, 9, 15
+GPU_LOST = "Unable to determine the device handle for GPU {bus}: GPU is lost.  Reboot the system to recover this GPU"
 INVALID_COMBINATION = "Invalid combination of input arguments. Please run 'nvidia-smi -h' for help."
 TERMINATING = "Terminating early due to previous errors."
 
@@ -223,6 +231,10 @@ def main(argv: List[str]) -> int:
     except LookupError:
         _out("No devices were found")
         return RC_NOT_FOUND
+    lost = [index for index in targets if gpu.is_lost(index)]
+    if lost:
+        _out(GPU_LOST.format(bus=str(gpu.read_state(lost[0])["pci_bus_id"])[4:]))  # a 4-digit domain, as reported
+        return RC_GPU_LOST
     try:
         for name in MODIFIERS:
             if name in parsed:
