@@ -130,3 +130,34 @@ def test_an_http_device_is_asked_with_a_handshake_not_a_request(tmp_path: Path) 
     (pdu,) = [w for w in build_witnesses([host], PowerLog(log)) if w.name.startswith("power")]
     assert pdu.ask() is True
     assert not log.exists()  # no status read, nothing in power.jsonl
+
+
+def test_a_hosts_side_witness_is_asked_in_the_background_once_per_period() -> None:
+    from reprofleet.liveness.witness import HostsSideWitness
+
+    clock, asked = Clock(), []
+    witness = HostsSideWitness(period_s=3.0, answers=lambda address, timeout: asked.append(address) or True,
+                               clock=clock)
+    assert witness.peek([]) is None  # no witness named: nothing to ask
+    first = witness.peek(["10.0.0.2"])
+    for _ in range(100):
+        if first is not None:
+            break
+        threading.Event().wait(0.01)
+        first = witness.peek(["10.0.0.2"])
+    assert first is not None and first.ok and asked == ["10.0.0.2"]
+    assert witness.peek(["10.0.0.2"]) is not None and asked == ["10.0.0.2"]
+
+
+def test_the_campaign_wires_each_hosts_witness_and_segment(tmp_path: Path) -> None:
+    from reprofleet.campaign.run import fleet_liveness
+    from reprofleet.clock import SystemClock
+    from reprofleet.runner.context import RunSettings
+    from reprofleet.remote.transport import TransportSettings
+
+    hosts = [Host("ws01", "10.1.2.3", vars={"witness": ["10.1.2.1"]}), Host("ws02", "10.1.2.4", vars={"segment": "r7"})]
+    settings = RunSettings(transport=TransportSettings(known_hosts=tmp_path / "kh"))
+    fleet = fleet_liveness(hosts, settings, PowerLog(None), SystemClock())
+    assert fleet._host_witnesses == {"ws01": ("10.1.2.1",), "ws02": ()}
+    assert fleet._segments == {"ws01": "subnet 10.1.2.0/24", "ws02": "segment r7"}
+    assert fleet.hold_s == 300.0
