@@ -222,10 +222,10 @@ class RedfishDriver(PowerDriver):
         reset_type = reset_type_for(state, self._allowed)
         self._call(f"ComputerSystem.Reset {reset_type.value}", lambda: system.reset_system(reset_type))
 
-    def cycle(self, dwell_s: float, on_state: Any = None) -> PowerState:
+    def cycle(self, dwell_s: float, on_state: Any = None, *, device: bool = True) -> PowerState:
         """As every driver's cycle; an "On" after an unconfirmed "ForceOff" is sent even if the BMC reads On."""
         self._force_next_on = False
-        return super().cycle(dwell_s, on_state)
+        return super().cycle(dwell_s, on_state, device=device)
 
     def _on_after(self, failure: BaseException | None) -> PowerState:
         self._force_next_on = failure is not None
