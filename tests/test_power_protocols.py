@@ -92,8 +92,34 @@ def test_snmp_oid_tables_fill_outlet_and_pdu() -> None:
     raritan = OUTLET_MODELS["raritan_px"]
     assert raritan.control("4", "2") == "1.3.6.1.4.1.13742.6.4.1.2.1.2.2.4"
     assert (raritan.set_on, raritan.set_off, raritan.state_on, raritan.state_off) == (1, 0, 7, 8)
+    chained = OUTLET_MODELS["apc_rpdu2"]
+    assert chained.control("7", "2", {"control": 31}) == "1.3.6.1.4.1.318.1.1.26.9.2.4.1.5.31"
+    assert (chained.state_on, chained.state_off) == (2, 1)  # rPDU2OutletSwitchedStatusState: off(1) on(2)
+    rows = {"control": 3, "status": 3, "config": 3, "metered": 3}
     for model in OUTLET_MODELS.values():
-        assert is_oid(model.control("1")) and is_oid(model.status("1"))
+        assert is_oid(model.control("1", "1", rows)) and is_oid(model.status("1", "1", rows))
+        if model.reboot is not None:
+            assert is_oid(model.fill(model.reboot.oid, "1", "1", rows))
+
+
+def test_apc_reboot_durations_are_chosen_at_least_as_long_as_the_dwell() -> None:
+    rpdu, spdu = OUTLET_MODELS["apc_rpdu"].reboot, OUTLET_MODELS["apc_spdu"].reboot
+    assert rpdu is not None and spdu is not None
+    assert (rpdu.at_least(2), rpdu.at_least(10), rpdu.at_least(10.4), rpdu.at_least(61)) == (5, 10, 11, None)
+    assert (spdu.at_least(2), spdu.at_least(11), spdu.at_least(46), spdu.at_least(61)) == (5, 15, 60, None)
+
+
+def test_a_pdu_id_is_never_silently_ignored() -> None:
+    chained = make(port("snmp", outlet="7", model="apc_rpdu", pdu_id=2))
+    assert chained.oids.model == "apc_rpdu2" and chained.outlet_key.endswith("#2.7")
+    assert make(port("snmp", outlet="7", model="apc_rpdu")).outlet_key == \
+        make(port("snmp", outlet="7", model="apc_rpdu", pdu_id=1)).outlet_key
+    with pytest.raises(PowerConfigError, match="pdu_id 2: model apc_spdu addresses one PDU") as caught:
+        make(port("snmp", outlet="7", model="apc_spdu", pdu_id=2))
+    assert caught.value.field == "pdu_id"
+    with pytest.raises(PowerConfigError, match="a generic model needs {pdu} in its OIDs"):
+        make(port("snmp", outlet="7", model="generic", control_oid="1.3.6.1.4.1.99.1.{outlet}", pdu_id=2))
+    assert make(port("snmp", outlet="4", model="raritan_px", pdu_id=2)).oids.control("4", "2").endswith(".2.4")
 
 
 def test_snmp_needs_a_model_a_numeric_outlet_and_a_community() -> None:
@@ -195,16 +221,25 @@ def test_the_drivers_oid_table_agrees_with_the_simulators_copy_of_the_mibs() -> 
     """Two tables written independently (the simulator's from the MIB text): they must agree."""
     from reprofleet.sim.power.pdu_mibs import FAMILIES, Column
 
+    rows = {"control": 7, "status": 7, "config": 7, "metered": 7}  # a chain's row 7 where the model has rows
     for model, oids in OUTLET_MODELS.items():
         columns = {c.column: c for c in FAMILIES[model]}
         control = columns[Column.CONTROL]
         prefix = ".".join(map(str, control.prefix))
-        assert oids.control("7", "1") == (f"{prefix}.1.7" if control.by_pdu else f"{prefix}.7")
+        assert oids.control("7", "1", rows) == (f"{prefix}.1.7" if control.by_pdu else f"{prefix}.7")
         assert (oids.set_on, oids.set_off, oids.set_cycle) == (control.on, control.off, control.reboot)
         state = columns.get(Column.STATE, control)
         prefix = ".".join(map(str, state.prefix))
-        assert oids.status("7", "1") == (f"{prefix}.1.7" if state.by_pdu else f"{prefix}.7")
+        assert oids.status("7", "1", rows) == (f"{prefix}.1.7" if state.by_pdu else f"{prefix}.7")
         assert (oids.state_on, oids.state_off) == (state.on, state.off)
+        if oids.reboot is not None:
+            reboot = columns[Column.REBOOT_TIME]
+            assert oids.fill(oids.reboot.oid, "7", "1", rows) == ".".join(map(str, reboot.prefix)) + ".7"
+            assert (oids.reboot.low, oids.reboot.high, oids.reboot.choices) == \
+                ((reboot.low, reboot.high, ()) if not reboot.choices else (5, 60, reboot.choices))
+        for name, table in oids.tables.items():  # the chain's rows are found by the columns the MIB names
+            assert table.column(table.module_column) in {".".join(map(str, c.prefix)) for c in FAMILIES[model]
+                                                         if c.column is Column.MODULE}
 
 
 def test_redfish_wall_power_from_either_chassis_schema() -> None:

@@ -304,9 +304,12 @@ class PowerDriver(ABC):
             return None
         finally:
             self._asking = None
-        if plan is None or not covers(plan, dwell_s):
-            held = f" (it keeps the outlet off {plan.off_s:g} s at most)" if plan is not None else ""
-            cycle.add_note(f"the device's own cycle cannot give a {dwell_s:g} s dwell{held}: off, dwell, on")
+        if plan is None:
+            cycle.add_note("the device's own cycle does not apply now: off, dwell, on")
+            return None
+        if not covers(plan, dwell_s):
+            cycle.add_note(f"the device's own cycle cannot give a {dwell_s:g} s dwell (it keeps the outlet off "
+                           f"{plan.off_s:g} s at most): off, dwell, on")
             return None
         return plan
 

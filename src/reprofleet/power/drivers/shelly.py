@@ -73,7 +73,8 @@ class ShellyDriver(PowerDriver):
         if secret:
             self._user, self._password = split_user_password(secret, "admin")
             self._secrets.append(self._password)
-        self.device = HttpDevice(base_url(port.address), self.settings.timeout_s)
+        self.device = HttpDevice(base_url(port.address), self.settings.timeout_s,
+                                 connect_timeout_s=self.settings.connect_s)
         self._rpc_ids = itertools.count(1)
 
     @property
