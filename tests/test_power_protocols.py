@@ -10,7 +10,7 @@ import pytest
 from reprofleet.credentials import Secret
 from reprofleet.errors import CredentialError, PowerError
 from reprofleet.model import CredentialRef, PowerPort, frozen_mapping
-from reprofleet.power import DRIVERS, PowerConfigError, PowerLog, PowerState, driver_for
+from reprofleet.power import DRIVERS, PowerConfigError, PowerLog, PowerState, TransientPowerError, driver_for
 from reprofleet.power.drivers.command import parse_status_exit, parse_status_output, render
 from reprofleet.power.drivers.http import base_url
 from reprofleet.power.drivers.pdudaemon import control_query
@@ -249,3 +249,57 @@ def test_redfish_wall_power_from_either_chassis_schema() -> None:
     assert watts_from_power({"PowerControl": []}) is None and watts_from_power({"Voltages": []}) is None
     assert watts_from_environment({"PowerWatts": {"Reading": 61.5}}) == 61.5
     assert watts_from_environment({"TemperatureCelsius": {"Reading": 40}}) is None
+
+
+def _bmc_error(status: int, message_id: str | None = None) -> Any:
+    import json as json_module
+
+    import requests
+    from sushy import exceptions as sushy_errors
+
+    response = requests.Response()
+    response.status_code = status
+    info = [{"MessageId": message_id, "Message": "busy"}] if message_id else []
+    response._content = json_module.dumps({"error": {"code": "Base.1.0.GeneralError",
+                                                     "@Message.ExtendedInfo": info}}).encode()
+    kind = {400: sushy_errors.BadRequestError, 404: sushy_errors.ResourceNotFoundError}.get(
+        status, sushy_errors.ServerSideError if status >= 500 else sushy_errors.HTTPError)
+    return kind("POST", "https://bmc/redfish/v1/Systems/1/Actions/ComputerSystem.Reset", response)
+
+
+def test_a_busy_bmcs_refusals_are_transient_and_other_errors_are_not() -> None:
+    from reprofleet.power.drivers.redfish_errors import translate
+
+    busy = [_bmc_error(409, "Base.1.12.ResourceInUse"), _bmc_error(409, "IDRAC.2.8.PSU501"),
+            _bmc_error(400, "iLO.2.15.InvalidOperationForSystemState"), _bmc_error(400, "IDRAC.2.8.SYS518"),
+            _bmc_error(503)]
+    for error in busy:
+        assert isinstance(translate(error, "Reset"), TransientPowerError), error
+    assert "busy with an earlier power change or still in POST (InvalidOperationForSystemState" in \
+        str(translate(busy[2], "Reset"))
+    for error in (_bmc_error(400, "Base.1.8.ActionParameterUnknown"), _bmc_error(404)):
+        assert not isinstance(translate(error, "Reset"), TransientPowerError), error
+
+
+def test_an_untrusted_certificate_is_named_with_what_to_set_and_not_retried() -> None:
+    import requests
+    from sushy import exceptions as sushy_errors
+
+    from reprofleet.power.drivers.redfish_errors import translate
+
+    ssl_error = requests.exceptions.SSLError("[SSL: CERTIFICATE_VERIFY_FAILED] certificate verify failed: "
+                                             "self-signed certificate (_ssl.c:1006)")
+    wrapped = sushy_errors.ConnectionError(url="https://bmc/redfish/v1/", error=ssl_error)
+    for error in (ssl_error, wrapped):
+        translated = translate(error, "read PowerState")
+        assert not isinstance(translated, TransientPowerError)
+        assert "TLS certificate not trusted: set verify_tls: false or a CA bundle path" in str(translated)
+
+
+def test_every_driver_has_defaults_fitting_its_devices() -> None:
+    """BMCs: long calls, more tries, a long settle; SNMP and HTTP plugs: short."""
+    bmc = [DRIVERS["redfish"].defaults, DRIVERS["ipmi"].defaults]
+    quick = [DRIVERS[name].defaults for name in ("snmp", "tasmota", "shelly")]
+    assert all(d.timeout_s >= 30 and d.tries >= 4 and d.settle_s >= 60 for d in bmc)
+    assert DRIVERS["redfish"].defaults.connect_s == 30.0  # an unreachable BMC fails on the connect, not the read
+    assert all(d.timeout_s <= 5 and d.settle_s <= 10 for d in quick)

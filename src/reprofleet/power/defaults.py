@@ -41,10 +41,10 @@ def configure(section: Mapping[str, Any] | None, drivers: Iterable[str], where: 
     parsed: dict[str, Mapping[str, Any]] = {}
     common: dict[str, Any] = {}
     for key, value in dict(section or {}).items():
-        if isinstance(value, Mapping):
+        if isinstance(value, Mapping) or hasattr(value, "keys"):
             if key not in known:
                 raise PowerConfigError(f"{where}.{key}: no such driver; known drivers: {', '.join(sorted(known))}")
-            parsed[key] = _check(value, f"{where}.{key}")
+            parsed[key] = _check(dict(value), f"{where}.{key}")
         elif key in SETTING_OPTIONS:
             common[key] = value
         else:

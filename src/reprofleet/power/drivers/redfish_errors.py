@@ -64,7 +64,7 @@ def translate(exc: BaseException, what: str) -> PowerError:
                                    f"or still in POST ({_detail(exc)})")
     if isinstance(exc, sushy_errors.ServerSideError):
         return TransientPowerError(f"{what}: HTTP {exc.status_code}")
-    if isinstance(exc, requests.Timeout):
+    if isinstance(exc, requests.Timeout) or "timed out" in str(exc).lower():  # sushy wraps a ReadTimeout
         return TransientPowerError(f"{what}: no answer in time")
     if isinstance(exc, (sushy_errors.ConnectionError, requests.ConnectionError)):
         refused = "connection refused" if "refused" in str(exc).lower() else "connection failed"
