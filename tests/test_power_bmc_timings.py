@@ -52,7 +52,8 @@ def unkind_bmc(bmc_switches: dict[str, Path], tmp_path_factory: pytest.TempPathF
         bmc.stop()
 
 
-def redfish(bmc: RedfishBmc, system: str, log: PowerLog, monkeypatch: pytest.MonkeyPatch, **options: Any) -> PowerDriver:
+def redfish(bmc: RedfishBmc, system: str, log: PowerLog, monkeypatch: pytest.MonkeyPatch,
+            **options: Any) -> PowerDriver:
     monkeypatch.setenv("RF_TEST_BMC", str(bmc.secret))
     options = {"timeout_s": 5.0, "tries": 8, "backoff_s": 0.5, "backoff_cap_s": 1.0, "settle_s": 8.0, "poll_s": 0.2,
                "stagger_window_s": 0, "verify_tls": str(bmc.ca_file), **options}

@@ -137,7 +137,8 @@ def test_the_device_cycle_can_be_declined_per_call(log: PowerLog) -> None:
 
 def test_a_bmc_cycle_too_short_to_see_is_accepted_on_reading_on_after_the_watch(log: PowerLog) -> None:
     clock = VirtualClock()
-    device = TimedDevice(log, clock, visible=False, apply_after_s=0.05, device_off_s=0.1, watch_s=3.0)  # off 0.05-0.15 s, polled every 0.25 s
+    # off from 0.05 s to 0.15 s after it was asked, read every 0.25 s: never seen
+    device = TimedDevice(log, clock, visible=False, apply_after_s=0.05, device_off_s=0.1, watch_s=3.0)
     assert device.cycle(10.0) is PowerState.ON
     assert "set on" not in device.requests
     assert "too short to see" in log.read()[-1]["note"]

@@ -71,7 +71,8 @@ def test_each_outlet_is_retried_on_its_own_and_the_one_still_off_is_named(log: P
     good, stuck = Supply(log, clock, "1"), Supply(log, clock, "2", fail_on=10**6)
     good.state = stuck.state = PowerState.OFF
     started = clock.monotonic()
-    with pytest.raises(PowerError, match=r"still off after 30 s of tries: outlet supply:10.9.9.7:80#2 \(.*409") as caught:
+    still_off = r"still off after 30 s of tries: outlet supply:10.9.9.7:80#2 \(.*409"
+    with pytest.raises(PowerError, match=still_off) as caught:
         switch_on_until(HostPower("ws01", (stuck, good)), 30.0)
     assert "#1" not in str(caught.value)
     assert good.state is PowerState.ON and len(good.on_tries) == 1  # on at the first round, never again

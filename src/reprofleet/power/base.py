@@ -148,8 +148,8 @@ class PowerDriver(ABC):
         """The ``device_cycle`` option (default: on where the device has a cycle of its own)."""
         wanted = self.options.flag("device_cycle", available)
         if wanted and not available:
-            raise PowerConfigError(f"{self.where}: pdu option device_cycle: {why_not or 'this device has no cycle of its own'}",
-                                   field="device_cycle")
+            why = why_not or "this device has no cycle of its own"
+            raise PowerConfigError(f"{self.where}: pdu option device_cycle: {why}", field="device_cycle")
         return wanted
 
     @property

@@ -55,7 +55,9 @@ class RebootTime:
 
     def at_least(self, dwell_s: float) -> int | None:
         """The value that keeps the outlet off at least ``dwell_s``; None when the PDU cannot."""
-        return choice_at_least(dwell_s, self.choices) if self.choices else seconds_at_least(dwell_s, self.low, self.high)
+        if self.choices:
+            return choice_at_least(dwell_s, self.choices)
+        return seconds_at_least(dwell_s, self.low, self.high)
 
     @property
     def longest(self) -> int:

@@ -179,8 +179,11 @@ class RedfishBmc(PowerSim):
                             "systems": {n: {"uuid": system_uuid(n), "switch": str(p)} for n, p in self.systems.items()}})
         self.daemons.spawn("front", [PYTHON, "-m", "reprofleet.sim.power.redfish_front", str(config)])
         probe_s = 1.0 + 2 * float(self.quirks["latency_s"] or 0.0)
-        self.daemons.wait_ready("front", lambda: ready.exists() and self._answers(self.address, self.ca_file, probe_s),
-                                20.0 + 4 * probe_s,
+
+        def answers() -> bool:
+            return ready.exists() and self._answers(self.address, self.ca_file, probe_s)
+
+        self.daemons.wait_ready("front", answers, 20.0 + 4 * probe_s,
                                 "the Redfish front to answer /redfish/v1")
 
     def _make_certificate(self) -> dict[str, str]:
