@@ -9,14 +9,20 @@ tmp directory: no simulated host is needed to test a driver against a real proto
 
 from __future__ import annotations
 
+import json
+import os
 import shutil
+import signal
+import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
-from typing import Callable, Iterator
+from typing import Callable, Iterator, Mapping
 
 import pytest
 
+from reprofleet.model import PowerPort
 from reprofleet.power import PowerLog
 from reprofleet.sim.power import HttpPlugServer, IpmiBmc, PdudaemonServer, RedfishBmc, SnmpPdu
 from reprofleet.sim.power.daemons import PowerSim
@@ -167,3 +173,40 @@ def pdudaemon_server(switches: Switches, sim_workdir: Path) -> Iterator[PowerSim
     except Exception as exc:  # noqa: BLE001 (a missing install is a skip, with its reason)
         pytest.skip(str(exc))
     yield from _started(server)
+
+
+CYCLE_IN_A_CHILD = """
+import json, sys
+from reprofleet.credentials import parse_credential_ref
+from reprofleet.model import PowerPort, frozen_mapping
+from reprofleet.power import PowerLog, driver_for
+spec = json.loads(sys.argv[1])
+ref = parse_credential_ref(spec["credentials"]) if spec["credentials"] else None
+port = PowerPort(spec["driver"], spec["address"], spec["outlet"], ref, frozen_mapping(spec["options"]))
+driver_for(port, "victim", PowerLog(None)).cycle(spec["dwell_s"])
+"""
+
+
+def kill_mid_dwell(port: PowerPort, switch: Path, dwell_s: float, back_by_s: float,
+                   env: Mapping[str, str] | None = None) -> list[bool]:
+    """Cycle ``port`` in a child process and SIGKILL it as soon as ``switch`` reads off (the
+    controller dies in the dwell); the states the switch passes through until it is on
+    again, or ``back_by_s`` after the kill."""
+    recorder = SwitchRecorder(switch)
+    spec = {"driver": port.driver, "address": port.address, "outlet": port.outlet,
+            "credentials": f"{port.credentials.source}:{port.credentials.name}" if port.credentials else None,
+            "options": dict(port.options), "dwell_s": dwell_s}
+    child = subprocess.Popen([sys.executable, "-c", CYCLE_IN_A_CHILD, json.dumps(spec)],
+                             env={**os.environ, **(env or {})}, stdout=subprocess.DEVNULL,
+                             stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 20.0
+        while recorder.states[-1] and time.monotonic() < deadline and child.poll() is None:
+            time.sleep(0.01)
+    finally:
+        child.send_signal(signal.SIGKILL)
+        child.wait(5)
+    back_by = time.monotonic() + back_by_s
+    while not recorder.states[-1] and time.monotonic() < back_by:
+        time.sleep(0.05)
+    return recorder.stop()

@@ -18,7 +18,7 @@ from reprofleet.errors import PowerError
 from reprofleet.model import PowerPort, frozen_mapping
 from reprofleet.power import PowerLog, PowerState, TransientPowerError
 from reprofleet.clock import VirtualClock
-from reprofleet.power.base import PowerActionError, PowerDriver, backoff_delays, lock_key, pdu_lock
+from reprofleet.power.base import DeviceCycle, PowerActionError, PowerDriver, backoff_delays, lock_key, pdu_lock
 from reprofleet.power.options import PowerConfigError
 
 SECRET = "p4ss-3e1d"
@@ -30,8 +30,8 @@ class ScriptedDevice(PowerDriver):
     name = "scripted"
 
     def __init__(self, log: PowerLog, *, applies_after_reads: int = 0, applies: bool = True,
-                 transient_failures: int = 0, flips_back: bool = False, **options: object) -> None:
-        options = {"settle_s": 0.2, "poll_s": 0.01, **options}
+                 transient_failures: int = 0, device_cycles: bool = False, **options: object) -> None:
+        options = {"settle_s": 0.2, "poll_s": 0.01, "stagger_window_s": 0, **options}
         port = PowerPort("scripted", "10.9.9.9", "3", options=frozen_mapping(options))
         super().__init__(port, "ws01", log, secret=Secret(SECRET))
         self.settings = replace(self.settings, backoff_s=0.001)
@@ -41,7 +41,7 @@ class ScriptedDevice(PowerDriver):
         self.applies_after_reads = applies_after_reads
         self.applies = applies
         self.transient_failures = transient_failures
-        self.flips_back = flips_back
+        self.device_cycles = device_cycles
         self.requests: list[str] = []
 
     def _fail_maybe(self) -> None:
@@ -55,8 +55,11 @@ class ScriptedDevice(PowerDriver):
         if self.applies:
             self.pending, self.reads_until_applied = state, self.applies_after_reads
 
-    def _set_off_flipping_back(self, dwell_s: float) -> None:
-        self.requests.append(f"set off flip-back {dwell_s:g}")
+    def _plan_device_cycle(self, dwell_s: float) -> DeviceCycle | None:
+        return DeviceCycle(off_s=dwell_s)
+
+    def _start_device_cycle(self, plan: DeviceCycle) -> None:
+        self.requests.append(f"set off flip-back {plan.off_s:g}")
         self.pending, self.reads_until_applied = PowerState.OFF, 0
         self.flip_to_on_after_reads = 2
 
@@ -128,15 +131,15 @@ def test_a_cycle_reads_back_off_then_on_and_logs_each_step(log: PowerLog) -> Non
 
 
 def test_a_flip_back_cycle_waits_for_the_device_timer(log: PowerLog) -> None:
-    device = ScriptedDevice(log, flips_back=True)
+    device = ScriptedDevice(log, device_cycles=True)
     assert device.cycle(0.01) is PowerState.ON
     assert "set on" not in device.requests
-    assert log.read()[-1]["note"] == "switched back on by the device's own timer"
+    assert "switched back on by the device's own cycle" in log.read()[-1]["note"]
 
 
 def test_a_flip_back_timer_that_does_not_fire_is_backed_up_by_an_explicit_on(log: PowerLog) -> None:
-    device = ScriptedDevice(log, flips_back=True)
-    device._set_off_flipping_back = lambda dwell_s: setattr(device, "state", PowerState.OFF)  # type: ignore[method-assign]
+    device = ScriptedDevice(log, device_cycles=True)
+    device._start_device_cycle = lambda plan: setattr(device, "state", PowerState.OFF)  # type: ignore[method-assign]
     assert device.cycle(0.01) is PowerState.ON
     assert device.requests[-2:] == ["set on", "read"]
 
@@ -155,7 +158,7 @@ def test_power_log_lines_carry_what_happened_and_no_secret(log: PowerLog) -> Non
 
 
 def test_a_misspelt_option_is_refused_listing_the_known_ones(log: PowerLog) -> None:
-    with pytest.raises(PowerConfigError, match="unknown pdu option.*setle_s.*knows: timeout_s, settle_s"):
+    with pytest.raises(PowerConfigError, match="unknown pdu option.*setle_s.*knows: timeout_s, connect_timeout_s, settle_s"):
         ScriptedDevice(log, setle_s=3)
     with pytest.raises(PowerConfigError, match="tries must be an integer >= 1"):
         ScriptedDevice(log, tries=0)
@@ -215,7 +218,7 @@ def test_a_cycle_reports_off_dwell_and_on_as_each_happens(log: PowerLog) -> None
 
 
 def test_a_flip_back_cycle_whose_off_is_lost_is_switched_on_explicitly(log: PowerLog) -> None:
-    device = OffReadBackLost(log, flips_back=True, tries=1)
+    device = OffReadBackLost(log, device_cycles=True, tries=1)
     with pytest.raises(PowerActionError):
         device.cycle(0.01)
     assert device.requests[0].startswith("set off flip-back") and "set on" in device.requests

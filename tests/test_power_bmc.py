@@ -21,14 +21,14 @@ pytestmark = pytest.mark.fleet
 def ipmi(bmcs: IpmiBmc, host: str, log: PowerLog, monkeypatch: pytest.MonkeyPatch, secret: str | None = None,
          **options: Any) -> PowerDriver:
     monkeypatch.setenv("RF_TEST_BMC", secret or bmcs.secret)
-    options = {"timeout_s": 2.0, "tries": 2, "settle_s": 3.0, "poll_s": 0.05, **options}
+    options = {"timeout_s": 2.0, "tries": 2, "settle_s": 3.0, "poll_s": 0.05, "stagger_window_s": 0, **options}
     return driver_for(bmcs.power_port(host, "env:RF_TEST_BMC", **options), host, log)
 
 
 def redfish(bmc: RedfishBmc, host: str, log: PowerLog, monkeypatch: pytest.MonkeyPatch, secret: str | None = None,
             **options: Any) -> PowerDriver:
     monkeypatch.setenv("RF_TEST_BMC", secret or str(bmc.secret))
-    options = {"timeout_s": 2.0, "tries": 2, "settle_s": 15.0, "poll_s": 0.2, **options}
+    options = {"timeout_s": 2.0, "tries": 2, "settle_s": 15.0, "poll_s": 0.2, "stagger_window_s": 0, **options}
     return driver_for(bmc.power_port(host, "env:RF_TEST_BMC", **options), host, log)
 
 
@@ -48,6 +48,9 @@ def test_ipmi_cycle_goes_off_then_on(ipmi_bmcs: IpmiBmc, switches: Switches, pow
     recorder = record_switch(switches["ws02"])
     assert ipmi(ipmi_bmcs, "ws02", power_log, monkeypatch).cycle(0.2) is PowerState.ON
     assert recorder.stop() == [True, False, True]
+    # ipmi_sim refuses the optional Set Power Cycle Interval (C1h): the BMC's own >= 1 s interval, no "on" of ours
+    assert [e["action"] for e in power_log.read()] == ["off", "cycle"]
+    assert "chassis power cycle with the BMC's own interval" in power_log.read()[-1]["note"]
 
 
 def test_ipmi_wrong_password_is_refused_without_echoing_it(ipmi_bmcs: IpmiBmc, switches: Switches,

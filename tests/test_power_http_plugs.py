@@ -7,7 +7,7 @@ from typing import Any, Callable, Iterator
 
 import pytest
 
-from conftest_power import Switches, SwitchRecorder
+from conftest_power import Switches, SwitchRecorder, kill_mid_dwell
 from reprofleet.errors import PowerError
 from reprofleet.power import PowerLog, PowerState, driver_for
 from reprofleet.power.base import PowerDriver
@@ -16,7 +16,7 @@ from reprofleet.sim.power import HttpPlugServer, stop_simulator
 pytestmark = pytest.mark.fleet
 
 PLUGS = ("tasmota_plug", "shelly1_plug", "shelly2_plug")
-FAST = {"timeout_s": 0.5, "tries": 2, "settle_s": 1.0, "poll_s": 0.05}
+FAST = {"timeout_s": 0.5, "tries": 2, "settle_s": 1.0, "poll_s": 0.05, "stagger_window_s": 0}
 
 
 @pytest.fixture(params=PLUGS)
@@ -122,7 +122,8 @@ def test_shelly_generation_is_detected_and_its_own_timer_ends_a_cycle(
     assert ws02.cycle(0.2) is PowerState.ON
     assert ws02.gen == (1 if plug_fixture == "shelly1_plug" else 2)  # type: ignore[attr-defined]
     assert recorder.stop() == [True, False, True]
-    assert power_log.read()[-1]["note"] == "switched back on by the device's own timer"
+    assert "switched back on by the device's own cycle" in power_log.read()[-1]["note"]
+    assert [e["action"] for e in power_log.read()] == ["off", "cycle"]  # no "on" sent: the plug's timer did it
 
 
 def test_a_pdu_block_written_into_an_inventory_drives_the_plug(tasmota_plug: HttpPlugServer, switches: Switches,
@@ -140,3 +141,16 @@ def test_a_pdu_block_written_into_an_inventory_drives_the_plug(tasmota_plug: Htt
     assert host.pdu is not None
     assert driver_for(host.pdu, host.name, power_log).off() is PowerState.OFF
     assert not switches.is_on("ws03")
+
+
+def test_tasmota_cycles_by_its_own_backlog_and_a_killed_controller_leaves_the_host_on(
+        tasmota_plug: HttpPlugServer, switches: Switches, power_log: PowerLog, monkeypatch: pytest.MonkeyPatch,
+        record_switch: Callable[..., SwitchRecorder]) -> None:
+    recorder = record_switch(switches["ws01"])
+    assert driver(tasmota_plug, "ws01", power_log, monkeypatch).cycle(0.5) is PowerState.ON
+    assert recorder.stop() == [True, False, True]
+    assert [e["action"] for e in power_log.read()] == ["off", "cycle"]  # no "on" sent: the Backlog did it
+    assert "Backlog with Delay 5" in power_log.read()[-1]["note"]
+    port = tasmota_plug.power_port("2", "env:RF_TEST_PLUG", **FAST)
+    states = kill_mid_dwell(port, switches["ws02"], 2.0, back_by_s=3.0, env={"RF_TEST_PLUG": str(tasmota_plug.secret)})
+    assert states == [True, False, True]  # the plug ran the rest of the Backlog by itself

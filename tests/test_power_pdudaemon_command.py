@@ -18,7 +18,8 @@ from reprofleet.sim.power.daemons import free_port
 
 
 def pdud(server: PdudaemonServer, outlet: str, log: PowerLog, **options: Any) -> PowerDriver:
-    return driver_for(server.power_port(outlet, None, **{"timeout_s": 10.0, **options}), f"ws0{outlet}", log)
+    return driver_for(server.power_port(outlet, None, **{"timeout_s": 10.0, "stagger_window_s": 0, **options}),
+                      f"ws0{outlet}", log)
 
 
 @pytest.mark.fleet
@@ -40,6 +41,18 @@ def test_pdudaemon_cycle_goes_off_then_on(pdudaemon_server: PdudaemonServer, swi
     recorder = record_switch(switches["ws03"])
     pdud(pdudaemon_server, "3", power_log).cycle(0.2)
     assert recorder.stop() == [True, False, True]
+    cycle = power_log.read()[-1]
+    assert [e["action"] for e in power_log.read()] == ["off", "cycle"]  # one reboot request, no "on" of ours
+    assert "pdudaemon reboot with delay=1" in cycle["note"] and cycle["result"] == "unverified"
+
+
+@pytest.mark.fleet
+def test_pdudaemon_finishes_its_reboot_when_the_controller_is_killed_in_the_dwell(
+        pdudaemon_server: PdudaemonServer, switches: Switches) -> None:
+    from conftest_power import kill_mid_dwell
+
+    port = pdudaemon_server.power_port("2", None, timeout_s=10.0, stagger_window_s=0)
+    assert kill_mid_dwell(port, switches["ws02"], 2.0, back_by_s=4.0) == [True, False, True]
 
 
 @pytest.mark.fleet

@@ -165,3 +165,38 @@ def test_campaign_dry_run_stops_on_an_unset_credential_with_one_line_per_host(tm
     assert f"{path}:4:pdu.credentials: ws01: credential env:RF_PF_COMMUNITY: environment variable RF_PF_COMMUNITY is not set" \
         in result.stderr
     assert "attempts" not in result.stdout  # no plan printed: nothing runs on a broken power port
+
+
+def test_a_daisy_chained_pdus_outlet_is_not_the_first_pdus_and_pdu_id_1_is_the_default(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("RF_PF_COMMUNITY", "c-1")
+    path = inventory(tmp_path, f"""\
+        ws01:
+          pdu: {SNMP}, outlet: 7}}
+        ws02:
+          pdu: {SNMP}, outlet: 7, pdu_id: 2}}
+        """)
+    powers = build_host_power(load_inventory(path).hosts)  # two outlets 7 on two PDUs: no duplicate
+    assert powers["ws01"].drivers[0].outlet_key != powers["ws02"].drivers[0].outlet_key
+    same = inventory(tmp_path, f"""\
+        ws01:
+          pdu: {SNMP}, outlet: 7}}
+        ws02:
+          pdu: {SNMP}, outlet: 7, pdu_id: 1}}
+        """)
+    with pytest.raises(PowerPreflightError, match=r"outlet snmp:192.0.2.50:161#1.7 also feeds ws02"):
+        build_host_power(load_inventory(same).hosts)
+
+
+def test_a_pdu_id_on_a_pdu_that_cannot_be_chained_is_refused_naming_the_field(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("RF_PF_COMMUNITY", "c-1")
+    path = inventory(tmp_path, """\
+        ws01:
+          pdu: {driver: snmp, address: 192.0.2.50, model: apc_spdu, outlet: 3, pdu_id: 2, credentials: env:RF_PF_COMMUNITY}
+        """)
+    with pytest.raises(PowerPreflightError) as caught:
+        build_host_power(load_inventory(path).hosts)
+    (line,) = caught.value.problems
+    assert line.startswith(f"{path}:4:pdu.pdu_id: ws01: pdu snmp 192.0.2.50 pdu 2 outlet 3: pdu option pdu_id 2: "
+                           "model apc_spdu addresses one PDU")

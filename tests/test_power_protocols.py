@@ -10,7 +10,7 @@ import pytest
 from reprofleet.credentials import Secret
 from reprofleet.errors import CredentialError, PowerError
 from reprofleet.model import CredentialRef, PowerPort, frozen_mapping
-from reprofleet.power import DRIVERS, PowerConfigError, PowerLog, PowerState, driver_for
+from reprofleet.power import DRIVERS, PowerConfigError, PowerLog, PowerState, TransientPowerError, driver_for
 from reprofleet.power.drivers.command import parse_status_exit, parse_status_output, render
 from reprofleet.power.drivers.http import base_url
 from reprofleet.power.drivers.pdudaemon import control_query
@@ -92,8 +92,34 @@ def test_snmp_oid_tables_fill_outlet_and_pdu() -> None:
     raritan = OUTLET_MODELS["raritan_px"]
     assert raritan.control("4", "2") == "1.3.6.1.4.1.13742.6.4.1.2.1.2.2.4"
     assert (raritan.set_on, raritan.set_off, raritan.state_on, raritan.state_off) == (1, 0, 7, 8)
+    chained = OUTLET_MODELS["apc_rpdu2"]
+    assert chained.control("7", "2", {"control": 31}) == "1.3.6.1.4.1.318.1.1.26.9.2.4.1.5.31"
+    assert (chained.state_on, chained.state_off) == (2, 1)  # rPDU2OutletSwitchedStatusState: off(1) on(2)
+    rows = {"control": 3, "status": 3, "config": 3, "metered": 3}
     for model in OUTLET_MODELS.values():
-        assert is_oid(model.control("1")) and is_oid(model.status("1"))
+        assert is_oid(model.control("1", "1", rows)) and is_oid(model.status("1", "1", rows))
+        if model.reboot is not None:
+            assert is_oid(model.fill(model.reboot.oid, "1", "1", rows))
+
+
+def test_apc_reboot_durations_are_chosen_at_least_as_long_as_the_dwell() -> None:
+    rpdu, spdu = OUTLET_MODELS["apc_rpdu"].reboot, OUTLET_MODELS["apc_spdu"].reboot
+    assert rpdu is not None and spdu is not None
+    assert (rpdu.at_least(2), rpdu.at_least(10), rpdu.at_least(10.4), rpdu.at_least(61)) == (5, 10, 11, None)
+    assert (spdu.at_least(2), spdu.at_least(11), spdu.at_least(46), spdu.at_least(61)) == (5, 15, 60, None)
+
+
+def test_a_pdu_id_is_never_silently_ignored() -> None:
+    chained = make(port("snmp", outlet="7", model="apc_rpdu", pdu_id=2))
+    assert chained.oids.model == "apc_rpdu2" and chained.outlet_key.endswith("#2.7")
+    assert make(port("snmp", outlet="7", model="apc_rpdu")).outlet_key == \
+        make(port("snmp", outlet="7", model="apc_rpdu", pdu_id=1)).outlet_key
+    with pytest.raises(PowerConfigError, match="pdu_id 2: model apc_spdu addresses one PDU") as caught:
+        make(port("snmp", outlet="7", model="apc_spdu", pdu_id=2))
+    assert caught.value.field == "pdu_id"
+    with pytest.raises(PowerConfigError, match="a generic model needs {pdu} in its OIDs"):
+        make(port("snmp", outlet="7", model="generic", control_oid="1.3.6.1.4.1.99.1.{outlet}", pdu_id=2))
+    assert make(port("snmp", outlet="4", model="raritan_px", pdu_id=2)).oids.control("4", "2").endswith(".2.4")
 
 
 def test_snmp_needs_a_model_a_numeric_outlet_and_a_community() -> None:
@@ -195,16 +221,25 @@ def test_the_drivers_oid_table_agrees_with_the_simulators_copy_of_the_mibs() -> 
     """Two tables written independently (the simulator's from the MIB text): they must agree."""
     from reprofleet.sim.power.pdu_mibs import FAMILIES, Column
 
+    rows = {"control": 7, "status": 7, "config": 7, "metered": 7}  # a chain's row 7 where the model has rows
     for model, oids in OUTLET_MODELS.items():
         columns = {c.column: c for c in FAMILIES[model]}
         control = columns[Column.CONTROL]
         prefix = ".".join(map(str, control.prefix))
-        assert oids.control("7", "1") == (f"{prefix}.1.7" if control.by_pdu else f"{prefix}.7")
+        assert oids.control("7", "1", rows) == (f"{prefix}.1.7" if control.by_pdu else f"{prefix}.7")
         assert (oids.set_on, oids.set_off, oids.set_cycle) == (control.on, control.off, control.reboot)
         state = columns.get(Column.STATE, control)
         prefix = ".".join(map(str, state.prefix))
-        assert oids.status("7", "1") == (f"{prefix}.1.7" if state.by_pdu else f"{prefix}.7")
+        assert oids.status("7", "1", rows) == (f"{prefix}.1.7" if state.by_pdu else f"{prefix}.7")
         assert (oids.state_on, oids.state_off) == (state.on, state.off)
+        if oids.reboot is not None:
+            reboot = columns[Column.REBOOT_TIME]
+            assert oids.fill(oids.reboot.oid, "7", "1", rows) == ".".join(map(str, reboot.prefix)) + ".7"
+            assert (oids.reboot.low, oids.reboot.high, oids.reboot.choices) == \
+                ((reboot.low, reboot.high, ()) if not reboot.choices else (5, 60, reboot.choices))
+        for name, table in oids.tables.items():  # the chain's rows are found by the columns the MIB names
+            assert table.column(table.module_column) in {".".join(map(str, c.prefix)) for c in FAMILIES[model]
+                                                         if c.column is Column.MODULE}
 
 
 def test_redfish_wall_power_from_either_chassis_schema() -> None:
@@ -214,3 +249,57 @@ def test_redfish_wall_power_from_either_chassis_schema() -> None:
     assert watts_from_power({"PowerControl": []}) is None and watts_from_power({"Voltages": []}) is None
     assert watts_from_environment({"PowerWatts": {"Reading": 61.5}}) == 61.5
     assert watts_from_environment({"TemperatureCelsius": {"Reading": 40}}) is None
+
+
+def _bmc_error(status: int, message_id: str | None = None) -> Any:
+    import json as json_module
+
+    import requests
+    from sushy import exceptions as sushy_errors
+
+    response = requests.Response()
+    response.status_code = status
+    info = [{"MessageId": message_id, "Message": "busy"}] if message_id else []
+    response._content = json_module.dumps({"error": {"code": "Base.1.0.GeneralError",
+                                                     "@Message.ExtendedInfo": info}}).encode()
+    kind = {400: sushy_errors.BadRequestError, 404: sushy_errors.ResourceNotFoundError}.get(
+        status, sushy_errors.ServerSideError if status >= 500 else sushy_errors.HTTPError)
+    return kind("POST", "https://bmc/redfish/v1/Systems/1/Actions/ComputerSystem.Reset", response)
+
+
+def test_a_busy_bmcs_refusals_are_transient_and_other_errors_are_not() -> None:
+    from reprofleet.power.drivers.redfish_errors import translate
+
+    busy = [_bmc_error(409, "Base.1.12.ResourceInUse"), _bmc_error(409, "IDRAC.2.8.PSU501"),
+            _bmc_error(400, "iLO.2.15.InvalidOperationForSystemState"), _bmc_error(400, "IDRAC.2.8.SYS518"),
+            _bmc_error(503)]
+    for error in busy:
+        assert isinstance(translate(error, "Reset"), TransientPowerError), error
+    assert "busy with an earlier power change or still in POST (InvalidOperationForSystemState" in \
+        str(translate(busy[2], "Reset"))
+    for error in (_bmc_error(400, "Base.1.8.ActionParameterUnknown"), _bmc_error(404)):
+        assert not isinstance(translate(error, "Reset"), TransientPowerError), error
+
+
+def test_an_untrusted_certificate_is_named_with_what_to_set_and_not_retried() -> None:
+    import requests
+    from sushy import exceptions as sushy_errors
+
+    from reprofleet.power.drivers.redfish_errors import translate
+
+    ssl_error = requests.exceptions.SSLError("[SSL: CERTIFICATE_VERIFY_FAILED] certificate verify failed: "
+                                             "self-signed certificate (_ssl.c:1006)")
+    wrapped = sushy_errors.ConnectionError(url="https://bmc/redfish/v1/", error=ssl_error)
+    for error in (ssl_error, wrapped):
+        translated = translate(error, "read PowerState")
+        assert not isinstance(translated, TransientPowerError)
+        assert "TLS certificate not trusted: set verify_tls: false or a CA bundle path" in str(translated)
+
+
+def test_every_driver_has_defaults_fitting_its_devices() -> None:
+    """BMCs: long calls, more tries, a long settle; SNMP and HTTP plugs: short."""
+    bmc = [DRIVERS["redfish"].defaults, DRIVERS["ipmi"].defaults]
+    quick = [DRIVERS[name].defaults for name in ("snmp", "tasmota", "shelly")]
+    assert all(d.timeout_s >= 30 and d.tries >= 4 and d.settle_s >= 60 for d in bmc)
+    assert DRIVERS["redfish"].defaults.connect_s == 30.0  # an unreachable BMC fails on the connect, not the read
+    assert all(d.timeout_s <= 5 and d.settle_s <= 10 for d in quick)

@@ -1,14 +1,17 @@
 """The SNMP driver (APC rPDU, APC sPDU, Raritan PX) against a simulated PDU whose OIDs and
-error replies were copied from the MIBs and from what real agents send, not from the driver."""
+error replies were copied from the MIBs and from what real agents send, not from the driver:
+daisy-chained APC PDUs addressed exactly, and the PDU's own reboot that brings a host back
+even when the controller is killed in the dwell."""
 
 from __future__ import annotations
 
 import time
-from typing import Any, Callable
+from pathlib import Path
+from typing import Any, Callable, Iterator
 
 import pytest
 
-from conftest_power import Switches, SwitchRecorder
+from conftest_power import Switches, SwitchRecorder, kill_mid_dwell
 from reprofleet.errors import PowerError
 from reprofleet.power import PowerLog, PowerState, driver_for
 from reprofleet.power.base import PowerDriver
@@ -18,7 +21,7 @@ from reprofleet.sim.power.switch import write_switch
 pytestmark = pytest.mark.fleet
 
 MODELS = ("apc_rpdu", "apc_spdu", "raritan_px")
-FAST = {"timeout_s": 0.5, "tries": 2, "settle_s": 2.0, "poll_s": 0.05}
+FAST = {"timeout_s": 0.5, "tries": 2, "settle_s": 2.0, "poll_s": 0.05, "stagger_window_s": 0}
 
 
 def driver(pdu: SnmpPdu, outlet: str, log: PowerLog, monkeypatch: pytest.MonkeyPatch, model: str = "apc_rpdu",
@@ -114,3 +117,85 @@ def test_a_dead_pdu_is_a_power_error_in_bounded_time(tmp_path: Any, switches: Sw
     with pytest.raises(PowerError, match="gave up after 2 tries"):
         driver(gone, "1", power_log, monkeypatch, timeout_s=0.3).status()
     assert time.monotonic() - started < 5.0
+
+
+@pytest.fixture(scope="module")
+def chain(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[SnmpPdu, dict[str, Path]]]:
+    """Two daisy-chained APC PDUs: the first has outlets 1, 2 and 7, the second 1 and 7."""
+    root = tmp_path_factory.mktemp("chain")
+    switches = {name: root / name / "power" for name in ("a1", "a2", "a7", "b1", "b7")}
+    for path in switches.values():
+        write_switch(path, True)
+    pdu = SnmpPdu(root / "pdu", {"1": switches["a1"], "2": switches["a2"], "7": switches["a7"]},
+                  chained={2: {"1": switches["b1"], "7": switches["b7"]}}, community="chain-comm-5d")
+    pdu.start()
+    try:
+        yield pdu, switches
+    finally:
+        pdu.stop()
+
+
+def on_states(switches: dict[str, Path]) -> dict[str, bool]:
+    from reprofleet.sim.power.switch import read_switch
+
+    return {name: read_switch(path) for name, path in switches.items()}
+
+
+def test_outlet_7_of_the_second_chained_pdu_is_not_outlet_7_of_the_first(
+        chain: tuple[SnmpPdu, dict[str, Path]], power_log: PowerLog, monkeypatch: pytest.MonkeyPatch) -> None:
+    pdu, switches = chain
+    second = driver(pdu, "7", power_log, monkeypatch, pdu_id=2)
+    first = driver(pdu, "7", power_log, monkeypatch)
+    assert second.off() is PowerState.OFF
+    assert on_states(switches) == {"a1": True, "a2": True, "a7": True, "b1": True, "b7": False}
+    assert first.status() is PowerState.ON  # the first PDU's outlet 7 was never touched
+    assert second.on() is PowerState.ON and all(on_states(switches).values())
+    assert first.outlet_key != second.outlet_key and second.outlet_key.endswith("#2.7")
+    assert "pdu 2 outlet 7" in second.where and "pdu 2" not in first.where
+    logged = [(e["action"], e["pdu"]) for e in power_log.read()]
+    assert logged == [("off", "2"), ("status", None), ("on", "2")]
+
+
+def test_an_outlet_the_chained_pdu_does_not_have_is_named_with_the_pdus_the_chain_lists(
+        chain: tuple[SnmpPdu, dict[str, Path]], power_log: PowerLog, monkeypatch: pytest.MonkeyPatch) -> None:
+    pdu, switches = chain
+    with pytest.raises(PowerError, match="the chain has no outlet 2 on PDU 2 .*PDU ids 1, 2"):
+        driver(pdu, "2", power_log, monkeypatch, pdu_id=2).off()
+    with pytest.raises(PowerError, match="no outlet 1 on PDU 3"):
+        driver(pdu, "1", power_log, monkeypatch, pdu_id=3).status()
+    assert all(on_states(switches).values())
+
+
+def test_a_controller_killed_in_the_dwell_leaves_the_host_on_the_pdu_reboots_it_by_itself(
+        chain: tuple[SnmpPdu, dict[str, Path]]) -> None:
+    pdu, switches = chain
+    port = pdu.power_port("2", "env:RF_TEST_COMMUNITY", **FAST)
+    states = kill_mid_dwell(port, switches["a2"], 5.0, back_by_s=7.0, env={"RF_TEST_COMMUNITY": pdu.secret})
+    assert states == [True, False, True]
+
+
+def test_without_the_devices_own_cycle_a_controller_killed_in_the_dwell_strands_the_host(
+        chain: tuple[SnmpPdu, dict[str, Path]]) -> None:
+    """The same kill with device_cycle off: what the device's own cycle prevents."""
+    pdu, switches = chain
+    port = pdu.power_port("1", "env:RF_TEST_COMMUNITY", **FAST, device_cycle=False)
+    try:
+        states = kill_mid_dwell(port, switches["a1"], 5.0, back_by_s=7.0, env={"RF_TEST_COMMUNITY": pdu.secret})
+        assert states == [True, False]
+    finally:
+        write_switch(switches["a1"], True)
+
+
+@pytest.mark.parametrize("model, dwell, duration", [("apc_rpdu", 6.0, 6), ("apc_spdu", 4.5, 5)])
+def test_the_pdus_reboot_duration_is_set_to_the_dwell_and_read_back(
+        model: str, dwell: float, duration: int, chain: tuple[SnmpPdu, dict[str, Path]], power_log: PowerLog,
+        monkeypatch: pytest.MonkeyPatch, record_switch: Callable[..., SwitchRecorder]) -> None:
+    pdu, switches = chain
+    recorder = record_switch(switches["a7"])
+    started = time.monotonic()
+    assert driver(pdu, "7", power_log, monkeypatch, model=model, settle_s=3.0).cycle(dwell) is PowerState.ON
+    assert time.monotonic() - started >= duration
+    assert recorder.stop() == [True, False, True]
+    cycle = power_log.read()[-1]
+    assert f"reboot duration {duration} s" in cycle["note"] and "switched back on by the device's own" in cycle["note"]
+    assert [e["action"] for e in power_log.read()] == ["off", "cycle"]  # no "on" was sent: the PDU did it

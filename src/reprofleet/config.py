@@ -62,6 +62,12 @@ class Timings:
     power_backoff_s: float = 0.5  # first retry delay; doubles
     power_backoff_cap_s: float = 5.0
     power_lock_wait_s: float = 120.0  # waiting for another command to the same device
+    # at most power_stagger_on outlets of one power device switched on within power_stagger_window_s
+    # (inrush: a PDU's breaker sees every supply that starts at once; see power/stagger.py for the sources)
+    power_stagger_on: int = 1
+    power_stagger_window_s: float = 2.0
+    power_stagger_wait_cap_s: float = 900.0  # no slot by then: the "on" fails (a clock gone wrong, not a queue)
+    power_on_deadline_s: float = 120.0  # an "on" that fails is retried with backoff this long (ports.switch_on_until)
     # -- connections (remote/transport.py)
     connect_timeout_s: float = 10.0
     ssh_banner_timeout_s: float = 10.0

@@ -5,11 +5,14 @@ inventory's ``pdu: driver:``, and the machinery they share (``base``).
     driver = driver_for(host.pdu, host.name, PowerLog(campaign_dir / "power.jsonl"))
     driver.cycle(dwell_s=10)
 
-Modules: ``base`` (timeouts, retries, read-back), ``registry`` (``driver:`` -> a driver),
-``ports`` (every host's drivers, built once), ``locks`` (one lock per thing a device
-serialises), ``log`` (power.jsonl), ``options`` (a ``pdu:`` block's options), ``wall``
-(wall power during attempts); packages ``drivers`` (one module per protocol) and
-``bmc_log`` (forensic readers of a BMC's event log).
+Modules: ``base`` (timeouts, retries, read-back, cycles), ``registry`` (``driver:`` -> a
+driver), ``ports`` (every host's drivers, built once; a host's cycle and ``switch_on_until``),
+``locks`` (one lock per thing a device serialises), ``log`` (power.jsonl), ``options`` (a
+``pdu:`` block's options), ``settings`` (a driver's timeouts and retry bounds),
+``defaults`` (``invoke.yaml``'s ``power:`` section over the drivers' own), ``device_cycle``
+(a cycle the device runs by itself), ``stagger`` (the inrush gate: N "on"s per M seconds
+per device), ``wall`` (wall power during attempts); packages ``drivers`` (one module per
+protocol) and ``bmc_log`` (forensic readers of a BMC's event log).
 """
 
 from __future__ import annotations

@@ -1,11 +1,14 @@
 """What every power driver does the same way: timeouts, retries, read-back, one command
-per PDU at a time, and a log line per action.
+per PDU at a time, an inrush gate, and a log line per action.
 
 A driver module only says how to switch and how to read one outlet (``_set``/``_read``,
-one request each). Everything that makes a power cycle trustworthy lives here once:
+one request each), and, where the device can power-cycle by itself, how to ask it to
+(``_plan_device_cycle``/``_start_device_cycle``). Everything that makes a power cycle
+trustworthy lives here once:
 
 - every request has a timeout (``timeout_s``) and transient failures (no answer, HTTP 5xx,
-  connection refused) are retried a bounded number of times with exponential backoff;
+  a BMC busy with an earlier change) are retried a bounded number of times with
+  exponential backoff;
 - after every set the state is read back until it matches or ``settle_s`` passes: some
   devices apply late (a Redfish BMC may take seconds), and a set that "succeeded" but did
   not switch anything is an error, not a success;
@@ -13,9 +16,13 @@ one request each). Everything that makes a power cycle trustworthy lives here on
   (``device_key``: host and port with the default port filled in; for pdudaemon the PDU
   behind it), across threads and, with a lock folder, across processes; a whole action
   holds its outlet's lock, so a by-hand ``invoke power`` waits for a campaign's cycle;
-- ``cycle`` is off, read back off, dwell, on, read back on; once "off" was sent, "on" is
-  always sent, whatever failed in between; a device's own "reboot" is never trusted
-  without reading back;
+- every "on" waits its turn at the device's inrush gate (``stagger``): at most
+  ``stagger_on`` outlets of one device switched on within ``stagger_window_s``;
+- ``cycle`` uses the device's own cycle where it has one (``device_cycle``, see
+  ``device_cycle.py``), so the host comes back even if this process dies in the dwell; it
+  reads back off where the off can be seen, waits, reads back on, and switches on itself
+  when the device did not. Otherwise it is off, read back off, dwell, on, read back on.
+  Either way, once "off" was sent, "on" is always sent, whatever failed in between;
 - every action becomes one ``PowerEvent`` in the campaign's power.jsonl, with secrets
   scrubbed from any error text.
 """
@@ -25,27 +32,31 @@ from __future__ import annotations
 import threading
 from abc import ABC, abstractmethod
 from contextlib import contextmanager
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from enum import Enum, unique
 from pathlib import Path
 from typing import Callable, ClassVar, Iterator, TypeVar
 
 from reprofleet.clock import Clock, SystemClock
-from reprofleet.config import DEFAULT_TIMINGS
 from reprofleet.credentials import Secret, scrub
 from reprofleet.errors import PowerError, ReprofleetError
 from reprofleet.model import PowerPort
+from reprofleet.power.defaults import defaults_for
+from reprofleet.power.device_cycle import DeviceCycle, covers
 from reprofleet.power.locks import address_key, device_lock, file_lock, thread_lock
 from reprofleet.power.log import PowerEvent, PowerLog, utc_now_iso
 from reprofleet.power.options import Options, PowerConfigError
+from reprofleet.power.settings import DriverSettings, backoff_delays, settings_from_options
+from reprofleet.power.stagger import Stagger, gate_for
 
 __all__ = [
-    "DriverSettings", "PowerActionError", "PowerConfigError", "PowerDriver", "PowerLog",
+    "DeviceCycle", "DriverSettings", "PowerActionError", "PowerConfigError", "PowerDriver", "PowerLog",
     "PowerState", "TransientPowerError", "backoff_delays", "pdu_lock",
 ]
 
 T = TypeVar("T")
 CycleCallback = Callable[[str], None]  # hears "off", "dwell", "on" as a cycle reaches each
+WATCH_POLL_S = 0.25  # watching for a BMC's short off window: at least this often
 
 
 @unique
@@ -58,7 +69,7 @@ class PowerState(str, Enum):
 
 
 class TransientPowerError(PowerError):
-    """A failure worth retrying: no answer in time, connection refused, HTTP 5xx."""
+    """A failure worth retrying: no answer in time, connection refused, HTTP 5xx, a busy BMC."""
 
 
 class PowerActionError(PowerError):
@@ -69,29 +80,6 @@ class PowerActionError(PowerError):
         self.action = action
         self.reason = reason
         super().__init__(f"{where}: {action} failed: {reason}")
-
-
-@dataclass(frozen=True)
-class DriverSettings:
-    """Deadlines and retry bounds of one driver (each overridable per ``pdu:`` block)."""
-
-    timeout_s: float = DEFAULT_TIMINGS.power_timeout_s  # one request
-    settle_s: float = DEFAULT_TIMINGS.power_settle_s  # read-back deadline after a set
-    tries: int = DEFAULT_TIMINGS.power_tries  # attempts per request when failures are transient
-    poll_s: float = DEFAULT_TIMINGS.power_poll_s  # read-back poll interval
-    backoff_s: float = DEFAULT_TIMINGS.power_backoff_s  # first retry delay; doubles, capped at backoff_cap_s
-    backoff_cap_s: float = DEFAULT_TIMINGS.power_backoff_cap_s
-    lock_wait_s: float = DEFAULT_TIMINGS.power_lock_wait_s  # waiting for another command to the same PDU
-
-
-def backoff_delays(tries: int, base_s: float = 0.5, factor: float = 2.0, cap_s: float = 5.0) -> tuple[float, ...]:
-    """The sleeps between ``tries`` attempts: base, base*factor, ... each capped."""
-    delays: list[float] = []
-    delay = base_s
-    for _ in range(max(0, tries - 1)):
-        delays.append(min(cap_s, delay))
-        delay *= factor
-    return tuple(delays)
 
 
 def lock_key(address: str, default_scheme: str = "http", default_port: int | None = None) -> str:
@@ -115,6 +103,9 @@ class _Action:
     tries: int = 0
     note: str | None = None
 
+    def add_note(self, text: str) -> None:
+        self.note = f"{self.note}; {text}" if self.note else text
+
 
 class PowerDriver(ABC):
     """Switches one outlet (or one BMC's system) on, off, reads it, and power-cycles it."""
@@ -124,7 +115,7 @@ class PowerDriver(ABC):
     defaults: ClassVar[DriverSettings] = DriverSettings()
     reads_state: bool = True  # False: the device cannot report state (status is UNKNOWN)
     meters_power: bool = False  # True: _read_power may know the outlet's draw in watts
-    flips_back: bool = False  # True: the device's own timer switches back on (_set_off_flipping_back)
+    device_cycles: bool = False  # True: cycle() asks the device to cycle by itself (option device_cycle)
 
     default_scheme: ClassVar[str] = "http"
     default_port: ClassVar[int | None] = None  # None: the scheme's (80 for http, 443 for https)
@@ -136,14 +127,30 @@ class PowerDriver(ABC):
         self.log = log
         self.lock_dir = lock_dir  # None: locks within this process only
         self.clock: Clock = SystemClock()  # its dwells, read-back polls and retry backoffs wait on this
-        self.where = f"{host}: pdu {port.driver} {port.address}" + (f" outlet {port.outlet}" if port.outlet else "")
+        self.pdu_label: str | None = None  # a daisy-chained PDU's id when it is not the first (log, where)
+        self.where = self._describe()
         self.options = Options(port.options, self.where, self.option_names)
-        self.settings = self._settings(self.options)
+        self.settings = settings_from_options(defaults_for(self.name, self.defaults), self.options)
         self._secrets: list[Secret] = [secret] if secret else []
         self._holding = False
+        self._asking: _Action | None = None  # the action whose requests _ask counts (a cycle being planned)
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.where}>"
+
+    def _describe(self) -> str:
+        """``host: pdu driver address [pdu N] [outlet M]``: how errors and the repr name this outlet."""
+        port = self.port
+        return (f"{self.host}: pdu {port.driver} {port.address}" + (f" pdu {self.pdu_label}" if self.pdu_label else "")
+                + (f" outlet {port.outlet}" if port.outlet else ""))
+
+    def _device_cycle_option(self, available: bool, why_not: str = "") -> bool:
+        """The ``device_cycle`` option (default: on where the device has a cycle of its own)."""
+        wanted = self.options.flag("device_cycle", available)
+        if wanted and not available:
+            why = why_not or "this device has no cycle of its own"
+            raise PowerConfigError(f"{self.where}: pdu option device_cycle: {why}", field="device_cycle")
+        return wanted
 
     @property
     def device_key(self) -> str:
@@ -157,16 +164,6 @@ class PowerDriver(ABC):
     def outlet_key(self) -> str:
         """One physical outlet (or BMC system): two hosts with the same key are fed by one outlet."""
         return f"{self.device_key}#{self._outlet_id()}"
-
-    def _settings(self, options: Options) -> DriverSettings:
-        base = self.defaults
-        return replace(
-            base,
-            timeout_s=options.number("timeout_s", base.timeout_s, minimum=0.05),
-            settle_s=options.number("settle_s", base.settle_s),
-            tries=options.integer("tries", base.tries, minimum=1),
-            poll_s=options.number("poll_s", base.poll_s, minimum=0.01),
-        )
 
     # -- what a driver module implements ------------------------------------------------
 
@@ -182,6 +179,24 @@ class PowerDriver(ABC):
         """The outlet's (or system's) draw in watts now, if the device meters it: one request."""
         return None
 
+    def _plan_device_cycle(self, dwell_s: float) -> DeviceCycle | None:
+        """Prepare the device's own cycle for ``dwell_s`` (read or set its interval); None: not for this dwell.
+
+        Drivers with ``device_cycles`` override this and ``_start_device_cycle``. Requests go
+        through ``self._ask`` (timeouts, retries, the device lock, counted in the cycle's
+        log line). Nothing may be switched here: a failure makes the cycle fall back to off,
+        dwell, on.
+        """
+        return None
+
+    def _ask(self, what: str, call: Callable[[], T]) -> T:
+        """One request of the action in progress (retried like any other), for driver hooks."""
+        return self._request(self._asking or _Action(), what, call)
+
+    def _start_device_cycle(self, plan: DeviceCycle) -> None:
+        """Ask the device to run ``plan``: one request, no read-back."""
+        raise PowerError("this driver has no device-side cycle")
+
     def read_power(self, wait_s: float = 0.5) -> float | None:
         """Watts at the wall, or None (no meter, device busy or not answering). One try, not logged.
 
@@ -195,15 +210,6 @@ class PowerDriver(ABC):
                 return self._read_power()
         except (ReprofleetError, OSError):
             return None
-
-    def _set_off_flipping_back(self, dwell_s: float) -> None:
-        """Switch off with the device's own timer set to switch back on after ``dwell_s``.
-
-        Devices with such a timer override this (and set ``flips_back``): a host is then not
-        left off if the controller dies mid-cycle. Without one this is a plain "off", and the
-        cycle switches the outlet back on itself; either way it reads back both states.
-        """
-        self._set(PowerState.OFF)
 
     # -- the public interface -----------------------------------------------------------
 
@@ -239,8 +245,12 @@ class PowerDriver(ABC):
         with self._outlet_held("off"):
             return self._switch(PowerState.OFF)
 
-    def cycle(self, dwell_s: float, on_state: CycleCallback | None = None) -> PowerState:
-        """Off, read back off, wait ``dwell_s``, on, read back on; returns the final state.
+    def cycle(self, dwell_s: float, on_state: CycleCallback | None = None, *, device: bool = True) -> PowerState:
+        """Power-cycle the outlet for ``dwell_s``; returns the final state.
+
+        With ``device`` (and the driver's ``device_cycles``) the device runs the cycle itself
+        where it can keep the outlet off at least ``dwell_s``; otherwise (or when preparing
+        it fails) off, read back off, wait ``dwell_s``, on, read back on.
 
         ``on_state`` hears "off" once the outlet reads back off, "dwell" as the wait begins and
         "on" once power is back, each when it happens (a controller killed mid-cycle has
@@ -253,8 +263,9 @@ class PowerDriver(ABC):
         dwell_s = max(0.0, dwell_s)
         tell = on_state or (lambda state: None)
         with self._outlet_held("cycle"), self._logged("cycle") as action:
-            if self.reads_state and self.flips_back:
-                return self._cycle_flipping_back(dwell_s, action, tell)
+            plan = self._device_plan(dwell_s, action) if device and self.device_cycles else None
+            if plan is not None:
+                return self._cycle_on_device(plan, dwell_s, action, tell)
             failure: BaseException | None = None
             try:
                 self.off()
@@ -281,10 +292,112 @@ class PowerDriver(ABC):
             raise failure
         return state
 
+    # -- the device's own cycle ---------------------------------------------------------
+
+    def _device_plan(self, dwell_s: float, cycle: _Action) -> DeviceCycle | None:
+        """The device's cycle for this dwell, or None (noted) to cycle off, dwell, on instead."""
+        self._asking = cycle
+        try:
+            plan = self._plan_device_cycle(dwell_s)
+        except ReprofleetError as exc:  # nothing was switched yet: the explicit cycle is safe
+            cycle.add_note(f"the device's own cycle could not be prepared ({self._scrub(str(exc))}): off, dwell, on")
+            return None
+        finally:
+            self._asking = None
+        if plan is None:
+            cycle.add_note("the device's own cycle does not apply now: off, dwell, on")
+            return None
+        if not covers(plan, dwell_s):
+            cycle.add_note(f"the device's own cycle cannot give a {dwell_s:g} s dwell (it keeps the outlet off "
+                           f"{plan.off_s:g} s at most): off, dwell, on")
+            return None
+        return plan
+
+    def _cycle_on_device(self, plan: DeviceCycle, dwell_s: float, cycle: _Action, tell: CycleCallback) -> PowerState:
+        """Start the device's cycle, read back off (where visible), wait, read back on; switch on if it did not."""
+        cycle.add_note(plan.describe(dwell_s))
+        self._wait_turn(cycle, lead_s=plan.off_s or 0.0)  # the device's own "on" is counted where it will happen
+        try:
+            started = self._send_device_cycle(plan)
+            tell("off")
+            tell("dwell")
+            if not self.reads_state:
+                cycle.state = PowerState.UNKNOWN
+                tell("on")
+                return PowerState.UNKNOWN
+            self._sleep_until(started + (plan.off_s or 0.0))
+            back_on, seen_off = self._await_device_on(cycle, plan)
+        except BaseException as exc:  # the cycle was asked for: make sure "on" goes out too
+            cycle.state = self._on_after(exc)
+            return cycle.state
+        if back_on:
+            cycle.add_note("switched back on by the device's own cycle" if seen_off else
+                           "the off was too short to see: the device reads on (judge it by the host's new boot_id)")
+            cycle.state = PowerState.ON
+        else:
+            cycle.add_note("the device did not switch back on by itself: switched on explicitly")
+            cycle.state = self.on()
+        tell("on")
+        return cycle.state
+
+    def _send_device_cycle(self, plan: DeviceCycle) -> float:
+        """The logged "off" of a device cycle; returns when it was asked for (the clock's monotonic)."""
+        with self._logged("off") as off:
+            started = self.clock.monotonic()
+            off.note = plan.note or "the device's own cycle"
+            self._request(off, "start the device's own cycle", lambda: self._start_device_cycle(plan))
+            if not self.reads_state:
+                off.state = PowerState.UNKNOWN
+                off.add_note("this driver cannot read the outlet state: not verified")
+            elif plan.visible and plan.off_s is not None:
+                off.state = self._expect(off, PowerState.OFF, min(self.settings.settle_s, plan.off_s))
+            else:
+                off.add_note("the off window is not read back (too short, or applied late)")
+        return started
+
+    def _await_device_on(self, cycle: _Action, plan: DeviceCycle) -> tuple[bool, bool]:
+        """Poll until the device reads on after its off, or the settle time passes: (back on, off seen).
+
+        A visible off was read back already. An invisible one is watched for ``watch_s``: a
+        BMC that applies late still reads On before its off, and accepting that On would be
+        the fencing bug of a power state reported too early; after the watch, On is accepted.
+        """
+        seen_off = plan.visible and plan.off_s is not None
+        watch_until = self.clock.monotonic() + (0.0 if seen_off else plan.watch_s)
+        deadline = max(watch_until, self.clock.monotonic()) + self.settings.settle_s
+        poll_s = self.settings.poll_s if seen_off else min(self.settings.poll_s, WATCH_POLL_S)
+        state = PowerState.UNKNOWN
+        for _ in range(int((deadline - self.clock.monotonic()) / poll_s) + 2):
+            state = self._request(cycle, "read back", self._read)
+            now = self.clock.monotonic()
+            seen_off = seen_off or state is not PowerState.ON
+            if state is PowerState.ON and (seen_off or now >= watch_until):
+                return True, seen_off
+            if now >= deadline:
+                break
+            self.clock.sleep(min(poll_s, max(0.0, deadline - now)))
+        return state is PowerState.ON, seen_off
+
+    def _sleep_until(self, moment: float) -> None:
+        remaining = moment - self.clock.monotonic()
+        if remaining > 0:
+            self.clock.sleep(remaining)
+
     # -- the machinery ------------------------------------------------------------------
+
+    def _wait_turn(self, action: _Action, lead_s: float = 0.0) -> None:
+        """Wait for the device's inrush gate: an "on" (now, or ``lead_s`` from now) is counted there."""
+        s = self.settings
+        gate = gate_for(self.device_key, self.clock, self.lock_dir)
+        waited = gate.wait_turn(Stagger(s.stagger_on, s.stagger_window_s), lead_s)
+        if waited > 0:
+            action.add_note(f"waited {waited:g} s for the device's inrush gate ({s.stagger_on} on per "
+                            f"{s.stagger_window_s:g} s)")
 
     def _switch(self, target: PowerState) -> PowerState:
         with self._logged(target.value) as action:
+            if target is PowerState.ON:
+                self._wait_turn(action)
             self._request(action, f"switch {target.value}", lambda: self._set(target))
             if not self.reads_state:
                 action.note = "this driver cannot read the outlet state: not verified"
@@ -292,33 +405,6 @@ class PowerDriver(ABC):
                 return PowerState.UNKNOWN
             action.state = self._expect(action, target, self.settings.settle_s)
             return action.state
-
-    def _cycle_flipping_back(self, dwell_s: float, cycle: _Action, tell: CycleCallback) -> PowerState:
-        """Off with the device's flip-back timer, read back off, dwell, read back on.
-
-        If the timer has not switched the outlet back on by ``settle_s`` after the dwell,
-        switch it on ourselves (and read that back).
-        """
-        try:
-            with self._logged("off") as action:
-                self._request(action, "switch off (flipping back)", lambda: self._set_off_flipping_back(dwell_s))
-                action.note = f"device timer set to switch back on after {dwell_s:g}s"
-                action.state = self._expect(action, PowerState.OFF, self.settings.settle_s)
-            tell("off")
-            tell("dwell")
-            self.clock.sleep(dwell_s)
-            back_on = self._poll_for(cycle, PowerState.ON, self.settings.settle_s) is PowerState.ON
-        except BaseException as exc:  # the "off" went out: make sure "on" does too
-            cycle.state = self._on_after(exc)
-            return cycle.state
-        if back_on:
-            cycle.note = "switched back on by the device's own timer"
-            cycle.state = PowerState.ON
-        else:
-            cycle.note = "the device's timer did not switch back on: switched on explicitly"
-            cycle.state = self.on()
-        tell("on")
-        return cycle.state
 
     def _expect(self, action: _Action, target: PowerState, settle_s: float) -> PowerState:
         state = self._poll_for(action, target, settle_s)
@@ -387,7 +473,7 @@ class PowerDriver(ABC):
             result = "ok"
         self.log.append(PowerEvent(
             time=started_at, host=self.host, driver=self.port.driver, address=self.port.address,
-            outlet=self.port.outlet, action=name, result=result,
+            outlet=self.port.outlet, pdu=self.pdu_label, action=name, result=result,
             state=action.state.value if action.state else None,
             duration_s=round(self.clock.monotonic() - started, 3), error=error, tries=max(1, action.tries),
             note=action.note,

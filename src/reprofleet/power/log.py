@@ -33,6 +33,7 @@ class PowerEvent:
     error: str | None = None
     tries: int = 1
     note: str | None = None  # e.g. "this driver cannot read the outlet state"
+    pdu: str | None = None  # a daisy-chained PDU's id, when the outlet is not on the first PDU
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)

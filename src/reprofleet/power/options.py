@@ -11,12 +11,21 @@ from typing import Any, Iterable, Mapping, Sequence
 
 from reprofleet.errors import PowerError
 
-# Options every driver understands (see base.DriverSettings).
-COMMON_OPTIONS = ("timeout_s", "settle_s", "tries", "poll_s")
+# Options every driver understands (see settings.DriverSettings).
+COMMON_OPTIONS = ("timeout_s", "connect_timeout_s", "settle_s", "tries", "poll_s", "backoff_s", "backoff_cap_s",
+                  "stagger_on", "stagger_window_s")
 
 
 class PowerConfigError(PowerError):
-    """A ``pdu:`` block is wrong (unknown driver or option, bad value, missing outlet)."""
+    """A ``pdu:`` block is wrong (unknown driver or option, bad value, missing outlet).
+
+    ``field`` names the block's key at fault (``pdu_id``), so the preflight's line says
+    ``file:line:pdu.pdu_id`` and not only the block.
+    """
+
+    def __init__(self, message: str, field: str | None = None) -> None:
+        self.field = field
+        super().__init__(message)
 
 
 class Options:

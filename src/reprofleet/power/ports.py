@@ -25,6 +25,11 @@ from reprofleet.model import Host, PowerPort
 from reprofleet.power.base import CycleCallback, PowerActionError, PowerDriver, PowerState
 from reprofleet.power.log import PowerLog
 from reprofleet.power.registry import driver_for
+from reprofleet.power.settings import backoff_delays
+
+ON_RETRY_FIRST_S = 2.0  # switch_on_until: the first pause between tries of a failed "on" ...
+ON_RETRY_CAP_S = 30.0  # ... doubling up to this
+ON_RETRY_ROUNDS = 40  # and at most this many rounds, whatever the deadline
 
 
 class PowerPreflightError(ReprofleetError):
@@ -64,7 +69,9 @@ def build_host_power(hosts: Iterable[Host], log: PowerLog | None = None, *, secr
                 problems.append(_problem(host.name, port, str(exc).removeprefix(f"{host.name}: "),
                                          port.credentials.where if port.credentials else ""))
             except ReprofleetError as exc:
-                problems.append(_problem(host.name, port, str(exc).removeprefix(f"{host.name}: ")))
+                field = getattr(exc, "field", None)  # a PowerConfigError naming the block's key at fault
+                where = f"{port.where}.{field}" if field and port.where else ""
+                problems.append(_problem(host.name, port, str(exc).removeprefix(f"{host.name}: "), where))
         if host.power_ports and len(drivers) == len(host.power_ports):
             built[host.name] = HostPower(host.name, tuple(drivers))
     problems.extend(duplicate_outlets(built.values()))
@@ -130,15 +137,23 @@ def ask_power_states(powers: Mapping[str, HostPower]) -> dict[str, tuple[PowerSt
     return states
 
 
-def cycle_host(power: HostPower, dwell_s: float, on_state: CycleCallback | None = None) -> PowerState:
+def cycle_host(power: HostPower, dwell_s: float, on_state: CycleCallback | None = None, *,
+               on_deadline_s: float = 0.0, device: bool = True) -> PowerState:
     """Power-cycle a host through every outlet that feeds it: all off, dwell, all on.
 
     A host with two power supplies is only off when both are; cycling one leaves it running
-    (or half-running). Every outlet that was sent "off" is sent "on", whatever failed; the
-    first error is raised after that.
+    (or half-running). Every outlet that was sent "off" is sent "on", whatever failed: an
+    "off" failing on the second supply after the first went off, an "on" failing on the
+    first while the second's is still to go. An "on" that fails is retried with backoff
+    until ``on_deadline_s`` (``switch_on_until``; 0: each outlet's "on" is tried once, as its
+    driver's own retries allow; recovery should pass ``DEFAULT_TIMINGS.power_on_deadline_s``);
+    the first error is raised after that.
+
+    One outlet cycles through its driver, by the device's own cycle where it has one
+    (``device``); two or more are switched here, off, dwell, on, so that both are off at once.
     """
     if len(power.drivers) == 1:
-        return power.drivers[0].cycle(dwell_s, on_state)
+        return _cycle_one(power, dwell_s, on_state, on_deadline_s, device)
     tell = on_state or (lambda state: None)
     sent: list[PowerDriver] = []
     failure: BaseException | None = None
@@ -151,16 +166,90 @@ def cycle_host(power: HostPower, dwell_s: float, on_state: CycleCallback | None 
         power.drivers[0].clock.sleep(max(0.0, dwell_s))  # the drivers' clock: a test's virtual one
     except BaseException as exc:  # Ctrl-C included: every outlet sent "off" gets "on"
         failure = exc
-    errors = []
-    for driver in sent:
-        try:
-            driver.on()
-        except PowerActionError as exc:
-            errors.append(exc.reason)
-    if failure is not None and not isinstance(failure, ReprofleetError):
-        raise failure
-    if failure is not None or errors:
-        first = [failure.reason if isinstance(failure, PowerActionError) else str(failure)] if failure else []
-        raise PowerError("; ".join(first + [f"switching back on failed: {e}" for e in errors]))
+    try:
+        state = switch_on_until(HostPower(power.host, tuple(sent)), on_deadline_s)
+    except PowerError as exc:
+        if failure is not None and not isinstance(failure, ReprofleetError):
+            raise failure from None
+        first = [_reason(failure)] if failure is not None else []
+        raise PowerError("; ".join(first + [f"switching back on failed: {exc}"])) from None
+    if failure is not None:
+        if not isinstance(failure, ReprofleetError):
+            raise failure
+        raise PowerError(f"{_reason(failure)} (switched back on: every outlet reads {state.value})") from None
     tell("on")
-    return PowerState.ON if all(d.reads_state for d in sent) else PowerState.UNKNOWN
+    return state
+
+
+def _cycle_one(power: HostPower, dwell_s: float, on_state: CycleCallback | None, on_deadline_s: float,
+               device: bool) -> PowerState:
+    """One outlet's cycle; when it fails, its "on" is made sure of until the deadline before raising."""
+    try:
+        return power.drivers[0].cycle(dwell_s, on_state, device=device)
+    except PowerActionError as exc:
+        if on_deadline_s <= 0:
+            raise
+        try:
+            switch_on_until(power, on_deadline_s)  # reads first: an outlet that is on is not switched again
+        except PowerError as still:
+            raise PowerError(f"{exc.reason}; {still}") from None
+        raise
+
+
+def switch_on_until(power: HostPower, deadline_s: float, clock: Clock | None = None) -> PowerState:
+    """Switch every outlet of ``power`` on, retrying each that fails with backoff until ``deadline_s``.
+
+    Each outlet is its own: one that fails (a BMC answering 409 for a while, a PDU that lost
+    a reply) never holds back another, and a Ctrl-C during one outlet's "on" still lets the
+    others' go out before it propagates. An outlet that already reads on is left as it is.
+    Retries back off from ``ON_RETRY_FIRST_S`` doubling to ``ON_RETRY_CAP_S``, at most
+    ``ON_RETRY_ROUNDS`` rounds; a try in progress at the deadline ends within its own
+    driver's bounds. Returns ON (UNKNOWN when a driver cannot read state); raises a
+    PowerError naming every outlet still off and why.
+    """
+    clock = clock or power.drivers[0].clock
+    deadline = clock.monotonic() + max(0.0, deadline_s)
+    pending = list(power.drivers)
+    reasons: dict[str, str] = {}
+    delays = iter(backoff_delays(ON_RETRY_ROUNDS, ON_RETRY_FIRST_S, 2.0, ON_RETRY_CAP_S))
+    for _ in range(ON_RETRY_ROUNDS):
+        pending = _on_round(pending, reasons)
+        remaining = deadline - clock.monotonic()
+        if not pending or remaining <= 0:
+            break
+        clock.sleep(min(next(delays, ON_RETRY_CAP_S), remaining))
+    if pending:
+        still = "; ".join(f"outlet {d.outlet_key} ({reasons.get(d.outlet_key, 'not on')})" for d in pending)
+        raise PowerError(f"{power.host}: still off after {deadline_s:g} s of tries: {still}")
+    return PowerState.ON if all(d.reads_state for d in power.drivers) else PowerState.UNKNOWN
+
+
+def _on_round(drivers: Iterable[PowerDriver], reasons: dict[str, str]) -> list[PowerDriver]:
+    """Try "on" once for each driver (after a read that finds it off); returns those still not on."""
+    still: list[PowerDriver] = []
+    interrupted: BaseException | None = None
+    for driver in drivers:
+        try:
+            if driver.reads_state and _reads_on(driver):
+                continue
+            driver.on()
+        except ReprofleetError as exc:
+            reasons[driver.outlet_key] = _reason(exc)
+            still.append(driver)
+        except BaseException as exc:  # Ctrl-C: the other outlets' "on" still goes out
+            interrupted = interrupted or exc
+            still.append(driver)
+    if interrupted is not None:
+        raise interrupted
+    return still
+
+
+def _reads_on(driver: PowerDriver) -> bool:
+    try:
+        return driver.status() is PowerState.ON
+    except ReprofleetError:
+        return False  # cannot tell: send "on"
+
+
+def _reason(error: BaseException) -> str:
+    return error.reason if isinstance(error, PowerActionError) else str(error)

@@ -25,6 +25,17 @@ def base_url(address: str, default_scheme: str = "http") -> str:
     return address
 
 
+TLS_ADVICE = "TLS certificate not trusted: set verify_tls: false or a CA bundle path"
+TLS_MARKERS = ("certificate verify failed", "certificate_verify_failed", "self-signed certificate",
+               "self signed certificate", "hostname mismatch", "doesn't match", "unable to get local issuer")
+
+
+def tls_not_trusted(exc: BaseException) -> bool:
+    """Did the TLS handshake fail because the device's certificate was not trusted (not a network fault)?"""
+    text = str(exc).lower()
+    return any(marker in text for marker in TLS_MARKERS)
+
+
 def _connection_reason(exc: requests.ConnectionError) -> str:
     text = str(exc)
     for marker, reason in (("Connection refused", "connection refused"),
@@ -42,9 +53,10 @@ class HttpDevice:
     """A PDU/plug/BMC spoken to over HTTP(S)."""
 
     def __init__(self, base: str, timeout_s: float, *, auth: AuthBase | tuple[str, str] | None = None,
-                 verify: bool | str = True) -> None:
+                 verify: bool | str = True, connect_timeout_s: float | None = None) -> None:
         self.base = base
         self.timeout_s = timeout_s
+        self.connect_timeout_s = timeout_s if connect_timeout_s is None else connect_timeout_s
         self.session = requests.Session()
         # No proxy variables, no ~/.netrc, no REQUESTS_CA_BUNDLE: a password (Tasmota's query,
         # Shelly's basic auth) must never travel through a proxy that logs it, and the
@@ -56,15 +68,24 @@ class HttpDevice:
 
     def request(self, method: str, path: str, *, query: str | None = None,
                 params: Mapping[str, Any] | None = None, json_body: Any = None,
-                retry_server_errors: bool = True) -> requests.Response:
-        """Send one request; 401/403 and (unless told otherwise) 5xx are errors."""
+                retry_server_errors: bool = True, timeout_s: float | None = None) -> requests.Response:
+        """Send one request; 401/403 and (unless told otherwise) 5xx are errors.
+
+        ``timeout_s`` overrides the read timeout for this request (a call that answers only
+        after a whole power cycle); the connect timeout stays the device's own.
+        """
         url = self.base + path + (f"?{query}" if query else "")
         label = f"{method} {path}"
+        read_s = self.timeout_s if timeout_s is None else timeout_s
         try:
             response = self.session.request(method, url, params=params, json=json_body,
-                                            timeout=(self.timeout_s, self.timeout_s))
+                                            timeout=(self.connect_timeout_s, read_s))
         except requests.Timeout:
-            raise TransientPowerError(f"{label}: no answer within {self.timeout_s:g}s") from None
+            raise TransientPowerError(f"{label}: no answer within {read_s:g}s") from None
+        except requests.exceptions.SSLError as exc:
+            if tls_not_trusted(exc):
+                raise PowerError(f"{label}: {TLS_ADVICE}") from None
+            raise TransientPowerError(f"{label}: TLS handshake failed") from None
         except requests.ConnectionError as exc:
             raise TransientPowerError(f"{label}: {_connection_reason(exc)}") from None
         except requests.RequestException as exc:

@@ -6,10 +6,24 @@ Selected by an inventory ``pdu:`` block like::
       driver: ipmi
       address: 10.0.0.61             # or 10.0.0.61:623
       credentials: env:WS01_IPMI     # "user:password"
-      # timeout_s: 5  settle_s: 20
+      # device_cycle: true           # cycles by the BMC's own "chassis power cycle" (default)
+      # timeout_s: 30  settle_s: 60  tries: 4   (the defaults: real BMCs, login included)
 
 Chassis control ``power off`` (hard) and ``power on``, with ``get_power`` read back; wall
 power from DCMI "Get Power Reading" where the BMC implements DCMI.
+
+A cycle (``device_cycle``, default true) is Chassis Control "power cycle" (NetFn Chassis,
+command 02h, data 2: IPMI 2.0 section 28.3; pyghmi has no call for it, so it is sent raw),
+which the BMC carries out itself: "a power off interval of at least 1 second" (ipmitool(1)).
+The interval is first set to the dwell with Set Power Cycle Interval (command 0Bh, whole
+seconds), which is optional in IPMI 2.0: a BMC that refuses it (OpenIPMI's ipmi_sim answers
+C1h) cycles with its own interval, noted in the power log, and the off is then too short
+to read back reliably, so it is watched for a few seconds and "on" is accepted after that
+(the host's new boot_id is the evidence). A system that is off is not power-cycled (no
+action in S4/S5, ipmitool(1)): it is switched on by off, dwell, on instead.
+
+Defaults fit real BMCs, whose IPMI answers take seconds (a RAKP login, a busy BMC): 30 s
+per call, 4 tries, 60 s to settle.
 pyghmi has no per-call timeout of its own that we can set, and logs in synchronously, so
 every pyghmi call runs in a worker thread joined with our deadline; a call past it is
 reported as no answer. Before that report (and so before any retry) the worker is joined
@@ -30,13 +44,17 @@ from pyghmi.ipmi import command as ipmi_command
 from reprofleet.credentials import Secret, split_user_password
 from reprofleet.errors import PowerError
 from reprofleet.model import PowerPort
-from reprofleet.power.base import DriverSettings, PowerDriver, PowerState, TransientPowerError
+from reprofleet.power.base import DeviceCycle, DriverSettings, PowerDriver, PowerState, TransientPowerError
+from reprofleet.power.device_cycle import seconds_at_least
 from reprofleet.power.log import PowerLog
 from reprofleet.power.options import PowerConfigError
 from reprofleet.power.drivers.snmp import split_host_port
 
 AUTH_MARKERS = ("password", "unauthorized", "privilege", "authentication", "rakp")
 LATE_JOIN_S = 30.0  # pyghmi's own session timeout is well under this
+CHASSIS_NETFN, CHASSIS_CONTROL, SET_POWER_CYCLE_INTERVAL = 0x00, 0x02, 0x0B
+POWER_CYCLE = 2  # Chassis Control data: 0 down, 1 up, 2 power cycle, 3 hard reset
+WATCH_SHORT_OFF_S = 5.0  # a BMC's own interval (at least 1 s): how long its off is looked for
 
 # pyghmi keeps one session per BMC, port and user for the whole process, and a second
 # Command built for a BMC whose session is alive hangs; so every driver of one BMC shares
@@ -86,7 +104,8 @@ class IpmiDriver(PowerDriver):
     meters_power = True  # DCMI, where the BMC has it
     default_scheme = "udp"
     default_port = 623
-    defaults = DriverSettings(timeout_s=8.0, settle_s=20.0, poll_s=0.5)
+    option_names = ("device_cycle",)
+    defaults = DriverSettings(timeout_s=30.0, settle_s=60.0, tries=4, poll_s=1.0, backoff_s=2.0, backoff_cap_s=20.0)
 
     def __init__(self, port: PowerPort, host: str, log: PowerLog, *, secret: Secret | None = None) -> None:
         super().__init__(port, host, log, secret=secret)
@@ -96,6 +115,7 @@ class IpmiDriver(PowerDriver):
         self._secrets.append(self._password)
         self.bmc, self.udp_port = split_host_port(port.address, 623)
         self._no_dcmi = False
+        self.device_cycles = self._device_cycle_option(True)
 
     @property
     def _key(self) -> tuple[str, int, str]:
@@ -154,6 +174,28 @@ class IpmiDriver(PowerDriver):
 
     def _set(self, state: PowerState) -> None:
         self._ipmi(f"set power {state.value}", lambda c: c.set_power(state.value, wait=False))
+
+    def _plan_device_cycle(self, dwell_s: float) -> DeviceCycle | None:
+        if self._ask("get power", self._read) is not PowerState.ON:
+            return None  # no action in S4/S5: off, dwell, on switches it on
+        seconds = seconds_at_least(dwell_s, 1, 255)
+        if seconds is not None:
+            try:
+                self._ask("Set Power Cycle Interval",
+                          lambda: self.raw("Set Power Cycle Interval", CHASSIS_NETFN, SET_POWER_CYCLE_INTERVAL,
+                                           bytes([seconds])))
+            except TransientPowerError:
+                raise
+            except PowerError as exc:
+                return DeviceCycle(off_s=None, visible=False, watch_s=WATCH_SHORT_OFF_S,
+                                   note=f"chassis power cycle with the BMC's own interval (Set Power Cycle "
+                                        f"Interval refused: {exc})")
+            return DeviceCycle(off_s=float(seconds), visible=seconds >= 2,
+                               note=f"chassis power cycle, interval set to {seconds} s")
+        return DeviceCycle(off_s=255.0)  # the longest interval IPMI can set: too short for this dwell
+
+    def _start_device_cycle(self, plan: DeviceCycle) -> None:
+        self.raw("chassis power cycle", CHASSIS_NETFN, CHASSIS_CONTROL, bytes([POWER_CYCLE]))
 
     def _read(self) -> PowerState:
         reply = self._ipmi("get power", lambda c: c.get_power())

@@ -8,15 +8,30 @@ Selected by an inventory ``pdu:`` block like::
       credentials: env:WS03_BMC          # "user:password"
       # system: System.Embedded.1        # required when the BMC lists several systems
       # verify_tls: false                # or a CA bundle path; BMCs often self-sign
-      # settle_s: 30                     # BMCs apply resets late
+      # device_cycle: true               # PowerCycle where the BMC lists it (default)
+      # timeout_s: 60  connect_timeout_s: 30  tries: 5  settle_s: 120   (the defaults)
 
 sushy finds the systems, reads ``PowerState`` and the reset types the service allows
 (``ResetType@Redfish.AllowableValues``), and posts ``ComputerSystem.Reset``: ``ForceOff``
-then ``On`` (or ``ForceOn``), read back until it matches. ``PowerCycle`` is not used: not
-every BMC offers it, and a cycle we cannot watch is not one we can trust. A reset is not
-sent when the system already reads the wanted state (some BMCs reject that as an error),
-except right after a cycle's "off" whose read-back failed: then "On" goes out whatever the
-BMC says, since a BMC that still reads On may be about to apply the ForceOff.
+then ``On`` (or ``ForceOn``), read back until it matches. A reset is not sent when the
+system already reads the wanted state (some BMCs reject that as an error), except right
+after a cycle's "off" whose read-back failed: then "On" goes out whatever the BMC says,
+since a BMC that still reads On may be about to apply the ForceOff.
+
+A cycle (``device_cycle``, default true) is ``PowerCycle`` when the service lists it in
+``ResetType@Redfish.AllowableValues`` and the system is on ("behaves like a full power
+removal, followed by a power restore": DMTF Resource schema, ResetType): the BMC switches
+the system back on itself, so a controller that dies in the dwell strands nothing. The BMC
+chooses how long it stays off and may apply the reset late, so the base driver watches for
+its off (up to 30 s) before it takes On for the end of the cycle, then accepts On (the
+host's new boot_id is the evidence). Where PowerCycle is not listed (sushy-tools' emulator
+lists none), it is ForceOff, dwell, On.
+
+Real BMCs are slow: 10-30 s per call, resets applied seconds late, refusals while busy
+(HTTP 409 after a power-off, "not ready" while in POST: ``redfish_errors``), self-signed
+TLS. The defaults fit them: 60 s per call with a 30 s connect timeout (an unreachable BMC
+fails on the connect), 5 tries backing off from 2 s to 30 s, 120 s to settle (Metal3's
+power-state timeout).
 
 The service is contacted at the first action, never when the driver is built (the
 preflight builds every driver without contacting anything). sushy's own retries are off
@@ -36,12 +51,14 @@ from sushy import exceptions as sushy_errors
 from reprofleet.credentials import Secret, split_user_password
 from reprofleet.errors import PowerError
 from reprofleet.model import PowerPort
-from reprofleet.power.base import DriverSettings, PowerDriver, PowerState, TransientPowerError
+from reprofleet.power.base import DeviceCycle, DriverSettings, PowerDriver, PowerState
 from reprofleet.power.drivers.http import base_url
+from reprofleet.power.drivers.redfish_errors import translate
 from reprofleet.power.log import PowerLog
 from reprofleet.power.options import PowerConfigError
 
 SYSTEMS = "/redfish/v1/Systems"
+WATCH_OFF_S = 30.0  # a PowerCycle's off is looked for this long (BMCs apply resets seconds late)
 RESET_TYPES = {PowerState.ON: (sushy.ResetType.ON, sushy.ResetType.FORCE_ON),
                PowerState.OFF: (sushy.ResetType.FORCE_OFF, sushy.ResetType.GRACEFUL_SHUTDOWN)}
 STATES = {sushy.PowerState.ON: PowerState.ON, sushy.PowerState.OFF: PowerState.OFF}
@@ -88,30 +105,13 @@ def watts_from_environment(resource: object) -> float | None:
     return float(watts) if isinstance(watts, (int, float)) and not isinstance(watts, bool) else None
 
 
-def translate(exc: BaseException, what: str) -> PowerError:
-    """sushy's and requests' errors -> transient (retried) or permanent PowerErrors."""
-    if isinstance(exc, sushy_errors.AccessError):
-        return PowerError(f"{what}: HTTP {exc.status_code}: the device refused the credentials")
-    if isinstance(exc, sushy_errors.ResourceNotFoundError):
-        return PowerError(f"{what}: HTTP 404: no such resource on this BMC")
-    if isinstance(exc, sushy_errors.ServerSideError):
-        return TransientPowerError(f"{what}: HTTP {exc.status_code}")
-    if isinstance(exc, requests.Timeout):
-        return TransientPowerError(f"{what}: no answer in time")
-    if isinstance(exc, (sushy_errors.ConnectionError, requests.ConnectionError)):
-        refused = "connection refused" if "refused" in str(exc).lower() else "connection failed"
-        return TransientPowerError(f"{what}: {refused}")
-    if isinstance(exc, sushy_errors.HTTPError):
-        return PowerError(f"{what}: HTTP {exc.status_code}")
-    return PowerError(f"{what}: {type(exc).__name__}")
-
-
 class RedfishDriver(PowerDriver):
     name = "redfish"
     default_scheme = "https"
     meters_power = True  # the system's chassis: Power (PowerControl) or EnvironmentMetrics, where served
-    option_names = ("system", "verify_tls")
-    defaults = DriverSettings(timeout_s=10.0, settle_s=30.0, poll_s=1.0)
+    option_names = ("system", "verify_tls", "device_cycle")
+    defaults = DriverSettings(timeout_s=60.0, connect_timeout_s=30.0, tries=5, settle_s=120.0, poll_s=2.0,
+                              backoff_s=2.0, backoff_cap_s=30.0)
 
     def __init__(self, port: PowerPort, host: str, log: PowerLog, *, secret: Secret | None = None) -> None:
         super().__init__(port, host, log, secret=secret)
@@ -130,6 +130,7 @@ class RedfishDriver(PowerDriver):
         self._allowed: set[Any] | None = None
         self._force_next_on = False
         self._meter_paths: list[tuple[str, Any]] | None = None  # (path, parser) that gave watts; [] none
+        self.device_cycles = self._device_cycle_option(True)
 
     def _outlet_id(self) -> str:
         return self.system_id or ""
@@ -150,13 +151,13 @@ class RedfishDriver(PowerDriver):
             connector = sushy.connector.Connector(self.url, verify=self.verify, server_side_retries=1,
                                                   server_side_retries_delay=0,
                                                   default_request_timeout=self.settings.timeout_s,
-                                                  connect_timeout=self.settings.timeout_s)
+                                                  connect_timeout=self.settings.connect_s)
             connector._session.trust_env = False  # no proxy variables, no ~/.netrc
             password = self._password.reveal() if self._password else None
             auth = sushy.auth.BasicAuth(self._user, password) if password is not None else NoAuth()
             self._root = sushy.Sushy(self.url, connector=connector, auth=auth, verify=self.verify,
                                      server_side_retries=1, read_timeout=self.settings.timeout_s,
-                                     connect_timeout=self.settings.timeout_s)
+                                     connect_timeout=self.settings.connect_s)
         return self._root
 
     def _system(self) -> Any:
@@ -222,10 +223,23 @@ class RedfishDriver(PowerDriver):
         reset_type = reset_type_for(state, self._allowed)
         self._call(f"ComputerSystem.Reset {reset_type.value}", lambda: system.reset_system(reset_type))
 
-    def cycle(self, dwell_s: float, on_state: Any = None) -> PowerState:
+    def _plan_device_cycle(self, dwell_s: float) -> DeviceCycle | None:
+        system = self._ask("read PowerState", lambda: self._call("read PowerState", self._system))
+        if sushy.ResetType.POWER_CYCLE not in (self._allowed or set()):
+            return None  # not listed: ForceOff, dwell, On
+        if parse_power_state(system.power_state) is not PowerState.ON:
+            return None  # an off system is switched on by the explicit path
+        return DeviceCycle(off_s=None, visible=False, watch_s=min(self.settings.settle_s, WATCH_OFF_S),
+                           note="ComputerSystem.Reset PowerCycle (listed in ResetType@Redfish.AllowableValues)")
+
+    def _start_device_cycle(self, plan: DeviceCycle) -> None:
+        system = self._call("read PowerState", self._system)
+        self._call("ComputerSystem.Reset PowerCycle", lambda: system.reset_system(sushy.ResetType.POWER_CYCLE))
+
+    def cycle(self, dwell_s: float, on_state: Any = None, *, device: bool = True) -> PowerState:
         """As every driver's cycle; an "On" after an unconfirmed "ForceOff" is sent even if the BMC reads On."""
         self._force_next_on = False
-        return super().cycle(dwell_s, on_state)
+        return super().cycle(dwell_s, on_state, device=device)
 
     def _on_after(self, failure: BaseException | None) -> PowerState:
         self._force_next_on = failure is not None

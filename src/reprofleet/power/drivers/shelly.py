@@ -8,17 +8,18 @@ Selected by an inventory ``pdu:`` block like::
       outlet: 0                    # switch/relay id; default 0
       gen: 2                       # 1 or 2 (Gen3/Gen4 speak Gen2's API); absent: ask /shelly
       credentials: file:~/.config/reprofleet/shelly   # "admin:password" or the password
-      # flip_back: true            # use the plug's own timer as a safety net in cycles
+      # device_cycle: true         # cycles by the plug's own timer (default); false: off, dwell, on
+      #                            # (flip_back: is the older name of the same option)
 
 Gen1: ``GET /relay/<id>?turn=on|off[&timer=S]``, the reply's ``ison`` is the state; HTTP
 basic auth. Gen2+: ``POST /rpc`` with ``Switch.Set {id, on[, toggle_after]}`` and
 ``Switch.GetStatus {id}`` whose ``output`` is the state; HTTP digest auth (SHA-256, user
 ``admin``). ``GET /shelly`` (never behind auth) says which generation a device is.
 
-In a cycle the plug is switched off with its flip-back timer (Gen1 ``timer``, Gen2
-``toggle_after``) set to the dwell, so a host is not left off if the controller dies
-mid-cycle; the driver still reads back off, and after the dwell reads back on (switching
-on itself if the timer did not).
+In a cycle (``device_cycle``, default true) the plug is switched off with its flip-back
+timer (Gen1 ``timer``, Gen2 ``toggle_after``, whole seconds) set to the dwell, so a host is
+not left off if the controller dies mid-cycle; the base driver still reads back off, and
+after the dwell reads back on (switching on itself if the timer did not).
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ from requests.auth import HTTPBasicAuth, HTTPDigestAuth
 from reprofleet.credentials import Secret, split_user_password
 from reprofleet.errors import PowerError
 from reprofleet.model import PowerPort
-from reprofleet.power.base import PowerDriver, PowerState
+from reprofleet.power.base import DeviceCycle, PowerDriver, PowerState
 from reprofleet.power.drivers.http import HttpDevice, base_url
 from reprofleet.power.log import PowerLog
 from reprofleet.power.options import PowerConfigError
@@ -55,7 +56,7 @@ def flip_back_seconds(dwell_s: float) -> int:
 
 class ShellyDriver(PowerDriver):
     name = "shelly"
-    option_names = ("gen", "flip_back")
+    option_names = ("gen", "device_cycle", "flip_back")
     meters_power = True  # Gen2 Switch.GetStatus apower, Gen1 /meter/<i> power (PM models)
 
     def __init__(self, port: PowerPort, host: str, log: PowerLog, *, secret: Secret | None = None) -> None:
@@ -65,13 +66,15 @@ class ShellyDriver(PowerDriver):
             raise PowerConfigError(f"{self.where}: a Shelly outlet is a switch id >= 0, got {self.switch_id!r}")
         gen = self.options.choice("gen", ("1", "2", "3", "4"), None)
         self._gen: int | None = None if gen is None else min(2, int(gen))
-        self.flips_back = self.options.flag("flip_back", True)
+        old_name = "flip_back" if self.options.has("flip_back") and not self.options.has("device_cycle") else None
+        self.device_cycles = self.options.flag(old_name, True) if old_name else self._device_cycle_option(True)
         self._user = "admin"
         self._password: Secret | None = None
         if secret:
             self._user, self._password = split_user_password(secret, "admin")
             self._secrets.append(self._password)
-        self.device = HttpDevice(base_url(port.address), self.settings.timeout_s)
+        self.device = HttpDevice(base_url(port.address), self.settings.timeout_s,
+                                 connect_timeout_s=self.settings.connect_s)
         self._rpc_ids = itertools.count(1)
 
     @property
@@ -123,8 +126,12 @@ class ShellyDriver(PowerDriver):
         else:
             self._rpc("Switch.Set", {"id": int(self.switch_id), "on": on})
 
-    def _set_off_flipping_back(self, dwell_s: float) -> None:
+    def _plan_device_cycle(self, dwell_s: float) -> DeviceCycle | None:
         seconds = flip_back_seconds(dwell_s)
+        return DeviceCycle(off_s=float(seconds), note=f"off with the plug's flip-back timer at {seconds} s")
+
+    def _start_device_cycle(self, plan: DeviceCycle) -> None:
+        seconds = int(plan.off_s or 1)
         if self.gen == 1:
             self._relay(f"turn=off&timer={seconds}")
         else:

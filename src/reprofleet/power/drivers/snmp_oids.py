@@ -18,13 +18,62 @@ Sources:
 - Outlet power (watts): APC ``rPDU2OutletMeteredStatusPower`` 1.3.6.1.4.1.318.1.1.26.9.4.3.1.7.<outlet>
   (metered rPDU2 models); Raritan ``measurementsOutletSensorValue``
   1.3.6.1.4.1.13742.6.5.4.3.1.4.<pduId>.<outletId>.5 (sensor type 5, activePower).
+- Reboot durations (what ``immediateReboot`` waits between its off and its on): APC
+  ``rPDUOutletConfigRebootDuration`` 1.3.6.1.4.1.318.1.1.12.3.4.1.1.6.<outlet> (read-write, 5..60 s),
+  ``sPDUOutletRebootDuration`` 1.3.6.1.4.1.318.1.1.4.5.2.1.5.<outlet> (read-write, one of
+  5/10/15/20/30/45/60; another value is taken as the next lower one),
+  ``rPDU2OutletSwitchedConfigRebootDuration`` 1.3.6.1.4.1.318.1.1.26.9.2.1.1.7.<index> (5..60 s).
+- Daisy-chained APC PDUs (Network Port Sharing, rPDU2 models AP84xx/86xx/88xx/89xx): the
+  rPDU2 outlet tables (rPDU2OutletSwitchedControlEntry 1.3.6.1.4.1.318.1.1.26.9.2.4.1,
+  ...StatusEntry .2.3.1, ...ConfigEntry .2.1.1, rPDU2OutletMeteredStatusEntry .4.3.1) number
+  every outlet of the chain with one flat index; each row's Module column (2, "the
+  user-defined Rack PDU numeric ID") and Number column (4, "the numeric switched outlet ID")
+  say which it is. The MIB gives no formula for the index, so the driver finds the row by
+  those columns. rPDU2OutletSwitchedControlCommand (5) takes immediateOn 1, immediateOff 2,
+  immediateReboot 3; rPDU2OutletSwitchedStatusState (5) reads off 1, on 2 (the reverse of the
+  rPDU table). The rPDU and sPDU tables describe the first PDU of a chain only; sPDU
+  (MasterSwitch) PDUs cannot be chained at all.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Mapping
+
+from reprofleet.power.device_cycle import choice_at_least, seconds_at_least
+
+
+@dataclass(frozen=True)
+class RebootTime:
+    """Where an outlet's reboot duration is kept, and what the PDU takes there."""
+
+    oid: str  # template, like the row's other OIDs
+    low: int = 5
+    high: int = 60
+    choices: tuple[int, ...] = ()  # discrete values only (sPDU); empty: any whole second in low..high
+
+    def at_least(self, dwell_s: float) -> int | None:
+        """The value that keeps the outlet off at least ``dwell_s``; None when the PDU cannot."""
+        if self.choices:
+            return choice_at_least(dwell_s, self.choices)
+        return seconds_at_least(dwell_s, self.low, self.high)
+
+    @property
+    def longest(self) -> int:
+        return max(self.choices) if self.choices else self.high
+
+
+@dataclass(frozen=True)
+class ChainTable:
+    """An rPDU2 outlet table: one flat index over a chain's outlets, rows told apart by two columns."""
+
+    entry: str  # the table entry's OID; a column is <entry>.<n>, a cell <entry>.<n>.<index>
+    module_column: int = 2  # the PDU's numeric id
+    number_column: int = 4  # the outlet's number on its PDU
+
+    def column(self, number: int) -> str:
+        return f"{self.entry}.{number}"
 
 
 @dataclass(frozen=True)
@@ -32,7 +81,7 @@ class OutletOids:
     """How one PDU family switches and reports an outlet over SNMP."""
 
     model: str
-    control_oid: str  # template: {outlet}, {pdu}
+    control_oid: str  # template: {outlet}, {pdu}; a chain model's {control}/{status}/{config}/{metered} row
     status_oid: str  # template; may equal control_oid when reading control gives the state
     set_on: int
     set_off: int
@@ -41,16 +90,35 @@ class OutletOids:
     set_cycle: int | None = None  # the device's own reboot command (never trusted unread)
     mib: str = ""
     power_oid: str | None = None  # template: the outlet's metered draw in watts, where the PDU meters it
+    reboot: RebootTime | None = None  # where set_cycle's off time is kept
+    tables: Mapping[str, ChainTable] = field(default_factory=dict)  # a chain model: template field -> its table
+    chain_model: str | None = None  # the row that addresses a daisy-chained PDU (pdu_id > 1)
 
-    def power(self, outlet: str, pdu: str = "1") -> str | None:
-        return self.power_oid.format(outlet=outlet, pdu=pdu) if self.power_oid else None
+    @property
+    def addresses_pdu(self) -> bool:
+        """Can this row name a PDU other than the first (a chain index, or Raritan's pduId)?"""
+        return bool(self.tables) or "{pdu}" in self.control_oid
 
-    def control(self, outlet: str, pdu: str = "1") -> str:
-        return self.control_oid.format(outlet=outlet, pdu=pdu)
+    def fill(self, template: str, outlet: str, pdu: str = "1", rows: Mapping[str, int] | None = None) -> str:
+        return template.format(outlet=outlet, pdu=pdu, **{name: str(index) for name, index in (rows or {}).items()})
 
-    def status(self, outlet: str, pdu: str = "1") -> str:
-        return self.status_oid.format(outlet=outlet, pdu=pdu)
+    def power(self, outlet: str, pdu: str = "1", rows: Mapping[str, int] | None = None) -> str | None:
+        return self.fill(self.power_oid, outlet, pdu, rows) if self.power_oid else None
 
+    def control(self, outlet: str, pdu: str = "1", rows: Mapping[str, int] | None = None) -> str:
+        return self.fill(self.control_oid, outlet, pdu, rows)
+
+    def status(self, outlet: str, pdu: str = "1", rows: Mapping[str, int] | None = None) -> str:
+        return self.fill(self.status_oid, outlet, pdu, rows)
+
+
+RPDU2 = "1.3.6.1.4.1.318.1.1.26.9"  # PowerNet-MIB rPDU2Outlet
+RPDU2_TABLES = MappingProxyType({
+    "control": ChainTable(f"{RPDU2}.2.4.1"),  # rPDU2OutletSwitchedControlEntry
+    "status": ChainTable(f"{RPDU2}.2.3.1"),  # rPDU2OutletSwitchedStatusEntry
+    "config": ChainTable(f"{RPDU2}.2.1.1"),  # rPDU2OutletSwitchedConfigEntry
+    "metered": ChainTable(f"{RPDU2}.4.3.1"),  # rPDU2OutletMeteredStatusEntry
+})
 
 OUTLET_MODELS: Mapping[str, OutletOids] = MappingProxyType({
     "apc_rpdu": OutletOids(
@@ -60,6 +128,18 @@ OUTLET_MODELS: Mapping[str, OutletOids] = MappingProxyType({
         set_on=1, set_off=2, state_on=1, state_off=2, set_cycle=3,
         mib="PowerNet-MIB rPDUOutletControlOutletCommand / rPDUOutletStatusOutletState",
         power_oid="1.3.6.1.4.1.318.1.1.26.9.4.3.1.7.{outlet}",
+        reboot=RebootTime("1.3.6.1.4.1.318.1.1.12.3.4.1.1.6.{outlet}", 5, 60),
+        chain_model="apc_rpdu2",
+    ),
+    "apc_rpdu2": OutletOids(
+        model="apc_rpdu2",
+        control_oid=f"{RPDU2}.2.4.1.5.{{control}}",
+        status_oid=f"{RPDU2}.2.3.1.5.{{status}}",
+        set_on=1, set_off=2, state_on=2, state_off=1, set_cycle=3,
+        mib="PowerNet-MIB rPDU2OutletSwitchedControlCommand / rPDU2OutletSwitchedStatusState",
+        power_oid=f"{RPDU2}.4.3.1.7.{{metered}}",
+        reboot=RebootTime(f"{RPDU2}.2.1.1.7.{{config}}", 5, 60),
+        tables=RPDU2_TABLES,
     ),
     "apc_spdu": OutletOids(
         model="apc_spdu",
@@ -67,6 +147,7 @@ OUTLET_MODELS: Mapping[str, OutletOids] = MappingProxyType({
         status_oid="1.3.6.1.4.1.318.1.1.4.4.2.1.3.{outlet}",
         set_on=1, set_off=2, state_on=1, state_off=2, set_cycle=3,
         mib="PowerNet-MIB sPDUOutletCtl",
+        reboot=RebootTime("1.3.6.1.4.1.318.1.1.4.5.2.1.5.{outlet}", choices=(5, 10, 15, 20, 30, 45, 60)),
     ),
     "raritan_px": OutletOids(
         model="raritan_px",

@@ -7,6 +7,7 @@ Selected by an inventory ``pdu:`` block like::
       address: 10.0.0.41          # or http://10.0.0.41:8080
       outlet: 1                   # relay number, Power<N>; default 1
       credentials: env:PLUG_PASS  # "user:password" or just the password (user admin)
+      # device_cycle: true        # cycles by the plug's own Backlog (default); false: off, dwell, on
       # timeout_s: 5  settle_s: 10  tries: 3  poll_s: 0.25   (every driver)
 
 Requests are ``GET /cm?cmnd=Power<N> On|Off`` and plain ``Power<N>`` to read. Credentials
@@ -18,12 +19,19 @@ answers ``{"POWER":"ON"}``, a multi-relay one ``{"POWER<N>":"ON"}``; a relay tha
 exist answers ``{"Command":"Unknown"}``; wrong or missing credentials answer
 ``{"WARNING":"Need user=<username>&password=<password>"}``.
 
-No flip-back safety net: Tasmota's ``PulseTime`` switches a relay *off* after it was
-switched on, the opposite of what a power cycle needs.
+A cycle (``device_cycle``, default true) is one request that the plug runs by itself:
+``Backlog Power<N> OFF; Delay <d>; Power<N> ON``. Tasmota queues backlog commands and runs
+them from its own loop, 200 ms apart, ``Delay`` (2..3600 tenths of a second) waiting longer
+before the next, and answers at once with ``{"WARNING":"Enable weblog 2 if response
+expected"}`` (Tasmota support_command.ino CmndBacklog/CmndDelay; the Commands docs, "Using
+Backlog"), so the host comes back even if the controller dies in the dwell. Dwells longer
+than 360 s are cycled off, dwell, on. Not ``PulseTime``: it switches a relay *off* a while
+after it was switched *on*, the opposite of what a power cycle needs.
 """
 
 from __future__ import annotations
 
+import math
 from urllib.parse import quote, urlencode
 
 from requests.auth import HTTPBasicAuth
@@ -31,10 +39,25 @@ from requests.auth import HTTPBasicAuth
 from reprofleet.credentials import Secret, split_user_password
 from reprofleet.errors import PowerError
 from reprofleet.model import PowerPort
-from reprofleet.power.base import PowerDriver, PowerState
+from reprofleet.power.base import DeviceCycle, PowerDriver, PowerState
 from reprofleet.power.drivers.http import HttpDevice, base_url
 from reprofleet.power.log import PowerLog
 from reprofleet.power.options import PowerConfigError
+
+
+MAX_DELAY_TENTHS = 3600  # Tasmota's Delay: 2..3600 tenths of a second
+MIN_DELAY_TENTHS = 2
+
+
+def delay_tenths(dwell_s: float) -> int | None:
+    """The ``Delay`` that keeps the relay off at least ``dwell_s``; None past Tasmota's 360 s."""
+    tenths = max(MIN_DELAY_TENTHS, math.ceil(round(dwell_s * 10, 6)))
+    return tenths if tenths <= MAX_DELAY_TENTHS else None
+
+
+def backlog_cycle(relay: str, tenths: int) -> str:
+    """The one command whose queue the plug runs by itself: off, wait, on."""
+    return f"Backlog Power{relay} OFF; Delay {tenths}; Power{relay} ON"
 
 
 def command_query(command: str, user: str | None, password: str | None) -> str:
@@ -80,7 +103,7 @@ def parse_energy_reply(reply: object, relay: str) -> float | None:
 
 class TasmotaDriver(PowerDriver):
     name = "tasmota"
-    option_names = ("auth",)
+    option_names = ("auth", "device_cycle")
     meters_power = True  # Status 8, where the device has an energy monitor
 
     def __init__(self, port: PowerPort, host: str, log: PowerLog, *, secret: Secret | None = None) -> None:
@@ -93,9 +116,11 @@ class TasmotaDriver(PowerDriver):
         if secret:
             self._user, self._password = split_user_password(secret, "admin")
             self._secrets.append(self._password)
-        self.device = HttpDevice(base_url(port.address), self.settings.timeout_s)
+        self.device = HttpDevice(base_url(port.address), self.settings.timeout_s,
+                                 connect_timeout_s=self.settings.connect_s)
         self.auth_mode = self.options.choice("auth", ("basic", "query"), "basic")
         self._auth_fixed = self.options.has("auth")
+        self.device_cycles = self._device_cycle_option(True)
 
     def _reply(self, command: str) -> object:
         password = self._password.reveal() if self._password else None
@@ -107,19 +132,31 @@ class TasmotaDriver(PowerDriver):
             raise PowerError(f"GET /cm: HTTP {response.status_code}")
         return self.device.json(response)
 
-    def _command(self, command: str) -> PowerState:
+    def _answer(self, command: str) -> object:
         reply = self._reply(command)
         if asks_for_credentials(reply) and self._password and self.auth_mode == "basic" and not self._auth_fixed:
             self.auth_mode = "query"  # old firmware: only the query string is understood
             reply = self._reply(command)
-        return parse_power_reply(reply, self.relay)
+        return reply
+
+    def _command(self, command: str) -> PowerState:
+        return parse_power_reply(self._answer(command), self.relay)
+
+    def _plan_device_cycle(self, dwell_s: float) -> DeviceCycle | None:
+        tenths = delay_tenths(dwell_s)
+        if tenths is None:
+            return DeviceCycle(off_s=MAX_DELAY_TENTHS / 10)  # the most Delay can wait: too short
+        return DeviceCycle(off_s=tenths / 10, note=f"Backlog with Delay {tenths} (0.1 s each)")
+
+    def _start_device_cycle(self, plan: DeviceCycle) -> None:
+        reply = self._answer(backlog_cycle(self.relay, delay_tenths(plan.off_s or 0.0) or MAX_DELAY_TENTHS))
+        if asks_for_credentials(reply):
+            raise PowerError(f"the plug refused the credentials: {reply}")
+        if not isinstance(reply, dict) or str(reply.get("Command", "")).lower() == "unknown":
+            raise PowerError(f"the plug did not take the Backlog: {reply!r}")
 
     def _read_power(self) -> float | None:
-        reply = self._reply("Status 8")
-        if asks_for_credentials(reply) and self._password and self.auth_mode == "basic" and not self._auth_fixed:
-            self.auth_mode = "query"
-            reply = self._reply("Status 8")
-        return parse_energy_reply(reply, self.relay)
+        return parse_energy_reply(self._answer("Status 8"), self.relay)
 
     def _set(self, state: PowerState) -> None:
         self._command(f"Power{self.relay} {'On' if state is PowerState.ON else 'Off'}")

@@ -4,12 +4,16 @@ Each simulated host's power switch is the file ``<host>/hw/power`` (``on``/``off
 fleet's hardware daemon boots or kills the host when it changes. A simulator here flips
 that file when a real client switches its outlet, and reports the outlet's state from it:
 
-- ``HttpPlugServer``: Tasmota, Shelly Gen1 and Gen2 HTTP APIs (our own stdlib server);
-- ``SnmpPdu``: our pysnmp agent serving APC rPDU/sPDU and Raritan PX outlets from the MIBs (``pdu_mibs``);
-- ``RedfishBmc``: sushy-tools' emulator (fake driver), one system per host, plus a watcher and a
-  front that adds a metered chassis Power and a SEL log service (``redfish_front``);
+- ``HttpPlugServer``: Tasmota (with its Backlog), Shelly Gen1 and Gen2 HTTP APIs (our own stdlib server);
+- ``SnmpPdu``: our pysnmp agent serving APC rPDU/rPDU2/sPDU and Raritan PX outlets from the MIBs
+  (``pdu_mibs``), reboot durations and daisy-chained APC PDUs included;
+- ``RedfishBmc``: sushy-tools' emulator (fake driver, its reset delay bounded by ``sushy_launch``),
+  one system per host, plus a watcher and a front that adds a metered chassis Power, a SEL log
+  service and real BMCs' latency, 409s, POST refusals, PowerCycle and self-signed TLS
+  (``redfish_front``, ``redfish_quirks``);
 - ``IpmiBmc``: OpenIPMI's ipmi_sim, one per host, whose chassis control is the switch, with a
-  SEL that ``ipmi_sel`` fills as the host's power changes and when it wedges (no DCMI power);
+  SEL that ``ipmi_sel`` fills as the host's power changes and when it wedges (no DCMI power),
+  and a latency relay (``udp_delay``) where a slow BMC is wanted;
 - ``PdudaemonServer``: the real pdudaemon with a localcmdline PDU writing the switches.
 
 Every one binds 127.0.0.1 on a free port, records the PIDs it starts, waits for

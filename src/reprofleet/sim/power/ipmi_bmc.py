@@ -14,6 +14,11 @@ changes and when it wedges.
 
 OpenIPMI ships no sample configuration; Debian's package is ``openipmi``. ``ipmitool``
 needs ``-I lanplus -C 3`` against it (other cipher suites stall ~10 s per call).
+
+``latency_s`` puts a relay (``udp_delay``) in front of each BMC that holds every request
+that long: a real BMC's IPMI answers take seconds (a RAKP login, a busy BMC), ipmi_sim's a
+millisecond. ipmi_sim's own chassis "power cycle" keeps power off about 1 s and refuses
+the optional Set Power Cycle Interval (completion code C1h), as many BMCs do.
 """
 
 from __future__ import annotations
@@ -93,7 +98,7 @@ class IpmiBmc(PowerSim):
     driver = "ipmi"
 
     def __init__(self, workdir: Path | str, hosts: dict[str, Path] | Any, *, user: str = "admin",
-                 password: str = "admin") -> None:
+                 password: str = "admin", latency_s: float = 0.0) -> None:
         super().__init__(workdir)
         self.hosts = {str(k): Path(v) for k, v in hosts.items()}
         for name in self.hosts:
@@ -103,8 +108,10 @@ class IpmiBmc(PowerSim):
             raise SimError("ipmi_sim users: no double quote, password at most 20 characters")
         self.user = user
         self.password = password
-        self.ports: dict[str, int] = {}
+        self.ports: dict[str, int] = {}  # where clients reach each BMC (the relay's, with a latency)
+        self.lan_ports: dict[str, int] = {}  # where ipmi_sim itself listens
         self.consoles: dict[str, int] = {}  # ipmi_sim's console (emulator commands such as sel_add)
+        self.latency_s = latency_s
 
     @property
     def secret(self) -> str:
@@ -143,18 +150,32 @@ class IpmiBmc(PowerSim):
                 ipmi_sim_path(), "-c", str(folder / "lan.conf"), "-f", str(folder / "bmc.emu"),
                 "-s", str(folder / "state"), "-n", "-p",
             ], python_env())
-            self.ports[name] = port
-        for name, port in self.ports.items():
+            self.ports[name] = self.lan_ports[name] = port
+        for name, port in self.lan_ports.items():
             self.daemons.wait_ready(f"ipmi_sim-{name}", lambda p=port: _rmcp_ping(p), 10.0,
                                     f"ipmi_sim for {name} to answer an RMCP ping")
+        if self.latency_s > 0:
+            for name in self.hosts:
+                self.ports[name] = self._start_relay(name)
         self._start_sel_writer()
+
+    def _start_relay(self, name: str) -> int:
+        port = free_port(socket.SOCK_DGRAM)
+        ready = self.workdir / name / "relay.ready"
+        ready.unlink(missing_ok=True)
+        config = self.workdir / name / "relay.json"
+        write_json(config, {"listen": port, "target": self.lan_ports[name], "latency_s": self.latency_s,
+                            "ready": str(ready)})
+        self.daemons.spawn(f"relay-{name}", [PYTHON, "-m", "reprofleet.sim.power.udp_delay", str(config)])
+        self.daemons.wait_ready(f"relay-{name}", ready.exists, 10.0, f"the latency relay of {name}")
+        return port
 
     def _start_sel_writer(self) -> None:
         ready = self.workdir / "sel.ready"
         ready.unlink(missing_ok=True)
         config = self.workdir / "sel.json"
         write_json(config, {"poll_s": 0.2, "ready": str(ready), "bmcs": {
-            name: {"console": self.consoles[name], "lan": self.ports[name], "user": self.user,
+            name: {"console": self.consoles[name], "lan": self.lan_ports[name], "user": self.user,
                    "password": self.password, "switch": str(switch)} for name, switch in self.hosts.items()}})
         self.daemons.spawn("sel", [PYTHON, "-m", "reprofleet.sim.power.ipmi_sel", str(config)])
         self.daemons.wait_ready("sel", ready.exists, 30.0, "every BMC's SEL clock to be set")

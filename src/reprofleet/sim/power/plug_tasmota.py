@@ -9,6 +9,13 @@ basic-auth header; ``legacy_auth`` plays an old firmware that only reads the que
 Unknown commands and relays answer ``{"Command":"Unknown"}``. ``Status 8`` reads the energy
 monitor: ``{"StatusSNS": {"ENERGY": {"Power": W}}}`` (a list of W, one per relay, on
 multi-channel devices).
+
+``Backlog <cmd>; <cmd>; ...`` queues up to 30 commands that the plug runs by itself, one
+after the other with 200 ms between them (SetOption34's default), ``Delay <n>`` (2..3600,
+0.1 s each) waiting longer before the next; the web reply comes at once and carries no
+result: ``{"WARNING":"Enable weblog 2 if response expected"}`` (Tasmota's
+support_command.ino CmndBacklog/CmndDelay, xdrv_01_webserver.ino). The queue runs in the
+plug whatever becomes of the client: a controller killed mid-dwell does not stop it.
 """
 
 from __future__ import annotations
@@ -16,12 +23,78 @@ from __future__ import annotations
 import base64
 import binascii
 import re
+import threading
+import time
 from typing import Mapping
 
 from .plug_device import PlugDevice, Reply, json_reply, text_reply
 
 POWER_COMMAND = re.compile(r"power(\d*)(?:\s+(\S+))?", re.IGNORECASE)
+DELAY_COMMAND = re.compile(r"delay\s+(-?\d+)", re.IGNORECASE)
 ON_ARGS, OFF_ARGS, TOGGLE_ARGS = ("on", "1", "true"), ("off", "0", "false"), ("toggle", "2")
+MAX_BACKLOG = 30
+BACKLOG_GAP_S = 0.2  # SetOption34's default between two backlog commands
+NO_RESULT = {"WARNING": "Enable weblog 2 if response expected"}
+
+
+class Backlog:
+    """The plug's command queue: runs in its own thread, like the firmware's loop."""
+
+    def __init__(self, device: PlugDevice) -> None:
+        self.device = device
+        self.queue: list[str] = []
+        self.lock = threading.Lock()
+        self.worker: threading.Thread | None = None
+
+    def add(self, commands: list[str]) -> None:
+        with self.lock:
+            self.queue.extend(commands[:MAX_BACKLOG - len(self.queue)])
+            if self.worker is None or not self.worker.is_alive():
+                self.worker = threading.Thread(target=self._run, name="tasmota-backlog", daemon=True)
+                self.worker.start()
+
+    def _run(self) -> None:
+        for _ in range(MAX_BACKLOG * 4):  # bounded: the queue never holds more than 30
+            with self.lock:
+                if not self.queue:
+                    return
+                command = self.queue.pop(0)
+            delay = DELAY_COMMAND.fullmatch(command)
+            if delay:
+                tenths = int(delay.group(1))
+                time.sleep(tenths / 10 if 2 <= tenths <= 3600 else BACKLOG_GAP_S)
+                continue
+            run_power_command(self.device, command)
+            time.sleep(BACKLOG_GAP_S)
+
+
+_BACKLOGS: dict[int, Backlog] = {}
+
+
+def backlog_of(device: PlugDevice) -> Backlog:
+    return _BACKLOGS.setdefault(id(device), Backlog(device))
+
+
+def run_power_command(device: PlugDevice, command: str) -> Reply:
+    """``Power<N> [On|Off|Toggle]``: switch (or read) relay N; anything else is an unknown command."""
+    match = POWER_COMMAND.fullmatch(command)
+    relay = (match.group(1) or "1") if match else ""
+    if not match or relay not in device.outlets:
+        return json_reply({"Command": "Unknown"})
+    argument = (match.group(2) or "").lower()
+    if not argument and device.fault() == "mute_while_off" and not device.is_on(relay):
+        return text_reply(500, "Internal Server Error")
+    if argument:
+        if argument in ON_ARGS:
+            device.switch(relay, True)
+        elif argument in OFF_ARGS:
+            device.switch(relay, False)
+        elif argument in TOGGLE_ARGS:
+            device.switch(relay, not device.is_on(relay))
+        else:
+            return json_reply({"Command": "Unknown"})
+    key = "POWER" if len(device.outlets) == 1 else f"POWER{relay}"
+    return json_reply({key: "ON" if device.is_on(relay) else "OFF"})
 
 
 def basic_credentials(headers: Mapping[str, str]) -> tuple[str | None, str | None]:
@@ -58,21 +131,8 @@ def handle(device: PlugDevice, method: str, path: str, query: Mapping[str, str],
         return json_reply({"StatusSNS": {"Time": "2026-01-01T00:00:00",
                                          "ENERGY": {"Power": watts[0] if len(watts) == 1 else watts,
                                                     "Voltage": 231, "Current": round(sum(watts) / 231, 3)}}})
-    match = POWER_COMMAND.fullmatch(command)
-    relay = (match.group(1) or "1") if match else ""
-    if not match or relay not in device.outlets:
-        return json_reply({"Command": "Unknown"})
-    argument = (match.group(2) or "").lower()
-    if not argument and device.fault() == "mute_while_off" and not device.is_on(relay):
-        return text_reply(500, "Internal Server Error")
-    if argument:
-        if argument in ON_ARGS:
-            device.switch(relay, True)
-        elif argument in OFF_ARGS:
-            device.switch(relay, False)
-        elif argument in TOGGLE_ARGS:
-            device.switch(relay, not device.is_on(relay))
-        else:
-            return json_reply({"Command": "Unknown"})
-    key = "POWER" if len(device.outlets) == 1 else f"POWER{relay}"
-    return json_reply({key: "ON" if device.is_on(relay) else "OFF"})
+    if command.lower().startswith("backlog"):
+        queued = [part.strip() for part in command[len("backlog"):].split(";") if part.strip()]
+        backlog_of(device).add(queued)
+        return json_reply(NO_RESULT)
+    return run_power_command(device, command)

@@ -9,16 +9,22 @@ request to the emulator unchanged, except:
   board plus what the simulated GPU draws now, as the plugs' meter reads it);
 * ``Systems/<id>/LogServices/SEL`` and its ``Entries``: DMTF LogEntry resources for the
   host's power going off and on, a wedge (a PCIe fatal error, as firmware-first AER logs
-  it) and every ``ComputerSystem.Reset`` asked for.
+  it) and every ``ComputerSystem.Reset`` asked for;
+* what real BMCs do that the emulator does not (``redfish_quirks``): a latency on every
+  answer, HTTP 409 to a power-on shortly after the host lost power, HTTP 400 to any reset
+  while the host is in POST, and ``PowerCycle`` carried out by the BMC itself;
+* HTTPS with a self-signed certificate, as BMCs ship, when ``tls`` names one.
 
 Resources of our own answer only to the credentials the emulator accepts (checked by
 asking it). CONFIG (JSON): ``port``, ``emulator`` (URL), ``systems`` (name -> {uuid,
-switch}), ``poll_s``, ``ready`` (written once serving).
+switch}), ``poll_s``, ``ready`` (written once serving), ``quirks`` (``Quirks`` fields),
+``tls`` ({cert, key} file paths, or absent for plain HTTP).
 """
 
 from __future__ import annotations
 
 import json
+import ssl
 import sys
 import threading
 import time
@@ -32,6 +38,7 @@ from .daemons import LOOPBACK
 from .host_events import HostEvent, HostEventKind, HostWatch
 from .meter import wall_watts
 from .redfish_log_sim import SystemLog
+from .redfish_quirks import POWER_OFF_RESETS, POWER_ON_RESETS, PowerTimes, Quirks
 
 SYSTEMS = "/redfish/v1/Systems/"
 CHASSIS = "/redfish/v1/Chassis/"
@@ -49,7 +56,9 @@ HOST_EVENT_ENTRIES: Mapping[HostEventKind, tuple[str, str, str, str]] = {
 class Front:
     """The systems, their logs and the emulator behind them."""
 
-    def __init__(self, emulator: str, systems: Mapping[str, Mapping[str, str]]) -> None:
+    def __init__(self, emulator: str, systems: Mapping[str, Mapping[str, str]], quirks: Quirks | None = None) -> None:
+        self.quirks = quirks or Quirks()
+        self.times = PowerTimes(self.quirks)
         self.emulator = emulator.rstrip("/")
         self.session = requests.Session()
         self.session.trust_env = False
@@ -67,6 +76,8 @@ class Front:
             stop.wait(poll_s)
 
     def log_host_event(self, name: str, event: HostEvent) -> None:
+        if event.kind in (HostEventKind.POWER_ON, HostEventKind.POWER_OFF):
+            self.times.powered(name, event.kind is HostEventKind.POWER_ON, event.t)
         severity, message, sensor, code = HOST_EVENT_ENTRIES[event.kind]
         with self.lock:
             self.logs[name].add(event.t, severity, message, sensor_type=sensor, entry_code=code)
@@ -95,11 +106,34 @@ class Front:
             return self.logs[name].resource(route.removeprefix(SYSTEMS))
 
     def system_json(self, name: str, system: dict[str, Any]) -> dict[str, Any]:
-        """The emulator's ComputerSystem with our log services and chassis linked."""
+        """The emulator's ComputerSystem with our log services and chassis linked (and PowerCycle, if offered)."""
         system["LogServices"] = {"@odata.id": f"{SYSTEMS}{name}/LogServices"}
         links = system.setdefault("Links", {})
         links["Chassis"] = [{"@odata.id": f"{CHASSIS}{name}"}, *links.get("Chassis", [])]
+        reset = system.get("Actions", {}).get("#ComputerSystem.Reset", {})
+        allowed = reset.get("ResetType@Redfish.AllowableValues")
+        if self.quirks.power_cycle_off_s is not None and isinstance(allowed, list) and "PowerCycle" not in allowed:
+            allowed.append("PowerCycle")
         return system
+
+    def emulator_reset(self, ident: str, reset_type: str, headers: Mapping[str, str]) -> None:
+        self.session.post(f"{self.emulator}{SYSTEMS}{ident}/Actions/ComputerSystem.Reset", headers=dict(headers),
+                          json={"ResetType": reset_type}, timeout=15)
+
+    def power_cycle(self, ident: str, headers: Mapping[str, str]) -> None:
+        """The BMC's own PowerCycle: off now, on after the off period, whatever the client does next."""
+        def run() -> None:
+            self.emulator_reset(ident, "ForceOff", headers)
+            deadline = time.monotonic() + 30.0  # the emulator applies resets late: wait for its Off
+            while time.monotonic() < deadline:
+                reply = self.session.get(f"{self.emulator}{SYSTEMS}{ident}", headers=dict(headers), timeout=15)
+                if reply.ok and reply.json().get("PowerState") == "Off":
+                    break
+                time.sleep(0.2)
+            time.sleep(self.quirks.power_cycle_off_s or 0.0)
+            self.emulator_reset(ident, "On", headers)
+
+        threading.Thread(target=run, name=f"power-cycle {ident}", daemon=True).start()
 
 
 def chassis_json(name: str) -> dict[str, Any]:
@@ -137,6 +171,7 @@ class Handler(BaseHTTPRequestHandler):
         self.wfile.write(body)
 
     def do_GET(self) -> None:  # noqa: N802 (the stdlib's name)
+        time.sleep(self.front.quirks.latency_s)
         path = self.path.split("?", 1)[0].rstrip("/") or "/"
         owned = self.front.own(path)
         if owned is not None:
@@ -146,30 +181,51 @@ class Handler(BaseHTTPRequestHandler):
             found = self.front.resource(*owned)
             self._send(200 if found is not None else 404, json.dumps(found or {"error": "not found"}).encode())
             return
-        self._forward("GET")
+        self._forward("GET", None)
 
     def do_POST(self) -> None:  # noqa: N802
+        time.sleep(self.front.quirks.latency_s)
         path = self.path.split("?", 1)[0].rstrip("/")
-        body = self._forward("POST")
-        if path.endswith("/Actions/ComputerSystem.Reset") and body is not None:
-            ident = path[len(SYSTEMS):].split("/", 1)[0] if path.startswith(SYSTEMS) else ""
-            name = self.front.aliases.get(ident)
-            reset = str(body.get("ResetType", "?")) if isinstance(body, dict) else "?"
-            if name is not None:
-                with self.front.lock:
-                    self.front.logs[name].add(time.time(), "OK", f"A ComputerSystem.Reset ({reset}) was requested.",
-                                              sensor_type="System Event", entry_code="Assert")
+        data = self._body()
+        ident = path[len(SYSTEMS):].split("/", 1)[0] if path.startswith(SYSTEMS) else ""
+        name = self.front.aliases.get(ident)
+        if not path.endswith("/Actions/ComputerSystem.Reset") or name is None:
+            self._forward("POST", data)
+            return
+        asked = _json(data)
+        reset = str(asked.get("ResetType", "?")) if isinstance(asked, dict) else "?"
+        refused = self.front.times.refusal(name, reset, time.time())
+        if refused is not None:
+            self._send(refused[0], json.dumps(refused[1]).encode())
+            return
+        if reset == "PowerCycle" and self.front.quirks.power_cycle_off_s is not None:
+            if not self.front.authorised(self._headers()):
+                self._send(401, b'{"error": "unauthorised"}')
+                return
+            self.front.power_cycle(ident, self._headers())
+            self._send(204, b"")
+        elif self._forward("POST", data) is None:
+            return
+        if reset in POWER_ON_RESETS or reset in POWER_OFF_RESETS:  # the BMC knows what it was asked at once
+            self.front.times.powered(name, reset in POWER_ON_RESETS, time.time())
+        with self.front.lock:
+            self.front.logs[name].add(time.time(), "OK", f"A ComputerSystem.Reset ({reset}) was requested.",
+                                      sensor_type="System Event", entry_code="Assert")
 
     def do_PATCH(self) -> None:  # noqa: N802
-        self._forward("PATCH")
+        time.sleep(self.front.quirks.latency_s)
+        self._forward("PATCH", self._body())
 
     def do_DELETE(self) -> None:  # noqa: N802
-        self._forward("DELETE")
+        time.sleep(self.front.quirks.latency_s)
+        self._forward("DELETE", self._body())
 
-    def _forward(self, method: str) -> Any | None:
-        """Send the request on to the emulator; return the JSON body sent when the emulator accepted it."""
+    def _body(self) -> bytes | None:
         length = int(self.headers.get("Content-Length") or 0)
-        data = self.rfile.read(length) if length else None
+        return self.rfile.read(length) if length else None
+
+    def _forward(self, method: str, data: bytes | None) -> Any | None:
+        """Send the request on to the emulator; return the JSON body sent when the emulator accepted it."""
         try:
             reply = self.front.session.request(method, f"{self.front.emulator}{self.path}", headers=self._headers(),
                                                data=data, timeout=15, allow_redirects=False)
@@ -185,17 +241,26 @@ class Handler(BaseHTTPRequestHandler):
         self._send(reply.status_code, body, reply.headers.get("Content-Type", "application/json"), extra)
         if reply.status_code >= 400 or not data:
             return None
-        try:
-            return json.loads(data)
-        except ValueError:
-            return None
+        return _json(data) or {}
+
+
+def _json(data: bytes | None) -> Any:
+    try:
+        return json.loads(data) if data else None
+    except ValueError:
+        return None
 
 
 def main(config: Mapping[str, Any]) -> None:
-    front = Front(config["emulator"], config["systems"])
+    front = Front(config["emulator"], config["systems"], Quirks.from_json(config.get("quirks")))
     handler = type("FrontHandler", (Handler,), {"front": front})
     server = ThreadingHTTPServer((LOOPBACK, int(config["port"])), handler)
     server.daemon_threads = True
+    tls = config.get("tls")
+    if tls:  # a BMC's self-signed certificate
+        context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        context.load_cert_chain(tls["cert"], tls["key"])
+        server.socket = context.wrap_socket(server.socket, server_side=True)
     stop = threading.Event()
     threading.Thread(target=front.watch, args=(float(config.get("poll_s", 0.2)), stop), daemon=True).start()
     Path(config["ready"]).write_text(json.dumps({"port": server.server_address[1]}))

@@ -10,8 +10,13 @@ an outlet the PDU does not have ``noCreation``, a value the MIB does not define
 ``wrongValue``; a GET of a missing outlet is ``noSuchInstance``; a request with a wrong
 community gets no answer at all.
 
-CONFIG (JSON): ``port``, ``community``, ``outlets`` (id -> switch file), ``families``,
-``pdu_id``, ``reboot_s``, ``ready`` (a file written once listening).
+An ``immediateReboot`` switches the outlet off and back on by itself after the outlet's
+reboot duration (settable through the MIB, 5 s as shipped), whatever the client does; a new
+command to the outlet replaces a reboot in progress.
+
+CONFIG (JSON): ``port``, ``community``, ``chain`` (PDU module id -> outlet id -> switch
+file; module 1 is the first PDU), ``families``, ``pdu_id`` (Raritan's rows), ``reboot_s``
+(Raritan's cycle), ``ready`` (a file written once listening).
 """
 
 from __future__ import annotations
@@ -39,46 +44,87 @@ from .switch import outlets_from_json, read_switch, write_switch
 Oid = tuple[int, ...]
 
 
-class PduFirmware(AbstractMibInstrumController):
-    """Answers GET/GETNEXT/SET for every outlet of every configured PDU family."""
+Key = tuple[int, int]  # (module, outlet): which PDU of the chain, which outlet on it
+DEFAULT_REBOOT_S = 5  # APC's factory reboot duration (rPDUOutletConfigRebootDuration.n = 5 in PDU dumps)
 
-    def __init__(self, outlets: Mapping[str, Path], families: list[str], pdu_id: int, reboot_s: float) -> None:
-        self.outlets = {int(k): Path(v) for k, v in outlets.items()}
-        self.columns = [column for family in families for column in FAMILIES[family]]
+
+class PduFirmware(AbstractMibInstrumController):
+    """Answers GET/GETNEXT/SET for every outlet of every configured PDU family.
+
+    ``chain`` maps each PDU's module id to its outlets (module 1 is the first PDU, the one
+    the legacy rPDU/sPDU tables and Raritan's ``pdu_id`` rows describe); rPDU2 tables number
+    every outlet of the chain with one flat index, PDU after PDU (the MIB says nothing of the
+    order; clients must find rows by their Module and Number columns).
+    """
+
+    def __init__(self, chain: Mapping[int, Mapping[int, Path]], families: list[str], pdu_id: int,
+                 reboot_s: float) -> None:
+        self.switches: dict[Key, Path] = {(m, o): Path(p) for m, outlets in chain.items() for o, p in outlets.items()}
+        # the rPDU2 index: the chain's PDUs one after the other, each as many outlets long as its highest
+        # outlet number (the first PDU's outlet n is row n, as on a real chain's host PDU)
+        self.offsets: dict[int, int] = {}
+        start = 0
+        for module in sorted(chain):
+            self.offsets[module] = start
+            start += max((int(o) for o in chain[module]), default=0)
+        self.columns = list(dict.fromkeys(column for family in families for column in FAMILIES[family]))
         self.pdu_id = pdu_id
-        self.reboot_s = reboot_s
+        self.reboot_s = reboot_s  # Raritan's cycle
+        self.reboot_times: dict[Key, int] = {key: DEFAULT_REBOOT_S for key in self.switches}
+        self.pending: dict[Key, threading.Timer] = {}
+        self.lock = threading.Lock()
 
     # -- the table ------------------------------------------------------------------------
 
-    def _row(self, column: MibColumn, outlet: int) -> Oid:
-        index = (self.pdu_id, outlet) if column.by_pdu else (outlet,)
-        return column.prefix + index + column.suffix
+    def _index(self, column: MibColumn, key: Key) -> Oid | None:
+        if column.chained:
+            return (self.offsets[key[0]] + key[1],)
+        if key[0] != 1:
+            return None  # the legacy tables describe the first PDU only
+        return (self.pdu_id, key[1]) if column.by_pdu else (key[1],)
 
-    def _find(self, name: Oid) -> tuple[MibColumn, int] | None:
-        """The column and outlet index ``name`` addresses (the outlet may not exist), or None."""
+    def _key(self, column: MibColumn, index: Oid) -> Key | None:
+        """The outlet a row index addresses, or None for a row the PDU does not have."""
+        if column.chained:
+            found = [key for key in self.switches if self.offsets[key[0]] + key[1] == index[0]]
+            return found[0] if found else None
+        outlet = index[1] if column.by_pdu else index[0]
+        if column.by_pdu and index[0] != self.pdu_id:
+            return None
+        return (1, outlet) if (1, outlet) in self.switches else None
+
+    def _find(self, name: Oid) -> tuple[MibColumn, Key | None] | None:
+        """The column and outlet ``name`` addresses (None: no such row), or None for no such column."""
         for column in self.columns:
-            size = len(column.prefix)
-            if name[:size] != column.prefix or len(name) != size + (2 if column.by_pdu else 1) + len(column.suffix):
+            size, width = len(column.prefix), 2 if column.by_pdu else 1
+            if name[:size] != column.prefix or len(name) != size + width + len(column.suffix):
                 continue
             rest = name[size:]
             if column.suffix and rest[-len(column.suffix):] != column.suffix:
                 continue
-            if column.by_pdu and rest[0] != self.pdu_id:
-                return column, -1
-            return column, rest[1] if column.by_pdu else rest[0]
+            return column, self._key(column, rest[:width])
         return None
 
-    def _value(self, column: MibColumn, outlet: int) -> Any:
-        path = self.outlets[outlet]
+    def _value(self, column: MibColumn, key: Key) -> Any:
+        path = self.switches[key]
         if column.column is Column.WATTS:
-            return rfc1902.Unsigned32(int(round(wall_watts(path)))) if column.by_pdu else \
-                rfc1902.Integer32(int(round(wall_watts(path))))
+            watts = int(round(wall_watts(path)))
+            return rfc1902.Unsigned32(watts) if column.by_pdu else rfc1902.Integer32(watts)
+        if column.column is Column.MODULE:
+            return rfc1902.Integer32(key[0])
+        if column.column is Column.NUMBER:
+            return rfc1902.Integer32(key[1])
+        if column.column is Column.REBOOT_TIME:
+            return rfc1902.Integer32(self.reboot_times[key])
         return rfc1902.Integer32(column.on if read_switch(path) else column.off)
 
     def _all(self) -> list[tuple[Oid, Any]]:
         rows: list[tuple[Oid, Any]] = [(name, rfc1902.OctetString(text)) for name, text in SYSTEM.items()]
         for column in self.columns:
-            rows.extend((self._row(column, outlet), (column, outlet)) for outlet in self.outlets)
+            for key in self.switches:
+                index = self._index(column, key)
+                if index is not None:
+                    rows.append((column.prefix + index + column.suffix, (column, key)))
         return sorted(rows, key=lambda row: row[0])
 
     def _answer(self, name: Oid, value: Any) -> Any:
@@ -96,10 +142,10 @@ class PduFirmware(AbstractMibInstrumController):
                 answers.append((name, rfc1902.OctetString(SYSTEM[key])))
                 continue
             found = self._find(key)
-            if found is None or found[1] not in self.outlets:
+            if found is None or found[1] is None:
                 answers.append((name, rfc1905.noSuchInstance if found else rfc1905.noSuchObject))
                 continue
-            answers.append((name, self._value(*found)))
+            answers.append((name, self._value(found[0], found[1])))
         return answers
 
     def read_next_variables(self, *var_binds: Any, **ctx: Any) -> list[tuple[Any, Any]]:
@@ -116,27 +162,62 @@ class PduFirmware(AbstractMibInstrumController):
     def write_variables(self, *var_binds: Any, **ctx: Any) -> list[tuple[Any, Any]]:
         for index, (name, value) in enumerate(var_binds):
             found = self._find(tuple(name))
-            if found is None or found[0].column is not Column.CONTROL:
+            if found is None or found[0].column not in (Column.CONTROL, Column.REBOOT_TIME):
                 raise smi_error.NotWritableError(name=name, idx=index)
-            column, outlet = found
-            if outlet not in self.outlets:
+            column, key = found
+            if key is None:
                 raise smi_error.NoCreationError(name=name, idx=index)
-            if not isinstance(value, rfc1902.Integer32) or int(value) not in column.allowed:
+            if not isinstance(value, rfc1902.Integer32) or not self._takes(column, int(value)):
                 raise smi_error.WrongValueError(name=name, idx=index)
+        answers = []
         for name, value in var_binds:
             found = self._find(tuple(name))
-            assert found is not None  # checked above
-            self._command(*found, int(value))
-        return [(name, value) for name, value in var_binds]
+            assert found is not None and found[1] is not None  # checked above
+            column, key = found[0], found[1]
+            if column.column is Column.REBOOT_TIME:
+                self.reboot_times[key] = _reboot_time(column, int(value))
+                answers.append((name, rfc1902.Integer32(self.reboot_times[key])))
+            else:
+                self._command(column, key, int(value))
+                answers.append((name, value))
+        return answers
 
-    def _command(self, column: MibColumn, outlet: int, value: int) -> None:
-        path = self.outlets[outlet]
-        if value == column.reboot:
-            write_switch(path, False)
-            threading.Timer(self.reboot_s, write_switch, args=(path, True)).start()
-        elif value in (column.on, column.off):
-            write_switch(path, value == column.on)
-        # delayed commands and cancelPendingCommand are accepted and do nothing here
+    @staticmethod
+    def _takes(column: MibColumn, value: int) -> bool:
+        if column.column is Column.CONTROL:
+            return value in column.allowed
+        return bool(column.choices) or column.low <= value <= column.high
+
+    def _command(self, column: MibColumn, key: Key, value: int) -> None:
+        """Switch now; a reboot switches back on by itself after the outlet's reboot duration."""
+        path = self.switches[key]
+        with self.lock:
+            pending = self.pending.pop(key, None)
+            if pending is not None:
+                pending.cancel()  # a new command replaces a reboot in progress
+            if value == column.reboot:
+                write_switch(path, False)
+                duration = self.reboot_s if column.by_pdu else float(self.reboot_times[key])
+                timer = threading.Timer(duration, self._reboot_done, args=(key,))
+                timer.daemon = True
+                self.pending[key] = timer
+                timer.start()
+            elif value in (column.on, column.off):
+                write_switch(path, value == column.on)
+            # delayed commands and cancelPendingCommand are accepted and do nothing here
+
+    def _reboot_done(self, key: Key) -> None:
+        with self.lock:
+            self.pending.pop(key, None)
+            write_switch(self.switches[key], True)
+
+
+def _reboot_time(column: MibColumn, value: int) -> int:
+    """sPDU: "the next lower acceptable value" (below the lowest, the lowest); rPDU: the value."""
+    if not column.choices:
+        return value
+    lower = [choice for choice in column.choices if choice <= value]
+    return max(lower) if lower else min(column.choices)
 
 
 def serve(cfg: Mapping[str, Any]) -> None:
@@ -148,8 +229,9 @@ def serve(cfg: Mapping[str, Any]) -> None:
         config.add_vacm_user(snmp_engine, model, "pdu-area", "noAuthNoPriv", (1, 3, 6), (1, 3, 6))
     snmp_context = context.SnmpContext(snmp_engine)
     snmp_context.unregister_context_name(b"")
-    firmware = PduFirmware(outlets_from_json(cfg["outlets"]), list(cfg["families"]), int(cfg["pdu_id"]),
-                           float(cfg["reboot_s"]))
+    chain = {int(module): {int(o): path for o, path in outlets_from_json(outlets).items()}
+             for module, outlets in cfg["chain"].items()}
+    firmware = PduFirmware(chain, list(cfg["families"]), int(cfg["pdu_id"]), float(cfg["reboot_s"]))
     snmp_context.register_context_name(b"", firmware)
     for responder in (cmdrsp.GetCommandResponder, cmdrsp.NextCommandResponder, cmdrsp.BulkCommandResponder,
                       cmdrsp.SetCommandResponder):

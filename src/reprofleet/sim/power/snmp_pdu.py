@@ -5,17 +5,24 @@
     pdu.pdu_block("2", credentials="env:PDU_COMMUNITY")   # model apc_rpdu by default
 
 One daemon, ``snmp_agent``: a pysnmp command responder whose MIB is the PDU (outlet
-control, state and metered power of APC sPDU, APC rPDU/rPDU2 and Raritan PX2/PX3, with
-OIDs copied from the MIBs in ``pdu_mibs``, not from the driver's table, so a wrong OID in
-the driver fails against it). Error replies are a real agent's: notWritable, noCreation,
-wrongValue, and silence for a wrong community.
+control, state, reboot duration and metered power of APC sPDU, APC rPDU/rPDU2 and Raritan
+PX2/PX3, with OIDs copied from the MIBs in ``pdu_mibs``, not from the driver's table, so a
+wrong OID in the driver fails against it). Error replies are a real agent's: notWritable,
+noCreation, wrongValue, and silence for a wrong community.
+
+``chained={2: {...}}`` daisy-chains more APC PDUs behind the first, as Network Port Sharing
+does: their outlets appear only in the rPDU2 tables, under one flat index across the chain
+with each row's Module and Number columns saying which PDU and outlet it is.
+
+    pdu = SnmpPdu(workdir, {"1": a, "2": b, "3": c}, chained={2: {"1": d, "7": e}}).start()
+    pdu.pdu_block("7", pdu_id=2)   # outlet 7 of the second PDU
 """
 
 from __future__ import annotations
 
 import socket
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Iterable, Mapping
 
 from ..procs import SimError
 from .daemons import LOOPBACK, PYTHON, PowerSim, free_port, write_json
@@ -30,9 +37,12 @@ class SnmpPdu(PowerSim):
 
     def __init__(self, workdir: Path | str, outlets: Outlets, *, community: str = "private",
                  models: Iterable[str] = tuple(FAMILIES), model: str = "apc_rpdu", pdu_id: int = 1,
-                 port: int = 0, poll_s: float = 0.1, reboot_s: float = 1.0) -> None:
+                 port: int = 0, poll_s: float = 0.1, reboot_s: float = 1.0,
+                 chained: Mapping[int, Outlets] | None = None) -> None:
         super().__init__(workdir)
         self.outlets = {str(k): Path(v) for k, v in outlets.items()}
+        # the daisy-chained PDUs behind the first (APC Network Port Sharing): module id -> outlets
+        self.chained = {int(m): {str(k): Path(v) for k, v in o.items()} for m, o in (chained or {}).items()}
         self.community = community
         self.models = tuple(models)
         unknown = [m for m in (*self.models, model) if m not in FAMILIES]
@@ -60,12 +70,21 @@ class SnmpPdu(PowerSim):
             options["pdu_id"] = int(self.pdu_id)
         return options
 
+    def pdu_block(self, outlet: str | None, credentials: str | None = None, *, pdu_id: int = 1) -> dict[str, Any]:
+        """The inventory ``pdu:`` mapping for ``outlet`` (of the chained PDU ``pdu_id`` when not 1)."""
+        block = super().pdu_block(outlet, credentials)
+        if pdu_id != 1:
+            block["pdu_id"] = pdu_id
+        return block
+
     def _launch(self) -> None:
         self.port = self.port or free_port(socket.SOCK_DGRAM)
         ready = self.workdir / "agent.ready"
         ready.unlink(missing_ok=True)
         config = self.workdir / "agent.json"
-        write_json(config, {"port": self.port, "community": self.community, "outlets": outlets_to_json(self.outlets),
+        chain = {"1": outlets_to_json(self.outlets),
+                 **{str(m): outlets_to_json(o) for m, o in self.chained.items()}}
+        write_json(config, {"port": self.port, "community": self.community, "chain": chain,
                             "families": list(self.models), "pdu_id": int(self.pdu_id), "reboot_s": self.reboot_s,
                             "ready": str(ready)})
         self.daemons.spawn("agent", [PYTHON, "-m", "reprofleet.sim.power.snmp_agent", str(config)])
