@@ -253,6 +253,7 @@ class HostRunner:
         it is switched on, with no partition guard to consult, and the boot awaited. False when
         every outlet reads on (the host is frozen, not off)."""
         from reprofleet.power.base import PowerState
+        from reprofleet.power.ports import switch_on_until
 
         power = self.port.power(self.ctx.recovery.power_log)
         off = [driver for driver in power.drivers if driver.status() is PowerState.OFF]
@@ -260,8 +261,8 @@ class HostRunner:
             return False
         if not self.seen_alive() and not power_cycles_logged(self.ctx.directory.power, self.host.name):
             raise ConnectError(self.host.name, self._never_answered(f"its outlet {off[0].outlet_key} reads off"))
-        for driver in power.drivers:  # every supply on, the ones that were on stay on
-            driver.on()
+        # every supply on (the ones that read on stay as they are), each retried on its own
+        switch_on_until(power, self.ctx.settings.timings.power_on_deadline_s, self.ctx.clock)
         self.ctx.event(self.host.name, CampaignEvent.SWITCHED_ON_AT_START, outlets=[d.outlet_key for d in off])
         deadline = self.ctx.clock.monotonic() + self.ctx.playbook.timeouts.boot
         while self.ctx.clock.monotonic() < deadline and not self.ctx.stop.is_set():

@@ -351,7 +351,9 @@ class Recovery:
             # off, read back off, dwell, on, read back on; "on" always follows a sent "off";
             # each state is logged when the driver reaches it, not after the cycle returned.
             try:
-                cycle_host(power, dwell, on_state=lambda state: seq.transition(RecoveryState(state), **details[state]))
+                # the retry's longer dwell must be ours: a BMC's own cycle keeps its own off time
+                cycle_host(power, dwell, on_state=lambda state: seq.transition(RecoveryState(state), **details[state]),
+                           device=attempt == 0)
                 problem = ""
             except PowerError as exc:  # "on" was still sent: the host may well be booting
                 problem = f"the power cycle failed: {exc}"
