@@ -53,8 +53,11 @@ def probe_ssh_banner(address: str, port: int, timeout: float) -> bool:
     return probe_tcp(address, port, timeout) is ProbeAnswer.SSHD
 
 
-def probe_tcp(address: str, port: int, timeout: float) -> ProbeAnswer:
-    """SSHD for a banner, KERNEL for a handshake without one or a RST, DEAD for silence."""
+def probe_tcp(address: str, port: int, timeout: float, banner: bool = True) -> ProbeAnswer:
+    """SSHD for a banner, KERNEL for a handshake without one or a RST, DEAD for silence.
+
+    ``banner=False``: the handshake (or RST) is the whole answer, KERNEL, nothing is awaited
+    after it (a device's port, where no SSH banner will ever come)."""
     deadline = time.monotonic() + timeout
     family = socket.AF_INET6 if ":" in address else socket.AF_INET
     with socket.socket(family, socket.SOCK_STREAM) as sock:
@@ -63,6 +66,8 @@ def probe_tcp(address: str, port: int, timeout: float) -> ProbeAnswer:
             sock.connect((address, port))
         except OSError as exc:
             return ProbeAnswer.KERNEL if exc.errno in _REFUSED else ProbeAnswer.DEAD
+        if not banner:
+            return ProbeAnswer.KERNEL
         try:
             sock.settimeout(max(0.01, deadline - time.monotonic()))
             return ProbeAnswer.SSHD if sock.recv(4).startswith(b"SSH-") else ProbeAnswer.KERNEL
@@ -72,14 +77,7 @@ def probe_tcp(address: str, port: int, timeout: float) -> ProbeAnswer:
 
 def tcp_answers(address: str, port: int, timeout: float) -> bool:
     """A SYN-ACK or a RST within ``timeout``: the address's kernel answered (no banner awaited)."""
-    family = socket.AF_INET6 if ":" in address else socket.AF_INET
-    with socket.socket(family, socket.SOCK_STREAM) as sock:
-        sock.settimeout(timeout)
-        try:
-            sock.connect((address, port))
-        except OSError as exc:
-            return exc.errno in _REFUSED
-        return True
+    return probe_tcp(address, port, timeout, banner=False) is not ProbeAnswer.DEAD
 
 
 @lru_cache(maxsize=1)
