@@ -310,6 +310,19 @@ def test_dead_rounds_restart_the_userspace_window() -> None:
     assert dog.wedge_kind is WedgeKind.USERSPACE
 
 
+def test_one_silent_host_among_live_ones_is_a_wedge_without_a_guard() -> None:
+    clock = FakeClock()
+    fleet = FleetLiveness(window_s=5.0)
+    silent = Watchdog("ws01", lambda: ProbeAnswer.DEAD, SETTINGS, fleet=fleet, clock=clock)
+    live = Watchdog("ws02", lambda: ProbeAnswer.SSHD, SETTINGS, fleet=fleet, clock=clock)
+    for _ in range(12):
+        clock.now += 0.25
+        live.heard()
+        silent.check()
+        _settle(silent)
+    assert silent.check() is Verdict.WEDGED
+
+
 # -- the partition guard (witness.py) ---------------------------------------------------
 
 def _guard(monkeypatch: Any, *, carrier: bool | None, gateway: str | None = None) -> None:
