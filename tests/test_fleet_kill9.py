@@ -61,6 +61,7 @@ class KillFleet:
         return {"INVOKE_REPROFLEET_REPORTS": str(reports), "INVOKE_REPROFLEET_KNOWN_HOSTS": str(self.fleet.known_hosts_path),
                 "INVOKE_REPROFLEET_DWELL_S": "1", "INVOKE_REPROFLEET_STABILITY_S": "1",
                 "INVOKE_REPROFLEET_REBOOT_GRACE_S": "1", "INVOKE_REPROFLEET_SAMPLE_HZ": "5",
+                "INVOKE_REPROFLEET_CORRELATED_HOLD_S": "3",  # its two hosts wedge in one round: not held 300 s
                 "INVOKE_REPROFLEET_CONTROLLER": "kill9", "PYTHONUNBUFFERED": "1"}
 
     def reset(self) -> None:

@@ -21,6 +21,7 @@ import yaml
 
 from reprofleet.campaign.run import make_plan, run_campaign
 from reprofleet.inventory import load_inventory
+from reprofleet.liveness.watchdog import WatchdogSettings
 from reprofleet.playbook import load_playbook
 from reprofleet.runner.recovery import recovery_factory
 from reprofleet.sim.spec import SimHostSpec
@@ -59,8 +60,8 @@ def test_a_switch_outage_of_45_s_during_attempts_cycles_nothing_and_the_attempts
 
     plan = make_plan(load_playbook(book), load_inventory(inventory).hosts)
     try:
-        result = run_campaign(plan, settings_for(fleet), tmp_path / "reports", recovery_factory=recovery_factory,
-                              progress=during_attempts)
+        result = run_campaign(plan, settings_for(fleet, watchdog=WatchdogSettings()),  # the default 300 s hold
+                              tmp_path / "reports", recovery_factory=recovery_factory, progress=during_attempts)
     finally:
         fleet.switch_outage(False)
         plug.stop()

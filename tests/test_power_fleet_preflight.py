@@ -98,7 +98,7 @@ def test_two_hosts_on_one_outlet_are_refused_before_anything_runs_unless_both_sa
     assert accepted.returncode == 0, accepted.stderr
 
 
-def test_an_outlet_found_off_at_campaign_start_is_reported_and_switched_on_before_the_first_attempt(
+def test_an_outlet_found_off_at_campaign_start_is_reported_and_switched_on_with_bring_up(
         sim_fleet: Any, sim_inventory: Any, tmp_path: Path) -> None:
     fleet = sim_fleet([SimHostSpec("pf-off", script=("clean",), boot_delay_s=0.3, time_scale=0.01)])
     host = fleet.hosts[0]
@@ -109,10 +109,11 @@ def test_an_outlet_found_off_at_campaign_start_is_reported_and_switched_on_befor
         while host.ssh_banner(timeout_s=0.5) is not None and time.monotonic() < deadline:
             time.sleep(0.1)
         book = write_playbook(tmp_path / "book", attempts=1)
+        # a fresh campaign never saw this host answer: only the user's --bring-up lets it switch it (issue 18)
         run = front_door("campaign", "--hosts", str(inventory), "--playbook", str(book), "--accept-new-host-keys",
-                         cwd=tmp_path)
+                         "--bring-up", cwd=tmp_path)
     assert run.returncode == 0, run.stderr
-    assert "pf-off: its outlet reads off; it will be switched on before its first attempt" in run.stdout
+    assert "pf-off: its outlet reads off; it is switched on before its first attempt" in run.stdout
     [log] = attempts_written(tmp_path / "reports")
     assert [r["outcome"] for r in read_records(log)] == ["clean"]
 

@@ -88,7 +88,8 @@ def _configure_power(c: Any) -> None:
 
 
 # The demo's hosts boot in seconds: no need to wait as long as for a real workstation.
-DEMO_OVERRIDES = {"dwell_s": 2.0, "stability_s": 1.0, "reboot_grace_s": 2.0}
+DEMO_OVERRIDES = {"dwell_s": 2.0, "stability_s": 1.0, "reboot_grace_s": 2.0,
+                  "correlated_hold_s": 10.0}  # its scripted hosts may wedge in one round: held 10 s, not 300
 
 
 def _settings(c: Any, accept_new: bool | None = None, overrides: dict[str, Any] | None = None) -> "RunSettings":
@@ -201,7 +202,8 @@ def run_and_report(c: Any, hosts: str, playbook: str, attempts: int | None, dry_
 
     for name, states in power_states_at_start(inventory.hosts, report_root).items():  # every PDU/BMC answers
         if PowerState.OFF in states:
-            console.print(f"[yellow]{name}: its outlet reads off; it will be switched on before its first attempt[/]")
+            console.print(f"[yellow]{name}: its outlet reads off; it is switched on before its first attempt if this "
+                          "campaign saw it answer or switched it off (a resume), or with --bring-up[/]")
     settings = _settings(c, accept_new, overrides)
     stop = threading.Event()
     _install_stop_handlers(stop)
