@@ -339,14 +339,19 @@ def test_three_hosts_frozen_together_are_declared_and_cycled_once_the_hold_is_ou
     book = write_playbook(tmp_path / "book", attempts=2, attempt_timeout=60)
     frozen_at: list[float] = []
 
-    def freeze_all() -> None:
-        time.sleep(2.0)
-        for host in fleet.hosts:
-            host.freeze(wait=False)
-        frozen_at.append(time.time())
+    running: set[str] = set()
+
+    def freeze_once_every_host_runs(host: str, **fields: Any) -> None:
+        """Freeze them all at once, when each has reached torch.compile (evidence, not a sleep)."""
+        if fields.get("phase") == "torch_compile":
+            running.add(host)
+        if len(running) == len(fleet.hosts) and not frozen_at:
+            for each in fleet.hosts:
+                each.freeze(wait=False)
+            frozen_at.append(time.time())
 
     try:
-        result = _campaign(fleet, inventory, book, tmp_path / "reports", progress=_once_running(freeze_all),
+        result = _campaign(fleet, inventory, book, tmp_path / "reports", progress=freeze_once_every_host_runs,
                            settings={"watchdog": WatchdogSettings(correlated_hold_s=HOLD_S)})
     finally:
         plug.stop()
@@ -366,37 +371,3 @@ def test_three_hosts_frozen_together_are_declared_and_cycled_once_the_hold_is_ou
         assert [e["rule"] for e in mine if e["event"] == "silence_release" and "before" not in e] == ["outlasted"]
     offs = [e for e in _switching_actions(result) if e["action"] == "off"]
     assert sorted(e["host"] for e in offs) == [h.name for h in fleet.hosts]  # each cycled once
-
-
-def test_a_controller_outage_after_a_kernel_answer_cycles_nothing(
-        sim_fleet: Any, sim_inventory: Any, tmp_path: Path) -> None:
-    """Userspace stalls (the kernel answers, sshd does not), then the controller's own link goes
-    down for twice the userspace window: DEAD rounds restart the window and the verdict asks the
-    guard, so nothing is declared and nothing cycled. (The issue's 120 s outage against the
-    default 60 s window, here 16 s against 8 s; the same in virtual time at the default windows:
-    tests/test_watchdog.py.)"""
-    fleet = sim_fleet([SimHostSpec("ko", script=("hang", "clean"), time_scale=0.05)])
-    host = fleet.hosts[0]
-    plug, inventory = _plugged(fleet, sim_inventory, tmp_path / "plug")
-    book = write_playbook(tmp_path / "book", attempts=1, attempt_timeout=40)
-
-    def kernel_then_outage() -> None:
-        time.sleep(2.0)
-        host.stall(25.0)  # SIGSTOP sshd and the agent: KERNEL answers
-        _until(lambda: any(e["event"] == "probe" and e.get("answer") == "KERNEL"
-                           for e in _live_events(tmp_path / "reports")), 10.0)
-        fleet.cut_controller_network()
-        time.sleep(16.0)  # twice the userspace window
-        fleet.restore_controller_network()
-
-    try:
-        result = _campaign(fleet, inventory, book, tmp_path / "reports", progress=_once_running(kernel_then_outage),
-                           settings={"watchdog": WatchdogSettings(userspace_s=8.0)})
-    finally:
-        fleet.restore_controller_network()
-        plug.stop()
-    assert [r["outcome"] for r in result.records] != ["wedge"]
-    assert _switching_actions(result) == []
-    answers = _answers(result, host.name)
-    assert answers[:2] == ["KERNEL", "DEAD"] and "KERNEL" in answers[2:]  # the stall, the outage, the stall again
-    assert not [e for e in _events(result) if e["event"] in ("wedge", "recovery")]

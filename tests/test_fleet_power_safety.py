@@ -5,8 +5,9 @@
 - an inventory with one wrong address whose outlet feeds a live machine: that machine is never
   switched, in a fresh campaign and in its resume.
 
-(Hosts frozen together, and a controller outage after a KERNEL answer, judge timing: they are
-in tests/test_fleet_liveness.py, which runs alone.)
+(Hosts frozen together judge timing: tests/test_fleet_liveness.py, which runs alone. A
+controller outage of 120 s after a KERNEL answer is played at the host seam in virtual time:
+tests/test_seam_wedge.py.)
 """
 
 from __future__ import annotations
@@ -49,6 +50,7 @@ def test_a_switch_outage_of_45_s_during_attempts_cycles_nothing_and_the_attempts
         fleet.switch_outage(True)
         outage["down"] = time.monotonic()
         _until(every_host_held, OUTAGE_S)  # the assertions below say if it never came
+        # the switch stays down its 45 s (the fault's own length, not a guess at the code's speed)
         time.sleep(max(0.0, OUTAGE_S - (time.monotonic() - outage["down"])))
         fleet.switch_outage(False)
         outage["up"] = time.monotonic()

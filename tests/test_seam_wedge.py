@@ -92,3 +92,43 @@ def test_a_peer_heard_again_lets_a_frozen_host_go_at_once(tmp_path: Path) -> Non
     first = records(ctx)[0]
     assert first["outcome"] == "wedge" and first["detect_latency_s"] < 6.0
     assert not events(ctx, "silence_hold")  # "third" answers on the same segment: never held
+
+
+def test_a_controller_outage_of_120_s_after_a_kernel_answer_cycles_nothing(tmp_path: Path) -> None:
+    """The stream stops and the kernel answers without sshd (a userspace stall); 10 s later the
+    controller's own network is down for 120 s, twice the 60 s userspace window (every round
+    DEAD, the guard down); then the kernel answers 40 s more and sshd is back. DEAD rounds
+    restart the window and the userspace verdict asks the guard: no wedge, no power action."""
+    from reprofleet.liveness.probes import ProbeAnswer
+
+    clock = VirtualClock()
+    fake = FakeHost(clock, "ko", script=("stuck", "clean"))
+    ctx = seam_context(seam_book(tmp_path, attempts=1, attempt_timeout=400), tmp_path, clock)
+    stalled: list[float] = []
+    write_event = ctx.event
+
+    def note_the_stall(host: str, what: Any, **fields: Any) -> None:
+        write_event(host, what, **fields)
+        if str(getattr(what, "value", what)) == "suspect" and not stalled:
+            stalled.append(clock.monotonic())
+
+    def since() -> float:
+        return clock.monotonic() - stalled[0] if stalled else -1.0
+
+    def probe() -> ProbeAnswer:
+        t = since()
+        if t < 0 or t >= 170.0:
+            return ProbeAnswer.SSHD
+        return ProbeAnswer.DEAD if 10.0 <= t < 130.0 else ProbeAnswer.KERNEL
+
+    fake.probe = probe  # type: ignore[method-assign]
+    ctx.event = note_the_stall  # type: ignore[method-assign]
+    ctx.fleet.report_to(ctx.event)
+    ctx.fleet.network_ok = lambda: not 10.0 <= since() < 130.0
+    run_host(fake, ctx)
+    assert stalled and [r["outcome"] for r in records(ctx)] != ["wedge"]
+    assert not events(ctx, "wedge") and not events(ctx, "recovery")
+    assert not [a for a in power_actions(ctx) if a["action"] in ("off", "on", "cycle")]
+    answers = [e["answer"] for e in events(ctx, "probe")]
+    assert answers[:3] == ["KERNEL", "DEAD", "KERNEL"]
+    assert [e["network"] for e in events(ctx, "guard")][:2] == ["down", "up"]

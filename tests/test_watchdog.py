@@ -9,6 +9,7 @@ from typing import Any, Callable
 import pytest
 
 from reprofleet.liveness.probes import ProbeAnswer
+from reprofleet.power import PowerLog
 from reprofleet.liveness.watchdog import FleetLiveness, Verdict, Watchdog, WatchdogSettings, WedgeKind
 
 SETTINGS = WatchdogSettings(silence_s=3.0, probe_after_s=1.0, probe_interval_s=0.5, probe_timeout_s=1.0,
@@ -334,19 +335,19 @@ def _guard(monkeypatch: Any, *, carrier: bool | None, gateway: str | None = None
 
 def test_the_guard_says_down_without_carrier_whatever_else_answers(monkeypatch: Any) -> None:
     from reprofleet.model import Host
-    from reprofleet.liveness.witness import controller_network_ok
+    from reprofleet.liveness.witness import campaign_guard
 
     _guard(monkeypatch, carrier=False, gateway="127.0.0.1")
-    check = controller_network_ok([Host("ws01", "127.0.0.1")], log=None)  # type: ignore[arg-type]
+    check = campaign_guard([Host("ws01", "127.0.0.1")], PowerLog(None), period_s=0).check()
     assert not check and "carrier" in check.reason
 
 
 def test_a_gateway_that_answers_proves_our_network_for_a_single_silent_host(monkeypatch: Any) -> None:
     from reprofleet.model import Host
-    from reprofleet.liveness.witness import controller_network_ok
+    from reprofleet.liveness.witness import campaign_guard
 
     _guard(monkeypatch, carrier=True, gateway="127.0.0.1")  # loopback answers echo
-    assert controller_network_ok([Host("ws01", "192.0.2.7")], log=None)  # type: ignore[arg-type]
+    assert campaign_guard([Host("ws01", "192.0.2.7")], PowerLog(None), period_s=0).check()
 
 
 def test_an_inventory_witness_that_stays_silent_and_no_power_device_is_our_network_down(monkeypatch: Any) -> None:
@@ -356,7 +357,7 @@ def test_an_inventory_witness_that_stays_silent_and_no_power_device_is_our_netwo
     _guard(monkeypatch, carrier=True)
     monkeypatch.setattr(witness, "witness_answers", lambda address, timeout=1.0: False)
     host = Host("ws01", "192.0.2.7", vars={"witness": "192.0.2.1"})
-    check = witness.controller_network_ok([host], log=None)  # type: ignore[arg-type]
+    check = witness.campaign_guard([host], PowerLog(None), period_s=0).check()
     assert not check and "192.0.2.1" in check.reason
 
 
@@ -373,5 +374,6 @@ def test_a_power_device_that_answers_with_an_error_still_proves_our_network(
         closed.bind(("127.0.0.1", 0))
         port = closed.getsockname()[1]
     pdu = PowerPort("tasmota", f"http://127.0.0.1:{port}", "9")
-    check = witness.controller_network_ok([Host("ws01", "192.0.2.7", pdu=pdu)], PowerLog(tmp_path / "p.jsonl"))
+    check = witness.campaign_guard([Host("ws01", "192.0.2.7", pdu=pdu)], PowerLog(tmp_path / "p.jsonl"),
+                                   period_s=0).check()
     assert check, check.reason

@@ -28,7 +28,7 @@ from __future__ import annotations
 import ipaddress
 from dataclasses import dataclass
 from enum import Enum, unique
-from typing import Mapping, Sequence
+from typing import Callable, Mapping, Sequence
 
 from reprofleet.model import Host
 
@@ -102,15 +102,7 @@ def judge_silence(host: str, now: float, silent_since: Mapping[str, float], hear
                        peers)
 
 
-def segments_of(hosts: Sequence[Host], resolve: object = None) -> dict[str, str]:
-    """Every host's segment (``resolve``: a name -> address function, to place named hosts)."""
-    out = {}
-    for host in hosts:
-        resolved = None
-        if callable(resolve):
-            try:
-                resolved = str(resolve(host.address))
-            except Exception:  # a name that does not resolve is its own segment
-                resolved = None
-        out[host.name] = segment_of(host, resolved)
-    return out
+def segments_of(hosts: Sequence[Host], resolve: Callable[[str], str] | None = None) -> dict[str, str]:
+    """Every host's segment (``resolve``: a name -> address function, to place named hosts; a
+    name it cannot resolve is returned as it is, and the host is its own segment)."""
+    return {host.name: segment_of(host, resolve(host.address) if resolve else None) for host in hosts}

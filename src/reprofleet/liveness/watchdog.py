@@ -198,12 +198,6 @@ class FleetLiveness:
         answer = peek()
         return None if answer is None else bool(answer)
 
-    def controller_suspect(self) -> bool:
-        """Our own network is down: the guard says so, or (no guard) everyone fell silent at once."""
-        if self.network_ok is not None:
-            return not self.network_ok()
-        return self.everyone_silent()
-
     def everyone_silent(self) -> bool:
         """True when more than one host is watched and all went silent within one window."""
         with self._lock:

@@ -325,12 +325,6 @@ def _safe(ask: Callable[[], bool | None]) -> bool | None:
         return False
 
 
-def controller_network_ok(hosts: Sequence[Host], log: PowerLog | None) -> NetworkCheck:
-    """One check, now (the by-hand tools and tests; a campaign keeps a :class:`PartitionGuard`)."""
-    guard = PartitionGuard(lambda: build_witnesses(hosts, log or PowerLog(None)), period_s=0.0)
-    return guard.check()
-
-
 class HostsSideWitness:
     """Whether a host's own ``witness:`` addresses answer, asked in the background and cached
     like the guard: for the correlated-silence hold, which must never block a stream thread."""

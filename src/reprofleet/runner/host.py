@@ -654,19 +654,16 @@ class HostRunner:
                 self.append(record)
                 self.reconcile_orphans(self.agent())
                 record = self.run_attempt(cell, index)
-            cut = self.ctx.cut_since(self.host.name, slot_began) \
-                if record.outcome in (Outcome.WEDGE, Outcome.REBOOT) else None
-            if cut is not None:  # a neighbour's cycle switched our shared outlet: not this host's doing
-                record = replace(record, outcome=Outcome.INFRA, reason=ReasonCode.CUT.words(cut), detect_latency_s=None)
+            if record.outcome in (Outcome.WEDGE, Outcome.REBOOT):
+                cut = self.ctx.cut_since(self.host.name, slot_began)
+                if cut is not None:  # a neighbour's cycle switched our shared outlet: not this host's doing
+                    record = replace(record, outcome=Outcome.INFRA, reason=ReasonCode.CUT.words(cut),
+                                     detect_latency_s=None)
                 self.append(record)
                 declared = record
-                after = self.after_cut(record)
-                self.amend(record, after)
-                record = after
-            elif record.outcome in (Outcome.WEDGE, Outcome.REBOOT):
-                self.append(record)
-                declared = record
-                if record.outcome is Outcome.WEDGE:
+                if cut is not None:
+                    after = self.after_cut(record)
+                elif record.outcome is Outcome.WEDGE:
                     after = self.after_wedge(record)
                 else:
                     after = self.after_reboot(record, found_on_resume=True) if resume else self.after_reboot(record)

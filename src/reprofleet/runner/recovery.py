@@ -388,68 +388,44 @@ class Recovery:
                 self.ctx.note_cut(other, f"{runner.host.name} was cycled through the shared outlet "
                                          f"{', '.join(sorted(shared))}")
 
-    @staticmethod
-    def _not_on(power: Any) -> list[Any]:
-        """The outlets of ``power`` that do not read on (unreadable ones included)."""
-        from reprofleet.power.base import PowerState
+    def _on_again(self, runner: "HostRunner", power: Any, warn: bool = True) -> bool:
+        """One round of "on" to every outlet of ``power`` not reading on (``switch_on_until``
+        with no time to spare); True when all read on. What still failed is a warning."""
+        from reprofleet.power.ports import switch_on_until
 
-        pending = []
-        for driver in power.drivers:
-            try:
-                if driver.status() is not PowerState.ON:
-                    pending.append(driver)
-            except PowerError:
-                pending.append(driver)
-        return pending
-
-    @staticmethod
-    def _on_again(drivers: list[Any]) -> list[Any]:
-        """Send "on" to each; the ones that still failed."""
-        failed = []
-        for driver in drivers:
-            try:
-                driver.on()
-            except PowerError:
-                failed.append(driver)
-        return failed
+        try:
+            switch_on_until(power, 0.0, self.clock)
+        except PowerError as exc:
+            if warn:
+                self.ctx.event(runner.host.name, CampaignEvent.WARNING, message=str(exc))
+            return False
+        return True
 
     def _last_on(self, runner: "HostRunner", power: Any) -> None:
         """Before a host is quarantined: no outlet of it may be left reading off without a last "on"."""
-        from reprofleet.power.base import PowerState
-
-        for driver in power.drivers:
-            try:
-                state = driver.status()
-            except PowerError:
-                state = PowerState.UNKNOWN
-            if state is PowerState.ON:
-                continue
-            try:
-                driver.on()
-            except PowerError as exc:
-                self.ctx.event(runner.host.name, CampaignEvent.WARNING,
-                               message=f"a last 'on' before quarantine failed: {exc}")
+        self._on_again(runner, power)
 
     def _answers_within(self, runner: "HostRunner", deadline_s: float, retry_on: Any = None) -> bool:
         """Does the host's SSH port answer within ``deadline_s`` (polled with backoff)?
 
-        ``retry_on``: the host's power after a failed cycle: every poll, each outlet that does not
-        read on is sent "on" again, so one lost reply never leaves a host off until the deadline.
+        ``retry_on``: the host's power after a failed cycle: until every outlet reads on, each
+        poll first sends one round of "on", so one lost reply never leaves a host off until the
+        deadline, and a host that boots meanwhile is seen at once (a BMC that keeps failing its
+        read-backs never holds the boot polls back for its whole retry budget).
         """
         deadline = self.clock.monotonic() + deadline_s
         delays = self.timings.boot_polls().delays()
-        pending = self._not_on(retry_on) if retry_on is not None else []
+        switching = retry_on is not None
         while self.clock.monotonic() < deadline:
             if self.ctx.stop.is_set():
                 raise RecoveryError("campaign stopped while waiting for the host to boot")
-            if pending:
-                pending = self._on_again(pending)
+            if switching:
+                switching = not self._on_again(runner, retry_on, warn=False)
             if runner.port.banner(self.timings.banner_timeout_s):
                 return True
             self.clock.wait(self.ctx.stop, min(next(delays), max(0.0, deadline - self.clock.monotonic())))
-        if pending:
-            self.ctx.event(runner.host.name, CampaignEvent.WARNING,
-                           message=f"outlets still not on after retries: {', '.join(d.outlet_key for d in pending)}")
+        if switching:  # said once, with the last round's words
+            self._on_again(runner, retry_on)
         return False
 
     def _wait_for_person(self, runner: "HostRunner", seq: Sequence) -> None:
