@@ -145,6 +145,7 @@ def test_kill_of_an_unknown_id_kills_a_container_labelled_with_it(state_dir: Pat
 def test_attempts_running_lists_containers_whose_supervisor_is_gone(state_dir: Path, docker) -> None:
     h.run_agent(state_dir, "run", "--id", "x1", "--timeout", "10", "--sample-hz", "0", "--kmsg", "",
                 "--container", "reprofleet-x1", "--", "true", env=docker.env())
+    h.wait_exited(state_dir, "x1", env=docker.env())  # its supervisor is gone, its container (below) is not
     docker.write({"reprofleet-x1": container("x1"), "reprofleet-y1": container("y1"),
                   "not-ours": {"id": "cd" * 32, "labels": {"team": "gpu"}}})
     rc, lines, _ = h.run_agent(state_dir, "attempts", "--running", env=docker.env())

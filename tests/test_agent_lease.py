@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import signal
-import time
 import sys
 from pathlib import Path
 
@@ -30,14 +29,7 @@ def test_a_second_attempt_is_refused_while_an_orphan_still_runs_on_the_gpu(state
 
 def test_the_attempt_listing_tells_running_exited_and_lost_apart(state_dir: Path) -> None:
     h.run_agent(state_dir, "run", "--id", "done", "--timeout", "10", "--", "sh", "-c", "true")
-    # its supervisor records the exit on its own: until it has, the agent refuses a second
-    # attempt on the GPU (one at a time), so wait for the evidence, bounded
-    deadline = time.monotonic() + 15
-    while time.monotonic() < deadline:
-        _, lines, _ = h.run_agent(state_dir, "attempts")
-        if {a["id"]: a["status"] for a in lines[0]["attempts"]}.get("done") == "exited":
-            break
-        time.sleep(0.05)
+    h.wait_exited(state_dir, "done")  # one attempt at a time: the next starts once this one is recorded
     proc = start_run(state_dir, "gone", "echo up; sleep 30")
     read_until(proc, "up")
     pid = int((state_dir / "attempts" / "gone" / "supervisor.pid").read_text())

@@ -49,7 +49,7 @@ class Timings:
     probe_timeout_s: float = 1.0  # a round with no answer by then is DEAD
     userspace_s: float = 60.0  # KERNEL without SSHD this long is a userspace wedge
     fleet_window_s: float = 5.0  # hosts silent within this window of each other: a correlated silence
-    correlated_hold_s: float = 300.0  # a correlated silence is held this long at most (a switch reboot: 1-5 min)
+    correlated_hold_s: float = 300.0  # a correlated silence is held this long at most (a switch reboot takes minutes)
     guard_period_s: float = 3.0  # the partition guard's answer is reused this long after its check finished
     guard_budget_s: float = 1.0  # one guard check asks every witness at once, for at most this long
     pause_cap_s: float = 600.0  # our network down this long: the attempt ends as infra
