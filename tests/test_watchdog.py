@@ -253,6 +253,35 @@ def test_a_peer_on_the_same_segment_still_answering_lets_the_hold_go_at_once() -
     assert not [f for _, what, f in events.seen if what == "silence_hold"]  # never held: ws03 answers
 
 
+def test_hosts_held_through_a_switch_outage_are_judged_by_fresh_rounds_once_a_peer_answers() -> None:
+    """The switch comes back: ws03's stream speaks first and releases ws01 and ws02 (rule
+    peer), whose last rounds all ran while the switch was down. Their own answers come on the
+    next rounds: no wedge (caught on the fleet: two healthy hosts declared a moment after the
+    first one cleared, and recorded infra)."""
+    clock, events = FakeClock(), Events()
+    switch = {"up": False}
+    fleet = FleetLiveness(window_s=5.0, network_ok=lambda: True, hold_s=300.0, clock=clock,
+                          segments={"ws01": "rack1", "ws02": "rack1", "ws03": "rack1"})
+    answer = lambda: ProbeAnswer.SSHD if switch["up"] else ProbeAnswer.DEAD  # noqa: E731
+    held, first_back = _together(fleet, clock, ["ws01", "ws02"], answer, events), _together(fleet, clock, ["ws03"], answer)
+    assert _tick(held + first_back, clock, 45.0) == [Verdict.HELD] * 3
+    switch["up"] = True
+    verdicts = [_tick(held, clock, 0.25, live=first_back) for _ in range(12)]
+    assert Verdict.WEDGED not in {v for round_ in verdicts for v in round_}
+    assert verdicts[-1] == [Verdict.ALIVE_BUT_DETACHED] * 2  # their sshd answers: re-attach, not cycle
+    assert [f["rule"] for _, what, f in events.seen if what == "silence_release"] == ["peer"] * 2
+
+
+def test_a_host_released_by_a_peer_that_stays_dead_is_a_wedge_after_its_fresh_rounds() -> None:
+    clock, events = FakeClock(), Events()
+    fleet = FleetLiveness(window_s=5.0, network_ok=lambda: True, hold_s=300.0, clock=clock,
+                          segments={"ws01": "rack1", "ws02": "rack1"})
+    (frozen,), (peer,) = _together(fleet, clock, ["ws01"], events=events), _together(fleet, clock, ["ws02"])
+    assert _tick([frozen, peer], clock, 10.0) == [Verdict.HELD] * 2
+    assert _tick([frozen], clock, 0.25, live=[peer]) == [Verdict.SUSPECT]  # released: fresh rounds first
+    assert _tick([frozen], clock, 3.0, live=[peer]) == [Verdict.WEDGED]
+
+
 def test_a_peer_on_another_segment_does_not_vouch_for_this_one() -> None:
     clock = FakeClock()
     fleet = FleetLiveness(window_s=5.0, network_ok=lambda: True, hold_s=300.0, clock=clock,

@@ -28,7 +28,7 @@ from typing import Any, Callable, Mapping, Protocol, Sequence
 
 from reprofleet.config import DEFAULT_TIMINGS, Timings
 from reprofleet.liveness.probes import ProbeAnswer
-from reprofleet.liveness.silence_hold import SilenceHold, judge_silence
+from reprofleet.liveness.silence_hold import HoldRule, SilenceHold, judge_silence
 from reprofleet.model.events import CampaignEvent
 
 MAX_ROUNDS_IN_FLIGHT = 8  # a probe thread that outlives its timeout never piles up more
@@ -318,6 +318,15 @@ class Watchdog:
             if self._held is not None:
                 self._held = None
                 self._event(CampaignEvent.SILENCE_RELEASE, **hold.to_json())
+                if hold.rule is not HoldRule.OUTLASTED:
+                    # a peer or a witness answers: the segment works *now*, and this host's
+                    # rounds so far ran while it did not. Judge it by fresh rounds from here
+                    # (a switch back from its reboot: the first host heard released the
+                    # others a moment before their own answers came, and they were cut)
+                    self._kernel_only_since = None
+                    self._dead_in_a_row = 0
+                    self._fresh_rounds(now)
+                    return Verdict.SUSPECT
         self.wedge_kind = kind
         return Verdict.WEDGED
 
