@@ -81,3 +81,24 @@ def test_by_enumeration_the_one_sided_bound_misses_the_true_ratio_about_as_often
     misses = [_miss_rate(n, rho, p2, bounds) for rho, p2 in itertools.product((0.1, 0.2, 1 / 3, 0.5, 1.0),
                                                                                 np.linspace(0.05, 0.95, 19))]
     assert max(misses) <= worst
+
+
+def test_beyond_two_to_one_the_comparison_takes_the_e_process_which_holds_where_the_score_bound_does_not() -> None:
+    from reprofleet.stats.comparison import p_fixed, weigh
+
+    sparse = [((0, 136), (1, 10))]  # where the advice of a one-sample rule would lead: 136 clean against 1/10
+    assert ratio.upper_bound(sparse).upper < 0.2  # the score bound says "a fifth at most" from one reproduction
+    evidence = weigh(sparse, anytime_valid=False, fixed_ratio=0.2)
+    assert "e-process" in evidence.ratio_method and evidence.ratio_upper > 1.0
+    assert not ratio.balanced(sparse) and ratio.balanced([((0, 20), (1, 10))])
+
+    def false_fixed(n1: int, n2: int, rho: float) -> float:
+        decided = np.array([[p_fixed([((x, n1), (y, n2))], anytime_valid=False, fixed_ratio=rho) < 0.05
+                             for y in range(n2 + 1)] for x in range(min(n1, 20) + 1)])
+        worst = 0.0
+        for p2 in np.linspace(0.01, 0.99, 50):
+            px = binom.pmf(np.arange(decided.shape[0]), n1, rho * p2)
+            py = binom.pmf(np.arange(n2 + 1), n2, p2)
+            worst = max(worst, float((px[:, None] * py[None, :] * decided).sum()))
+        return worst
+    assert false_fixed(136, 10, 0.2) <= 0.05  # the score bound alone: 11.7% (p2 = 0.03)

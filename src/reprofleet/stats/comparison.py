@@ -8,8 +8,9 @@ Two one-sided questions, each a family of its own across a report's cells (Holm)
   strata on several (:mod:`reprofleet.stats.intervals`). Anytime-valid: the e-process of
   :mod:`reprofleet.stats.anytime` at rate ratio 1.
 * **fixed**: is the rate ratio (cell / reference) below the playbook's ``fixed_ratio``?
-  Fixed-n: Miettinen and Nurminen's stratified score test (:mod:`reprofleet.stats.ratio`).
-  Anytime-valid: the e-process at that ratio.
+  Fixed-n: Miettinen and Nurminen's stratified score test (:mod:`reprofleet.stats.ratio`),
+  where every host's two sides are within 2:1 (the designs its enumeration vouches for);
+  otherwise, and at any look before the planned end: the e-process at that ratio.
 
 The upper bound on the ratio printed beside them inverts the same test. The stop rules
 (:mod:`reprofleet.stats.stop_rules`) and the judge (``reprofleet.verdicts``) both call
@@ -63,16 +64,26 @@ def weigh(strata: Sequence[Stratum], *, anytime_valid: bool, fixed_ratio: float,
         return Evidence(True, anytime.p_value(strata, 1.0), anytime.METHOD_RATIO, sequence.p_at_threshold,
                         fixed_ratio, sequence.upper, anytime.METHOD_RATIO, confidence)
     p_below, method, odds_ratio, heterogeneity = _fixed_n_below(strata)
+    if not rate_ratio.balanced(strata):
+        sequence = anytime.ratio_upper(strata, 1.0 - confidence, fixed_ratio)
+        return Evidence(False, p_below, method, sequence.p_at_threshold, fixed_ratio, sequence.upper,
+                        f"{anytime.METHOD_RATIO}, as a host's two sides differ more than 2:1", confidence,
+                        odds_ratio, heterogeneity)
     bound = rate_ratio.upper_bound(strata, confidence, fixed_ratio)
     return Evidence(False, p_below, method, bound.p_at_threshold, fixed_ratio, bound.upper,
                     bound.method, confidence, odds_ratio, heterogeneity)
 
 
-def p_values(strata: Sequence[Stratum], *, anytime_valid: bool, fixed_ratio: float) -> tuple[float, float]:
-    """(p_below, p_fixed) of :func:`weigh` without the bound (what the advice searches over)."""
-    if anytime_valid:
-        return anytime.p_value(strata, 1.0), anytime.p_value(strata, fixed_ratio)
-    return _fixed_n_below(strata)[0], rate_ratio.p_at_least(strata, fixed_ratio)
+def p_below(strata: Sequence[Stratum], *, anytime_valid: bool) -> float:
+    """:func:`weigh`'s ``p_below`` alone (what the advice searches over)."""
+    return anytime.p_value(strata, 1.0) if anytime_valid else _fixed_n_below(strata)[0]
+
+
+def p_fixed(strata: Sequence[Stratum], *, anytime_valid: bool, fixed_ratio: float) -> float:
+    """:func:`weigh`'s ``p_fixed`` alone, without the bound (cheap: no exact test)."""
+    if anytime_valid or not rate_ratio.balanced(strata):
+        return anytime.p_value(strata, fixed_ratio)
+    return rate_ratio.p_at_least(strata, fixed_ratio)
 
 
 def rarer(cell: tuple[int, int], other: tuple[int, int], *, anytime_valid: bool) -> float:
