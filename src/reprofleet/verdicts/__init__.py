@@ -172,6 +172,14 @@ def _campaign_judging(pool: Pool) -> Judging:
                    min(j.fixed_ratio for j in judgings), first.early_reproductions)
 
 
+def _split(identity: str, ids: Sequence[str]) -> tuple[str, ...]:
+    """A cell whose name ran with several contents: this row is one of them, never their pool."""
+    same = [i for i in ids if cell_name(i) == cell_name(identity)]
+    if len(same) < 2:
+        return ()
+    return (f"{cell_name(identity)} ran with {len(same)} different contents; this row is {identity} alone",)
+
+
 def _caveats(pool: Pool, campaigns: set[str]) -> tuple[str, ...]:
     infos = [pool.campaigns[c] for c in sorted(campaigns, key=natural_key) if c in pool.campaigns]
     out = [i.caveat for i in infos if i.caveat]
@@ -199,9 +207,10 @@ def judge(pool: Pool, reference: str | None = None) -> Judgement:
     campaigns_of: dict[str, set[str]] = {}
     for item in judged:
         campaigns_of.setdefault(item.cell_id, set()).add(item.campaign)
+    report_caveats = tuple(w for w in warnings if w.startswith("the campaigns name different reference cells"))
     cells = [CellFacts(names[i], i, table[(i, ALL_HOSTS)], {h: table[(i, h)] for h in hosts if (i, h) in table},
                        i in ref_ids, looks.of(cell_name(i)), _stopped(pool, cell_name(i), judged),
-                       _caveats(pool, campaigns_of[i])) for i in ids]
+                       _caveats(pool, campaigns_of[i]) + _split(i, ids) + report_caveats) for i in ids]
     compared = _compare(cells, ref_ids, hosts, table, looks, judging)
     families = Families({i: c.evidence.p_below for i, c in compared.items() if c.evidence},
                         {i: c.evidence.p_fixed for i, c in compared.items() if c.evidence})

@@ -298,10 +298,12 @@ def _never_reproduced(cell: CellFacts, compared: Compared, context: Context, tai
         return Decision(VerdictKind.LESS_OFTEN, w.join(_less_often_head(compared, result, context),
                                                        [rate, counts, worst, advice.words, *extra, *tail]),
                         bound, result, advice, worst)
+    bound_words = f"rate ratio ≤ {w.ratio(result.ratio_upper or math.inf)} ({result.ratio_method})"
+    shown = (f"rarer by its exact test ({fmt_p(result.p_adjusted)}, {result.method}, Holm-adjusted), but its "
+             f"{bound_words} does not exclude the reference's own rate" if result.p_adjusted < ALPHA else
+             f"not shown rarer ({fmt_p(result.p_adjusted)}, {result.method}, Holm-adjusted); {bound_words}")
     head = (f"clean so far against {context.reference}: 0/{pairing.cell_counts(context.table)[1]} against "
-            f"{ref_k}/{ref_n} on {w.hosts_words(list(pairing.hosts))}, {rate}; not shown rarer "
-            f"({fmt_p(result.p_adjusted)}, {result.method}, Holm-adjusted; rate ratio ≤ "
-            f"{w.ratio(result.ratio_upper or math.inf)})")
+            f"{ref_k}/{ref_n} on {w.hosts_words(list(pairing.hosts))}, {rate}; {shown}")
     return Decision(VerdictKind.CLEAN_SO_FAR, w.join(head, [counts, worst, advice.words, *extra, *tail]),
                     bound, result, advice, worst)
 
