@@ -68,7 +68,8 @@ def decide(monkeypatch: pytest.MonkeyPatch) -> list[tuple[Any, ...]]:
     """Replace ``stopping.decide`` by the stand-in and record every call."""
     calls: list[tuple[Any, ...]] = []
 
-    def recording(rule: StopRule, cell: tuple[int, int], reference: tuple[int, int], planned: int) -> Any:
+    def recording(rule: StopRule, cell: tuple[int, int], reference: tuple[int, int], planned: int,
+                  conclusion: Any = None) -> Any:
         calls.append((rule, cell, reference, planned))
         return first_reproduction_decide(rule, cell, reference, planned)
 
@@ -155,13 +156,15 @@ def test_a_tally_counts_reproductions_and_judged_by_the_campaigns_roles(tmp_path
         {"host": "h1", "cell": "fix", "outcome": "reboot", "last_phase": None},
         {"host": "h1", "cell": "fix", "outcome": "clean", "last_phase": "ready"},
         {"host": "h1", "cell": "fix", "outcome": "error", "last_phase": "model_load"},  # before the phase at risk
-        {"host": "h1", "cell": "fix", "outcome": "hang", "last_phase": "cuda_graph_capture"},  # reached it
+        {"host": "h1", "cell": "fix", "outcome": "hang", "last_phase": "cuda_graph_capture"},  # in it: never clean
+        {"host": "h1", "cell": "fix", "outcome": "error", "last_phase": "ready"},  # after it: a non-reproduction
         {"host": "h1", "cell": "fix", "outcome": "infra", "last_phase": "ready"},
+        {"host": "h1", "cell": "fix", "outcome": "infra", "reason": "interrupted: the campaign was stopped"},  # runs again
         {"host": "h1", "cell": "ref", "outcome": "clean", "last_phase": "ready"},
     ]
     stops = HostStops(playbook, earlier)
     assert stops.tally("fix").counts == (2, 4)
-    assert stops.tally("fix").attempts == 6
+    assert stops.tally("fix").attempts == 7
     assert stops.tally("ref").counts == (0, 1)
     assert stops.tally("never-ran").counts == (0, 0)
 
@@ -344,18 +347,35 @@ def test_the_manifest_records_judging_reference_order_seed_and_each_cells_identi
 
 # -- with the real stopping.decide -----------------------------------------------------
 
-def test_clean_attempts_that_rule_out_the_reference_stop_a_first_reproduction_cell_as_fixed(tmp_path: Path) -> None:
-    # the reference wedges 4 of 4: its one-sided 95% lower bound is 47%, which 5 clean attempts rule out
-    playbook = book(tmp_path, cell("ref", 0), cell("fix", 1), stop=FIRST, attempts=4)
+def test_a_first_reproduction_cell_stops_as_fixed_exactly_where_the_judge_calls_it_fixed(tmp_path: Path) -> None:
+    # the reference wedges 11 of 11; the old one-sample rule stopped "fix" after 5 clean attempts,
+    # where the judge said "clean so far"; now it stops where the judge's anytime-valid rule concludes
+    from dataclasses import replace
+
+    from reprofleet.records.pooling import Plan, load_pool
+    from reprofleet.verdicts import VerdictKind, judge
+
+    playbook = book(tmp_path, cell("ref", 0), cell("fix", 1), stop=FIRST, attempts=11)
     script: Script = lambda name, index: (Outcome.WEDGE, "cuda_graph_capture") if name == "ref" \
         else (Outcome.CLEAN, "ready")
     _, directory = run_host(playbook, tmp_path, script)
     fix = [r for r in records_of(directory) if r["cell"] == "fix"]
-    assert [r["outcome"] for r in fix] == ["clean"] * 5
+    conclusion = stopping.Conclusion(playbook.judging.fixed_ratio, 1)
+    first = next(n for n in range(1, 40) if stopping.decide(FIRST, (0, n), (11, 11), 11, conclusion))
+    assert [r["outcome"] for r in fix] == ["clean"] * first and first > 5
     (event,) = stop_events(directory)
-    assert event["cell"] == "fix" and event["verdict"] == "fixed" and event["judged"] == 5
-    assert "rule out" in event["why"]
-    assert len([r for r in records_of(directory) if r["cell"] == "ref"]) == 4
+    assert event["cell"] == "fix" and event["verdict"] == "fixed" and event["judged"] == first
+
+    def verdict_after(clean: int) -> Any:
+        pool = load_pool([directory.root])
+        kept = tuple(r for r in pool.records if r["cell"] == "ref" or r["attempt_index"] < clean)
+        info = replace(pool.campaigns["unit-campaign"], judging=playbook.judging, reference="ref", cells=("ref", "fix"),
+                       plan=Plan(11, ("h1",), {"fix": 33}), caveat="")
+        pool = replace(pool, records=kept, campaigns={"unit-campaign": info})
+        return next(v for v in judge(pool).verdicts if v.cell == "fix")
+    assert verdict_after(first).kind is VerdictKind.FIXED and "stopped by first_reproduction" in verdict_after(first).text
+    assert verdict_after(first - 1).kind is not VerdictKind.FIXED
+    assert len([r for r in records_of(directory) if r["cell"] == "ref"]) == 11
 
 
 def test_the_real_decide_stops_a_cell_at_its_first_wedge(tmp_path: Path) -> None:

@@ -1,5 +1,6 @@
 """The playbook keys that decide what counts mean and when a cell may stop early:
-``reproductions``, ``reference``, ``at_risk_phase``, ``max_excluded_share`` and ``stop``."""
+``reproductions``, ``reference``, ``at_risk_phase``, ``max_excluded_share``, ``fixed_ratio``,
+``early_reproductions`` and ``stop``."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from reprofleet.errors import PlaybookError
-from reprofleet.model import Outcome, Phase, Playbook, StopKind, StopRule
+from reprofleet.model import EarlyReproductions, Judging, Outcome, Phase, Playbook, StopKind, StopRule
 from reprofleet.playbook import load_playbook
 
 
@@ -52,6 +53,15 @@ def test_judging_settings_reach_the_playbooks_judging(tmp_path: Path) -> None:
     assert (judging.reproductions, judging.at_risk_phase, judging.max_excluded_share) == (
         (Outcome.WEDGE,), Phase.CUDA_GRAPH_CAPTURE, 0.5)
     assert load(tmp_path, "max_excluded_share: 1\n" + CELLS).max_excluded_share == 1.0
+
+
+def test_fixed_ratio_and_early_reproductions_reach_the_judging_and_default_to_the_simulations_choice(
+        tmp_path: Path) -> None:
+    assert (load(tmp_path, CELLS).judging.fixed_ratio, load(tmp_path, CELLS).judging.early_reproductions) == (
+        0.2, EarlyReproductions.COUNT)
+    judging = load(tmp_path, "fixed_ratio: 0.1\nearly_reproductions: exclude\n" + CELLS).judging
+    assert (judging.fixed_ratio, judging.early_reproductions) == (0.1, EarlyReproductions.EXCLUDE)
+    assert Judging.from_json(judging.to_json()) == judging
 
 
 @pytest.mark.parametrize(
@@ -124,6 +134,9 @@ def test_a_cells_own_stop_rule_wins_over_the_campaign_wide_one_and_is_no_factor(
         ("stop: {rule: first_reproduction, p0: 0.3}\n" + CELLS, "4:stop.p0", "does not apply"),
         ("stop: {rule: fixed_n, beta: 0.1}\n" + CELLS, "4:stop.beta", "it reads nothing else"),
         ("stop: {rule: sprt, p0: 0.3, p1: 0.29}\n" + CELLS, "4:stop.p1", "no design"),
+        ("fixed_ratio: 1\n" + CELLS, "4:fixed_ratio", "a fraction in (0, 1)"),
+        ("fixed_ratio: '1/3'\n" + CELLS, "4:fixed_ratio", "a fraction in (0, 1)"),
+        ("early_reproductions: exclud\n" + CELLS, "4:early_reproductions", "did you mean 'exclude'?"),
         (CELLS + "    stop: {rule: sprt, p0: 0.3, p1: 0.5}\n", "8:matrix[1].stop.p1", "must be below p0"),
         (CELLS + "    stop:\n      rule: sprt\n", "8:matrix[1].stop.p0", "needs 'p0'"),
         (CELLS + "    stopp: {rule: sprt}\n", "8:matrix[1].stopp", "did you mean 'stop'?"),

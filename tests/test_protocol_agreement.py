@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from reprofleet.model import EventKind, Phase
+from reprofleet.model import PHASE_ORDERS, EngineRunner, EventKind, Phase
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "collectors"))
 import gpu_health  # noqa: E402
@@ -14,6 +14,24 @@ import vllm_phases  # noqa: E402
 
 def test_the_agent_and_the_controller_name_the_same_phases_in_the_same_order() -> None:
     assert list(vllm_phases.V1_ORDER) == [p.value for p in Phase]
+
+
+def test_the_controller_knows_the_phase_order_of_every_engine_generation_the_agent_parses() -> None:
+    agent = {name: tuple(value) for name, value in vars(vllm_phases).items()
+             if name.endswith("_ORDER") and isinstance(value, tuple)}
+    controller = {runner: tuple(p.value for p in order) for runner, order in PHASE_ORDERS.items()}
+    assert set(agent.values()) == set(controller.values())  # no order on one side only
+    assert controller[EngineRunner.V1_RUNNER] == agent["V1_ORDER"] == controller[EngineRunner.V0_ENGINE]
+    assert controller[EngineRunner.V2_RUNNER] == agent["V2_ORDER"]
+
+
+def test_a_v2_start_read_by_the_agent_fits_only_the_controllers_v2_order() -> None:
+    from reprofleet.model.phases import runners_of
+
+    log = (Path(__file__).resolve().parent / "fixtures" / "vllm-logs" / "v0.33.0-dflash-v2runner.log").read_text()
+    phases = [phase for _, phase in vllm_phases.phases_of(log.splitlines())]
+    assert phases.index("cuda_graph_capture") < phases.index("kv_cache")
+    assert runners_of(phases[-1], phases) == (EngineRunner.V2_RUNNER,)
 
 
 def test_every_kind_the_protocol_documents_is_known_to_the_controller() -> None:

@@ -31,12 +31,15 @@ def test_report_pins_rates_comparison_and_wedge_details() -> None:
     records += [_rec("lgc-2800", "ws01", "clean") for _ in range(6)]
     records += [_rec("lgc-2800", "ws01", "infra", reason="interrupted: the campaign was stopped")]
     text = _report(records)
-    assert "| default (reference) | ws01 | 6 | 2 | 0 | 0 | 4 | 0 | 0 | 0 | 67% (4/6) |" in text
-    assert "| lgc-2800 | ws01 | 6 | 6 | 0 | 0 | 0 | 0 | 1 | 1 | 0% (0/6) | 0%–46% |" in text
+    # columns: judged, the six outcomes, error/hang at risk, excluded, not run, the rate, its interval
+    assert "| default (reference) | ws01 | 6 | 2 | 0 | 0 | 4 | 0 | 0 | 0 | 0 | 0 | 67% (4/6) |" in text
+    assert "| lgc-2800 | ws01 | 6 | 6 | 0 | 0 | 0 | 0 | 0 | 0 | 0 | 1 | 0% (0/6) | 0%–46% |" in text
     assert "95% two-sided exact" in text
-    assert "| lgc-2800 | fixed at 95% against default: rate below 39% (p = 0.011, Holm-adjusted; 95% one-sided" in text
+    assert ("| lgc-2800 | reproduces less often than default, if at all: 0/6 against 4/6 on ws01, rate ratio ≤ 0.54 "
+            "(95% one-sided, Miettinen-Nurminen score; rarer: p = 0.011") in text
+    assert "| lgc-2800 | ws01 | Boschloo exact (less) on ws01 | 0.0105 | 0.0105 | 0.54 | 0.18 | — | — |" in text
     assert "Skipping CuTeDSL warmup" in text and "8.1 s" in text and "no Xid/NVRM/AER/MCE/watchdog line" in text
-    assert "1× infra: interrupted: the campaign was stopped" in text
+    assert "## Slots not run" in text and "- 1× interrupted: the campaign was stopped" in text
 
 
 def test_a_volatile_journal_is_called_out() -> None:

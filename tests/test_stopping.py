@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from reprofleet.model import StopKind, StopRule
-from reprofleet.stats.stop_rules import StopDecision, decide, max_attempts
+from reprofleet.stats.comparison import concludes_fixed, weigh
+from reprofleet.stats.stop_rules import Conclusion, StopDecision, decide, max_attempts
 
 FIXED = StopRule()
 FIRST = StopRule(StopKind.FIRST_REPRODUCTION)
@@ -32,11 +33,25 @@ def test_first_reproduction_stops_at_the_first_reproduction() -> None:
         StopKind.FIRST_REPRODUCTION, "first reproduction at attempt 3", "reproduces")
 
 
-def test_clean_attempts_that_rule_out_the_references_lower_bound_stop_a_cell_as_fixed() -> None:
-    # reference 5 of 6: one-sided 95% lower bound 41.8%; 0.582^5 = 0.067, 0.582^6 = 0.039 -> 6 clean attempts
-    assert decide(FIRST, (0, 5), (5, 6), PLANNED) is None
-    assert decide(FIRST, (0, 6), (5, 6), PLANNED) == StopDecision(
-        StopKind.FIRST_REPRODUCTION, "6 clean attempts rule out the reference's lower bound 42% at 95%", "fixed")
+def _first_fixed(rule: StopRule, reference: tuple[int, int], conclusion: Conclusion = Conclusion()) -> int:
+    return next(n for n in range(1, 500) if (d := decide(rule, (0, n), reference, 1000, conclusion)) and d.verdict)
+
+
+def test_clean_attempts_stop_a_cell_as_fixed_only_where_the_judges_anytime_rule_concludes() -> None:
+    # reference 5 of 6: the old one-sample rule stopped at 6 clean attempts, where the judge said "clean so far"
+    assert decide(FIRST, (0, 6), (5, 6), PLANNED) is None
+    n = _first_fixed(FIRST, (5, 6))
+    decision = decide(FIRST, (0, n), (5, 6), 1000)
+    assert decision is not None and decision.verdict == "fixed" and "anytime-valid" in decision.why
+    alpha = 0.05
+    evidence = weigh([((0, n), (5, 6))], anytime_valid=True, fixed_ratio=Conclusion().fixed_ratio)
+    before = weigh([((0, n - 1), (5, 6))], anytime_valid=True, fixed_ratio=Conclusion().fixed_ratio)
+    assert concludes_fixed(evidence, alpha) and not concludes_fixed(before, alpha)
+
+
+def test_a_stop_waits_for_the_strictest_holm_rank_of_the_playbooks_cells() -> None:
+    assert _first_fixed(FIRST, (10, 10), Conclusion(family=4)) > _first_fixed(FIRST, (10, 10), Conclusion(family=1))
+    assert _first_fixed(FIRST, (10, 10), Conclusion(fixed_ratio=0.1)) > _first_fixed(FIRST, (10, 10))
 
 
 def test_a_reference_that_never_reproduced_rules_nothing_out() -> None:
@@ -52,19 +67,26 @@ def test_first_reproduction_gives_up_at_its_cap_without_a_claim() -> None:
 
 def test_a_stricter_level_needs_more_clean_attempts() -> None:
     strict = StopRule(StopKind.FIRST_REPRODUCTION, confidence=0.99)
-    # reference 5 of 6 at 99%: lower bound 29.4%; 0.706^13 = 0.0108, 0.706^14 = 0.0076 -> 14 (6 at 95%)
-    assert decide(strict, (0, 13), (5, 6), PLANNED) is None
-    decision = decide(strict, (0, 14), (5, 6), PLANNED)
-    assert decision is not None and decision.verdict == "fixed" and "at 99%" in decision.why
+    assert _first_fixed(strict, (10, 10)) > _first_fixed(FIRST, (10, 10))
 
 
-def test_sprt_stops_when_the_llr_crosses_a_boundary() -> None:
+def test_sprt_stops_as_fixed_only_when_the_reference_measured_on_the_host_agrees() -> None:
+    # the LLR crosses its upper boundary at 9 clean attempts (2.94 >= 2.77), but against 3/9 nothing is shown
     assert decide(SPRT, (0, 8), (3, 8), PLANNED) is None
-    assert decide(SPRT, (0, 9), (3, 9), PLANNED) == StopDecision(StopKind.SPRT, "SPRT: fixed (LLR 2.94 >= 2.77)",
-                                                                 "fixed")
+    assert decide(SPRT, (0, 9), (3, 9), PLANNED) is None
+    n = _first_fixed(SPRT, (20, 20))
+    decision = decide(SPRT, (0, n), (20, 20), PLANNED)
+    assert decision is not None and decision.verdict == "fixed" and "upper SPRT boundary" in decision.why
     assert decide(SPRT, (1, 2), (1, 2), PLANNED) == StopDecision(
-        StopKind.SPRT, "SPRT: reproduces (LLR -1.98 <= -1.56)", "reproduces")
+        StopKind.SPRT, "lower SPRT boundary (LLR -1.98 <= -1.56) after 1 reproduction", "reproduces")
     assert decide(SPRT, (1, 10), (3, 10), PLANNED) is None  # -2.30 + 9 x 0.33 = 0.63: keep going
+
+
+def test_a_cell_equal_to_a_reference_that_runs_far_below_the_playbooks_p0_never_stops_as_fixed() -> None:
+    # p0 = 0.3 is the playbook's guess; the reference really runs at 10% on this host
+    for n in range(9, 43):
+        decision = decide(SPRT, (0, n), (3, 30), PLANNED)
+        assert decision is None or decision.verdict != "fixed"
 
 
 def test_sprt_stops_without_a_claim_at_its_cap() -> None:
@@ -74,8 +96,8 @@ def test_sprt_stops_without_a_claim_at_its_cap() -> None:
                                                                   None)
 
 
-def test_the_reference_never_matters_to_an_sprt() -> None:
-    assert decide(SPRT, (0, 9), (0, 0), PLANNED) == decide(SPRT, (0, 9), (9, 9), PLANNED)
+def test_without_reference_counts_an_sprt_never_claims_fixed() -> None:
+    assert decide(SPRT, (0, 9), (0, 0), PLANNED) is None
 
 
 def test_an_sprt_rule_without_its_rates_is_refused() -> None:

@@ -8,6 +8,7 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from rich.console import Console
 from rich.live import Live
+from rich.markup import escape
 from rich.table import Table
 
 from reprofleet.verdicts import Judgement, Row, natural_key, pct
@@ -83,8 +84,8 @@ def summary_table(judgement: Judgement, title: str) -> Table:
     """Per cell and host: judged attempts, each outcome, excluded, the rate with its exact interval."""
     label = judgement.rows[0].rate.label() if judgement.rows else "95% two-sided exact"
     table = Table(title=title)
-    for column in ("cell", "host", "judged", "clean", "error", "hang", "wedge", "reboot", "infra", "excluded",
-                   "repro rate", f"{label} CI"):
+    for column in ("cell", "host", "judged", "clean", "error", "hang", "wedge", "reboot", "infra", "at risk",
+                   "excluded", "runs again", "repro rate", f"{label} CI"):
         table.add_column(column, justify="left" if column in ("cell", "host") else "right")
     for row in judgement.rows:
         table.add_row(*_row(row))
@@ -98,28 +99,30 @@ def verdict_table(judgement: Judgement) -> Table:
     table.add_column("verdict")
     for verdict in judgement.verdicts:
         style = VERDICT_STYLE.get(verdict.kind.value, "")
-        stopped = f" [dim](stopped early: {'; '.join(verdict.stopped)}; intervals approximate)[/]" if verdict.stopped else ""
         name = f"{verdict.cell} (reference)" if verdict.reference else verdict.cell
-        table.add_row(name, f"[{style}]{verdict.text}[/]{stopped}" if style else verdict.text + stopped)
+        text = escape(verdict.text)  # a stop is in the sentence ("stopped by RULE after n"), never its claim
+        table.add_row(escape(name), f"[{style}]{text}[/]" if style else text)
     for warning in judgement.warnings:
-        table.add_row("[yellow]note[/]", f"[yellow]{warning}[/]")
+        table.add_row("[yellow]note[/]", f"[yellow]{escape(warning)}[/]")
     return table
 
 
-VERDICT_STYLE = {"reproduces": "bold red", "host-specific": "red", "fixed": "green", "cannot judge": "yellow"}
+VERDICT_STYLE = {"reproduces": "bold red", "reproduces less often": "red", "host-specific": "red", "fixed": "green",
+                 "cannot judge": "yellow"}
 
 
 def _row(row: Row) -> list[str]:
     tally = row.tally
     approx = "≈" if row.approximate else ""
-    rate = "—" if tally.judged == 0 else f"{approx}{pct(tally.reproductions / tally.judged)} ({tally.reproductions}/{tally.judged})"
+    mix = " mix" if row.mix else ""
+    rate = "—" if tally.judged == 0 else f"{approx}{pct(tally.reproductions / tally.judged)} ({tally.reproductions}/{tally.judged}){mix}"
     ci = "—" if tally.judged == 0 else f"{approx}{pct(row.rate.low)}–{pct(row.rate.high)}"
     cells = [f"{row.cell} (ref)" if row.reference else row.cell, row.host, str(tally.judged)]
     for outcome in ("clean", "error", "hang", "wedge", "reboot", "infra"):
         value = tally.outcomes.get(outcome, 0)
         style = OUTCOME_STYLE[outcome] if value and outcome in ("wedge", "reboot") else ""
         cells.append(f"[{style}]{value}[/]" if style else str(value))
-    return cells + [str(tally.excluded), rate, ci]
+    return cells + [str(tally.at_risk), str(tally.excluded), str(tally.not_run), rate, ci]
 
 
 def shown(value: Any, unit: str = "") -> str:

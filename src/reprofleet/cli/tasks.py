@@ -410,6 +410,14 @@ def _report_outputs(c: Any, out: str) -> tuple[Path, Path]:
     return target / "report.md", target / "report.html"
 
 
+def _override_caveat(info: Any, counted: tuple[Any, ...]) -> str:
+    """A campaign without campaign.json judged with --reproductions: its verdicts say so."""
+    if info.source:
+        return str(info.caveat)
+    return (f"campaign {info.campaign} has no campaign.json: judged with --reproductions "
+            f"{','.join(o.value for o in counted)} and no phase at risk")
+
+
 @task(klass=RestTask, iterable=["paths"],
       help={"paths": "campaign folders or attempts.jsonl files: invoke report PATH [PATH ...] (also --paths A,B; "
                      "default: every campaign under reports/)",
@@ -435,7 +443,8 @@ def report(c: Context, paths: list[str] | None = None, reproductions: str = "", 
             counted = tuple(Outcome(o.strip()) for o in reproductions.split(",") if o.strip())
         except ValueError as exc:
             raise BadArgument(f"--reproductions: {exc}") from None
-        pool = replace(pool, campaigns={k: replace(v, judging=replace(v.judging, reproductions=counted))
+        pool = replace(pool, campaigns={k: replace(v, judging=replace(v.judging, reproductions=counted),
+                                                   caveat=_override_caveat(v, counted))
                                         for k, v in pool.campaigns.items()})
     judgement = judge(pool, reference or None)
     if json_:

@@ -4,8 +4,9 @@ Nothing here does I/O. Modules exchange these instead of bare dicts so that a re
 see what a host, a cell or an attempt record *is* in one place. Every name is re-exported
 here, so ``from reprofleet.model import Host`` works whichever module defines it.
 
-Modules: ``values`` (read-only mappings), ``outcomes`` (Outcome, Phase, Role), ``judging``
-(Judging, StopRule), ``stream`` (the kinds of stream line), ``hosts`` (Host, PowerPort,
+Modules: ``values`` (read-only mappings), ``outcomes`` (Outcome, Phase, Role), ``phases``
+(each engine generation's phase order, where an attempt ended against the phase at risk),
+``judging`` (Judging, StopRule), ``stream`` (the kinds of stream line), ``hosts`` (Host, PowerPort,
 CredentialRef, NetconsoleSetting), ``cells`` (Cell, GpuPolicy, HostDebug, Runtime),
 ``playbook`` (Playbook, Poc, Timeouts), ``records`` (Record, the schema version),
 ``events`` (the campaign's event names), ``reasons`` (typed reasons an attempt was not judged).
@@ -15,7 +16,9 @@ from __future__ import annotations
 
 from reprofleet.model.values import frozen_mapping
 from reprofleet.model.outcomes import Outcome, PHASE_ORDER, Phase, Role, phase_reached
-from reprofleet.model.judging import DEFAULT_MAX_EXCLUDED_SHARE, DEFAULT_REPRODUCTIONS, Judging, StopKind, StopRule
+from reprofleet.model.phases import PHASE_ORDERS, EngineRunner, PhasePosition
+from reprofleet.model.judging import (DEFAULT_FIXED_RATIO, DEFAULT_MAX_EXCLUDED_SHARE, DEFAULT_REPRODUCTIONS, Classified,
+                                      EarlyReproductions, Judging, StopKind, StopRule)
 from reprofleet.model.stream import EventKind
 from reprofleet.model.hosts import CredentialRef, Host, NetconsoleSetting, PowerPort
 from reprofleet.model.cells import Cell, GpuPolicy, HostDebug, PipOptions, Runtime, RuntimeKind
@@ -28,9 +31,13 @@ __all__ = [
     "CACHE_MODES",
     "CampaignEvent",
     "Cell",
+    "Classified",
     "CredentialRef",
+    "DEFAULT_FIXED_RATIO",
     "DEFAULT_MAX_EXCLUDED_SHARE",
     "DEFAULT_REPRODUCTIONS",
+    "EarlyReproductions",
+    "EngineRunner",
     "EventKind",
     "GpuPolicy",
     "Host",
@@ -39,7 +46,9 @@ __all__ = [
     "NetconsoleSetting",
     "Outcome",
     "PHASE_ORDER",
+    "PHASE_ORDERS",
     "Phase",
+    "PhasePosition",
     "PipOptions",
     "Playbook",
     "Poc",

@@ -4,62 +4,108 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import Enum, unique
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
-from reprofleet.model.outcomes import Outcome, Phase, Role, phase_reached
+from reprofleet.model.outcomes import Outcome, Phase, Role
+from reprofleet.model.phases import PhasePosition, position
+from reprofleet.model.reasons import slot_runs_again
 
 
 DEFAULT_MAX_EXCLUDED_SHARE = 0.2
+# "fixed" needs the rate ratio's upper bound below this; chosen by bench/fixed_ratio.py (README, Verdicts)
+DEFAULT_FIXED_RATIO = 0.2
 
 
 DEFAULT_REPRODUCTIONS: tuple["Outcome", ...] = (Outcome.WEDGE, Outcome.REBOOT)
+
+
+@unique
+class EarlyReproductions(str, Enum):
+    """What a reproduction before the phase at risk counts as (the playbook's ``early_reproductions``)."""
+
+    COUNT = "count"  # a reproduction, flagged in the verdict (the default: a frozen host is a fact)
+    EXCLUDE = "exclude"  # out of the rate, with its reason (the freeze is taken as another bug)
+
+
+@dataclass(frozen=True)
+class Classified:
+    """One attempt's role, why it is not in the rate (empty when it is), and whether it is a
+    reproduction that came before the phase at risk."""
+
+    role: Role
+    reason: str = ""
+    early: bool = False
 
 
 @dataclass(frozen=True)
 class Judging:
     """How a campaign's outcomes count. Written into the manifest; every report uses it.
 
-    A watchdog reset of a locked host is a ``reboot``, so reboots count by default. An
-    ``error`` or ``hang`` says something about the bug only when the attempt reached the
-    phase at risk (for the seed: CUDA-graph capture); before it (a broken image, a typo)
-    it is excluded, so six errors never read like a fix. Without ``at_risk_phase`` they are
-    always excluded. ``infra`` is always excluded.
+    A watchdog reset of a locked host is a ``reboot``, so reboots count by default. Only an
+    attempt that got *through* the phase at risk (for the seed: CUDA-graph capture) is a
+    non-reproduction: a clean exit, or an ``error`` or ``hang`` after it. An error or hang
+    *in* it is its own role (it may be the bug caught short of a freeze) and never clean;
+    one before it (a broken image, a typo) is excluded, so six errors never read like a
+    fix. "Before", "in" and "after" follow the engine's own phase order (``model.phases``).
+    Without ``at_risk_phase`` errors and hangs are always excluded. ``infra`` is excluded,
+    and a slot that runs again (interrupted, not run, cut) is in nothing at all.
+    ``fixed_ratio``: "fixed" needs the rate ratio (cell / reference) bounded below it.
     """
 
     reproductions: tuple[Outcome, ...] = DEFAULT_REPRODUCTIONS
     at_risk_phase: Phase | None = None
     max_excluded_share: float = DEFAULT_MAX_EXCLUDED_SHARE  # above it a cell is "cannot judge"
+    fixed_ratio: float = DEFAULT_FIXED_RATIO
+    early_reproductions: EarlyReproductions = EarlyReproductions.COUNT
 
-    def role(self, outcome: "Outcome | str", last_phase: str | None = None) -> Role:
+    def classify(self, outcome: "Outcome | str", last_phase: str | None = None,
+                 phases: Sequence[str] | None = None, infra_reason: str | None = None) -> Classified:
+        """The role of one attempt, from its outcome, the phases it went through and (infra)
+        the reason its record gives."""
         outcome = Outcome(outcome)
         if outcome is Outcome.INFRA:
-            return Role.EXCLUDED
+            if slot_runs_again(outcome.value, infra_reason):
+                return Classified(Role.NOT_RUN, str(infra_reason)[:100])
+            return Classified(Role.EXCLUDED, f"infra: {str(infra_reason)[:100]}" if infra_reason
+                              else "infra: could not be judged")
+        where = position(last_phase, phases, self.at_risk_phase) if self.at_risk_phase else None
+        risk = self.at_risk_phase.value if self.at_risk_phase else ""
         if outcome in self.reproductions:
-            return Role.REPRODUCTION
+            if where is not PhasePosition.BEFORE:
+                return Classified(Role.REPRODUCTION)
+            if self.early_reproductions is EarlyReproductions.EXCLUDE:
+                return Classified(Role.EXCLUDED, f"{outcome.value} before {risk} (last phase "
+                                  f"{last_phase or 'none'}; early_reproductions: exclude)")
+            return Classified(Role.REPRODUCTION, early=True)
         if outcome is Outcome.CLEAN:
-            return Role.NON_REPRODUCTION
-        if outcome in (Outcome.ERROR, Outcome.HANG) and self.at_risk_phase is not None \
-                and phase_reached(last_phase, self.at_risk_phase):
-            return Role.NON_REPRODUCTION
-        return Role.EXCLUDED
+            return Classified(Role.NON_REPRODUCTION)
+        if outcome not in (Outcome.ERROR, Outcome.HANG):
+            return Classified(Role.EXCLUDED, f"{outcome.value}: not counted as a reproduction by this campaign")
+        if where is None:
+            return Classified(Role.EXCLUDED, f"{outcome.value}: no at_risk_phase set, so it says nothing about the bug")
+        if where is PhasePosition.AFTER:
+            return Classified(Role.NON_REPRODUCTION)
+        if where is PhasePosition.IN:
+            return Classified(Role.FAILED_AT_RISK, f"{outcome.value} in {risk}")
+        if where is PhasePosition.BEFORE:
+            return Classified(Role.EXCLUDED, f"{outcome.value} before {risk} (last phase {last_phase or 'none'})")
+        return Classified(Role.EXCLUDED, f"{outcome.value} at {last_phase}: before or after {risk} depending on the "
+                          "engine's runner, and the record does not list the phases it went through")
 
-    def exclusion_reason(self, outcome: "Outcome | str", last_phase: str | None = None) -> str:
-        """Why an excluded attempt is not in the rate (for reports); empty when it is in."""
-        outcome = Outcome(outcome)
-        if self.role(outcome, last_phase) is not Role.EXCLUDED:
-            return ""
-        if outcome is Outcome.INFRA:
-            return "infra: could not be judged"
-        if outcome in (Outcome.ERROR, Outcome.HANG):
-            if self.at_risk_phase is None:
-                return f"{outcome.value}: no at_risk_phase set, so it says nothing about the bug"
-            return f"{outcome.value} before {self.at_risk_phase.value} (last phase {last_phase or 'none'})"
-        return f"{outcome.value}: not counted as a reproduction by this campaign"
+    def role(self, outcome: "Outcome | str", last_phase: str | None = None,
+             phases: Sequence[str] | None = None, infra_reason: str | None = None) -> Role:
+        return self.classify(outcome, last_phase, phases, infra_reason).role
+
+    def exclusion_reason(self, outcome: "Outcome | str", last_phase: str | None = None,
+                         phases: Sequence[str] | None = None, infra_reason: str | None = None) -> str:
+        """Why an attempt is not in the rate (for reports); empty when it is in."""
+        return self.classify(outcome, last_phase, phases, infra_reason).reason
 
     def to_json(self) -> dict[str, Any]:
         return {"reproductions": [o.value for o in self.reproductions],
                 "at_risk_phase": self.at_risk_phase.value if self.at_risk_phase else None,
-                "max_excluded_share": self.max_excluded_share}
+                "max_excluded_share": self.max_excluded_share, "fixed_ratio": self.fixed_ratio,
+                "early_reproductions": self.early_reproductions.value}
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any] | None) -> "Judging":
@@ -69,7 +115,9 @@ class Judging:
         phase = data.get("at_risk_phase")
         return cls(reproductions=tuple(Outcome(o) for o in data.get("reproductions") or ("wedge",)),
                    at_risk_phase=Phase(phase) if phase else None,
-                   max_excluded_share=float(data.get("max_excluded_share", DEFAULT_MAX_EXCLUDED_SHARE)))
+                   max_excluded_share=float(data.get("max_excluded_share", DEFAULT_MAX_EXCLUDED_SHARE)),
+                   fixed_ratio=float(data.get("fixed_ratio", DEFAULT_FIXED_RATIO)),
+                   early_reproductions=EarlyReproductions(data.get("early_reproductions", "count")))
 
 
 @unique

@@ -36,7 +36,8 @@ PHASE_ORDER: tuple[str, ...] = tuple(p.value for p in Phase)
 
 
 def phase_reached(last_phase: str | None, phase: "Phase") -> bool:
-    """Whether an attempt whose last phase was ``last_phase`` got as far as ``phase``."""
+    """Whether ``last_phase`` is at or past ``phase`` in the V1 runner's order (the figures'
+    order). Judging does not use it: an engine's order decides there (``model.phases``)."""
     if last_phase not in PHASE_ORDER:
         return False
     return PHASE_ORDER.index(str(last_phase)) >= PHASE_ORDER.index(phase.value)
@@ -47,5 +48,7 @@ class Role(str, Enum):
     """What one outcome means for a cell's rate."""
 
     REPRODUCTION = "reproduction"  # in the numerator and the denominator
-    NON_REPRODUCTION = "non_reproduction"  # in the denominator only
-    EXCLUDED = "excluded"  # in neither, but counted and shown with its reason
+    NON_REPRODUCTION = "non_reproduction"  # in the denominator only: it got through the phase at risk
+    FAILED_AT_RISK = "failed_at_risk"  # an error or hang inside the phase at risk: its own column, never clean
+    EXCLUDED = "excluded"  # in neither, but counted and shown with its reason (and in the excluded share)
+    NOT_RUN = "not_run"  # a slot that runs again (interrupted, not run, cut): in no rate and no share

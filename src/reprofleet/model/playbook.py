@@ -5,7 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from reprofleet.model.cells import Cell
-from reprofleet.model.judging import DEFAULT_MAX_EXCLUDED_SHARE, DEFAULT_REPRODUCTIONS, Judging, StopRule
+from reprofleet.model.judging import (DEFAULT_FIXED_RATIO, DEFAULT_MAX_EXCLUDED_SHARE, DEFAULT_REPRODUCTIONS,
+                                      EarlyReproductions, Judging, StopRule)
 from reprofleet.model.outcomes import Outcome, Phase
 
 
@@ -54,10 +55,13 @@ class Playbook:
     at_risk_phase: Phase | None = None
     max_excluded_share: float = DEFAULT_MAX_EXCLUDED_SHARE
     stop: StopRule = StopRule()  # campaign-wide; a cell's own ``stop`` wins
+    fixed_ratio: float = DEFAULT_FIXED_RATIO  # "fixed" needs the rate ratio's upper bound below it
+    early_reproductions: EarlyReproductions = EarlyReproductions.COUNT
 
     @property
     def judging(self) -> Judging:
-        return Judging(self.reproductions, self.at_risk_phase, self.max_excluded_share)
+        return Judging(self.reproductions, self.at_risk_phase, self.max_excluded_share, self.fixed_ratio,
+                       self.early_reproductions)
 
     @property
     def reference_cell(self) -> Cell:

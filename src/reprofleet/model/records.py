@@ -42,6 +42,7 @@ class Record:
     last_heartbeat: str | None = None  # the last line heard from the host (heartbeats included)
     wedge_declared: str | None = None
     last_phase: str | None = None
+    phases: tuple[str, ...] | None = None  # every phase entered, in order: which engine order applies (model.phases)
     last_log_line: str | None = None
     telemetry: Mapping[str, Any] | None = None
     forensics: Mapping[str, Any] | None = None

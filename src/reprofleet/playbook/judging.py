@@ -11,7 +11,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from reprofleet.model import DEFAULT_REPRODUCTIONS, Cell, Outcome, Phase, StopKind, StopRule
+from reprofleet.model import (DEFAULT_FIXED_RATIO, DEFAULT_REPRODUCTIONS, Cell, EarlyReproductions, Outcome, Phase,
+                              StopKind, StopRule)
 from reprofleet.stats.sprt import fixed_n
 from reprofleet.suggest import did_you_mean
 
@@ -85,6 +86,32 @@ def max_excluded_share(doc: Doc, top: Any, default: float) -> float:
         raise doc.fail(top, "max_excluded_share", "max_excluded_share",
                        f"must be a share in (0, 1], e.g. 0.2 for 20%, got {value!r}")
     return float(value)
+
+
+def fixed_ratio(doc: Doc, top: Any) -> float:
+    """``fixed_ratio:`` in (0, 1): "fixed" needs the upper bound of the rate ratio (cell /
+    reference) below it. The default was chosen by simulation (README, Verdicts): smaller is
+    a stronger claim and needs more clean attempts (0.1: about 90 against a reference at 50%)."""
+    if "fixed_ratio" not in top:
+        return DEFAULT_FIXED_RATIO
+    value = top["fixed_ratio"]
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < 1:
+        raise doc.fail(top, "fixed_ratio", "fixed_ratio",
+                       f"must be a fraction in (0, 1), e.g. 0.33 for 'at most a third of the reference's rate', got {value!r}")
+    return float(value)
+
+
+EARLY = tuple(e.value for e in EarlyReproductions)
+
+
+def early_reproductions(doc: Doc, top: Any) -> EarlyReproductions:
+    """``early_reproductions: count | exclude``: a reproduction before ``at_risk_phase`` is
+    counted and flagged in the verdict (the default), or excluded as another bug's."""
+    value = top.get("early_reproductions", EarlyReproductions.COUNT.value)
+    if value not in EARLY:
+        raise doc.fail(top, "early_reproductions", "early_reproductions",
+                       f"must be one of {', '.join(EARLY)}, got {value!r}{did_you_mean(str(value), EARLY)}")
+    return EarlyReproductions(value)
 
 
 def stop_rule(doc: Doc, container: Any, key: str, path: str) -> StopRule:

@@ -20,7 +20,8 @@ from reprofleet.playbook.cells import parse_cells
 from reprofleet.playbook.document import Doc, line_of_path, positive, valid_name
 
 TOP_KEYS = ("name", "description", "poc", "runtime", "attempts", "timeouts", "order", "seed",
-            "reproductions", "reference", "at_risk_phase", "max_excluded_share", "stop", "defaults", "matrix")
+            "reproductions", "reference", "at_risk_phase", "max_excluded_share", "fixed_ratio", "early_reproductions",
+            "stop", "defaults", "matrix")
 POC_KEYS = ("script", "cache", "cache_source")
 TIMEOUT_KEYS = ("attempt", "boot", "connect")
 ORDERS = ("blocks", "interleaved", "sequential", "shuffled")  # the first is the default
@@ -93,6 +94,8 @@ def _settings(doc: Doc, top: Any, path: str | Path, file: str, attempts_override
         at_risk_phase=judging.at_risk_phase(doc, top),
         max_excluded_share=judging.max_excluded_share(doc, top, DEFAULT_MAX_EXCLUDED_SHARE),
         stop=judging.stop_rule(doc, top, "stop", "stop") if top.get("stop") is not None else StopRule(),
+        fixed_ratio=judging.fixed_ratio(doc, top),
+        early_reproductions=judging.early_reproductions(doc, top),
     )
 
 

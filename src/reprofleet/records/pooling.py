@@ -6,6 +6,13 @@ rate in a campaign's ``report.md`` and in any pooled report. The same attempt fo
 (two controllers' copies of one folder) counts once; the same attempt id with different
 contents is an error that names both files, because one of them is wrong and a report
 cannot know which.
+
+Whether a report looks at a campaign's planned end is part of what it judges on (a look
+before it needs anytime-valid numbers), so a campaign also brings its plan (attempts per
+cell, hosts; from ``campaign.json``) and whether a controller holds it right now (its
+``CampaignLock``). A folder without ``campaign.json`` is judged with the default
+reproductions (wedge and reboot, as the playbook's own default) and says so in every
+verdict that rests on it, never silently.
 """
 
 from __future__ import annotations
@@ -15,8 +22,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
-from reprofleet.model import Judging
-from reprofleet.records.store import RecordError, read_log_lines, read_records
+from reprofleet.model import Judging, StopKind, StopRule
+from reprofleet.stats.stop_rules import max_attempts
+from reprofleet.records.store import CampaignLock, RecordError, read_log_lines, read_records
 from reprofleet.model.events import CampaignEvent, event_of
 
 # Keys that may differ between two copies of one attempt without changing what it says.
@@ -24,14 +32,36 @@ VOLATILE_KEYS = ("stream",)
 
 
 @dataclass(frozen=True)
+class Plan:
+    """What a campaign planned: every cell on every one of these hosts, this many times (a
+    cell under a stop rule up to its rule's cap, ``slots``)."""
+
+    attempts_per_cell: int
+    hosts: tuple[str, ...]
+    slots: Mapping[str, int] = field(default_factory=dict)  # cell name -> its slots per host, where not the default
+
+    def of(self, cell: str) -> int:
+        return self.slots.get(cell, self.attempts_per_cell)
+
+
+@dataclass(frozen=True)
 class CampaignInfo:
-    """What a campaign's manifest says about judging its records."""
+    """What a campaign's manifest says about judging its records.
+
+    ``plan`` None: no plan is known, and the records are taken as the whole design (a
+    bench's synthetic campaign; ``load_pool`` sets it from ``campaign.json`` and says so in
+    ``caveat`` when the manifest has none). ``running``: a controller held the campaign's
+    folder when it was read. ``caveat``: words every verdict resting on this campaign
+    carries (a missing manifest)."""
 
     campaign: str
     judging: Judging
     reference: str | None = None
     cells: tuple[str, ...] = ()  # names in playbook order
     source: str = ""
+    plan: Plan | None = None
+    running: bool = False
+    caveat: str = ""
 
 
 @dataclass(frozen=True)
@@ -44,8 +74,13 @@ class Pool:
     sources: tuple[str, ...] = ()
 
     def judging_of(self, record: Mapping[str, Any]) -> Judging:
-        info = self.campaigns.get(str(record.get("campaign")))
-        return info.judging if info else Judging.from_json(None)
+        """The record's own campaign's rules; the default ones (and a caveat, :meth:`info_of`)
+        for a campaign this pool has no manifest of."""
+        return self.info_of(record).judging
+
+    def info_of(self, record: Mapping[str, Any]) -> CampaignInfo:
+        name = str(record.get("campaign"))
+        return self.campaigns.get(name) or missing_manifest(name)
 
     def cell_order(self) -> list[str]:
         """Cell names in playbook order, campaign by campaign."""
@@ -56,6 +91,29 @@ class Pool:
 
     def references(self) -> list[str]:
         return list(dict.fromkeys(i.reference for i in self.campaigns.values() if i.reference))
+
+
+def missing_manifest(campaign: str) -> CampaignInfo:
+    """A campaign whose ``campaign.json`` is not there: the playbook's default judging
+    (reproductions wedge and reboot), and words that say so."""
+    default = Judging()
+    return CampaignInfo(campaign, default, caveat=f"campaign {campaign} has no campaign.json: judged with the default "
+                        f"reproductions ({', '.join(o.value for o in default.reproductions)}) and no phase at risk; "
+                        "--reproductions chooses them")
+
+
+def _plan(data: Mapping[str, Any]) -> Plan | None:
+    attempts, hosts = data.get("attempts_per_cell"), data.get("hosts")
+    if not isinstance(attempts, int) or isinstance(attempts, bool) or not isinstance(hosts, list):
+        return None
+    names = tuple(str(h.get("name")) for h in hosts if isinstance(h, dict) and h.get("name"))
+    slots = {}
+    for cell in data.get("cells") or []:
+        if isinstance(cell, dict) and isinstance(cell.get("stop"), dict):
+            rule = StopRule.from_json(cell["stop"])
+            if rule.kind is not StopKind.FIXED_N:
+                slots[str(cell.get("name"))] = max_attempts(rule, attempts)
+    return Plan(attempts, names, slots) if names else None
 
 
 def read_manifest(path: Path) -> CampaignInfo | None:
@@ -69,10 +127,14 @@ def read_manifest(path: Path) -> CampaignInfo | None:
     if judging_data is None and data.get("reproductions"):
         judging_data = {"reproductions": data["reproductions"]}  # written before roles existed
     cells = tuple(str(c.get("name")) for c in data.get("cells") or [] if isinstance(c, dict))
-    return CampaignInfo(campaign=str(data.get("campaign") or path.parent.name),
+    plan = _plan(data)
+    name = str(data.get("campaign") or path.parent.name)
+    return CampaignInfo(campaign=name,
                         judging=Judging.from_json(judging_data),
                         reference=data.get("reference") or (cells[0] if cells else None),
-                        cells=cells, source=str(path))
+                        cells=cells, source=str(path), plan=plan, running=CampaignLock.held(path.parent),
+                        caveat="" if plan else f"campaign {name}'s campaign.json records no plan (attempts_per_cell, "
+                                               "hosts): its records are taken as the whole design")
 
 
 def _stop_events(folder: Path) -> list[dict[str, Any]]:
@@ -108,9 +170,9 @@ def load_pool(paths: Iterable[Path]) -> Pool:
             for record in read_records(file):
                 _add(seen, record, str(file))
     records = tuple(entry for entry, _ in seen.values())
-    for entry in records:  # campaigns without a manifest still get the old default
+    for entry in records:  # campaigns without a manifest: the default, and a caveat in every verdict
         name = str(entry.get("campaign"))
-        campaigns.setdefault(name, CampaignInfo(name, Judging.from_json(None)))
+        campaigns.setdefault(name, missing_manifest(name))
     return Pool(records, campaigns, tuple(stops.values()), tuple(sources))
 
 

@@ -109,6 +109,26 @@ class CampaignLock:
             self._handle.close()  # closing drops the flock
             self._handle = None
 
+    @classmethod
+    def held(cls, folder: Path) -> bool:
+        """Whether a controller holds ``folder`` now (a report on a running campaign looks
+        before its end). Asks for a shared lock without waiting and gives it back at once:
+        a controller starting in that instant is refused as if a second one ran, and its
+        user starts it again."""
+        path = Path(folder) / cls.NAME
+        if not path.exists():
+            return False
+        try:
+            with open(path, "r", encoding="utf-8") as handle:
+                try:
+                    fcntl.flock(handle.fileno(), fcntl.LOCK_SH | fcntl.LOCK_NB)
+                except BlockingIOError:
+                    return True
+                fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
+        except OSError:
+            return False
+        return False
+
 
 def iso_utc(unix_time: float | None) -> str | None:
     """The timestamp format of every record: ISO 8601 UTC, milliseconds, ``Z``."""

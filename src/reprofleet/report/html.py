@@ -45,19 +45,22 @@ def verdict_table(judgement: Judgement) -> str:
 
 def rate_table(judgement: Judgement) -> str:
     label = judgement.rows[0].rate.label() if judgement.rows else "95% two-sided exact"
-    head = "".join(f"<th>{o}</th>" for o in OUTCOMES)
+    head = "".join(f"<th>{o}</th>" for o in OUTCOMES) + "<th>error/hang at risk</th>"
     body = []
     for row in judgement.rows:
         tally, approx = row.tally, "≈ " if row.approximate else ""
-        rate = f"{approx}{pct(tally.reproductions / tally.judged)} ({tally.reproductions}/{tally.judged})" if tally.judged else "—"
+        mix = " (this fleet's mix)" if row.mix else ""
+        rate = (f"{approx}{pct(tally.reproductions / tally.judged)} ({tally.reproductions}/{tally.judged}){mix}"
+                if tally.judged else "—")
         ci = f"{approx}{pct(row.rate.low)}–{pct(row.rate.high)}" if tally.judged else "—"
         counts = "".join(f'<td class="n{" o-" + o if tally.outcomes.get(o) and o in ("wedge", "reboot") else ""}">'
-                         f"{tally.outcomes.get(o, 0)}</td>" for o in OUTCOMES)
+                         f"{tally.outcomes.get(o, 0)}</td>" for o in OUTCOMES) + f'<td class="n">{tally.at_risk}</td>'
         cls = ' class="pooled"' if row.host == ALL_HOSTS else ""
         cell = f"{row.cell} (reference)" if row.reference else row.cell
         body.append(f"<tr{cls}><td>{_e(cell)}</td><td>{_e(row.host)}</td><td class=\"n\">{tally.judged}</td>{counts}"
-                    f"<td class=\"n\">{tally.excluded}</td><td class=\"n\">{_e(rate)}</td><td class=\"n\">{_e(ci)}</td></tr>")
-    return (f'<table class="rates"><thead><tr><th>cell</th><th>host</th><th>judged</th>{head}<th>excluded</th>'
+                    f"<td class=\"n\">{tally.excluded}</td><td class=\"n\">{tally.not_run}</td><td class=\"n\">{_e(rate)}</td>"
+                    f"<td class=\"n\">{_e(ci)}</td></tr>")
+    return (f'<table class="rates"><thead><tr><th>cell</th><th>host</th><th>judged</th>{head}<th>excluded</th><th>not run</th>'
             f"<th>reproduction rate</th><th>{_e(label)} CI</th></tr></thead><tbody>{''.join(body)}</tbody></table>")
 
 

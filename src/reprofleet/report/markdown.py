@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Any, Iterable, Mapping, Sequence
 
 from reprofleet.verdicts import ALL_HOSTS, Judgement, fmt_p, pct
+from reprofleet.verdicts.words import ratio
 from reprofleet.report.host_debug import markdown_section as host_debug_section
 from reprofleet.report.evidence import bmc_words, wall_at_freeze, wall_words
 
@@ -24,16 +25,20 @@ def _cell(name: str, reference: bool) -> str:
 
 def _rate_table(judgement: Judgement) -> list[str]:
     label = judgement.rows[0].rate.label() if judgement.rows else "95% two-sided exact"
-    lines = ["| cell | host | judged | " + " | ".join(OUTCOMES) + f" | excluded | reproduction rate | {label} CI |",
-             "| --- | --- | ---: | " + " | ".join("---:" for _ in OUTCOMES) + " | ---: | ---: | --- |"]
+    lines = ["| cell | host | judged | " + " | ".join(OUTCOMES) + " | error/hang at risk | excluded | not run "
+             f"| reproduction rate | {label} CI |",
+             "| --- | --- | ---: | " + " | ".join("---:" for _ in OUTCOMES) + " | ---: | ---: | ---: | ---: | --- |"]
     for row in judgement.rows:
         tally = row.tally
         approx = "≈ " if row.approximate else ""
-        rate = f"{approx}{pct(tally.reproductions / tally.judged)} ({tally.reproductions}/{tally.judged})" if tally.judged else "—"
+        mix = " (this fleet's mix)" if row.mix else ""
+        rate = (f"{approx}{pct(tally.reproductions / tally.judged)} ({tally.reproductions}/{tally.judged}){mix}"
+                if tally.judged else "—")
         ci = f"{approx}{pct(row.rate.low)}–{pct(row.rate.high)}" if tally.judged else "—"
         counts = " | ".join(str(tally.outcomes.get(o, 0)) for o in OUTCOMES)
         host = f"**{row.host}**" if row.host == ALL_HOSTS else row.host
-        lines.append(f"| {_cell(row.cell, row.reference)} | {host} | {tally.judged} | {counts} | {tally.excluded} | {rate} | {ci} |")
+        lines.append(f"| {_cell(row.cell, row.reference)} | {host} | {tally.judged} | {counts} | {tally.at_risk} | "
+                     f"{tally.excluded} | {tally.not_run} | {rate} | {ci} |")
     return lines
 
 
@@ -42,19 +47,23 @@ def _comparisons(judgement: Judgement) -> list[str]:
     if not compared:
         return []
     ref = next(v for v in judgement.verdicts if v.reference)
-    lines = [f"Each cell against `{ref.cell}` ({ref.reproductions}/{ref.judged}). Cells that never reproduced are "
-             "tested one-sided (does it reproduce less often?), the others two-sided; p-values are Holm-adjusted "
-             f"across the {len(compared)} cells of this report. Hosts are strata: a cell is compared with the "
-             "reference host by host where both ran on several hosts.", "",
-             "| cell | reproductions | test | p | Holm-adjusted p | common odds ratio | hosts disagree (p) |",
-             "| --- | ---: | --- | ---: | ---: | ---: | ---: |"]
+    lines = [f"Each cell against `{ref.cell}`, only on the hosts that ran both (the strata; the reference "
+             "identity that ran on each host). Two one-sided questions, each Holm-adjusted across the "
+             f"{len(compared)} cells of this report: does it reproduce less often at all, and is its rate ratio "
+             "(cell / reference) below the playbook's `fixed_ratio`? Fixed-n numbers at a campaign's planned end, "
+             "anytime-valid ones at any other look.", "",
+             "| cell | hosts compared | test | p | Holm-adjusted p | rate ratio ≤ (95% one-sided) | ratio below "
+             f"{judgement.judging.fixed_ratio:g}: Holm-adjusted p | common odds ratio | hosts disagree (p) |",
+             "| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |"]
     for verdict in compared:
         test = verdict.against_reference
         assert test is not None
-        ratio = "—" if test.odds_ratio is None else f"{test.odds_ratio:.3g}"
+        odds = "—" if test.odds_ratio is None else f"{test.odds_ratio:.3g}"
         hetero = "—" if test.heterogeneity_p is None else f"{test.heterogeneity_p:.2g}"
-        lines.append(f"| {verdict.cell} | {verdict.reproductions}/{verdict.judged} | {test.method} | "
-                     f"{test.p_value:.3g} | {test.p_adjusted:.3g} | {ratio} | {hetero} |")
+        bound = "—" if test.ratio_upper is None else ratio(test.ratio_upper)
+        fixed = "—" if test.p_fixed_adjusted is None else f"{test.p_fixed_adjusted:.3g}"
+        lines.append(f"| {verdict.cell} | {', '.join(test.hosts)} | {test.method} | {test.p_value:.3g} | "
+                     f"{test.p_adjusted:.3g} | {bound} | {fixed} | {odds} | {hetero} |")
     return lines
 
 
@@ -96,12 +105,9 @@ def _wedges(records: Iterable[Mapping[str, Any]]) -> list[str]:
 
 
 def verdict_rows(judgement: Judgement) -> list[tuple[str, str]]:
-    """(cell, verdict) pairs, word for word: report.md, report.html and the terminal print these."""
-    rows = []
-    for verdict in judgement.verdicts:
-        stopped = f" (stopped early: {'; '.join(verdict.stopped)}; intervals approximate)" if verdict.stopped else ""
-        rows.append((_cell(verdict.cell, verdict.reference), f"{verdict.text}{stopped}"))
-    return rows
+    """(cell, verdict) pairs, word for word: report.md, report.html and the terminal print these.
+    A stop is already in the sentence ("stopped by RULE after n"), never the rule's own claim."""
+    return [(_cell(verdict.cell, verdict.reference), verdict.text) for verdict in judgement.verdicts]
 
 
 def verdict_lines(judgement: Judgement) -> list[str]:
@@ -111,13 +117,15 @@ def verdict_lines(judgement: Judgement) -> list[str]:
 def _header(judgement: Judgement) -> list[str]:
     judging = judgement.judging
     hosts = ", ".join(judgement.hosts)
-    risk = (f"`error` and `hang` count as non-reproductions only when the attempt reached `{judging.at_risk_phase.value}`; "
-            "before it they are excluded." if judging.at_risk_phase else
-            "`error` and `hang` are excluded (no `at_risk_phase` set).")
+    risk = (f"`error` and `hang` count as non-reproductions only after `{judging.at_risk_phase.value}` (in the "
+            "engine's own phase order); in it they have a column of their own and are never clean, before it they "
+            "are excluded." if judging.at_risk_phase else "`error` and `hang` are excluded (no `at_risk_phase` set).")
     lines = [f"{judgement.attempts} attempts on {len(judgement.hosts)} hosts ({hosts}). Reproductions: "
              f"{', '.join(o.value for o in judging.reproductions)} (shown in separate columns). {risk} `infra` is "
-             f"never in a rate. A cell with more than {judging.max_excluded_share:.0%} of its attempts excluded "
-             f"cannot be judged. Reference cell: `{judgement.reference}`."]
+             f"never in a rate, and a slot that runs again (interrupted, not run) is in no rate and no share. A cell "
+             f"that never reproduced with more than {judging.max_excluded_share:.0%} of its attempts excluded cannot "
+             f"be judged. \"fixed\" needs the rate ratio (cell / reference) bounded below "
+             f"{judging.fixed_ratio:g}. Reference cell: `{judgement.reference}`."]
     lines += [f"> **Note:** {w}" for w in judgement.warnings]
     return lines
 
@@ -151,6 +159,9 @@ def render_markdown(judgement: Judgement, records: Sequence[Mapping[str, Any]], 
         parts += ["", "## Not judged (excluded from every rate)", ""]
         parts += [f"- {n}× {reason}" for reason, n in judgement.excluded.items()]
         parts += sensitivity_lines(judgement)
+    if judgement.not_run:
+        parts += ["", "## Slots not run (in no rate and no share; a resume runs them)", ""]
+        parts += [f"- {n}× {reason}" for reason, n in judgement.not_run.items()]
     parts += ["", "## Verdicts", "", *verdict_lines(judgement)]
     return "\n".join(parts) + "\n"
 

@@ -551,6 +551,7 @@ class HostRunner:
             last_heartbeat=iso_utc(last_hb),
             wedge_declared=iso_utc(end.declared_wall),
             last_phase=trace.last_phase if trace else None,
+            phases=tuple(phase for _, phase in trace.phases) if trace else None,
             last_log_line=trace.last_log_line if trace else None,
             telemetry=self._telemetry(exit_line, trace, end.outcome),
             forensics=None, facts=self.state.facts_hash,
@@ -702,7 +703,7 @@ class HostRunner:
 
     def _count(self, record: Record) -> None:
         self._note_infra_streak(record)
-        self.stops.add(record.cell, record.outcome.value, record.last_phase)
+        self.stops.add(record.cell, record.outcome.value, record.last_phase, record.phases, record.reason)
         self.state.counts[record.outcome.value] = self.state.counts.get(record.outcome.value, 0) + 1
         self.ctx.progress(self.host.name, outcome=record.outcome.value, counts=dict(self.state.counts))
 

@@ -10,7 +10,7 @@ campaign decide exactly as an uninterrupted one, and a stop, once made, is never
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Mapping
+from typing import Any, Iterable, Mapping, Sequence
 
 from reprofleet.stats import stop_rules as stopping
 from reprofleet.model import Cell, Playbook, Role, StopKind, frozen_mapping
@@ -20,7 +20,7 @@ from reprofleet.model import Cell, Playbook, Role, StopKind, frozen_mapping
 class Tally:
     """One cell's attempts on one host so far, by role."""
 
-    attempts: int = 0  # every record, excluded ones too
+    attempts: int = 0  # every record that ran (excluded ones too; not slots that run again)
     reproductions: int = 0
     judged: int = 0  # reproductions + non-reproductions
 
@@ -56,13 +56,18 @@ class HostStops:
         self.tallies: dict[str, Tally] = {}
         self.stopped: set[str] = set(stopped)
         for record in earlier:
-            self.add(str(record.get("cell")), str(record.get("outcome")), record.get("last_phase"))
+            self.add(str(record.get("cell")), str(record.get("outcome")), record.get("last_phase"),
+                     record.get("phases"), record.get("reason"))
 
-    def add(self, cell: str, outcome: str, last_phase: str | None) -> None:
-        """Count one record of ``cell`` (call it after every record the host runner writes)."""
+    def add(self, cell: str, outcome: str, last_phase: str | None, phases: Sequence[str] | None = None,
+            reason: str | None = None) -> None:
+        """Count one record of ``cell`` (call it after every record the host runner writes);
+        roles as the judge gives them, so a slot that runs again counts for nothing."""
         tally = self.tallies.setdefault(cell, Tally())
+        role = self.playbook.judging.role(outcome, last_phase, phases, reason)
+        if role is Role.NOT_RUN:
+            return
         tally.attempts += 1
-        role = self.playbook.judging.role(outcome, last_phase)
         if role is Role.REPRODUCTION:
             tally.reproductions += 1
         if role in (Role.REPRODUCTION, Role.NON_REPRODUCTION):
@@ -83,8 +88,9 @@ class HostStops:
         if rule.kind is StopKind.FIXED_N:
             return None  # the plan's slots are its end
         reference = self.playbook.reference_cell.name
+        conclusion = stopping.Conclusion(self.playbook.judging.fixed_ratio, max(len(self.playbook.cells) - 1, 1))
         decision = stopping.decide(rule, self.tally(cell.name).counts, self.tally(reference).counts,
-                                   self.playbook.attempts)
+                                   self.playbook.attempts, conclusion)
         if decision is None:
             return None
         return self.stop(cell.name, str(getattr(decision.rule, "value", decision.rule)), decision.why,

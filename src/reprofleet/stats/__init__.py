@@ -1,7 +1,10 @@
 """Pure numbers, no I/O: what the verdicts and the stop rules compute with.
 
 Modules: ``intervals`` (exact intervals, Boschloo, Holm, the stratified test),
-``conditional`` (exact conditional distributions over stacked 2x2 tables), ``sprt``
+``conditional`` (exact conditional distributions over stacked 2x2 tables), ``ratio`` (the
+common rate ratio's score bound), ``anytime`` (confidence sequences and e-processes, valid
+at any look), ``comparison`` (a cell against the reference: the numbers verdicts and stop
+rules both decide on), ``sprt``
 (Wald's sequential test and the fixed-n design it is capped by), ``stop_rules`` (when a
 cell may stop early, from counts).
 """

@@ -2,6 +2,16 @@
 
 The host runner asks before every slot; the state is nothing but the counts in
 ``attempts.jsonl``, so a resumed campaign decides exactly as the first run would have.
+
+A stop is a look before the planned end, so the claim a cell stops with is the one the
+judge would make at such a look: "reproduces" at a reproduction (a fact), "fixed" only
+where the anytime-valid comparison with the reference's *measured* counts on that host
+(:func:`reprofleet.stats.comparison.weigh`, the judge's own rule) concludes fixed, rate
+ratio below ``fixed_ratio`` included, at level alpha / the number of compared cells: the
+strictest rank Holm gives, so the judge's Holm step reaches it on that host's data
+whatever the other cells show. An SPRT's boundary is not enough on its own: its p0 is the
+playbook's guess, not the reference's rate. The words of a stop (``why``) go to the
+``stopped`` event; a verdict only says "stopped by RULE after n".
 """
 
 from __future__ import annotations
@@ -9,9 +19,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 
-from reprofleet.model import StopKind, StopRule
+from reprofleet.model import DEFAULT_FIXED_RATIO, StopKind, StopRule
+from reprofleet.stats.comparison import concludes_fixed, weigh
 from reprofleet.stats.sprt import SPRT_CAP_FACTOR, Sprt, fixed_n
-from reprofleet.stats.intervals import clean_attempts_to_rule_out, lower_bound
 
 FIRST_REPRODUCTION_CAP_FACTOR = 3  # nor does first_reproduction run past 3x the playbook's attempts
 
@@ -35,7 +45,17 @@ class StopDecision:
     verdict: str | None  # "reproduces" | "fixed" | None (stopped without a claim, e.g. at a cap)
 
 
-def decide(rule: StopRule, cell: tuple[int, int], reference: tuple[int, int], planned: int) -> StopDecision | None:
+@dataclass(frozen=True)
+class Conclusion:
+    """What the judge would need to call a cell fixed at a look: its ``fixed_ratio`` and how
+    many cells share the Holm family (the reference's comparisons in the playbook)."""
+
+    fixed_ratio: float = DEFAULT_FIXED_RATIO
+    family: int = 1
+
+
+def decide(rule: StopRule, cell: tuple[int, int], reference: tuple[int, int], planned: int,
+           conclusion: Conclusion = Conclusion()) -> StopDecision | None:
     """Whether a cell stops now on one host; None = keep going.
 
     ``cell`` and ``reference`` are (reproductions, judged) so far on that host; ``planned``
@@ -47,9 +67,9 @@ def decide(rule: StopRule, cell: tuple[int, int], reference: tuple[int, int], pl
     if judged <= 0:
         return None
     if rule.kind is StopKind.FIRST_REPRODUCTION:
-        early = _first_reproduction(rule, reproductions, judged, reference)
+        early = _first_reproduction(rule, reproductions, judged, reference, conclusion)
     elif rule.kind is StopKind.SPRT:
-        early = _sprt(rule, reproductions, judged)
+        early = _sprt(rule, reproductions, judged, reference, conclusion)
     else:
         early = None
     if early is not None:
@@ -62,26 +82,43 @@ def decide(rule: StopRule, cell: tuple[int, int], reference: tuple[int, int], pl
     return None
 
 
-def _first_reproduction(rule: StopRule, reproductions: int, judged: int,
-                        reference: tuple[int, int]) -> StopDecision | None:
+def judge_concludes_fixed(cell: tuple[int, int], reference: tuple[int, int], alpha: float,
+                         conclusion: Conclusion) -> bool:
+    """The judge's anytime-valid rule on one host's counts, at its strictest Holm rank."""
+    if cell[0] > 0 or cell[1] == 0 or reference[1] == 0 or reference[0] == 0:
+        return False
+    evidence = weigh([(cell, reference)], anytime_valid=True, fixed_ratio=conclusion.fixed_ratio,
+                     confidence=1.0 - alpha)
+    return concludes_fixed(evidence, alpha / max(conclusion.family, 1))
+
+
+def _first_reproduction(rule: StopRule, reproductions: int, judged: int, reference: tuple[int, int],
+                        conclusion: Conclusion) -> StopDecision | None:
     if reproductions > 0:
         return StopDecision(rule.kind, f"first reproduction at attempt {judged}", "reproduces")
-    floor = lower_bound(*reference, rule.confidence).low
-    needed = clean_attempts_to_rule_out(floor, rule.confidence)
-    if needed is not None and judged >= needed:
-        return StopDecision(rule.kind, f"{judged} clean attempts rule out the reference's lower bound "
-                            f"{percent(floor)} at {percent(rule.confidence)}", "fixed")
+    alpha = 1.0 - rule.confidence
+    if judge_concludes_fixed((0, judged), reference, alpha, conclusion):
+        return StopDecision(rule.kind, f"{judged} clean attempts against the reference's {reference[0]}/{reference[1]}: "
+                            f"rate ratio below {conclusion.fixed_ratio:g} at level {alpha:g}/{conclusion.family} "
+                            "(anytime-valid)", "fixed")
     return None
 
 
-def _sprt(rule: StopRule, reproductions: int, judged: int) -> StopDecision | None:
+def _sprt(rule: StopRule, reproductions: int, judged: int, reference: tuple[int, int],
+          conclusion: Conclusion) -> StopDecision | None:
     test = sprt_of(rule)
     verdict = test.decide(reproductions, judged)
     if verdict is None:
         return None
+    if verdict == "fixed" and not judge_concludes_fixed((reproductions, judged), reference, rule.alpha, conclusion):
+        return None  # the playbook's p0 is a guess: only the reference's own counts may end the cell
     llr = test.llr(reproductions, judged)
-    boundary = f">= {test.upper:.2f}" if verdict == "fixed" else f"<= {test.lower:.2f}"
-    return StopDecision(rule.kind, f"SPRT: {verdict} (LLR {llr:.2f} {boundary})", verdict)
+    if verdict == "fixed":
+        return StopDecision(rule.kind, f"upper SPRT boundary (LLR {llr:.2f} >= {test.upper:.2f}), and against the "
+                            f"reference's {reference[0]}/{reference[1]} a rate ratio below {conclusion.fixed_ratio:g} "
+                            f"at level {rule.alpha:g}/{conclusion.family} (anytime-valid)", verdict)
+    return StopDecision(rule.kind, f"lower SPRT boundary (LLR {llr:.2f} <= {test.lower:.2f}) after "
+                        f"{reproductions} reproduction{'s' if reproductions != 1 else ''}", verdict)
 
 
 def sprt_of(rule: StopRule) -> Sprt:

@@ -1,34 +1,52 @@
-"""Tallies -> one plain-words verdict per cell, never a broken cell called fixed.
+"""Evidence -> one plain-words verdict per cell, facts before shares, claims no larger than
+their test.
 
 The order of the checks is the point of this module:
 
-1. A cell whose attempts were mostly excluded (errors before the phase at risk, infra) is
-   "cannot judge", whatever its clean count: six broken starts are not a fix.
-2. A cell that reproduced reproduces; if its hosts disagree significantly (exact test,
-   Holm-adjusted across cells) it is "host-specific" and names them.
-3. A cell that never reproduced is "fixed" only when an exact one-sided test against the
-   reference (stratified by host where both ran on several hosts, Holm-adjusted across the
-   cells of this report) says so; otherwise it is "clean so far", with the number of further
-   clean attempts that would rule out the reference's own lower confidence bound.
+1. Nothing ran (every slot runs again): "cannot judge", and why.
+2. A cell that reproduced reproduces: a fact, whatever share of its attempts was excluded.
+   It is "host-specific" where a host was *shown* not to reproduce (:mod:`.host_claims`),
+   and "reproduces less often" where it is significantly rarer than the reference on the
+   hosts that ran both.
+3. A cell that never reproduced but whose attempts were mostly excluded, or that has no
+   clean attempt (errors and hangs in the phase at risk are never clean), "cannot judge".
+4. So does one that no host ran beside the reference, or whose reference cannot be judged
+   on the hosts that ran both.
+5. It is "fixed" only when it is rarer than the reference *and* its rate ratio is bounded
+   below ``fixed_ratio``, both Holm-adjusted across the report's cells, on the hosts that
+   ran both; "reproduces less often" when only the first holds; "clean so far" otherwise,
+   with the clean attempts that would make it fixed, or why none would.
+
+Numbers are fixed-n at a campaign's planned end and anytime-valid at any other look
+(:mod:`.looks`), and the sentence says which. Every caveat is in the sentence.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from enum import Enum, unique
-from typing import Any, Mapping, Sequence
+from typing import Any, Mapping
 
-from reprofleet.stats import intervals as stats
 from reprofleet.model import Judging
-from reprofleet.verdicts.tally import Tally, natural_key
+from reprofleet.stats import comparison
+from reprofleet.stats import intervals as stats
+from reprofleet.stats.comparison import Evidence
+from reprofleet.verdicts import words as w
+from reprofleet.verdicts.advice import Advice, more_clean_attempts
+from reprofleet.verdicts.families import ALPHA, LEVEL, Families
+from reprofleet.verdicts.host_claims import HostClaims
+from reprofleet.verdicts.looks import Look, look_words
+from reprofleet.verdicts.pairing import Pairing
+from reprofleet.verdicts.tally import ALL_HOSTS, Tally, natural_key
 
-LEVEL = 0.95
-ALPHA = 1.0 - LEVEL
+fmt_p, pct = w.fmt_p, w.pct
 
 
 @unique
 class VerdictKind(str, Enum):
     REPRODUCES = "reproduces"
+    LESS_OFTEN = "reproduces less often"
     FIXED = "fixed"
     CLEAN_SO_FAR = "clean so far"
     NO_DIFFERENCE = "no difference shown"
@@ -38,203 +56,272 @@ class VerdictKind(str, Enum):
 
 @dataclass(frozen=True)
 class Comparison:
-    """One exact test of a cell against the reference."""
+    """A cell against the reference on the hosts that ran both: both questions, raw and Holm-adjusted."""
 
-    alternative: str  # "less" (the cell reproduces less often) or "two-sided"
+    alternative: str  # "less": the cell reproduces less often
     p_value: float
     p_adjusted: float  # Holm across the cells of this report
     method: str
     odds_ratio: float | None = None
     heterogeneity_p: float | None = None  # do hosts disagree about the effect?
+    ratio_upper: float | None = None  # one-sided upper bound on the rate ratio cell / reference
+    ratio_method: str = ""
+    fixed_ratio: float | None = None
+    p_fixed: float | None = None  # "ratio >= fixed_ratio", raw and Holm-adjusted
+    p_fixed_adjusted: float | None = None
+    anytime: bool = False
+    hosts: tuple[str, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
-        return dict(self.__dict__)
+        out = dict(self.__dict__)
+        out["hosts"] = list(self.hosts)
+        out["ratio_upper"] = None if self.ratio_upper is None or math.isinf(self.ratio_upper) else self.ratio_upper
+        return out
 
 
 @dataclass(frozen=True)
-class Split:
-    """A cell's rate in two groups of its own attempts, and whether the difference is real."""
-
-    what: str
-    yes_label: str
-    no_label: str
-    yes: tuple[int, int]
-    no: tuple[int, int]
-    p_value: float
-    p_adjusted: float
-
-    @property
-    def flagged(self) -> bool:
-        return self.p_adjusted < ALPHA
-
-    def to_json(self) -> dict[str, Any]:
-        return {**self.__dict__, "flagged": self.flagged}
-
-
-@dataclass(frozen=True)
-class Verdict:
-    """One cell's conclusion, with every number the sentence rests on."""
-
-    cell: str  # display name: the cell's name, or name@hash when one name ran two contents
-    cell_id: str
-    kind: VerdictKind
-    text: str
-    reference: bool
-    reproductions: int
-    judged: int
-    excluded: int
-    hosts: tuple[str, ...]
-    hosts_reproducing: tuple[str, ...]
-    rate: stats.Interval
-    against_reference: Comparison | None = None
-    hosts_differ: Comparison | None = None
-    bound: stats.Interval | None = None
-    more_needed: int | None = None
-    stopped: tuple[str, ...] = ()
-    approximate: bool = False
-    splits: tuple[Split, ...] = ()
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "cell": self.cell, "cell_id": self.cell_id, "verdict": self.kind.value, "text": self.text,
-            "reference": self.reference, "reproductions": self.reproductions, "judged": self.judged,
-            "excluded": self.excluded, "hosts": list(self.hosts), "hosts_reproducing": list(self.hosts_reproducing),
-            "rate": _interval_json(self.rate), "bound": _interval_json(self.bound),
-            "against_reference": self.against_reference.to_json() if self.against_reference else None,
-            "hosts_differ": self.hosts_differ.to_json() if self.hosts_differ else None,
-            "more_needed": self.more_needed, "stopped": list(self.stopped), "approximate": self.approximate,
-            "splits": [s.to_json() for s in self.splits],
-        }
-
-
-def _interval_json(interval: stats.Interval | None) -> dict[str, Any] | None:
-    if interval is None:
-        return None
-    return {"low": interval.low, "high": interval.high, "confidence": interval.confidence,
-            "sided": interval.sided, "method": interval.method, "label": interval.label()}
-
-
-def fmt_p(p: float) -> str:
-    return "p < 0.001" if p < 0.001 else f"p = {p:.2g}" if p < 0.1 else f"p = {p:.2f}"
-
-
-def pct(value: float) -> str:
-    return f"{value:.0%}" if value >= 0.01 or value == 0 else f"{value:.1%}"
-
-
-@dataclass(frozen=True)
-class CellEvidence:
-    """What the judge needs about one cell: its tallies and how it was run."""
+class CellFacts:
+    """What the judge knows about one cell identity."""
 
     cell: str
     cell_id: str
     pooled: Tally
     per_host: Mapping[str, Tally]
-    stopped: tuple[str, ...] = ()
-
-
-def _hosts_with(cell: CellEvidence, reproducing: bool) -> tuple[str, ...]:
-    hosts = [h for h, t in cell.per_host.items() if t.judged and (t.reproductions > 0) == reproducing]
-    return tuple(sorted(hosts, key=natural_key))
-
-
-def _exclusion_reasons(tally: Tally) -> str:
-    return ", ".join(f"{n}× {reason}" for reason, n in tally.excluded_reasons.most_common(3))
-
-
-def compare_with_reference(cell: CellEvidence, ref: CellEvidence, alternative: str) -> tuple[float, str, float | None, float | None]:
-    """(p, method, odds ratio, heterogeneity p): stratified by host where both ran on several."""
-    common = sorted((h for h in cell.per_host if cell.per_host[h].judged and h in ref.per_host
-                     and ref.per_host[h].judged), key=natural_key)
-    if len(common) >= 2:
-        result = stats.stratified([(cell.per_host[h].counts, ref.per_host[h].counts) for h in common], alternative)
-        return result.p_value, f"{result.method}, {len(common)} hosts", result.common_odds_ratio, result.heterogeneity_p
-    if len(common) == 1:
-        host = common[0]
-        p = stats.boschloo(cell.per_host[host].counts, ref.per_host[host].counts, alternative)
-        return p, f"Boschloo exact ({alternative}) on {host}", None, None
-    p = stats.boschloo(cell.pooled.counts, ref.pooled.counts, alternative)
-    return p, f"Boschloo exact ({alternative}), hosts pooled: no host ran both cells", None, None
+    reference: bool
+    look: Look
+    stopped: tuple[str, ...] = ()  # "stopped by sprt after 12 attempts on ws01": a stop's claim is never quoted
+    caveats: tuple[str, ...] = ()  # a missing manifest, pooled campaigns that judge differently
 
 
 @dataclass(frozen=True)
-class _Tests:
-    """Every p-value of one report, Holm-adjusted within its family."""
+class Compared:
+    """A cell's comparison with the reference: the hosts, the look, the numbers."""
 
-    fixed: Mapping[str, Comparison]
-    difference: Mapping[str, Comparison]
-    hosts: Mapping[str, Comparison]
-
-
-def _holm_family(raw: Mapping[str, tuple[float, str, float | None, float | None]], alternative: str) -> dict[str, Comparison]:
-    keys = list(raw)
-    adjusted = stats.holm([raw[k][0] for k in keys])
-    return {k: Comparison(alternative, raw[k][0], adj, raw[k][1], raw[k][2], raw[k][3]) for k, adj in zip(keys, adjusted)}
+    pairing: Pairing
+    look: Look
+    evidence: Evidence | None  # None: no host ran both
+    advice_anytime: bool = True  # more attempts would be judged anytime-valid (False: no plan, fixed-n)
 
 
-def run_tests(cells: Sequence[CellEvidence], ref: CellEvidence) -> _Tests:
-    others = [c for c in cells if c.cell_id != ref.cell_id and c.pooled.judged and ref.pooled.judged]
-    fixed = _holm_family({c.cell_id: compare_with_reference(c, ref, "less") for c in others}, "less")
-    difference = _holm_family({c.cell_id: compare_with_reference(c, ref, "two-sided") for c in others}, "two-sided")
-    host_raw = {}
-    for cell in cells:
-        counts = [t.counts for t in cell.per_host.values() if t.judged]
-        if len(counts) >= 2 and cell.pooled.reproductions:
-            host_raw[cell.cell_id] = (stats.hosts_disagree(counts), "exact test of equal rates across hosts", None, None)
-    return _Tests(fixed, difference, _holm_family(host_raw, "two-sided"))
+@dataclass(frozen=True)
+class Decision:
+    kind: VerdictKind
+    text: str
+    bound: stats.Interval | None = None
+    comparison: Comparison | None = None
+    advice: Advice | None = None
+    worst_case: str | None = None
 
 
-def _cannot_judge(cell: CellEvidence, judging: Judging) -> str | None:
-    tally = cell.pooled
+@dataclass(frozen=True)
+class Context:
+    """What every cell of one report is judged against."""
+
+    judging: Judging
+    table: Mapping[tuple[str, str], Tally]
+    families: Families
+    reference: str  # the reference cell's name
+    reference_ids: tuple[str, ...] = ()  # every identity it ran as
+
+
+def comparison_of(compared: Compared, families: Families) -> Comparison | None:
+    evidence = compared.evidence
+    if evidence is None:
+        return None
+    below, fixed = families.adjusted(compared.pairing.cell_id)
+    method = f"{evidence.below_method} on {', '.join(compared.pairing.hosts)}"
+    return Comparison("less", evidence.p_below, below, method, evidence.odds_ratio,
+                      evidence.heterogeneity_p, evidence.ratio_upper, evidence.ratio_method, evidence.fixed_ratio,
+                      evidence.p_fixed, fixed, evidence.anytime, compared.pairing.hosts)
+
+
+def _clauses(cell: CellFacts, look: Look) -> list[str]:
+    """What every sentence of this cell ends with: how the look was made, stops, caveats."""
+    if cell.stopped:  # the stop says itself, with its rule and count
+        look = Look(look.final, tuple(why for why in look.why if not why.startswith("stopped early")))
+    return [look_words(look), *cell.stopped, *cell.caveats]
+
+
+def _pairing_clauses(compared: Compared, context: Context) -> list[str]:
+    pairing, out = compared.pairing, []
+    for host in pairing.not_compared:
+        ran = context.table[(pairing.cell_id, host)].total
+        out.append(f"not compared on {host} ({w.plural(ran, 'attempt')}; no judged {context.reference} attempt there)")
+    used = sorted(set(pairing.reference_on.values()))
+    if len(used) > 1:
+        out.append("the reference ran as " + ", ".join(
+            f"{i} on {', '.join(h for h in pairing.hosts if pairing.reference_on[h] == i)}" for i in used))
+    for host in pairing.several:
+        out.append(f"on {host} the reference ran as several identities; compared with {pairing.reference_on[host]}")
+    return out
+
+
+def judge_cell(cell: CellFacts, compared: Compared | None, claims: HostClaims | None, context: Context) -> Decision:
+    """One cell's verdict (the reference's own when ``compared`` is None and the cell is the reference)."""
+    tally, judging = cell.pooled, context.judging
+    look = compared.look if compared is not None else cell.look
+    tail = [w.not_run(tally), *_clauses(cell, look)]
     if tally.total == 0:
-        return "no attempts"
-    if tally.judged == 0 or tally.excluded_share > judging.max_excluded_share:
-        hits = f"; {tally.reproductions} reproductions among the rest" if tally.reproductions else ""
-        return (f"{tally.excluded} of {tally.total} attempts excluded ({_exclusion_reasons(tally)}), more than "
-                f"{judging.max_excluded_share:.0%}{hits}")
-    return None
-
-
-def judge_cell(cell: CellEvidence, ref: CellEvidence, tests: _Tests, judging: Judging,
-               ref_problem: str | None) -> tuple[Any, ...]:
-    """(kind, text, bound, more_needed) for one cell."""
-    tally = cell.pooled
-    problem = _cannot_judge(cell, judging)
-    if problem:
-        return VerdictKind.CANNOT_JUDGE, f"cannot judge: {problem}", None, None
-    reproducing = _hosts_with(cell, True)
+        return Decision(VerdictKind.CANNOT_JUDGE, w.join("cannot judge: no attempt ran", tail))
     if tally.reproductions:
-        differ = tests.hosts.get(cell.cell_id)
-        clean_hosts = _hosts_with(cell, False)
-        if differ is not None and differ.p_adjusted < ALPHA and clean_hosts:
-            return (VerdictKind.HOST_SPECIFIC, f"host-specific: reproduces on {', '.join(reproducing)}, not on "
-                    f"{', '.join(clean_hosts)} (hosts differ, {fmt_p(differ.p_adjusted)}, Holm-adjusted)", None, None)
-        return (VerdictKind.REPRODUCES,
-                f"reproduces ({tally.reproductions}/{tally.judged} on {len(reproducing)} "
-                f"host{'s' if len(reproducing) != 1 else ''})", None, None)
-    bound = stats.upper_bound(0, tally.judged, LEVEL)
-    if cell.cell_id == ref.cell_id:
-        return (VerdictKind.CLEAN_SO_FAR, f"clean so far: 0/{tally.judged}; the reference never reproduced, so no "
-                f"cell can be compared with it (rate below {pct(bound.high)}, {bound.label()})", bound, None)
-    if ref_problem:
-        return VerdictKind.CANNOT_JUDGE, f"cannot judge: the reference {ref.cell} cannot be judged ({ref_problem})", None, None
-    if ref.pooled.reproductions == 0:
-        diff = tests.difference.get(cell.cell_id)
-        p = diff.p_adjusted if diff else 1.0
-        return (VerdictKind.NO_DIFFERENCE, f"no difference shown ({fmt_p(p)}): neither this cell nor the reference "
-                f"{ref.cell} reproduced", None, None)
-    fixed = tests.fixed.get(cell.cell_id)
-    if fixed is not None and fixed.p_adjusted < ALPHA:
-        return (VerdictKind.FIXED, f"fixed at 95% against {ref.cell}: rate below {pct(bound.high)} "
-                f"({fmt_p(fixed.p_adjusted)}, Holm-adjusted; {bound.label()})", bound, None)
-    p0 = stats.lower_bound(ref.pooled.reproductions, ref.pooled.judged, LEVEL).low
-    needed = stats.clean_attempts_to_rule_out(p0, LEVEL)
-    if needed is None:
-        return VerdictKind.NO_DIFFERENCE, f"no difference shown ({fmt_p(fixed.p_adjusted if fixed else 1.0)})", bound, None
-    more = max(needed - tally.judged, 0)
-    if more == 0:
-        return (VerdictKind.CLEAN_SO_FAR, f"clean so far: {tally.judged} clean attempts rule out {pct(p0)} (the "
-                f"reference's lower bound) at 95%, but the difference from {ref.cell} is not yet significant "
-                f"({fmt_p(fixed.p_adjusted if fixed else 1.0)}, Holm-adjusted)", bound, 0)
-    return (VerdictKind.CLEAN_SO_FAR, f"clean so far: {more} more clean attempts rule out {pct(p0)} at 95% "
-            f"({pct(p0)} is {ref.cell}'s one-sided 95% lower bound; 0/{tally.judged} so far)", bound, more)
+        return _reproduces(cell, compared, claims, context, tail)
+    share = tally.excluded_share > judging.max_excluded_share
+    if tally.judged == 0 or share:
+        why = (f"{tally.excluded} of {tally.total} attempts excluded ({w.reasons(tally.excluded_reasons)}), more than "
+               f"{judging.max_excluded_share:.0%}" if share else f"no clean attempt ({w.counts(tally, judging)})")
+        if tally.at_risk:
+            why += f"; {tally.at_risk} errors/hangs in {w.risk_words(judging)} are never counted as clean"
+        return Decision(VerdictKind.CANNOT_JUDGE, w.join(f"cannot judge: {why}", tail))
+    if compared is None:
+        return _reference_clean(cell, context, tail)
+    return _never_reproduced(cell, compared, context, tail)
+
+
+def _reference_clean(cell: CellFacts, context: Context, tail: list[str]) -> Decision:
+    tally = cell.pooled
+    bound = comparison.upper(0, tally.judged, LEVEL, anytime_valid=not cell.look.final)
+    others = [i for i in context.reference_ids if i != cell.cell_id and context.table[(i, ALL_HOSTS)].reproductions]
+    if others:
+        seen = ", ".join(f"{i} {context.table[(i, ALL_HOSTS)].reproductions}/{context.table[(i, ALL_HOSTS)].judged}"
+                         for i in others)
+        head = (f"clean so far: 0/{tally.judged} (rate below {pct(bound.high)}, {bound.label()}); this copy of the "
+                f"reference is not compared with its other copies ({seen}): they ran other contents, on their hosts")
+    else:
+        head = (f"clean so far: 0/{tally.judged}; the reference never reproduced, so no cell can be compared with it "
+                f"(rate below {pct(bound.high)}, {bound.label()})")
+    return Decision(VerdictKind.CLEAN_SO_FAR, w.join(head, [w.counts(tally, context.judging), *tail]), bound)
+
+
+def _reproduces(cell: CellFacts, compared: Compared | None, claims: HostClaims | None, context: Context,
+                tail: list[str]) -> Decision:
+    tally, judging = cell.pooled, context.judging
+    reproducing = sorted((h for h, t in cell.per_host.items() if t.reproductions), key=natural_key)
+    facts = [w.early(tally, judging)]
+    if tally.excluded_share > judging.max_excluded_share:
+        facts.append(f"{tally.excluded} of {tally.total} attempts excluded ({w.reasons(tally.excluded_reasons)}): "
+                     "the rate is uncertain, the reproductions are not")
+    if tally.at_risk:
+        facts.append(f"{w.plural(tally.at_risk, 'error/hang', 'errors/hangs')} in {w.risk_words(judging)} besides")
+    if claims is not None:
+        facts += [f"clean so far on {c.host} ({w.plural(c.judged, 'attempt')})" for c in claims.clean_so_far]
+        if claims.mix:
+            rate = tally.reproductions / tally.judged
+            why = f", {fmt_p(claims.differ_p)}" if claims.differ_p is not None and claims.differ_p < ALPHA else ""
+            facts.append(f"the pooled rate {pct(rate)} is this fleet's mix of hosts that differ{why}")
+    result = comparison_of(compared, context.families) if compared is not None else None
+    extra = _pairing_clauses(compared, context) if compared is not None and compared.evidence else []
+    if compared is not None and compared.evidence is None and not cell.reference:
+        extra.append(f"not compared with {context.reference}: no host ran both")
+    if claims is not None and claims.not_on:
+        shown = "; ".join(f"{c.host}: 0/{c.judged}, rate below {pct(c.upper)}, under {pct(c.floor)} where it "
+                          f"reproduced, {fmt_p(c.p_adjusted)}" for c in claims.not_on)
+        head = (f"host-specific: reproduces on {', '.join(reproducing)}, not on "
+                f"{', '.join(c.host for c in claims.not_on)} ({shown}; pairwise, Holm-adjusted)")
+        return Decision(VerdictKind.HOST_SPECIFIC, w.join(head, facts + extra + tail), comparison=result)
+    if result is not None and result.p_adjusted < ALPHA and (result.ratio_upper or math.inf) < 1.0:
+        assert compared is not None
+        return Decision(VerdictKind.LESS_OFTEN, w.join(_less_often_head(compared, result, context),
+                                                       facts + extra + tail), comparison=result)
+    head = (f"reproduces ({tally.reproductions}/{tally.judged} on {len(reproducing)} "
+            f"host{'s' if len(reproducing) != 1 else ''})")
+    return Decision(VerdictKind.REPRODUCES, w.join(head, facts + extra + tail), comparison=result)
+
+
+def _less_often_head(compared: Compared, result: Comparison, context: Context) -> str:
+    cell_k, cell_n = compared.pairing.cell_counts(context.table)
+    ref_k, ref_n = compared.pairing.reference_counts(context.table)
+    if_at_all = ", if at all" if cell_k == 0 else ""
+    bound, threshold = result.ratio_upper or math.inf, result.fixed_ratio or 0.0
+    if cell_k:
+        why = "it still reproduces, so it is not fixed"
+    elif bound >= threshold:
+        why = f"not low enough to call fixed (that needs a ratio below {threshold:g})"
+    else:
+        why = (f"a ratio below {threshold:g} is not shown at this report's Holm rank "
+               f"({fmt_p(result.p_fixed_adjusted or 1.0)}), so not fixed")
+    return (f"reproduces less often than {context.reference}{if_at_all}: {cell_k}/{cell_n} against {ref_k}/{ref_n} on "
+            f"{w.hosts_words(list(compared.pairing.hosts))}, rate ratio ≤ {w.ratio(bound)} "
+            f"({LEVEL:.0%} one-sided, {result.ratio_method}; rarer: {fmt_p(result.p_adjusted)}, {result.method}, "
+            f"Holm-adjusted); {why}")
+
+
+def _rate_bounds(compared: Compared, context: Context, anytime: bool) -> tuple[stats.Interval, str]:
+    """The cell's upper bound from the comparison hosts, per host when the reference's rates differ there."""
+    pairing = compared.pairing
+    cell_k, cell_n = pairing.cell_counts(context.table)
+    bound = comparison.upper(cell_k, cell_n, LEVEL, anytime_valid=anytime)
+    refs = [context.table[(pairing.reference_on[h], h)].counts for h in pairing.hosts]
+    if len(refs) > 1 and stats.hosts_disagree(refs) < ALPHA:
+        per = [f"below {pct(comparison.upper(*context.table[(pairing.cell_id, h)].counts, LEVEL, anytime_valid=anytime).high)}"
+               f" on {h} (0/{context.table[(pairing.cell_id, h)].judged})" for h in pairing.hosts]
+        return bound, f"rate {', '.join(per)} ({bound.label()}; the hosts' reference rates differ, so per host)"
+    return bound, f"rate below {pct(bound.high)} on {w.hosts_words(list(pairing.hosts))} (0/{cell_n}; {bound.label()})"
+
+
+def _never_reproduced(cell: CellFacts, compared: Compared, context: Context, tail: list[str]) -> Decision:
+    tally, pairing = cell.pooled, compared.pairing
+    if compared.evidence is None:
+        ran = ", ".join(sorted(cell.per_host, key=natural_key))
+        refs = ", ".join(pairing.reference_hosts) or "no host"
+        return Decision(VerdictKind.CANNOT_JUDGE, w.join(
+            f"cannot judge: no host ran both {cell.cell} and {context.reference} ({cell.cell} ran on {ran}, "
+            f"{context.reference} on {refs})", tail))
+    ref_tally = pairing.reference_tally(context.table)
+    if ref_tally.reproductions == 0 and ref_tally.excluded_share > context.judging.max_excluded_share:
+        return Decision(VerdictKind.CANNOT_JUDGE, w.join(
+            f"cannot judge: the reference {context.reference} cannot be judged on {w.hosts_words(list(pairing.hosts))} "
+            f"({ref_tally.excluded} of {ref_tally.total} attempts excluded)", tail))
+    anytime = compared.evidence.anytime
+    bound, rate = _rate_bounds(compared, context, anytime)
+    result = comparison_of(compared, context.families)
+    assert result is not None
+    ref_k, ref_n = pairing.reference_counts(context.table)
+    counts = w.counts(pairing.cell_tally(context.table), context.judging)
+    extra = _pairing_clauses(compared, context)
+    if ref_k == 0:
+        return Decision(VerdictKind.NO_DIFFERENCE, w.join(
+            f"no difference shown: neither {cell.cell} nor {context.reference} reproduced on "
+            f"{w.hosts_words(list(pairing.hosts))} (0/{pairing.cell_counts(context.table)[1]} against 0/{ref_n})",
+            ["cannot be shown on these hosts: the reference never reproduced there", counts, *extra, *tail]),
+            bound, result, Advice(None, "cannot be shown on these hosts: the reference never reproduced there"))
+    worst = _worst_case(cell, compared, context)
+    fixed = result.p_adjusted < ALPHA and (result.p_fixed_adjusted or 1.0) < ALPHA
+    if fixed:
+        head = (f"fixed at {LEVEL:.0%} against {context.reference}: rate ratio ≤ {w.ratio(result.ratio_upper or 0.0)} "
+                f"(below {result.fixed_ratio:g}: {fmt_p(result.p_fixed_adjusted or 1.0)}; {LEVEL:.0%} one-sided, "
+                f"{result.ratio_method}), rarer ({fmt_p(result.p_adjusted)}, {result.method}; both Holm-adjusted), "
+                f"{rate}")
+        return Decision(VerdictKind.FIXED, w.join(head, [counts, worst, *extra, *tail]), bound, result, None, worst)
+    advice = more_clean_attempts(pairing, context.table, context.families, context.judging.fixed_ratio,
+                                 compared.advice_anytime)
+    if result.p_adjusted < ALPHA and (result.ratio_upper or math.inf) < 1.0:
+        return Decision(VerdictKind.LESS_OFTEN, w.join(_less_often_head(compared, result, context),
+                                                       [rate, counts, worst, advice.words, *extra, *tail]),
+                        bound, result, advice, worst)
+    bound_words = f"rate ratio ≤ {w.ratio(result.ratio_upper or math.inf)} ({result.ratio_method})"
+    shown = (f"rarer by its exact test ({fmt_p(result.p_adjusted)}, {result.method}, Holm-adjusted), but its "
+             f"{bound_words} does not exclude the reference's own rate" if result.p_adjusted < ALPHA else
+             f"not shown rarer ({fmt_p(result.p_adjusted)}, {result.method}, Holm-adjusted); {bound_words}")
+    head = (f"clean so far against {context.reference}: 0/{pairing.cell_counts(context.table)[1]} against "
+            f"{ref_k}/{ref_n} on {w.hosts_words(list(pairing.hosts))}, {rate}; {shown}")
+    return Decision(VerdictKind.CLEAN_SO_FAR, w.join(head, [counts, worst, advice.words, *extra, *tail]),
+                    bound, result, advice, worst)
+
+
+def _worst_case(cell: CellFacts, compared: Compared, context: Context) -> str:
+    """The verdict had every error or hang in the phase at risk been a reproduction."""
+    at_risk = cell.pooled.at_risk
+    if not at_risk:
+        return ""
+    risk = w.risk_words(context.judging)
+    head = f"worst case, had the {w.plural(at_risk, 'error/hang', 'errors/hangs')} in {risk} been reproductions"
+    evidence = compared.evidence
+    assert evidence is not None
+    strata = compared.pairing.strata(context.table, at_risk_as_reproductions=True)
+    if sum(c[0] for c, _ in strata) == 0:
+        return f"{head}: reproduces (none of them on the hosts compared)"
+    worst = comparison.weigh(strata, anytime_valid=evidence.anytime, fixed_ratio=context.judging.fixed_ratio)
+    below, _ = context.families.adjusted(compared.pairing.cell_id, worst.p_below, worst.p_fixed)
+    if below < ALPHA and worst.ratio_upper < 1.0:
+        return f"{head}: reproduces less often (rate ratio ≤ {w.ratio(worst.ratio_upper)}, {fmt_p(below)})"
+    return f"{head}: reproduces, not shown rarer than {context.reference} ({fmt_p(below)})"

@@ -1,8 +1,12 @@
 """Records -> counts per cell and host, each outcome given its role by its own campaign.
 
 A tally keeps every outcome's count (so reports can show them all), the role totals that
-rates are made of, and why each excluded attempt is out of the rate. Cells are keyed by
-identity (name plus a hash of what ran), so one name with two contents stays two rows.
+rates are made of, the errors and hangs *in* the phase at risk (a column of their own:
+never clean, never a reproduction), why each excluded attempt is out of the rate, and the
+slots that run again (interrupted, not run, cut), which are in no rate and no share: they
+say nothing about the cell, and one quarantined host must not make every cell unjudgeable.
+Cells are keyed by identity (name plus a hash of what ran), so one name with two contents
+stays two rows.
 """
 
 from __future__ import annotations
@@ -10,10 +14,10 @@ from __future__ import annotations
 import re
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Mapping
+from typing import Any, Callable, Iterable, Mapping
 
 from reprofleet.records.identity import record_cell_id
-from reprofleet.model import Judging, Outcome, Role
+from reprofleet.model import Judging, Role
 
 ALL_HOSTS = "(all)"
 EMPTY_CACHE_MANIFEST = "e3b0c44298fc1c14"  # sha256 of no entries at all: the cache folder was empty
@@ -33,12 +37,21 @@ class Tally:
     outcomes: Counter[str] = field(default_factory=Counter)
     reproductions: int = 0
     judged: int = 0  # reproductions + non-reproductions
+    at_risk: int = 0  # errors and hangs inside the phase at risk
     excluded: int = 0
     excluded_reasons: Counter[str] = field(default_factory=Counter)
+    not_run: int = 0  # slots that run again: in no rate and no share
+    not_run_reasons: Counter[str] = field(default_factory=Counter)
+    early: int = 0  # reproductions before the phase at risk (counted, flagged)
 
     @property
     def total(self) -> int:
-        return self.judged + self.excluded
+        """Attempts that ran: judged, failed at risk and excluded (never a slot that runs again)."""
+        return self.judged + self.at_risk + self.excluded
+
+    @property
+    def clean(self) -> int:
+        return self.judged - self.reproductions
 
     @property
     def excluded_share(self) -> float:
@@ -49,15 +62,30 @@ class Tally:
         """(reproductions, judged): what every test and interval is computed from."""
         return self.reproductions, self.judged
 
-    def add(self, outcome: str, role: Role, reason: str) -> None:
+    def merged(self, other: "Tally") -> "Tally":
+        """This tally and ``other`` together (a cell over some of its hosts)."""
+        return Tally(self.cell_id or other.cell_id, ALL_HOSTS, self.outcomes + other.outcomes,
+                     self.reproductions + other.reproductions, self.judged + other.judged,
+                     self.at_risk + other.at_risk, self.excluded + other.excluded,
+                     self.excluded_reasons + other.excluded_reasons, self.not_run + other.not_run,
+                     self.not_run_reasons + other.not_run_reasons, self.early + other.early)
+
+    def add(self, outcome: str, role: Role, reason: str, early: bool = False) -> None:
+        if role is Role.NOT_RUN:
+            self.not_run += 1
+            self.not_run_reasons[reason] += 1
+            return
         self.outcomes[outcome] += 1
         if role is Role.EXCLUDED:
             self.excluded += 1
             self.excluded_reasons[reason] += 1
-            return
-        self.judged += 1
-        if role is Role.REPRODUCTION:
-            self.reproductions += 1
+        elif role is Role.FAILED_AT_RISK:
+            self.at_risk += 1
+        else:
+            self.judged += 1
+            if role is Role.REPRODUCTION:
+                self.reproductions += 1
+                self.early += early
 
 
 @dataclass(frozen=True)
@@ -70,6 +98,11 @@ class Judged:
     outcome: str
     role: Role
     reason: str
+    early: bool = False
+
+    @property
+    def campaign(self) -> str:
+        return str(self.record.get("campaign"))
 
     @property
     def first_in_boot(self) -> bool | None:
@@ -82,18 +115,19 @@ class Judged:
         return None if not cache else cache == EMPTY_CACHE_MANIFEST
 
 
-def judge_records(records: Iterable[Mapping[str, Any]], judging_of: Any) -> list[Judged]:
+def judge_records(records: Iterable[Mapping[str, Any]],
+                  judging_of: Callable[[Mapping[str, Any]], Judging]) -> list[Judged]:
     """Each record with its role under ``judging_of(record)`` (its own campaign's rules)."""
     out = []
     for record in records:
-        judging: Judging = judging_of(record)
+        judging = judging_of(record)
         outcome = str(record.get("outcome"))
-        phase = record.get("last_phase")
-        role = judging.role(Outcome(outcome), phase)
-        reason = judging.exclusion_reason(Outcome(outcome), phase)
-        if outcome == Outcome.INFRA.value and record.get("reason"):
-            reason = f"infra: {str(record['reason'])[:100]}"
-        out.append(Judged(record, record_cell_id(record), str(record.get("host")), outcome, role, reason))
+        phases = record.get("phases")
+        verdict = judging.classify(outcome, record.get("last_phase"),
+                                   [str(p) for p in phases] if isinstance(phases, list) else None,
+                                   str(record.get("reason") or "") or None)
+        out.append(Judged(record, record_cell_id(record), str(record.get("host")), outcome, verdict.role,
+                          verdict.reason, verdict.early))
     return out
 
 
@@ -104,7 +138,7 @@ def tallies(judged: Iterable[Judged]) -> dict[tuple[str, str], Tally]:
         for host in (item.host, ALL_HOSTS):
             tally = table[(item.cell_id, host)]
             tally.cell_id, tally.host = item.cell_id, host
-            tally.add(item.outcome, item.role, item.reason)
+            tally.add(item.outcome, item.role, item.reason, item.early)
     return dict(table)
 
 
@@ -117,7 +151,7 @@ def split_tally(judged: Iterable[Judged], cell_id: str, attribute: str) -> tuple
         value = getattr(item, attribute)
         if value is None:
             continue
-        (yes if value else no).add(item.outcome, item.role, item.reason)
+        (yes if value else no).add(item.outcome, item.role, item.reason, item.early)
     if not yes.judged or not no.judged:
         return None
     return yes, no
