@@ -163,9 +163,11 @@ def _write_html(path: Path, judgement: Any, pool: Any, title: str, console: Cons
 
 def run_and_report(c: Any, hosts: str, playbook: str, attempts: int | None, dry_run: bool,
                    resume: str | None, accept_new: bool | None,
-                   overrides: dict[str, Any] | None = None, check_hosts: bool = False) -> ExitStatus:
+                   overrides: dict[str, Any] | None = None, check_hosts: bool = False,
+                   limit: str | None = None) -> ExitStatus:
     """Load and validate everything, then run (or describe) the campaign and summarize it.
-    ``check_hosts`` (with ``dry_run``): also ask every host whether it can run its plan."""
+    ``check_hosts`` (with ``dry_run``): also ask every host whether it can run its plan;
+    ``limit``: an Ansible host pattern choosing which of the inventory's hosts run."""
     from reprofleet.campaign import run as campaign_mod
     from reprofleet.inventory import load_inventory
     from reprofleet.playbook import load_playbook
@@ -174,7 +176,10 @@ def run_and_report(c: Any, hosts: str, playbook: str, attempts: int | None, dry_
     from reprofleet.campaign.preflight import check_playbook_against_hosts
     from reprofleet.runner.recovery import recovery_factory
 
-    inventory = load_inventory(hosts)
+    from reprofleet.inventory.patterns import limited
+
+    whole = load_inventory(hosts)
+    inventory = limited(whole, limit)
     book = load_playbook(playbook, attempts_override=attempts)
     _configure_power(c)  # before the preflight builds every driver: its timings are those of invoke.yaml
     report_root = Path(_conf(c)["reports"])
@@ -189,6 +194,8 @@ def run_and_report(c: Any, hosts: str, playbook: str, attempts: int | None, dry_
     plan = campaign_mod.make_plan(book, inventory.hosts, campaign_id, done)
     console = _console()
     if dry_run:
+        if limit:
+            print(f"--limit {limit!r} chose {len(inventory.hosts)} of the {len(whole.hosts)} hosts of {whole.source}")
         print(campaign_mod.describe_plan(plan))
         if not check_hosts:
             return ExitStatus.OK
@@ -244,23 +251,28 @@ def campaign_status(result: Any, err: "Console") -> ExitStatus:
     "break-lease": "take hosts whose lease another campaign holds (say so only when that campaign is dead)",
     "bring-up": "power-cycle hosts that do not answer at the start even if this campaign never saw them answer",
     "check-hosts": "with --dry-run: ask every host (changing nothing) whether it can run its plan",
+    "limit": "Ansible host pattern: only these hosts run (e.g. 'blackwell:!ws03', 'ws0[1-2]*', '@retry-file')",
 })
 @handled
 def campaign(c: Context, hosts: str, playbook: str = "playbooks/sm120-hostwedge.yml", attempts: str | None = None,
              dry_run: bool = False, resume: str | None = None, accept_new_host_keys: bool = False,
-             break_lease: bool = False, bring_up: bool = False, check_hosts: bool = False) -> ExitStatus:
+             break_lease: bool = False, bring_up: bool = False, check_hosts: bool = False,
+             limit: str = "") -> ExitStatus:
     """Run a reproduction campaign on every host of an inventory."""
     if check_hosts and not dry_run:
         raise BadArgument("--check-hosts goes with --dry-run (a campaign checks its hosts anyway)")
     overrides = {**({"break_leases": True} if break_lease else {}), **({"bring_up": True} if bring_up else {})}
     return run_and_report(c, hosts, playbook, int(attempts) if attempts else None, dry_run, resume,
-                          accept_new_host_keys or None, overrides or None, check_hosts=check_hosts)
+                          accept_new_host_keys or None, overrides or None, check_hosts=check_hosts,
+                          limit=limit or None)
 
 
 @task(help={"hosts": "Ansible inventory", "json": "print JSON lines instead of a table",
-            "accept-new-host-keys": "record unknown host keys instead of refusing them"})
+            "accept-new-host-keys": "record unknown host keys instead of refusing them",
+            "limit": "Ansible host pattern: only these hosts"})
 @handled
-def facts(c: Context, hosts: str, json_: bool = False, accept_new_host_keys: bool = False) -> ExitStatus:
+def facts(c: Context, hosts: str, json_: bool = False, accept_new_host_keys: bool = False,
+          limit: str = "") -> ExitStatus:
     """Collect and show each host's facts (GPU, driver, OS, BIOS, boot_id)."""
     from reprofleet.campaign.facts import collect_facts
     from reprofleet.cli.tables import facts_table
@@ -268,7 +280,9 @@ def facts(c: Context, hosts: str, json_: bool = False, accept_new_host_keys: boo
 
     from reprofleet.inventory import load_inventory
 
-    inventory_hosts = load_inventory(hosts).hosts
+    from reprofleet.inventory.patterns import limited
+
+    inventory_hosts = limited(load_inventory(hosts), limit or None).hosts
     results = collect_facts(inventory_hosts, _settings(c, accept_new_host_keys or None))
     for name, value in results.items():
         if isinstance(value, dict):
@@ -381,10 +395,11 @@ def power(c: Context, host: str, action: str, hosts: str = "", yes: bool = False
 
 @task(name="policy", help={"hosts": "Ansible inventory", "restore": "put every GPU back to its defaults",
                            "read": "show what each GPU reports (default)",
-                           "ignore-lease": "restore even on hosts a campaign holds (it would run on the defaults)"})
+                           "ignore-lease": "restore even on hosts a campaign holds (it would run on the defaults)",
+                           "limit": "Ansible host pattern: only these hosts"})
 @handled
 def policy_task(c: Context, hosts: str, restore: bool = False, read: bool = False,
-                ignore_lease: bool = False) -> ExitStatus:
+                ignore_lease: bool = False, limit: str = "") -> ExitStatus:
     """Read, or restore to defaults, the GPU policy of every host.
 
     A host a live campaign holds is refused (named, with its holder) unless --ignore-lease:
@@ -392,7 +407,8 @@ def policy_task(c: Context, hosts: str, restore: bool = False, read: bool = Fals
     from reprofleet.campaign.policy_restore import policy_everywhere
     from reprofleet.cli.tables import policy_table
 
-    results = policy_everywhere(hosts, _settings(c), "restore" if restore else "read", ignore_lease=ignore_lease)
+    results = policy_everywhere(hosts, _settings(c), "restore" if restore else "read", ignore_lease=ignore_lease,
+                                limit=limit or None)
     _console().print(policy_table(results))
     return ExitStatus.OK if all(isinstance(v, dict) for v in results.values()) else ExitStatus.SOME_HOSTS_FAILED
 
