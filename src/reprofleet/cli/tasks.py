@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 from invoke import Collection, Context, Task, task
 
+from reprofleet.cli.env_config import normalise_environment
 from reprofleet.cli.exits import BadArgument, ExitStatus, handled
 from reprofleet.cli.args import RestTask
 from reprofleet.cli.signals import install_stop_handlers
@@ -49,6 +50,8 @@ DEFAULTS: dict[str, Any] = {
     "controller": None,
     "sim_dir": "/var/lib/reprofleet-sim/cli",  # not under /tmp, /root or /var/tmp: simulated hosts shadow those
 }
+# before Invoke reads the shell environment (its executor does, after importing these tasks)
+normalise_environment(DEFAULTS)
 
 
 def _console() -> "Console":
