@@ -77,3 +77,28 @@ def test_a_limit_that_matches_nothing_runs_nothing_and_names_the_part(tmp_path: 
     (line,) = result.stderr.strip().splitlines()
     assert "'ws1' matches no host or group" in line and "did you mean 'ws01'" in line
     assert not (tmp_path / "reports").exists()
+
+
+def test_a_number_flag_that_is_not_a_number_is_one_line_not_a_traceback(tmp_path: Path) -> None:
+    inventory = _inventory(tmp_path, "all:\n  hosts:\n    ws01:\n      ansible_host: 10.213.254.254\n")
+    book = write_playbook(tmp_path / "book", attempts=1)
+    attempts = reprofleet("campaign", "--hosts", str(inventory), "--playbook", str(book), "--attempts", "x", cwd=tmp_path)
+    assert attempts.returncode == 2 and attempts.stderr.strip().splitlines() == [
+        "reprofleet: error: --attempts takes a whole number, not 'x'"]
+    dwell = subprocess.run([sys.executable, "-m", "reprofleet", "power", "ws01", "cycle", "--hosts", str(inventory),
+                            "--dwell", "x", "--ignore-lease"], cwd=tmp_path, capture_output=True, text=True, timeout=60,
+                           stdin=subprocess.DEVNULL)
+    assert dwell.returncode == 2 and "--dwell takes seconds (a number), not 'x'" in dwell.stderr
+    assert "Traceback" not in attempts.stderr + dwell.stderr and not (tmp_path / "reports").exists()
+
+
+def test_a_power_action_without_a_terminal_or_yes_does_nothing_and_fails(tmp_path: Path) -> None:
+    inventory = _inventory(tmp_path, "all:\n  hosts:\n    ws01:\n      ansible_host: 10.213.254.254\n"
+                                     "      pdu: {driver: tasmota, address: 10.213.254.1, outlet: 1}\n")
+    result = subprocess.run([sys.executable, "-m", "reprofleet", "power", "ws01", "cycle", "--hosts", str(inventory),
+                             "--ignore-lease"], cwd=tmp_path, capture_output=True, text=True, timeout=60,
+                            stdin=subprocess.DEVNULL)
+    assert result.returncode == 2
+    assert result.stderr.strip().splitlines() == [
+        "reprofleet: error: power cycle ws01? there is no terminal to ask on: pass --yes to do it"]
+    assert not (tmp_path / "reports").exists()

@@ -265,7 +265,7 @@ def campaign(c: Context, hosts: str, playbook: str = "playbooks/sm120-hostwedge.
     if check_hosts and not dry_run:
         raise BadArgument("--check-hosts goes with --dry-run (a campaign checks its hosts anyway)")
     overrides = {**({"break_leases": True} if break_lease else {}), **({"bring_up": True} if bring_up else {})}
-    return run_and_report(c, hosts, playbook, int(attempts) if attempts else None, dry_run, resume,
+    return run_and_report(c, hosts, playbook, _count("attempts", attempts), dry_run, resume,
                           accept_new_host_keys or None, overrides or None, check_hosts=check_hosts,
                           limit=limit or None)
 
@@ -381,17 +381,17 @@ def power(c: Context, host: str, action: str, hosts: str = "", yes: bool = False
     if action == "verify":
         if not yes and not _confirm(f"switch {host} off to check its wiring, then on again? [y/N] "):
             print("nothing done")
-            return ExitStatus.OK
+            return ExitStatus.ERROR
         report = verify_wiring(hosts, host, Path(_conf(c)["reports"]))
         print("\n".join(report.lines()))
         return ExitStatus.OK if report.ok else ExitStatus.SOME_HOSTS_FAILED
     if action not in ("on", "off", "status", "cycle"):
         raise BadArgument(f"action must be on, off, status, cycle or verify, not {action!r}")
+    dwell_s = _seconds("dwell", dwell) if dwell is not None else float(_conf(c)["dwell_s"])
     if action != "status" and not yes and not _confirm(f"power {action} {host}? [y/N] "):
         print("nothing done")
-        return ExitStatus.OK
-    state = power_action(hosts, host, action, Path(_conf(c)["reports"]),
-                         float(dwell if dwell is not None else _conf(c)["dwell_s"]))
+        return ExitStatus.ERROR
+    state = power_action(hosts, host, action, Path(_conf(c)["reports"]), dwell_s)
     print(f"{host}: {state.value}")
     return ExitStatus.OK
 
@@ -601,9 +601,35 @@ def cache_push(c: Context, folder: str, hosts: str = "", ignore_lease: bool = Fa
 
 
 def _confirm(question: str) -> bool:
+    """A person's yes at a terminal. Without one, nothing is done and the task fails (exit 2):
+    a script that forgot --yes must not read "nothing done" as success."""
     if not sys.stdin.isatty():
-        return False
+        raise BadArgument(f"{question.split('?')[0].strip()}? there is no terminal to ask on: pass --yes to do it")
     return input(question).strip().lower() in ("y", "yes")
+
+
+def _count(flag: str, value: str | None, low: int = 1) -> int | None:
+    """A whole-number flag (``--attempts``): one line, not a traceback, for ``x`` or ``0``."""
+    if value is None or value == "":
+        return None
+    try:
+        number = int(str(value).strip())
+    except ValueError:
+        raise BadArgument(f"--{flag} takes a whole number, not {value!r}") from None
+    if number < low:
+        raise BadArgument(f"--{flag} takes a number >= {low}, not {number}")
+    return number
+
+
+def _seconds(flag: str, value: str) -> float:
+    """A duration flag (``--dwell``): finite and >= 0, or one line."""
+    try:
+        number = float(str(value).strip())
+    except ValueError:
+        raise BadArgument(f"--{flag} takes seconds (a number), not {value!r}") from None
+    if not (number >= 0 and number < float("inf")):
+        raise BadArgument(f"--{flag} takes a finite number of seconds >= 0, not {value!r}")
+    return number
 
 
 sim = Collection("sim")
