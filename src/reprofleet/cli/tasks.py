@@ -396,6 +396,42 @@ def power(c: Context, host: str, action: str, hosts: str = "", yes: bool = False
     return ExitStatus.OK
 
 
+@task(help={"hosts": "Ansible inventory", "limit": "Ansible host pattern: only these hosts",
+            "playbook": "the campaign the hosts must be ready for (default playbooks/sm120-hostwedge.yml)",
+            "json": "print one JSON line per host instead of tables",
+            "accept-new-host-keys": "record unknown host keys instead of refusing them"})
+@handled
+def doctor(c: Context, hosts: str, limit: str = "", playbook: str = "playbooks/sm120-hostwedge.yml",
+           json_: bool = False, accept_new_host_keys: bool = False) -> ExitStatus:
+    """Before the first night: per host, what the plan needs, whether it is there, and the fix (changes nothing).
+
+    Exit 0 when every host is ready, 3 when one is not (a `missing` item), 2 for bad input."""
+    from reprofleet.campaign import doctor as doc
+    from reprofleet.cli.tables import doctor_table
+    from reprofleet.inventory import load_inventory
+    from reprofleet.inventory.patterns import limited
+    from reprofleet.playbook import load_playbook
+
+    inventory = limited(load_inventory(hosts), limit or None)
+    book = load_playbook(playbook)
+    _configure_power(c)
+    cells = list(book.cells)
+    evidence = doc.examine(inventory.hosts, lambda host: cells, _settings(c, accept_new_host_keys or None),
+                           Path(_conf(c)["reports"]))
+    found = [doc.diagnose(h, cells, evidence[h.name], root_features=doc.root_features(cells, h))
+             for h in inventory.hosts]
+    if json_:
+        for diagnosis in found:
+            print(json.dumps(diagnosis.to_json(), sort_keys=True))
+    else:
+        console = _console()
+        for diagnosis in found:
+            console.print(doctor_table(diagnosis))
+        ready = sum(d.ready for d in found)
+        console.print(f"{ready} of {len(found)} hosts ready for {book.path}")
+    return ExitStatus.OK if all(d.ready for d in found) else ExitStatus.SOME_HOSTS_FAILED
+
+
 @task(name="policy", help={"hosts": "Ansible inventory", "restore": "put every GPU back to its defaults",
                            "read": "show what each GPU reports (default)",
                            "ignore-lease": "restore even on hosts a campaign holds (it would run on the defaults)",
@@ -641,5 +677,5 @@ cache = Collection("cache")
 cache.add_task(cast(Task, cache_pull), "pull")
 cache.add_task(cast(Task, cache_push), "push")
 
-ns = Collection(campaign, facts, demo, power, policy_task, report, compare, plan, sim, cache)
+ns = Collection(campaign, facts, doctor, demo, power, policy_task, report, compare, plan, sim, cache)
 ns.configure({"reprofleet": DEFAULTS})
