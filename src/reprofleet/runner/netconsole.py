@@ -49,11 +49,11 @@ def start_receiver(hosts: Sequence[Host], folder: Path) -> NetconsoleReceiver | 
             raise NetconsoleError(f"{setting.where}: {host.name}: {exc}") from None
         claims.setdefault(address, []).append(host.name)
     ports = {setting.port for _, setting in chosen}
-    sources = {address: names[0] for address, names in claims.items() if len(set(names)) == 1}
-    receiver = NetconsoleReceiver(ports, sources, folder, bind=sorted(binds))
+    receiver = NetconsoleReceiver(ports, {address: names[0] for address, names in claims.items()}, folder,
+                                  bind=sorted(binds))
     for address, names in claims.items():
         if len(set(names)) > 1:
-            receiver.contest(address, names)
+            receiver.contest(address, names)  # before it starts: nothing from there is ever filed
     return receiver.start()
 
 
