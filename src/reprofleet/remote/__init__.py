@@ -6,5 +6,7 @@ that needs a reply), ``ssh`` (the system ``ssh`` binary for bulk bytes), ``agent
 client of the host agent in ``collectors/``: push under a content hash, JSON lines),
 ``session`` (one by-hand agent session: connect, push, one piece of work, close),
 ``replies`` (the agent's replies parsed into frozen dataclasses, in one place),
-``netconsole`` (the UDP receiver of hosts' kernel messages).
+``netconsole`` (the UDP receiver of hosts' kernel messages), ``netconsole_lines`` (its datagrams
+put together into kernel lines, every size a sender controls capped), ``netconsole_budget``
+(what one source address may send it per second).
 """
