@@ -479,10 +479,12 @@ def _override_caveat(info: Any, counted: tuple[Any, ...]) -> str:
             "reproductions": "override the campaigns' own reproductions (comma-separated outcomes)",
             "reference": "compare every cell with this one (default: the campaigns' reference)",
             "json": "print the verdicts as JSON instead of tables and files",
-            "out": "a folder for report.md and report.html, or FILE.md (report.html beside it); default reports/pooled"})
+            "out": "a folder for report.md and report.html, or FILE.md (report.html beside it); default reports/pooled",
+            "issue": "also write the text a bug report asks for: vllm (collect-env, reproducer, results) or nvidia "
+                     "(system, steps, how often, logs), as issue-vllm.md / issue-nvidia.md beside report.md"})
 @handled
 def report(c: Context, paths: list[str] | None = None, reproductions: str = "", reference: str = "",
-           json_: bool = False, out: str = "") -> ExitStatus:
+           json_: bool = False, out: str = "", issue: str = "") -> ExitStatus:
     """Pool records from many campaigns and controllers: report.md and report.html, one verdict per cell."""
     from dataclasses import replace
 
@@ -492,6 +494,12 @@ def report(c: Context, paths: list[str] | None = None, reproductions: str = "", 
     from reprofleet.report import render_markdown
     from reprofleet.verdicts import judge
 
+    from reprofleet.report.issue_text import Tracker
+
+    try:
+        tracker = Tracker(issue) if issue else None
+    except ValueError:
+        raise BadArgument(f"--issue takes {' or '.join(t.value for t in Tracker)}, not {issue!r}") from None
     pool = load_pool(_sources(c, paths))
     if reproductions:
         try:
@@ -513,6 +521,14 @@ def report(c: Context, paths: list[str] | None = None, reproductions: str = "", 
     write_atomic(markdown_path, render_markdown(judgement, pool.records, "reprofleet report"))
     written = _write_html(html_path, judgement, pool, "reprofleet report", console)
     console.print(f"report:  {markdown_path}" + (f"\nhtml:    {written}" if written else ""))
+    if tracker is not None:
+        from reprofleet.report.folders import Folders
+        from reprofleet.report.issue_text import issue_markdown
+
+        issue_path = markdown_path.with_name(f"issue-{tracker.value}.md")
+        write_atomic(issue_path, issue_markdown(tracker, judgement, pool.records,
+                                                Folders.of(pool).facts(pool.records), html_path.name))
+        console.print(f"issue:   {issue_path}")
     return ExitStatus.OK
 
 
