@@ -161,6 +161,16 @@ def _write_html(path: Path, judgement: Any, pool: Any, title: str, console: Cons
     return path
 
 
+def _notify_observers(c: Any) -> tuple[Any, ...]:
+    """invoke.yaml's ``notify:`` as the campaign's notifier (none when it names no receiver);
+    a wrong key or a missing secret stops here, before any host is asked."""
+    from reprofleet.campaign.notify import Notifier
+    from reprofleet.campaign.notify_senders import build_send, parse_settings
+
+    notify = parse_settings(_plain(_conf(c).get("notify")))
+    return (Notifier(build_send(notify), kinds=notify.kinds),) if notify.enabled else ()
+
+
 def run_and_report(c: Any, hosts: str, playbook: str, attempts: int | None, dry_run: bool,
                    resume: str | None, accept_new: bool | None,
                    overrides: dict[str, Any] | None = None, check_hosts: bool = False) -> ExitStatus:
@@ -205,12 +215,13 @@ def run_and_report(c: Any, hosts: str, playbook: str, attempts: int | None, dry_
             console.print(f"[yellow]{name}: its outlet reads off; it is switched on before its first attempt if this "
                           "campaign saw it answer or switched it off (a resume), or with --bring-up[/]")
     settings = _settings(c, accept_new, overrides)
+    observers = _notify_observers(c)
     stop = threading.Event()
     _install_stop_handlers(stop)
     planned = {h: len(v) for h, v in plan.per_host.items()}
     with LiveProgress(planned.keys(), planned, console) as progress:
         result = campaign_mod.run_campaign(plan, settings, report_root, progress=progress, stop=stop,
-                                           recovery_factory=recovery_factory)
+                                           recovery_factory=recovery_factory, observers=observers)
     report_path = write_campaign_report(result.directory.root, console, f"campaign {result.campaign_id}")
     html_path = report_path.with_suffix(".html")
     console.print(f"records: {result.directory.attempts}\nreport:  {report_path}"
