@@ -609,3 +609,43 @@ cache.add_task(cast(Task, cache_push), "push")
 
 ns = Collection(campaign, facts, demo, power, policy_task, report, compare, plan, sim, cache)
 ns.configure({"reprofleet": DEFAULTS})
+
+
+@task(positional=["folder"],
+      help={"folder": "a campaign folder, reports/<campaign-id> (running or finished; read only, its lock untouched)",
+            "json": "print the state and the verdicts so far as JSON (with --watch: one JSON line per refresh)",
+            "watch": "refresh until the campaign is no longer running (Ctrl-C leaves, exit 0)",
+            "interval": "seconds between refreshes with --watch (default 5)",
+            "count": "at most this many refreshes with --watch (default 720)"})
+@handled
+def status(c: Context, folder: str, json_: bool = False, watch: bool = False, interval: str = "5",
+           count: str = "720") -> ExitStatus:
+    """Where a campaign stands: hosts, attempts done of planned, wedges, quarantines, ETA, verdicts so far."""
+    import time
+
+    from reprofleet.report.status import read_status, status_lines
+
+    if not Path(folder).is_dir():
+        raise BadArgument(f"{folder}: no such campaign folder (invoke status reports/<campaign-id>)")
+    try:
+        every, times = float(interval), int(count)
+    except ValueError:
+        raise BadArgument(f"--interval takes seconds and --count a number, not {interval!r} and {count!r}") from None
+    if every <= 0 or times < 1:
+        raise BadArgument("--interval must be more than 0 and --count at least 1")
+    clear = watch and not json_ and sys.stdout.isatty()
+    try:
+        for turn in range(times if watch else 1):
+            current = read_status(Path(folder))
+            text = json.dumps(current.to_json(), default=str, indent=None if watch else 2)
+            print(("\033[H\033[2J" if clear else "") + (text if json_ else "\n".join(status_lines(current))),
+                  flush=True)
+            if not current.state.running or turn == times - 1:
+                break
+            time.sleep(every)
+    except KeyboardInterrupt:
+        pass  # leaving a watch is not a failure
+    return ExitStatus.OK
+
+
+ns.add_task(cast(Task, status))
