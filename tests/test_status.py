@@ -133,7 +133,8 @@ def test_watch_refreshes_a_bounded_number_of_times_and_ctrl_c_leaves_with_0(
         raise KeyboardInterrupt
 
     monkeypatch.setattr(time, "sleep", interrupted)
-    _run("status", str(folder), "--watch")  # Program.run raises SystemExit on a non-zero status
+    # exit=True: a non-zero status would raise SystemExit here
+    Program(namespace=ns, name="reprofleet", binary="reprofleet").run(["reprofleet", "status", str(folder), "--watch"])
     assert capsys.readouterr().out.startswith("campaign synthetic-1")
     finished = _campaign(tmp_path / "other", running=False)
     _run("status", str(finished), "--json", "--watch", "--count", "5")

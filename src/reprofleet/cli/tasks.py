@@ -434,7 +434,7 @@ def _override_caveat(info: Any, counted: tuple[Any, ...]) -> str:
                      "default: every campaign under reports/)",
             "reproductions": "override the campaigns' own reproductions (comma-separated outcomes)",
             "reference": "compare every cell with this one (default: the campaigns' reference)",
-            "json": "print the verdicts as JSON instead of tables and files",
+            "json": "print the verdicts, and each cell's rate per host and pooled (rates), as JSON",
             "out": "a folder for report.md and report.html, or FILE.md (report.html beside it); default reports/pooled"})
 @handled
 def report(c: Context, paths: list[str] | None = None, reproductions: str = "", reference: str = "",
@@ -459,7 +459,9 @@ def report(c: Context, paths: list[str] | None = None, reproductions: str = "", 
                                         for k, v in pool.campaigns.items()})
     judgement = judge(pool, reference or None)
     if json_:
-        print(json.dumps(judgement.to_json(), indent=2, default=str))
+        from reprofleet.report.rates import rates_json
+
+        print(json.dumps({**judgement.to_json(), "rates": rates_json(judgement)}, indent=2, default=str))
         return ExitStatus.OK
     console = _console()
     console.print(summary_table(judgement, f"{judgement.attempts} attempts pooled"))
@@ -649,3 +651,46 @@ def status(c: Context, folder: str, json_: bool = False, watch: bool = False, in
 
 
 ns.add_task(cast(Task, status))
+
+
+@task(klass=RestTask, iterable=["paths"],
+      help={"paths": "campaign folders or attempts.jsonl files: invoke export PATH [PATH ...] (default: every "
+                     "campaign under reports/)",
+            "format": "csv (default), parquet (pip install 'reprofleet[export]') or jsonl",
+            "out": "the file to write (default: stdout; parquet needs a file)"})
+@handled
+def export(c: Context, paths: list[str] | None = None, format_: str = "csv", out: str = "") -> ExitStatus:
+    """One row per attempt, amendments folded, with each attempt's role: CSV, Parquet or JSON lines."""
+    import io
+    import os
+
+    from reprofleet.records.export import ExportFormat, folded, write_csv, write_jsonl, write_parquet
+    from reprofleet.records.pooling import load_pool
+
+    try:
+        kind = ExportFormat(format_)
+    except ValueError:
+        raise BadArgument(f"--format takes {', '.join(f.value for f in ExportFormat)}, not {format_!r}") from None
+    rows = folded(load_pool(_sources(c, paths)))
+    if kind is ExportFormat.PARQUET:
+        if not out:
+            raise BadArgument("--format parquet writes a file: give --out FILE.parquet")
+        temp = Path(out).with_name(f".{Path(out).name}.{os.getpid()}.tmp")
+        try:
+            write_parquet(rows, temp)
+            os.replace(temp, out)
+        finally:
+            temp.unlink(missing_ok=True)
+    else:
+        text = io.StringIO()
+        (write_csv if kind is ExportFormat.CSV else write_jsonl)(rows, text)
+        if out:
+            write_atomic(Path(out), text.getvalue())
+        else:
+            sys.stdout.write(text.getvalue())
+    if out:
+        print(f"{len(rows)} attempts -> {out}", file=sys.stderr)
+    return ExitStatus.OK
+
+
+ns.add_task(cast(Task, export))
