@@ -21,6 +21,7 @@ from reprofleet.cli.tasks import ns
 from reprofleet.records.folder_state import read_state
 from reprofleet.records.pooling import load_pool
 from reprofleet.records.prometheus import Family, read_heartbeat, render, sample
+from reprofleet.records import store
 from reprofleet.records.store import CampaignDir, CampaignLock, JsonlAppender, RecordError
 from reprofleet.report.status import read_status, status_lines
 from reprofleet.verdicts import judge
@@ -59,6 +60,27 @@ def test_a_finished_campaign_shows_each_hosts_counts_quarantine_and_power_cycles
     assert (state.done, state.planned, state.running) == (by_host["ws2"].done + by_host["ws10"].done, 60, False)
 
 
+def _append_events(folder: Path, *events: dict[str, Any]) -> None:
+    with open(folder / "events.jsonl", "a") as handle:
+        handle.write("".join(json.dumps(e) + "\n" for e in events))
+
+
+def test_a_cell_its_stop_rule_ended_leaves_nothing_to_run_and_a_resumed_host_is_no_longer_quarantined(
+        tmp_path: Path) -> None:
+    folder = _campaign(tmp_path)
+    before = {h.name: h for h in read_state(folder).hosts}
+    _append_events(folder, {"t": "2026-11-30T10:00:00.000Z", "host": "ws2", "event": "stopped", "cell": "lgc-2800"},
+                   {"t": "2026-11-30T10:00:01.000Z", "host": "ws10", "event": "prepared"})
+    after = {h.name: h for h in read_state(folder).hosts}
+    lgc_done = sum(1 for r in store.read_records(folder / "attempts.jsonl") if r["host"] == "ws2"
+                   and r["cell"] == "lgc-2800" and not r["reason"].startswith("not run"))
+    assert after["ws2"].remaining == before["ws2"].remaining - (10 - lgc_done)
+    assert before["ws10"].quarantined and after["ws10"].quarantined is None and after["ws10"].remaining > 0
+    _append_events(folder, {"t": "2026-11-30T10:05:00.000Z", "host": "ws10", "event": "recovery",
+                            "from": "booting", "to": "quarantined", "reason": "no boot within 60 s"})
+    assert {h.name: h for h in read_state(folder).hosts}["ws10"].quarantined == "recovery failed: no boot within 60 s"
+
+
 def test_status_verdicts_are_invoke_reports_own_and_carry_the_anytime_caveat_before_the_planned_end(
         tmp_path: Path) -> None:
     folder = _campaign(tmp_path, running=True)
@@ -94,11 +116,11 @@ def test_the_eta_is_the_slowest_hosts_remaining_slots_at_its_own_pace(tmp_path: 
 def test_status_reads_only_and_never_asks_the_campaigns_lock(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     folder = _campaign(tmp_path, running=True)
 
-    def touched(folder: Path) -> bool:
+    def flock(fd: int, operation: int) -> None:
         raise AssertionError("status asked the campaign's lock")
 
-    monkeypatch.setattr(CampaignLock, "held", touched)
     with CampaignLock(folder):  # a controller holds the folder meanwhile
+        monkeypatch.setattr(store.fcntl, "flock", flock)
         before = _snapshot(folder)
         read_status(folder, now=NOW)
         assert _snapshot(folder) == before
@@ -127,6 +149,9 @@ def test_watch_refreshes_a_bounded_number_of_times_and_ctrl_c_leaves_with_0(
     folder = _campaign(tmp_path, running=True)
     _run("status", str(folder), "--json", "--watch", "--interval", "0.01", "--count", "3")
     assert len(capsys.readouterr().out.splitlines()) == 3  # a running campaign: every refresh, then the bound
+    finished = _campaign(tmp_path / "other", running=False)
+    _run("status", str(finished), "--json", "--watch", "--interval", "0.01", "--count", "5")
+    assert len(capsys.readouterr().out.splitlines()) == 1  # not running: one look is all there is
     import time
 
     def interrupted(seconds: float) -> None:
@@ -136,9 +161,6 @@ def test_watch_refreshes_a_bounded_number_of_times_and_ctrl_c_leaves_with_0(
     # exit=True: a non-zero status would raise SystemExit here
     Program(namespace=ns, name="reprofleet", binary="reprofleet").run(["reprofleet", "status", str(folder), "--watch"])
     assert capsys.readouterr().out.startswith("campaign synthetic-1")
-    finished = _campaign(tmp_path / "other", running=False)
-    _run("status", str(finished), "--json", "--watch", "--count", "5")
-    assert len(capsys.readouterr().out.splitlines()) == 1  # not running: one look is all there is
 
 
 # -- metrics.prom ---------------------------------------------------------------------------
