@@ -9,6 +9,8 @@ verdict layer's); this is counting.
 
 from __future__ import annotations
 
+import json
+import re
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -90,6 +92,33 @@ def quarantine_reason(entry: Mapping[str, Any]) -> str | None:
     return None
 
 
+# The events this reading needs; a night's events.jsonl is mostly probe rounds, which are
+# never parsed (the controller rewrites metrics.prom from the folder every few seconds).
+WANTED = frozenset(e.value for e in (CampaignEvent.QUARANTINED, CampaignEvent.RECOVERY, CampaignEvent.NEEDS_PERSON,
+                                     CampaignEvent.ATTEMPT_STARTED, CampaignEvent.PREPARED, CampaignEvent.STOPPED))
+EVENT_NAME = re.compile(r'"event":\s*"([a-z_]+)"')
+
+
+def _events(path: Path) -> list[dict[str, Any]]:
+    """The lines of events.jsonl whose event is one of WANTED (a torn or foreign line skipped)."""
+    try:
+        text = path.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return []
+    out = []
+    for line in text.splitlines():
+        name = EVENT_NAME.search(line)
+        if name is None or name.group(1) not in WANTED:
+            continue
+        try:
+            entry = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        if isinstance(entry, dict) and entry.get("event") in WANTED:
+            out.append(entry)
+    return out
+
+
 def _unix(stamp: Any) -> float | None:
     try:
         return datetime.fromisoformat(str(stamp).replace("Z", "+00:00")).timestamp()
@@ -120,7 +149,7 @@ def read_state(folder: Path) -> FolderState:
         raise RecordError(f"{folder}: not a campaign folder (no campaign.json, no attempts.jsonl)")
     info = read_manifest(directory.manifest, running=lambda _folder: False)  # never the lock
     records = list(read_records(directory.attempts)) if directory.attempts.exists() else []
-    events = read_log_lines(directory.events)
+    events = _events(directory.events)
     cells = info.cells if info and info.cells else tuple(dict.fromkeys(str(r.get("cell")) for r in records))
     plan = info.plan if info else None
     names = list(plan.hosts if plan else ())
