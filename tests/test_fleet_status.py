@@ -32,9 +32,10 @@ def test_status_reads_a_running_campaign_from_another_process_without_disturbing
     book = write_playbook(tmp_path / "book", attempts=4, attempt_timeout=30)
     env = {**os.environ, "INVOKE_REPROFLEET_REPORTS": str(tmp_path / "reports"),
            "INVOKE_REPROFLEET_KNOWN_HOSTS": str(fleet.known_hosts_path), "INVOKE_REPROFLEET_SAMPLE_HZ": "5"}
+    output = open(tmp_path / "campaign.out", "w")  # a file, not a pipe nobody drains while it runs
     controller = subprocess.Popen([sys.executable, "-m", "reprofleet", "campaign", "--hosts", str(fleet.inventory_path),
-                                   "--playbook", str(book)], cwd=tmp_path, env=env, stdout=subprocess.PIPE,
-                                  stderr=subprocess.PIPE, text=True, stdin=subprocess.DEVNULL)
+                                   "--playbook", str(book)], cwd=tmp_path, env=env, stdout=output,
+                                  stderr=subprocess.STDOUT, text=True, stdin=subprocess.DEVNULL)
     try:
         deadline = time.monotonic() + 120
         folder = None
@@ -58,11 +59,12 @@ def test_status_reads_a_running_campaign_from_another_process_without_disturbing
         assert (folder / ".controller.lock").read_text() == lock_before  # its holder's pid, untouched
         text = _status(folder)
         assert text.returncode == 0 and "running (its controller last wrote" in text.stdout
-        assert controller.wait(timeout=300) == 0, controller.stderr.read() if controller.stderr else ""
+        assert controller.wait(timeout=300) == 0, (tmp_path / "campaign.out").read_text()[-3000:]
     finally:
         if controller.poll() is None:
             controller.terminate()  # our own child, by its handle
             controller.wait(timeout=60)
+        output.close()
     done = json.loads(_status(folder, "--json").stdout)
     assert done["running"] is False and done["done"] == 8 and done["eta_s"] is not None
     assert sum(h["outcomes"].get("clean", 0) for h in done["hosts"]) == len(list(read_records(folder / "attempts.jsonl")))

@@ -81,7 +81,7 @@ def test_a_resumed_campaign_does_not_tell_again_a_reproduction_its_folder_alread
     notifier.on_attempt_line(_record("a3", "wedge", cell="other"))
     notifier.finished(Ended(interrupted=True))
     assert [(n.kind, n.cell) for n in sent] == [(NoticeKind.FIRST_REPRODUCTION, "other"), (NoticeKind.FINISHED, "")]
-    assert sent[-1].title.endswith("interrupted (--resume goes on)")
+    assert sent[-1].title.endswith("stopped by a signal (--resume goes on)")
 
 
 def test_a_host_that_needs_a_person_is_told_with_its_address_and_outlets(tmp_path: Path) -> None:

@@ -129,7 +129,7 @@ class Notifier:
     def finished(self, ended: Ended) -> None:
         if self._watched is None:
             return
-        how = ("interrupted (--resume goes on)" if ended.interrupted else
+        how = ("stopped by a signal (--resume goes on)" if ended.interrupted else
                f"stopped: {ended.failure}" if ended.failure else "finished")
         try:
             lines = self.verdicts(self._watched.directory.root)

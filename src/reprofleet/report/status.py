@@ -66,7 +66,7 @@ def _duration(seconds: float) -> str:
 def _eta(status: CampaignStatus) -> str:
     state = status.state
     if not state.running:
-        return "not running"
+        return "no ETA: no controller runs it"
     eta = state.eta_s()
     if eta is None:
         return "ETA unknown until a first attempt ends"
