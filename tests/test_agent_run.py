@@ -233,6 +233,7 @@ def test_usage_errors_exit_2_with_an_error_line(state_dir: Path, args: tuple) ->
 
 def test_run_refuses_an_id_that_exists(state_dir: Path) -> None:
     assert h.run_agent(state_dir, "run", "--id", "d1", "--timeout", "5", "--", "true")[0] == 0
+    h.wait_exited(state_dir, "d1")  # else the refusal is "another attempt is alive", not this one
     rc, lines, _ = h.run_agent(state_dir, "run", "--id", "d1", "--timeout", "5", "--", "true")
     assert rc == 2 and "already exists" in lines[0]["error"]
 

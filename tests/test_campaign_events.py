@@ -26,6 +26,7 @@ WRITTEN_NAMES = {
     "controller_network_back", "icmp_unavailable", "recovery", "power_retry", "needs_person", "warning", "not_ready", "fenced", "attempt_resumed",
     "policy_changed", "start_refused", "attempt_killed",  # issue 17
     "self_reset_grace",  # issue 18
+    "notify_failed",  # issue 21: a notification that could not be sent
 }
 
 

@@ -46,7 +46,7 @@ def test_a_host_that_never_returns_is_cycled_once_more_with_a_longer_dwell_then_
     assert [e["dwell_s"] for e in events(ctx, "power_retry")] == [11.0]
     reason = next(e["reason"] for e in events(ctx, "recovery") if e["to"] == "quarantined")
     assert "did not answer within 6 s, after 2 power cycles" in reason
-    assert "stay off after power loss" in reason and "second power supply" in reason and "--verify" in reason
+    assert "stay off after power loss" in reason and "second power supply" in reason and "invoke power HOST verify" in reason
 
 
 def test_a_quarantined_host_that_still_answers_gets_its_gpu_defaults_back(tmp_path: Path) -> None:

@@ -3,6 +3,9 @@ runners, below the command line.
 
 Modules: ``run`` (plan, hosts in parallel, resume, stop), ``preflight`` (checks that need
 no host), ``estimate`` (attempts, hours and power cycles before it runs), ``facts``
-(``invoke facts``), ``policy_restore`` (``invoke policy``), ``power_ops`` (``invoke
-power``), ``cache_ops`` (``invoke cache.push`` / ``cache.pull``).
+(``invoke facts``), ``doctor`` (``invoke doctor``: what each host needs, and the fix), ``policy_restore`` (``invoke policy``), ``power_ops`` (``invoke
+power``), ``cache_ops`` (``invoke cache.push`` / ``cache.pull``), ``observe`` (every line
+the campaign writes, told to its watchers), ``notify`` (what a person is told, once each),
+``notify_senders`` (invoke.yaml's ``notify:``: Apprise URLs and a command), ``metrics``
+(metrics.prom, the Prometheus textfile kept while it runs).
 """

@@ -26,7 +26,7 @@ from reprofleet.runner.host import HostRunner
 from reprofleet.runner.port import HostPort
 from reprofleet.model import Cell, Host, Outcome, Playbook, StopKind
 from reprofleet.playbook import plan_order
-from reprofleet.records.store import (AttemptLog, CampaignDir, CampaignLock, JsonlAppender, read_log_lines,
+from reprofleet.records.store import (CampaignDir, CampaignLock, read_log_lines,
                                      read_records, write_atomic)
 from reprofleet.power import PowerLog
 from reprofleet.power.ports import outlet_keys
@@ -36,6 +36,8 @@ from reprofleet.liveness.silence_hold import segments_of
 from reprofleet.liveness.witness import HostsSideWitness, campaign_guard, named_witnesses
 from reprofleet.model.events import CampaignEvent, event_of
 from reprofleet.model.reasons import slot_runs_again
+from reprofleet.campaign.metrics import CampaignMetrics
+from reprofleet.campaign.observe import Ended, Observer, Watched, watching
 
 
 @dataclass(frozen=True)
@@ -242,12 +244,15 @@ def run_campaign(
     port_for: Callable[[CampaignContext, Host], HostPort] | None = None,
     clock: Clock | None = None,
     network_ok: Callable[[], bool] | None = None,
+    observers: Sequence[Observer] = (),
 ) -> CampaignResult:
     """Run every host's plan in parallel and return the records this run appended.
 
     ``port_for``, ``clock`` and ``network_ok`` are the seam a test plays a campaign through
     (fake hosts, virtual time, a partition guard it scripts); by default the hosts are reached
     over SSH, time is the system's, and the guard asks carrier, witnesses and power devices.
+    ``observers`` (notifications) are told every event and record as it is written, beside
+    the metrics.prom writer every campaign has.
     """
     # The playbook's connect timeout governs every connection of this campaign.
     settings = replace(settings, transport=replace(settings.transport,
@@ -258,14 +263,14 @@ def run_campaign(
     except OSError as exc:
         raise ReprofleetError(f"{plan.playbook.path}: cannot read the PoC {poc_path}: {exc}") from exc
     directory = CampaignDir(report_root / plan.campaign_id).create()
-    with CampaignLock(directory.root):  # one controller process per campaign folder
+    with CampaignLock(directory.root), watching(Watched(plan.campaign_id, directory, plan.playbook, plan.hosts),
+                                                (CampaignMetrics(), *observers)) as watch:  # one controller per folder
         _write_manifest(directory, plan, settings, hashlib.sha256(poc_script).hexdigest())
         stop = stop or threading.Event()
         clock = clock or SystemClock()
         ctx = CampaignContext(
             campaign_id=plan.campaign_id, directory=directory, playbook=plan.playbook, settings=settings,
-            bundle=load_bundle(), poc_script=poc_script, attempt_log=AttemptLog(directory.attempts),
-            events=JsonlAppender(directory.events),
+            bundle=load_bundle(), poc_script=poc_script, attempt_log=watch.attempt_log, events=watch.events,
             fleet=fleet_liveness(plan.hosts, settings, PowerLog(directory.power), clock, network_ok),
             stop=stop, progress=progress, clock=clock,
             cache_seed=poc.cache_seed_archive(plan.playbook.poc.cache_source)
@@ -305,9 +310,11 @@ def run_campaign(
                 ctx.netconsole.close()
         records = tuple(read_records(directory.attempts)) if directory.attempts.exists() else ()
         judged = {str(r.get("cell")) for r in records if r.get("outcome") != Outcome.INFRA.value}
-        return CampaignResult(plan.campaign_id, directory, records[before:], stop.is_set(), ctx.failure,
-                              quarantined={r.host.name: str(r.state.quarantined) for r in runners if r.state.quarantined},
-                              unjudged=tuple(c.name for c in plan.playbook.cells if c.name not in judged))
+        result = CampaignResult(plan.campaign_id, directory, records[before:], stop.is_set(), ctx.failure,
+                                quarantined={r.host.name: str(r.state.quarantined) for r in runners if r.state.quarantined},
+                                unjudged=tuple(c.name for c in plan.playbook.cells if c.name not in judged))
+        watch.ended = Ended(result.interrupted, result.failure, result.quarantined)
+    return result
 
 
 def default_controller_name() -> str:

@@ -1,7 +1,8 @@
 """The only layer that knows Invoke and rich: flags in, exit codes and tables out.
 
 Modules: ``tasks`` (the Invoke tasks, thin), ``args`` (positional arguments Invoke lacks),
-``exits`` (errors -> exit codes and one line on stderr), ``progress`` (the live view and
+``exits`` (errors -> exit codes and one line on stderr), ``env_config`` (INVOKE_REPROFLEET_* read
+by type, the project file found as invoke finds it), ``progress`` (the live view and
 the summary), ``tables`` (the tables of ``invoke facts`` and ``invoke policy``), ``signals`` (a stop
 signal sets the clean stop before anything is printed; nohup is honoured).
 """

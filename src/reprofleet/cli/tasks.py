@@ -164,6 +164,16 @@ def _write_html(path: Path, judgement: Any, pool: Any, title: str, console: Cons
     return path
 
 
+def _notify_observers(c: Any) -> tuple[Any, ...]:
+    """invoke.yaml's ``notify:`` as the campaign's notifier (none when it names no receiver);
+    a wrong key or a missing secret stops here, before any host is asked."""
+    from reprofleet.campaign.notify import Notifier
+    from reprofleet.campaign.notify_senders import build_send, parse_settings
+
+    notify = parse_settings(_plain(_conf(c).get("notify")))
+    return (Notifier(build_send(notify), kinds=notify.kinds),) if notify.enabled else ()
+
+
 def run_and_report(c: Any, hosts: str, playbook: str, attempts: int | None, dry_run: bool,
                    resume: str | None, accept_new: bool | None,
                    overrides: dict[str, Any] | None = None, check_hosts: bool = False,
@@ -215,12 +225,13 @@ def run_and_report(c: Any, hosts: str, playbook: str, attempts: int | None, dry_
             console.print(f"[yellow]{name}: its outlet reads off; it is switched on before its first attempt if this "
                           "campaign saw it answer or switched it off (a resume), or with --bring-up[/]")
     settings = _settings(c, accept_new, overrides)
+    observers = _notify_observers(c)
     stop = threading.Event()
     _install_stop_handlers(stop)
     planned = {h: len(v) for h, v in plan.per_host.items()}
     with LiveProgress(planned.keys(), planned, console) as progress:
         result = campaign_mod.run_campaign(plan, settings, report_root, progress=progress, stop=stop,
-                                           recovery_factory=recovery_factory)
+                                           recovery_factory=recovery_factory, observers=observers)
     report_path = write_campaign_report(result.directory.root, console, f"campaign {result.campaign_id}")
     html_path = report_path.with_suffix(".html")
     console.print(f"records: {result.directory.attempts}\nreport:  {report_path}"
@@ -478,7 +489,7 @@ def _override_caveat(info: Any, counted: tuple[Any, ...]) -> str:
                      "default: every campaign under reports/)",
             "reproductions": "override the campaigns' own reproductions (comma-separated outcomes)",
             "reference": "compare every cell with this one (default: the campaigns' reference)",
-            "json": "print the verdicts as JSON instead of tables and files",
+            "json": "print the verdicts, and each cell's rate per host and pooled (rates), as JSON",
             "out": "a folder for report.md and report.html, or FILE.md (report.html beside it); default reports/pooled",
             "issue": "also write the text a bug report asks for: vllm (collect-env, reproducer, results) or nvidia "
                      "(system, steps, how often, logs), as issue-vllm.md / issue-nvidia.md beside report.md"})
@@ -511,7 +522,9 @@ def report(c: Context, paths: list[str] | None = None, reproductions: str = "", 
                                         for k, v in pool.campaigns.items()})
     judgement = judge(pool, reference or None)
     if json_:
-        print(json.dumps(judgement.to_json(), indent=2, default=str))
+        from reprofleet.report.rates import rates_json
+
+        print(json.dumps({**judgement.to_json(), "rates": rates_json(judgement)}, indent=2, default=str))
         return ExitStatus.OK
     console = _console()
     console.print(summary_table(judgement, f"{judgement.attempts} attempts pooled"))
@@ -695,3 +708,86 @@ cache.add_task(cast(Task, cache_push), "push")
 
 ns = Collection(campaign, facts, doctor, demo, power, policy_task, report, compare, plan, sim, cache)
 ns.configure({"reprofleet": DEFAULTS})
+
+
+@task(positional=["folder"],
+      help={"folder": "a campaign folder, reports/<campaign-id> (running or finished; read only, its lock untouched)",
+            "json": "print the state and the verdicts so far as JSON (with --watch: one JSON line per refresh)",
+            "watch": "refresh until the campaign is no longer running (Ctrl-C leaves, exit 0)",
+            "interval": "seconds between refreshes with --watch (default 5)",
+            "count": "at most this many refreshes with --watch (default 720)"})
+@handled
+def status(c: Context, folder: str, json_: bool = False, watch: bool = False, interval: str = "5",
+           count: str = "720") -> ExitStatus:
+    """Where a campaign stands: hosts, attempts done of planned, wedges, quarantines, ETA, verdicts so far."""
+    import time
+
+    from reprofleet.report.status import read_status, status_lines
+
+    if not Path(folder).is_dir():
+        raise BadArgument(f"{folder}: no such campaign folder (invoke status reports/<campaign-id>)")
+    try:
+        every, times = float(interval), int(count)
+    except ValueError:
+        raise BadArgument(f"--interval takes seconds and --count a number, not {interval!r} and {count!r}") from None
+    if every <= 0 or times < 1:
+        raise BadArgument("--interval must be more than 0 and --count at least 1")
+    clear = watch and not json_ and sys.stdout.isatty()
+    try:
+        for turn in range(times if watch else 1):
+            current = read_status(Path(folder))
+            text = json.dumps(current.to_json(), default=str, indent=None if watch else 2)
+            print(("\033[H\033[2J" if clear else "") + (text if json_ else "\n".join(status_lines(current))),
+                  flush=True)
+            if not current.state.running or turn == times - 1:
+                break
+            time.sleep(every)
+    except KeyboardInterrupt:
+        pass  # leaving a watch is not a failure
+    return ExitStatus.OK
+
+
+ns.add_task(cast(Task, status))
+
+
+@task(klass=RestTask, iterable=["paths"],
+      help={"paths": "campaign folders or attempts.jsonl files: invoke export PATH [PATH ...] (default: every "
+                     "campaign under reports/)",
+            "format": "csv (default), parquet (pip install 'reprofleet[export]') or jsonl",
+            "out": "the file to write (default: stdout; parquet needs a file)"})
+@handled
+def export(c: Context, paths: list[str] | None = None, format_: str = "csv", out: str = "") -> ExitStatus:
+    """One row per attempt, amendments folded, with each attempt's role: CSV, Parquet or JSON lines."""
+    import io
+    import os
+
+    from reprofleet.records.export import ExportFormat, folded, write_csv, write_jsonl, write_parquet
+    from reprofleet.records.pooling import load_pool
+
+    try:
+        kind = ExportFormat(format_)
+    except ValueError:
+        raise BadArgument(f"--format takes {', '.join(f.value for f in ExportFormat)}, not {format_!r}") from None
+    rows = folded(load_pool(_sources(c, paths)))
+    if kind is ExportFormat.PARQUET:
+        if not out:
+            raise BadArgument("--format parquet writes a file: give --out FILE.parquet")
+        temp = Path(out).with_name(f".{Path(out).name}.{os.getpid()}.tmp")
+        try:
+            write_parquet(rows, temp)
+            os.replace(temp, out)
+        finally:
+            temp.unlink(missing_ok=True)
+    else:
+        text = io.StringIO()
+        (write_csv if kind is ExportFormat.CSV else write_jsonl)(rows, text)
+        if out:
+            write_atomic(Path(out), text.getvalue())
+        else:
+            sys.stdout.write(text.getvalue())
+    if out:
+        print(f"{len(rows)} attempts -> {out}", file=sys.stderr)
+    return ExitStatus.OK
+
+
+ns.add_task(cast(Task, export))

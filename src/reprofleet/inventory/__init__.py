@@ -12,7 +12,7 @@ depend on. ``tests/test_inventory.py`` checks our reading against ``ansible-inve
     inventory = load_inventory("inventory/blackwell.yml")
 
 Modules: ``load`` (which reader a path needs), ``graph`` (groups and hosts), ``ranges``
-(host patterns and ranges), ``yaml_format`` and ``ini_format`` (the parsers),
+(host keys and their ranges), ``patterns`` (which hosts run: Ansible's ``--limit`` grammar), ``yaml_format`` and ``ini_format`` (the parsers),
 ``vars_files`` (group_vars/host_vars), ``hosts`` (precedence and Host construction),
 ``listing`` (the ``ansible-inventory`` path), ``values`` (what they share), ``netconsole``
 (the ``netconsole:`` block).

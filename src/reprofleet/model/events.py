@@ -70,6 +70,8 @@ class CampaignEvent(str, Enum):
     POWER_RETRY = "power_retry"
     NEEDS_PERSON = "needs_person"
     WARNING = "warning"
+    # telling people (campaign/notify.py)
+    NOTIFY_FAILED = "notify_failed"  # a notification could not be sent (kind, why); the campaign goes on
 
 
 def event_of(line: Mapping[str, Any]) -> CampaignEvent | None:

@@ -2,5 +2,8 @@
 
 Modules: ``store`` (attempts.jsonl, streams, events, amendments, torn-tail repair),
 ``identity`` (what makes two cells the same experiment), ``pooling`` (records of many
-campaigns and controllers pooled), ``facts_cache`` (the last facts seen of each host).
+campaigns and controllers pooled), ``facts_cache`` (the last facts seen of each host),
+``folder_state`` (where a campaign stands, read from its folder alone), ``prometheus``
+(the textfile format, and the controller's heartbeat read back from it), ``export``
+(``invoke export``: one row per attempt, amendments folded, as CSV, Parquet or JSON lines).
 """

@@ -20,7 +20,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Mapping
+from typing import Any, Callable, Iterable, Mapping
 
 from reprofleet.model import Judging, StopKind, StopRule
 from reprofleet.stats.stop_rules import max_attempts
@@ -116,7 +116,12 @@ def _plan(data: Mapping[str, Any]) -> Plan | None:
     return Plan(attempts, names, slots) if names else None
 
 
-def read_manifest(path: Path) -> CampaignInfo | None:
+Running = Callable[[Path], bool]  # whether a controller holds a campaign folder now
+
+
+def read_manifest(path: Path, running: Running = CampaignLock.held) -> CampaignInfo | None:
+    """``running``: how to tell a running campaign (default: ask its lock; ``invoke status``,
+    which must never touch the lock, reads what the controller wrote instead)."""
     if not path.exists():
         return None
     try:
@@ -132,7 +137,7 @@ def read_manifest(path: Path) -> CampaignInfo | None:
     return CampaignInfo(campaign=name,
                         judging=Judging.from_json(judging_data),
                         reference=data.get("reference") or (cells[0] if cells else None),
-                        cells=cells, source=str(path), plan=plan, running=CampaignLock.held(path.parent),
+                        cells=cells, source=str(path), plan=plan, running=running(path.parent),
                         caveat="" if plan else f"campaign {name}'s campaign.json records no plan (attempts_per_cell, "
                                                "hosts): its records are taken as the whole design")
 
@@ -153,8 +158,9 @@ def _comparable(record: Mapping[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in record.items() if k not in VOLATILE_KEYS}
 
 
-def load_pool(paths: Iterable[Path]) -> Pool:
-    """Every attempts file under ``paths`` (folders are searched), with manifests and stops."""
+def load_pool(paths: Iterable[Path], running: Running = CampaignLock.held) -> Pool:
+    """Every attempts file under ``paths`` (folders are searched), with manifests and stops;
+    ``running`` tells whether a campaign's controller still holds its folder (see read_manifest)."""
     seen: dict[str, tuple[Mapping[str, Any], str]] = {}
     campaigns: dict[str, CampaignInfo] = {}
     stops: dict[str, Mapping[str, Any]] = {}
@@ -162,7 +168,7 @@ def load_pool(paths: Iterable[Path]) -> Pool:
     for path in paths:
         for file in _attempt_files(Path(path)):
             sources.append(str(file))
-            info = read_manifest(file.parent / "campaign.json")
+            info = read_manifest(file.parent / "campaign.json", running)
             if info is not None:
                 campaigns.setdefault(info.campaign, info)
             for event in _stop_events(file.parent):

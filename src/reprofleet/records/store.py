@@ -382,16 +382,17 @@ def read_records(path: Path) -> Iterator[dict[str, Any]]:
 
 
 def _entries(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
+    """Each JSON line with its line number, through ``jsonlines`` (one read per line of the
+    file, so its line numbers are the file's)."""
     with open(path, encoding="utf-8") as handle:
         lines = handle.read().split("\n")
+    reader = jsonlines.Reader(lines)
     for number, line in enumerate(lines, start=1):
-        if not line.strip():
-            continue
         try:
-            entry = json.loads(line)
-        except json.JSONDecodeError as exc:
-            if number >= len(lines) - 1:
-                continue  # the torn tail of an interrupted append
+            entry: Any = reader.read()
+        except jsonlines.InvalidLineError as exc:
+            if not line.strip() or number >= len(lines) - 1:
+                continue  # a blank line, or the torn tail of an interrupted append
             raise RecordError(f"{path}:{number}: not JSON: {exc}") from exc
         schema = entry.get("schema") if isinstance(entry, dict) else None
         if not isinstance(schema, int) or schema > SCHEMA_VERSION:

@@ -7,8 +7,10 @@ Modules: ``markdown`` (report.md), ``html`` (report.html), ``style`` (its styles
 (the last minute before each freeze), ``timeline`` (each host over time), ``phases`` (how
 far attempts got), ``evidence`` (wall power and BMC logs in words), ``host_debug``
 (lockup-panic cells), ``hostfacts`` (machines side by side), ``commands`` (the commands
-that reproduce a cell by hand), ``compare`` (sides side by side), ``folders`` (the files
-beside a pool's records).
+that reproduce a cell by hand), ``issue_text`` (``--issue``: the text a vLLM or NVIDIA bug report
+asks for), ``compare`` (sides side by side), ``folders`` (the files
+beside a pool's records), ``status`` (``invoke status``: a campaign's state and verdicts so far), ``rates`` (each
+cell's rate per host and pooled, for ``invoke report --json``).
 
 The two renderers load on first use (PEP 562): importing one module of this package, such
 as ``report.compare``, does not pull in matplotlib through ``report.html``.
