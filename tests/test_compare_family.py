@@ -147,6 +147,24 @@ def test_a_claim_that_holds_on_its_side_alone_but_not_across_the_sides_says_so()
     assert "Holm-adjusted across 8 sides x 1 cell" in ws01.text
 
 
+def test_host_claims_are_adjusted_across_every_sides_host_pairs() -> None:
+    """Campaign a alone: 'not on ws02' (0/40 against 7/40 on ws01, one pair, p about 0.003);
+    campaign b tests 20 more pairs (1/3 on ws01, 0/3 on 20 hosts): at 21 pairs it is not shown."""
+    records = many(7, "default", "ws01", "wedge", campaign="a") + many(33, "default", "ws01", "clean", campaign="a")
+    records += many(40, "default", "ws02", "clean", campaign="a")
+    records += many(1, "default", "ws01", "wedge", campaign="b") + many(2, "default", "ws01", "clean", campaign="b")
+    for i in range(2, 22):
+        records += many(3, "default", f"ws{i:02d}", "clean", campaign="b")
+    result = side_by_side(split_pool(pool_of(records), SideBy.CAMPAIGN), SideBy.CAMPAIGN)
+    side = result.sides[0]
+    alone = side.alone.verdicts[0]  # type: ignore[union-attr]
+    adjusted = side.judgement.verdicts[0]
+    assert alone.kind is VerdictKind.HOST_SPECIFIC and adjusted.kind is VerdictKind.REPRODUCES
+    assert "clean so far on ws02 (40 attempts)" in adjusted.text
+    assert "on this side alone it would read 'host-specific', Holm-adjusted across this side's host pairs only" \
+        in adjusted.text
+
+
 # -- (b) fixed on three hosts, not on the fourth ------------------------------------------------------
 
 def test_a_cell_fixed_on_three_hosts_and_not_on_the_fourth_is_said_to_differ_and_the_pooled_claim_says_so() -> None:
@@ -180,6 +198,20 @@ def test_a_cell_fixed_on_every_host_shows_no_evidence_the_effect_differs_and_the
     assert effect.text.startswith("no evidence the effect differs between hosts (p = 1.00, 4 sides;")
     pooled = next(v for v in result.pooled.judgement.verdicts if v.cell == "x")  # type: ignore[union-attr]
     assert pooled.kind is VerdictKind.FIXED and "effects differ" not in pooled.text
+
+
+def test_the_interaction_tests_of_several_cells_are_holm_adjusted_across_the_cells() -> None:
+    records: list[dict[str, Any]] = []
+    for host, x, y in (("ws01", 0, 2), ("ws02", 1, 6), ("ws03", 6, 3)):
+        records += counts((x, 8), (6, 8), host) + many(y, "y", host, "wedge") + many(8 - y, "y", host, "clean")
+    result = by_host(pool_of(records))
+    raw = [e.test.p_value for e in result.effects]
+    assert [e.cell for e in result.effects] == ["x", "y"] and all(p is not None for p in raw)
+    assert [e.p_adjusted for e in result.effects] == pytest.approx(list(multipletests(raw, method="holm")[1]),
+                                                                   rel=1e-12)
+    assert raw[0] == pytest.approx(brute_force_interaction([[((0, 8), (6, 8))], [((1, 8), (6, 8))],
+                                                            [((6, 8), (6, 8))]]), abs=1e-12)
+    assert all("Holm-adjusted across 2 cells" in e.text for e in result.effects)
 
 
 def test_sides_that_say_nothing_about_the_effect_are_left_out_and_named() -> None:

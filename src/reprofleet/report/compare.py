@@ -206,7 +206,8 @@ def _changed_words(side: Side, verdict: Verdict) -> str:
     before = _alone(side, verdict)
     if before is None or before.kind is verdict.kind or before.kind not in CLAIMS:
         return ""
-    return (f"on this side alone it would read {_kind_words(before)}, Holm-adjusted across this side's cells "
+    own = "host pairs" if before.kind is VerdictKind.HOST_SPECIFIC else "cells"
+    return (f"on this side alone it would read {_kind_words(before)}, Holm-adjusted across this side's {own} "
             f"only; not after adjusting across every side")
 
 
