@@ -15,7 +15,7 @@ the whole design; ``running=True`` or a ``stops`` event makes every look anytime
 
 Modules: ``tally`` (records -> counts by role), ``looks`` (is this the planned end?),
 ``pairing`` (the hosts a cell is compared on, and the reference identity there),
-``families`` (Holm across a report's cells), ``host_claims`` (tested "not on X"),
+``families`` (Holm across a report's cells, and the sides ``invoke compare`` judges beside it), ``host_claims`` (tested "not on X"),
 ``advice`` (clean attempts that would conclude, the worst case), ``words`` (the pieces of
 a sentence), ``judge`` (evidence -> verdicts), ``verdict`` (what reports print).
 """

@@ -64,10 +64,6 @@ class Families:
         """The effect-size question alone at the rank this p-value would reach."""
         return _adjust(self.fixed, cell, p_fixed, self.beside.fixed) < ALPHA
 
-    def size(self) -> int:
-        """Comparisons in the ``below`` family, this report's and those beside it."""
-        return len(self.below) + len(self.beside.below)
-
 
 def _adjust(family: Mapping[str, float], cell: str, replaced: float | None, beside: tuple[float, ...]) -> float:
     values = dict(family)
