@@ -161,6 +161,10 @@ def test_host_claims_are_adjusted_across_every_sides_host_pairs() -> None:
     adjusted = side.judgement.verdicts[0]
     assert alone.kind is VerdictKind.HOST_SPECIFIC and adjusted.kind is VerdictKind.REPRODUCES
     assert "clean so far on ws02 (40 attempts)" in adjusted.text
+    assert (result.host_pairs, result.hosts_differ) == (21, 2)
+    assert "host pairs Holm-adjusted across every side's 21, hosts-differ tests across every side's 2" in adjusted.text
+    raw = [s.alone.verdicts[0].hosts_differ.p_value for s in result.sides]  # type: ignore[union-attr]
+    assert adjusted.hosts_differ.p_adjusted == pytest.approx(multipletests(raw, method="holm")[1][0], rel=1e-12)
     assert "on this side alone it would read 'host-specific', Holm-adjusted across this side's host pairs only" \
         in adjusted.text
 

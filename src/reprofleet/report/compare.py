@@ -73,6 +73,8 @@ class SideBySide:
     sides: tuple[Side, ...]
     comparisons: int  # cell-against-reference comparisons, every side's: the size of each Holm family
     cells: int  # cells compared on at least one side
+    host_pairs: int = 0  # "is X rarer than R" pairs of the host claims, every side's
+    hosts_differ: int = 0  # hosts-differ tests, every side's
     pooled: Side | None = None  # --by host / group: every side's records as one report
     effects: tuple[Effect, ...] = ()  # --by host / group: one per cell compared on two sides or more
 
@@ -149,7 +151,8 @@ def side_by_side(pools: Sequence[tuple[str, Pool]], by: SideBy, reference: str |
             beside = beside.plus(other.family)
         sides.append(Side(label, judge(pool, reference, beside) if beside != Beside() else own, own))
     compared = {v.cell for s in alone for v in s.verdicts if v.against_reference is not None}
-    result = SideBySide(by, tuple(sides), sum(len(s.family.below) for s in alone), len(compared))
+    result = SideBySide(by, tuple(sides), sum(len(s.family.below) for s in alone), len(compared),
+                        sum(len(s.family.host_pairs) for s in alone), sum(len(s.family.hosts_differ) for s in alone))
     result = replace(result, sides=tuple(_with_family_words(s, result) for s in sides))
     if by not in (SideBy.HOST, SideBy.GROUP) or whole is None:
         return result
@@ -187,7 +190,8 @@ def _with_family_words(side: Side, result: SideBySide) -> Side:
         if verdict.against_reference is not None:
             clauses.append(family)
         if verdict.kind is VerdictKind.HOST_SPECIFIC or verdict.hosts_differ is not None:
-            clauses.append("its host pairs and hosts-differ test Holm-adjusted with every side's")
+            clauses.append(f"host pairs Holm-adjusted across every side's {result.host_pairs}, hosts-differ tests "
+                           f"across every side's {result.hosts_differ}")
         changed = _changed_words(side, verdict)
         if changed:
             clauses.append(changed)
