@@ -264,8 +264,9 @@ def test_invoke_compare_by_host_names_the_count_of_comparisons_and_the_adjustmen
     (folder / "campaign.json").write_text(json.dumps({
         "campaign": "c1", "reference": "default", "cells": [{"name": n} for n in ("default", "x", "y")],
         "judging": {"reproductions": ["wedge"], "at_risk_phase": None, "max_excluded_share": 0.2}}))
-    done = subprocess.run([sys.executable, "-m", "reprofleet", "compare", str(folder), "--by", "host"],
-                          cwd=ROOT, capture_output=True, text=True, timeout=240)
+    page = tmp_path / "compare.html"
+    done = subprocess.run([sys.executable, "-m", "reprofleet", "compare", str(folder), "--by", "host", "--html",
+                           str(page)], cwd=ROOT, capture_output=True, text=True, timeout=240)
     assert done.returncode == 0, done.stderr
     out = " ".join(done.stdout.split())
     assert out.startswith("4 sides, 8 comparisons with the reference: every claim (fixed, reproduces less often, "
@@ -276,3 +277,6 @@ def test_invoke_compare_by_host_names_the_count_of_comparisons_and_the_adjustmen
     # fixed on ws01 alone (ratio below 0.2: p = 0.018), not at its rank among 8 comparisons (0.018 x 8)
     assert ("host ws01, x: reproduces less often after adjusting across every side; on this side alone 'fixed' "
             "(rarer: p < 0.001, ratio below 0.2: p = 0.018)") in out
+    html = page.read_text()
+    assert "<th>effect differs between hosts?</th>" in html and "Holm-adjusted across 4 sides x 2 cells" in html
+    assert "this pooled claim is an average over sides whose effects differ" in html
