@@ -1,4 +1,5 @@
-"""invoke compare: campaigns, controllers or hosts side by side, each judged by the verdict layer alone."""
+"""invoke compare: campaigns, controllers or hosts side by side, each judged by the verdict layer as a report of its
+own, its claims Holm-adjusted across every side (tests/test_compare_family.py pins the adjustment and the interaction)."""
 
 from __future__ import annotations
 
@@ -36,7 +37,7 @@ def _text(table: object) -> str:
 def test_each_campaign_is_a_column_with_the_rate_and_verdict_it_has_alone(two_campaigns: tuple[Path, Path]) -> None:
     before, after = two_campaigns
     sides = build_sides([before, after], SideBy.PATH)
-    assert [s.label for s in sides] == ["before", "after"]
+    assert [s.label for s in sides.sides] == ["before", "after"]
     alone = judge(load_pool([after]))
     verdict = next(v for v in alone.verdicts if v.cell == "pl-350")
     text = _text(compare_table(sides))
@@ -46,10 +47,10 @@ def test_each_campaign_is_a_column_with_the_rate_and_verdict_it_has_alone(two_ca
 
 
 def test_controllers_and_hosts_become_sides_of_one_pool(two_campaigns: tuple[Path, Path]) -> None:
-    sides = build_sides(list(two_campaigns), SideBy.CONTROLLER)
+    sides = build_sides(list(two_campaigns), SideBy.CONTROLLER).sides
     assert [s.label for s in sides] == ["controller ctl-a", "controller ctl-b"]
     assert all(s.judgement.hosts == (h,) for s, h in zip(sides, ("ws2", "ws10")))
-    hosts = build_sides(list(two_campaigns), SideBy.HOST)
+    hosts = build_sides(list(two_campaigns), SideBy.HOST).sides
     assert [s.label for s in hosts] == ["host ws2", "host ws10"]  # natural order
 
 
@@ -68,7 +69,7 @@ def test_one_side_is_refused_with_a_reason(two_campaigns: tuple[Path, Path]) -> 
 def test_the_html_comparison_carries_each_sides_full_sentence(two_campaigns: tuple[Path, Path]) -> None:
     sides = build_sides(list(two_campaigns), SideBy.PATH)
     page = compare_html(sides, "cmp")
-    for side in sides:
+    for side in sides.sides:
         for verdict in side.judgement.verdicts:
             assert verdict.text.replace("'", "&#x27;") in page
     assert "<script" not in page and "http" not in page.replace("http-equiv", "")
@@ -88,7 +89,7 @@ def test_invoke_compare_takes_paths_as_words(tmp_path: Path, two_campaigns: tupl
 def test_inventory_groups_are_sides_and_a_group_without_records_is_left_out(two_campaigns: tuple[Path, Path]) -> None:
     groups = {"all": ("ws2", "ws10", "ws99"), "ungrouped": (), "rack10": ("ws10",), "rack2": ("ws2",),
               "spare": ("ws99",)}
-    sides = build_sides(list(two_campaigns), SideBy.GROUP, groups=groups)
+    sides = build_sides(list(two_campaigns), SideBy.GROUP, groups=groups).sides
     assert [s.label for s in sides] == ["group rack2", "group rack10"]
     assert [s.judgement.hosts for s in sides] == [("ws2",), ("ws10",)]
     with pytest.raises(CompareError, match="--hosts INVENTORY"):

@@ -555,7 +555,8 @@ def report(c: Context, paths: list[str] | None = None, reproductions: str = "", 
 @handled
 def compare(c: Context, paths: list[str] | None = None, by: str = "path", hosts: str = "", reference: str = "",
             html: str = "") -> ExitStatus:
-    """Campaigns, controllers or hosts side by side: the same cells, each side's rate and verdict."""
+    """Campaigns, controllers or hosts side by side: the same cells, each side's rate and verdict, every claim
+    Holm-adjusted across sides x cells; by host or group, whether each cell's effect differs between them."""
     from reprofleet.report.compare import SideBy, build_sides, compare_html, compare_table
 
     try:
@@ -570,10 +571,10 @@ def compare(c: Context, paths: list[str] | None = None, by: str = "path", hosts:
         from reprofleet.inventory import load_inventory
 
         groups = load_inventory(hosts).groups
-    sides = build_sides(sources, side_by, reference or None, groups)
-    _console().print(compare_table(sides))
+    side_by_side = build_sides(sources, side_by, reference or None, groups)
+    _console().print(compare_table(side_by_side))
     if html:
-        write_atomic(Path(html), compare_html(sides, "reprofleet comparison"))
+        write_atomic(Path(html), compare_html(side_by_side, "reprofleet comparison"))
         print(f"html:    {html}")
     return ExitStatus.OK
 

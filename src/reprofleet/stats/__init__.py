@@ -4,7 +4,8 @@ Modules: ``intervals`` (exact intervals, Boschloo, Holm, the stratified test),
 ``conditional`` (exact conditional distributions over stacked 2x2 tables), ``ratio`` (the
 common rate ratio's score bound), ``anytime`` (confidence sequences and e-processes, valid
 at any look), ``comparison`` (a cell against the reference: the numbers verdicts and stop
-rules both decide on), ``sprt``
+rules both decide on), ``interaction`` (does a cell's effect differ between the sides of
+``invoke compare``: the exact test of equal odds ratios), ``sprt``
 (Wald's sequential test and the fixed-n design it is capped by), ``stop_rules`` (when a
 cell may stop early, from counts).
 """

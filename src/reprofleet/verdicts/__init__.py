@@ -15,7 +15,7 @@ the whole design; ``running=True`` or a ``stops`` event makes every look anytime
 
 Modules: ``tally`` (records -> counts by role), ``looks`` (is this the planned end?),
 ``pairing`` (the hosts a cell is compared on, and the reference identity there),
-``families`` (Holm across a report's cells), ``host_claims`` (tested "not on X"),
+``families`` (Holm across a report's cells, and the sides ``invoke compare`` judges beside it), ``host_claims`` (tested "not on X"),
 ``advice`` (clean attempts that would conclude, the worst case), ``words`` (the pieces of
 a sentence), ``judge`` (evidence -> verdicts), ``verdict`` (what reports print).
 """
@@ -33,7 +33,7 @@ from reprofleet.records.pooling import Pool
 from reprofleet.stats import intervals as stats
 from reprofleet.stats.comparison import weigh
 from reprofleet.verdicts import host_claims
-from reprofleet.verdicts.families import ALPHA, LEVEL, Families
+from reprofleet.verdicts.families import ALPHA, LEVEL, Beside, Families
 from reprofleet.verdicts.judge import CellFacts, Compared, Comparison, Context, VerdictKind, judge_cell
 from reprofleet.verdicts.looks import Look, Looks
 from reprofleet.verdicts.pairing import pair
@@ -41,7 +41,7 @@ from reprofleet.verdicts.tally import ALL_HOSTS, Judged, Tally, judge_records, n
 from reprofleet.verdicts.verdict import Split, Verdict
 from reprofleet.verdicts.words import fmt_p, pct
 
-__all__ = ["ALL_HOSTS", "ALPHA", "LEVEL", "Comparison", "Judgement", "ReferenceCellError", "Row", "Split", "Verdict",
+__all__ = ["ALL_HOSTS", "ALPHA", "LEVEL", "Beside", "Comparison", "Judgement", "ReferenceCellError", "Row", "Split", "Verdict",
            "VerdictKind", "judge", "fmt_p", "pct", "natural_key"]
 
 SPLITS = (("first_in_boot", "first attempt after a boot vs later ones", "first after boot", "later"),
@@ -77,6 +77,8 @@ class Judgement:
     excluded: Mapping[str, int]
     warnings: tuple[str, ...]
     not_run: Mapping[str, int] = field(default_factory=dict)  # slots that run again, by reason
+    family: Beside = field(default_factory=Beside)  # this report's raw p-values, by Holm family
+    beside: Beside = field(default_factory=Beside)  # those judged beside it, in the same families
 
     def to_json(self) -> dict[str, Any]:
         return {"reference": self.reference, "judging": self.judging.to_json(), "hosts": list(self.hosts),
@@ -188,8 +190,11 @@ def _caveats(pool: Pool, campaigns: set[str]) -> tuple[str, ...]:
     return tuple(out)
 
 
-def judge(pool: Pool, reference: str | None = None) -> Judgement:
-    """Every cell's verdict, rate rows per host and pooled, and what could not be judged."""
+def judge(pool: Pool, reference: str | None = None, beside: Beside = Beside()) -> Judgement:
+    """Every cell's verdict, rate rows per host and pooled, and what could not be judged.
+
+    ``beside``: the raw p-values of comparisons judged beside this report (``invoke compare``'s
+    other sides); they join its Holm families, so every claim is adjusted across all of them."""
     judged = judge_records(pool.records, pool.judging_of)
     table = tallies(judged)
     ids = _order(list(dict.fromkeys(j.cell_id for j in judged)), pool)
@@ -213,9 +218,12 @@ def judge(pool: Pool, reference: str | None = None) -> Judgement:
                        _caveats(pool, campaigns_of[i]) + _split(i, ids) + report_caveats) for i in ids]
     compared = _compare(cells, ref_ids, hosts, table, looks, judging)
     families = Families({i: c.evidence.p_below for i, c in compared.items() if c.evidence},
-                        {i: c.evidence.p_fixed for i, c in compared.items() if c.evidence})
+                        {i: c.evidence.p_fixed for i, c in compared.items() if c.evidence}, beside)
     claims = host_claims.claims({c.cell_id: c.per_host for c in cells if c.pooled.reproductions},
-                                {c.cell_id: not c.look.final for c in cells})
+                                {c.cell_id: not c.look.final for c in cells}, (beside.host_pairs, beside.hosts_differ))
+    family = Beside(tuple(families.below.values()), tuple(families.fixed.values()),
+                    tuple(p for c in claims.values() for p in c.pairs_raw),
+                    tuple(c.differ_raw for c in claims.values() if c.differ_raw is not None))
     context = Context(judging, table, families, cell_name(ref_ids[0]), tuple(ref_ids))
     splits = _splits(judged, ids)
     verdicts = tuple(_verdict(c, compared.get(c.cell_id), claims.get(c.cell_id), context, splits.get(c.cell_id, ()))
@@ -224,7 +232,7 @@ def judge(pool: Pool, reference: str | None = None) -> Judgement:
     not_run = Counter(j.reason for j in judged if j.role is Role.NOT_RUN)
     return Judgement(verdicts, tuple(_rows(cells, claims)), names[ref_ids[0]], judging, hosts,
                      sum(1 for j in judged if j.role is not Role.NOT_RUN), dict(excluded.most_common()),
-                     tuple(warnings), dict(not_run.most_common()))
+                     tuple(warnings), dict(not_run.most_common()), family, beside)
 
 
 def _compare(cells: Sequence[CellFacts], ref_ids: Sequence[str], hosts: Sequence[str],

@@ -5,7 +5,7 @@ An omnibus test that hosts differ says nothing about which host is clean, and a 
 one clean attempt is not "not on" anything. So for a cell that reproduced, each host X
 where it never did is tested against each host R where it did, one-sided (is X rarer than
 R? Boschloo, or the e-process at an interim look), Holm-adjusted across every such pair
-of the report; and X's own one-sided upper bound must lie below R's lower bound. Only then
+of the report (and of the sides ``invoke compare`` judges beside it); and X's own one-sided upper bound must lie below R's lower bound. Only then
 "not on X"; otherwise "clean so far on X (n attempts)". The omnibus test (exact, Holm
 across cells) still decides whether the pooled rate is labelled as this fleet's mix.
 """
@@ -44,6 +44,7 @@ class HostClaims:
     differ_p: float | None  # omnibus, Holm-adjusted across cells
     anytime: bool
     differ_raw: float | None = None
+    pairs_raw: tuple[float, ...] = ()  # its "is X rarer than R" pairs, unadjusted
 
     @property
     def not_on(self) -> tuple[CleanHost, ...]:
@@ -59,8 +60,10 @@ class HostClaims:
         return bool(self.not_on) or (self.differ_p is not None and self.differ_p < ALPHA)
 
 
-def claims(per_cell: Mapping[str, Mapping[str, Tally]], anytime: Mapping[str, bool]) -> dict[str, HostClaims]:
-    """Every reproducing cell's host claims; ``per_cell`` maps a cell to its tallies per host."""
+def claims(per_cell: Mapping[str, Mapping[str, Tally]], anytime: Mapping[str, bool],
+           beside: tuple[tuple[float, ...], tuple[float, ...]] = ((), ())) -> dict[str, HostClaims]:
+    """Every reproducing cell's host claims; ``per_cell`` maps a cell to its tallies per host;
+    ``beside``: raw (pair, omnibus) p-values of comparisons judged beside this report, in the same two families."""
     pairs: list[tuple[str, str, str, float]] = []
     omnibus: dict[str, float] = {}
     for cell, hosts in per_cell.items():
@@ -73,14 +76,17 @@ def claims(per_cell: Mapping[str, Mapping[str, Tally]], anytime: Mapping[str, bo
             for host in reproducing:
                 p = comparison.rarer(judged[clean].counts, judged[host].counts, anytime_valid=anytime[cell])
                 pairs.append((cell, clean, host, p))
-    adjusted = dict(zip(((c, x, r) for c, x, r, _ in pairs), stats.holm([p for *_, p in pairs])))
-    differ = dict(zip(omnibus, stats.holm(list(omnibus.values()))))
-    return {cell: _cell_claims(cell, per_cell[cell], adjusted, differ.get(cell), anytime[cell], omnibus.get(cell))
+    adjusted = dict(zip(((c, x, r) for c, x, r, _ in pairs), stats.holm([p for *_, p in pairs] + list(beside[0]))))
+    differ = dict(zip(omnibus, stats.holm(list(omnibus.values()) + list(beside[1]))))
+    raw = {cell: tuple(p for c, _, _, p in pairs if c == cell) for cell in per_cell}
+    return {cell: _cell_claims(cell, per_cell[cell], adjusted, differ.get(cell), anytime[cell], omnibus.get(cell),
+                               raw[cell])
             for cell in per_cell if any(t.reproductions for t in per_cell[cell].values())}
 
 
 def _cell_claims(cell: str, hosts: Mapping[str, Tally], adjusted: Mapping[tuple[str, str, str], float],
-                 differ_p: float | None, anytime: bool, differ_raw: float | None) -> HostClaims:
+                 differ_p: float | None, anytime: bool, differ_raw: float | None,
+                 pairs_raw: tuple[float, ...]) -> HostClaims:
     judged = {h: t for h, t in hosts.items() if t.judged}
     reproducing = sorted((h for h, t in judged.items() if t.reproductions), key=natural_key)
     clean = []
@@ -89,4 +95,4 @@ def _cell_claims(cell: str, hosts: Mapping[str, Tally], adjusted: Mapping[tuple[
         floor = min(comparison.lower(*judged[r].counts, LEVEL, anytime_valid=anytime).low for r in reproducing)
         worst = max(adjusted.get((cell, host, r), 1.0) for r in reproducing)
         clean.append(CleanHost(host, judged[host].judged, upper, floor, worst, worst < ALPHA and upper < floor))
-    return HostClaims(tuple(reproducing), tuple(clean), differ_p, anytime, differ_raw)
+    return HostClaims(tuple(reproducing), tuple(clean), differ_p, anytime, differ_raw, pairs_raw)

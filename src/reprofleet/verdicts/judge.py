@@ -32,6 +32,7 @@ from reprofleet.model import Judging
 from reprofleet.stats import comparison
 from reprofleet.stats import intervals as stats
 from reprofleet.stats.comparison import Evidence
+from reprofleet.stats.ratio import Stratum
 from reprofleet.verdicts import words as w
 from reprofleet.verdicts.advice import Advice, more_clean_attempts
 from reprofleet.verdicts.families import ALPHA, LEVEL, Families
@@ -71,10 +72,12 @@ class Comparison:
     p_fixed_adjusted: float | None = None
     anytime: bool = False
     hosts: tuple[str, ...] = ()
+    strata: tuple[Stratum, ...] = ()  # per host of ``hosts``: ((cell k, n), (reference k, n))
 
     def to_json(self) -> dict[str, Any]:
         out = dict(self.__dict__)
         out["hosts"] = list(self.hosts)
+        out["strata"] = [[list(cell), list(ref)] for cell, ref in self.strata]
         out["ratio_upper"] = None if self.ratio_upper is None or math.isinf(self.ratio_upper) else self.ratio_upper
         return out
 
@@ -124,7 +127,8 @@ class Context:
     reference_ids: tuple[str, ...] = ()  # every identity it ran as
 
 
-def comparison_of(compared: Compared, families: Families) -> Comparison | None:
+def comparison_of(compared: Compared, families: Families,
+                  table: Mapping[tuple[str, str], Tally]) -> Comparison | None:
     evidence = compared.evidence
     if evidence is None:
         return None
@@ -132,7 +136,8 @@ def comparison_of(compared: Compared, families: Families) -> Comparison | None:
     method = f"{evidence.below_method} on {', '.join(compared.pairing.hosts)}"
     return Comparison("less", evidence.p_below, below, method, evidence.odds_ratio,
                       evidence.heterogeneity_p, evidence.ratio_upper, evidence.ratio_method, evidence.fixed_ratio,
-                      evidence.p_fixed, fixed, evidence.anytime, compared.pairing.hosts)
+                      evidence.p_fixed, fixed, evidence.anytime, compared.pairing.hosts,
+                      tuple(compared.pairing.strata(table)))
 
 
 def _clauses(cell: CellFacts, look: Look) -> list[str]:
@@ -208,7 +213,7 @@ def _reproduces(cell: CellFacts, compared: Compared | None, claims: HostClaims |
             rate = tally.reproductions / tally.judged
             why = f", {fmt_p(claims.differ_p)}" if claims.differ_p is not None and claims.differ_p < ALPHA else ""
             facts.append(f"the pooled rate {pct(rate)} is this fleet's mix of hosts that differ{why}")
-    result = comparison_of(compared, context.families) if compared is not None else None
+    result = comparison_of(compared, context.families, context.table) if compared is not None else None
     extra = _pairing_clauses(compared, context) if compared is not None and compared.evidence else []
     if compared is not None and compared.evidence is None and not cell.reference:
         extra.append(f"not compared with {context.reference}: no host ran both")
@@ -273,7 +278,7 @@ def _never_reproduced(cell: CellFacts, compared: Compared, context: Context, tai
             f"({ref_tally.excluded} of {ref_tally.total} attempts excluded)", tail))
     anytime = compared.evidence.anytime
     bound, rate = _rate_bounds(compared, context, anytime)
-    result = comparison_of(compared, context.families)
+    result = comparison_of(compared, context.families, context.table)
     assert result is not None
     ref_k, ref_n = pairing.reference_counts(context.table)
     counts = w.counts(pairing.cell_tally(context.table), context.judging)
