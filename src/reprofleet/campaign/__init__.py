@@ -2,7 +2,9 @@
 runners, below the command line.
 
 Modules: ``run`` (plan, hosts in parallel, resume, stop), ``preflight`` (checks that need
-no host), ``estimate`` (attempts, hours and power cycles before it runs), ``facts``
+no host), ``estimate`` (attempts, hours, power cycles and what the verdicts can show, before it
+runs), ``simulate`` (campaigns drawn from a known truth, judged by the real judge: for
+``estimate`` and the benches), ``facts``
 (``invoke facts``), ``policy_restore`` (``invoke policy``), ``power_ops`` (``invoke
 power``), ``cache_ops`` (``invoke cache.push`` / ``cache.pull``).
 """
