@@ -150,6 +150,8 @@ def test_the_goals_fail_when_the_numbers_do_and_the_naive_goal_needs_a_differenc
     assert [v for v in met.values()] == [(True, False), (True, True), (True, False), (True, False)]
     worse = {g: real for g, real, _, _ in bench.goals(_tallies(6, 6, 80))}
     assert list(worse.values()) == [False, False, False, False]  # no goal met, so the naive one has none to fail
+    alike = {g: real for g, real, _, _ in bench.goals(_tallies(2, 2, 95))}
+    assert list(alike.values()) == [True, True, True, False]  # a naive engine as good as the real one: the bench fails
 
 
 def test_a_quick_run_prints_every_goal_and_table_in_seconds() -> None:
