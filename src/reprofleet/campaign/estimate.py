@@ -211,16 +211,23 @@ MAX_PLANNED = 400  # attempts per cell and host the power search goes up to
 
 @dataclass(frozen=True)
 class Chance:
-    """A probability counted over simulated campaigns, with its 95% half-width (normal, from
-    the spread of the per-campaign shares: cells of one campaign share its reference)."""
+    """A probability counted over simulated campaigns, with its 95% half-width: normal, from
+    the spread of the per-campaign shares (cells of one campaign share its reference); where
+    every campaign gave the same share, the rule of three (3 / campaigns)."""
 
     p: float
     half_width: float
     campaigns: int
 
+    @classmethod
+    def of(cls, shares: Sequence[float]) -> "Chance":
+        spread = statistics.stdev(shares)
+        half = 1.96 * spread / math.sqrt(len(shares)) if spread > 0 else 3.0 / len(shares)
+        return cls(statistics.fmean(shares), half, len(shares))
+
     def text(self) -> str:
-        return f"{self.p:.0%} ± {max(self.half_width, 0.005):.0%}" if self.p >= 0.01 or self.p == 0 \
-            else f"{self.p:.1%} ± {self.half_width:.1%}"
+        digits = 0 if self.half_width >= 0.01 else 1
+        return f"{self.p:.{digits}%} ± {self.half_width:.{digits}%}"
 
 
 @dataclass(frozen=True)
@@ -268,8 +275,7 @@ def called_fixed(playbook: Playbook, hosts: Sequence[str], baseline: float, rati
             campaign = simulate.draw(design, truth, random.Random(f"plan/{seed}/{index}"))
             verdicts = simulate.judge_campaign(design, campaign).verdicts
             shares.append(sum(v.kind.value == "fixed" for v in verdicts if v.cell in compared) / len(compared))
-    mean = statistics.fmean(shares)
-    return Chance(mean, 1.96 * statistics.stdev(shares) / math.sqrt(campaigns), campaigns)
+    return Chance.of(shares)
 
 
 def attempts_for_power(playbook: Playbook, hosts: Sequence[str], baseline: float, goals: Sequence[float],

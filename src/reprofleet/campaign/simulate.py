@@ -225,4 +225,4 @@ def remembered_statistics() -> Iterator[None]:
     try:
         yield
     finally:
-        intervals.hosts_disagree, intervals.stratified = originals  # type: ignore[assignment]
+        intervals.hosts_disagree, intervals.stratified = originals
