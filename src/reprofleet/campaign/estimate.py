@@ -333,6 +333,8 @@ def describe_verdicts(plan: VerdictPlan) -> str:
              f"{', '.join(plan.rules)}")
     lines = [f"what the verdicts can show ({plan.fixed.campaigns} simulated campaigns per number, seed {plan.seed}, "
              f"judged by the real judge; {where}):",
+             "  (every attempt judged and every host alike: a fleet with errors, infra and hosts that differ gets "
+             "less; bench/verdicts.py measures how much)",
              f"  a truly fixed cell (rate 0) is called fixed {plan.fixed.text()} of the time"]
     for ratio, chance in plan.false_fixed:
         lines.append(f"  a cell that still reproduces at {ratio:.2g} of the reference's rate ({percent(ratio * plan.baseline)})"
