@@ -8,10 +8,12 @@ Two goals pull f apart (issue 19, item 4):
 * a truly clean cell with ~36 attempts against a reference at 0.5 should be called fixed
   at least 90% of the time (a large f).
 
-Each scenario draws records from known rates (a reproduction is a ``wedge`` in capture,
-the rest ``clean`` at ready), puts them in a ``Pool`` whose campaign records its plan (so
-the look is the planned end: fixed-n), and counts how often ``judge()`` calls the cell
-"fixed", for each f. Rates are drawn afresh per campaign where a range is given.
+Each scenario draws campaigns of two cells with the seed playbook's judging through
+``reprofleet.campaign.simulate`` (the module ``invoke plan`` and bench/verdicts.py use: the
+playbook's slot order, records as a campaign writes them, a manifest with its plan, so the
+look is the planned end: fixed-n) from known rates (a strike is a ``wedge`` in capture, the
+rest ``clean`` at ready), and counts how often ``judge()`` calls the cell "fixed", for each
+f. Rates are drawn afresh per campaign where a range is given.
 
     .venv/bin/python bench/fixed_ratio.py --campaigns 1000 --jobs 2
 """
@@ -23,15 +25,18 @@ import multiprocessing
 import random
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from results import rewrite_section  # noqa: E402
 
-from reprofleet.model import DEFAULT_FIXED_RATIO, Judging, Phase  # noqa: E402
-from reprofleet.records.pooling import CampaignInfo, Plan, Pool  # noqa: E402
-from reprofleet.verdicts import VerdictKind, judge  # noqa: E402
+from reprofleet.campaign import simulate  # noqa: E402
+from reprofleet.model import DEFAULT_FIXED_RATIO  # noqa: E402
+from reprofleet.playbook import load_playbook  # noqa: E402
+from reprofleet.verdicts import VerdictKind  # noqa: E402
+
+SEED = load_playbook(Path(__file__).resolve().parent.parent / "playbooks" / "sm120-hostwedge.yml")
 
 RATIOS = (0.1, 0.15, 0.18, 0.19, 0.2, 0.25, 0.33)
 
@@ -60,34 +65,32 @@ SCENARIOS = (
 )
 
 
-def campaign(scenario: Scenario, seed: int, index: int) -> tuple[list[dict[str, object]], tuple[str, ...], int]:
+def campaign(scenario: Scenario, seed: int, index: int, ratio: float) -> tuple[simulate.Design, simulate.Campaign]:
+    """One campaign of the seed playbook's judging with two cells, ``default`` and ``lgc-2800``
+    (the cell), drawn by ``campaign.simulate``: its hosts, attempts and reference rate from the
+    scenario's ranges, the same for every ``ratio`` (the seed's string fixes the draw)."""
     rng = random.Random(f"fixed-ratio/{scenario.name}/{seed}/{index}")
     hosts = tuple(f"ws{i + 1:02d}" for i in range(rng.randint(*scenario.hosts)))
     attempts = rng.randint(*scenario.attempts)
     reference = rng.uniform(*scenario.reference)
-    records = []
-    for host in hosts:
-        for cell, rate in (("default", reference), ("cell", reference * scenario.share)):
-            for j in range(attempts):
-                wedge = rng.random() < rate
-                records.append({"schema": 1, "campaign": "sim", "attempt": f"{host}-{cell}-{j}", "host": host,
-                                "cell": cell, "factors": {"cell": cell}, "runtime": {"kind": "docker"},
-                                "outcome": "wedge" if wedge else "clean",
-                                "last_phase": "cuda_graph_capture" if wedge else "ready"})
-    return records, hosts, attempts
+    book = replace(SEED, cells=SEED.cells[:2], attempts=attempts, fixed_ratio=ratio)
+    truth = {(c.name, h): simulate.Behaviour(reference if c.name == book.reference_cell.name else
+                                             reference * scenario.share) for c in book.cells for h in hosts}
+    design = simulate.Design(book, hosts)
+    return design, simulate.draw(design, truth, rng)
 
 
 def fixed_share(job: tuple[int, int, int]) -> tuple[int, int, int]:
     """(scenario, ratio, campaigns called fixed) over ``campaigns`` campaigns."""
     scenario_index, ratio_index, campaigns = job
     scenario, ratio = SCENARIOS[scenario_index], RATIOS[ratio_index]
-    judging = Judging(at_risk_phase=Phase.CUDA_GRAPH_CAPTURE, fixed_ratio=ratio)
     fixed = 0
-    for index in range(campaigns):
-        records, hosts, attempts = campaign(scenario, 1, index)
-        info = CampaignInfo("sim", judging, "default", ("default", "cell"), plan=Plan(attempts, hosts))
-        verdict = next(v for v in judge(Pool(tuple(records), {"sim": info})).verdicts if v.cell == "cell")
-        fixed += verdict.kind is VerdictKind.FIXED
+    with simulate.remembered_statistics():
+        for index in range(campaigns):
+            design, drawn = campaign(scenario, 1, index, ratio)
+            cell = design.playbook.cells[1].name
+            verdict = next(v for v in simulate.judge_campaign(design, drawn).verdicts if v.cell == cell)
+            fixed += verdict.kind is VerdictKind.FIXED
     return scenario_index, ratio_index, fixed
 
 

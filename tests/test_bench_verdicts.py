@@ -1,26 +1,31 @@
-"""bench/verdicts.py keeps honest books: the truth it draws is the truth it checks against.
-
-These pin the bench's own bookkeeping on a few campaigns, not the verdict layer's goals.
-"""
+"""bench/verdicts.py keeps honest books: the truth it draws is the truth it checks claims
+against, its scenarios put into the records what their names say, its naive engine has no
+statistics, its goals can fail, and RESULTS.md names the judging code it ran."""
 
 from __future__ import annotations
 
 import importlib.util
+import io
 import random
+import re
 import sys
-from argparse import Namespace
-from collections import Counter
+import time
+from contextlib import redirect_stderr, redirect_stdout
+from dataclasses import replace
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
 import pytest
 
+from reprofleet.campaign import simulate
+from reprofleet.model import Role
 from reprofleet.stats import intervals as stats
-from reprofleet.model import Role, StopKind, StopRule
 from reprofleet.verdicts import Verdict, VerdictKind
 
-BENCH = Path(__file__).resolve().parent.parent / "bench" / "verdicts.py"
+ROOT = Path(__file__).resolve().parent.parent
+BENCH = ROOT / "bench" / "verdicts.py"
+REFRESH = "nice -n 19 .venv/bin/python bench/verdicts.py --results bench/RESULTS.md"
 
 
 def _load() -> ModuleType:
@@ -33,147 +38,152 @@ def _load() -> ModuleType:
 
 
 bench = _load()
+BOOK = replace(bench.SEED, attempts=9)
 
 
-def _cells(campaigns: int = 20) -> list[tuple[Any, Any, list[dict[str, Any]]]]:
-    """(campaign, cell truth, that cell's records) over the first ``campaigns`` campaigns."""
-    out = []
-    for index in range(campaigns):
-        campaign, rng = bench.draw_campaign(7, index)
-        records = bench.draw_records(campaign, rng)
-        for cell in campaign.cells:
-            out.append((campaign, cell, [r for r in records if r["cell"] == cell.name]))
+def _scenario(prefix: str) -> Any:
+    return next(s for s in bench.SCENARIOS if s.name.startswith(prefix))
+
+
+def _drawn(prefix: str, seed: int = 1) -> tuple[Any, Any, simulate.Campaign]:
+    scenario = _scenario(prefix)
+    rng = random.Random(seed)
+    design = scenario.design(BOOK)
+    world = bench.world(scenario, design.playbook, rng)
+    return design, world, simulate.draw(design, world.truth, rng)
+
+
+def _verdict(kind: VerdictKind, text: str = "", cell: str = "lgc-2800") -> Verdict:
+    return Verdict(cell=cell, cell_id=f"{cell}@x", kind=kind, text=text or kind.value, reference=False,
+                   reproductions=0, judged=10, excluded=0, hosts=bench.HOSTS, hosts_reproducing=(),
+                   rate=stats.rate_interval(0, 10))
+
+
+def test_the_naive_engine_calls_any_cell_without_a_wedge_or_reboot_fixed_and_tests_nothing() -> None:
+    def record(outcome: str) -> dict[str, str]:
+        return {"cell": "c", "outcome": outcome}
+    assert bench.naive([record("clean"), record("error")], "c") is VerdictKind.FIXED
+    assert bench.naive([record("clean")] * 100 + [record("reboot")], "c") is VerdictKind.REPRODUCES
+    assert bench.naive([record("infra")], "c") is VerdictKind.CANNOT_JUDGE
+
+
+def test_the_truth_has_hosts_that_differ_and_cells_with_the_ratios_their_names_say() -> None:
+    _, world, _ = _drawn("plain")
+    assert len(set(world.factors)) == 4 and all(0.5 <= f <= 1.5 for f in world.factors)
+    kinds = list(world.kinds.values())
+    assert kinds.count("fixed") == 3 and kinds.count("a tenth") == 2 and kinds.count("a third") == 2
+    for cell, kind in world.kinds.items():
+        for host in bench.HOSTS:
+            reference = world.rate("default", host)
+            expected = 0.0 if kind == "host-specific" and host in ("ws03", "ws04") else bench.RATIO[kind] * reference
+            assert world.rate(cell, host) == pytest.approx(expected)
+    assert world.truth[("lgc-2800", "ws01")].caught_short == 0.10  # the bug caught short, in every scenario
+
+
+def test_a_truly_fixed_cell_never_has_a_wedge_or_reboot_and_the_bug_also_shows_as_errors_in_capture() -> None:
+    _, world, campaign = _drawn("errors and hangs in capture")
+    fixed = {c for c, k in world.kinds.items() if k == "fixed"}
+    assert not any(r["outcome"] in ("wedge", "reboot") for r in campaign.records if r["cell"] in fixed)
+    roles = [BOOK.judging.role(r["outcome"], r["last_phase"], None, r.get("reason")) for r in campaign.records
+             if r["cell"] not in fixed]
+    assert roles.count(Role.FAILED_AT_RISK) > 5
+
+
+def test_disjoint_coverage_leaves_no_host_that_ran_both_a_cell_and_the_reference() -> None:
+    _, _, campaign = _drawn("disjoint")
+    ran = {(r["cell"], r["host"]) for r in campaign.records}
+    for host in bench.HOSTS:
+        assert not (("default", host) in ran and ("lgc-2800", host) in ran)
+
+
+def test_the_split_reference_runs_as_two_identities_and_a_missing_manifest_is_judged_without_one() -> None:
+    design, _, campaign = _drawn("reference split")
+    assert len({r["cell_id"] for r in campaign.records if r["cell"] == "default"}) == 2
+    design, _, campaign = _drawn("missing manifest")
+    assert not design.manifest
+    assert all("has no campaign.json" in v.text for v in simulate.judge_campaign(design, campaign).verdicts)
+
+
+def test_the_quarantine_and_resume_scenarios_leave_never_run_and_re_run_slots() -> None:
+    for prefix in ("a quarantined host", "resumes"):
+        _, _, campaign = _drawn(prefix)
+        assert any(r.get("reason", "").startswith("not run") for r in campaign.records), prefix
+    _, _, campaign = _drawn("resumes")
+    assert any(r.get("reason", "").startswith("interrupted") for r in campaign.records)
+
+
+@pytest.mark.parametrize(("kind", "truth", "right"), [
+    (VerdictKind.FIXED, "fixed", True), (VerdictKind.FIXED, "a tenth", False), (VerdictKind.FIXED, "same", False),
+    (VerdictKind.LESS_OFTEN, "a third", True), (VerdictKind.LESS_OFTEN, "same", False),
+    (VerdictKind.CLEAN_SO_FAR, "a tenth", False), (VerdictKind.REPRODUCES, "fixed", False),
+    (VerdictKind.CANNOT_JUDGE, "same", None)])
+def test_a_claim_is_right_only_when_its_truth_holds(kind: VerdictKind, truth: str, right: bool | None) -> None:
+    _, world, _ = _drawn("plain")
+    cell = next(c for c, k in world.kinds.items() if k == truth)
+    assert bench.claim_true(_verdict(kind, cell=cell), truth, world) is right
+
+
+def test_host_specific_is_right_only_when_every_host_it_names_not_on_has_rate_zero() -> None:
+    _, world, _ = _drawn("plain")
+    cell = next(c for c, k in world.kinds.items() if k == "host-specific")
+    text = "host-specific: reproduces on {}, not on {} (ws: 0/9, ...)"
+    assert bench.claim_true(_verdict(VerdictKind.HOST_SPECIFIC, text.format("ws01", "ws03, ws04"), cell),
+                            "host-specific", world)
+    assert not bench.claim_true(_verdict(VerdictKind.HOST_SPECIFIC, text.format("ws01", "ws02, ws03"), cell),
+                                "host-specific", world)
+
+
+def _tallies(real_false: int, naive_false: int, real_power: int) -> dict[str, Any]:
+    out = {}
+    for s in bench.SCENARIOS:
+        t = bench.Tallies()
+        for engine, false, power in (("real", real_false, real_power), ("naive", naive_false, 100)):
+            for truth in bench.RATIO:
+                t.seen[(engine, truth)] = 100
+                t.fixed[(engine, truth)] = power if truth == "fixed" else false
+        out[s.name] = t
     return out
 
 
-def _verdict(kind: VerdictKind, hosts: tuple[str, ...] = ("ws01", "ws02"), reproducing: tuple[str, ...] = ()) -> Verdict:
-    return Verdict(cell="cell01", cell_id="cell01@x", kind=kind, text=kind.value, reference=False, reproductions=len(reproducing),
-                   judged=10, excluded=0, hosts=hosts, hosts_reproducing=reproducing, rate=stats.rate_interval(0, 10))
+def test_the_goals_fail_when_the_numbers_do_and_the_naive_goal_needs_a_difference() -> None:
+    met = {g: (real, naive) for g, real, naive, _ in bench.goals(_tallies(2, 40, 95))}
+    assert [v for v in met.values()] == [(True, False), (True, True), (True, False), (True, False)]
+    worse = {g: real for g, real, _, _ in bench.goals(_tallies(6, 6, 80))}
+    assert list(worse.values()) == [False, False, False, False]  # no goal met, so the naive one has none to fail
+    alike = {g: real for g, real, _, _ in bench.goals(_tallies(2, 2, 95))}
+    assert list(alike.values()) == [True, True, True, False]  # a naive engine as good as the real one: the bench fails
 
 
-def _campaign(reference: float, *cells: Any) -> Any:
-    ref = bench.CellTruth("default", "reference", (reference, reference), 0.0)
-    return bench.Campaign(0, "sim", ("ws01", "ws02"), 10, (ref, *cells))
+def test_a_quick_run_prints_every_goal_and_table_in_seconds() -> None:
+    out, err = io.StringIO(), io.StringIO()
+    started = time.monotonic()
+    with redirect_stdout(out), redirect_stderr(err):
+        assert bench.main(["--quick"]) == 0
+    assert time.monotonic() - started < 60  # < 10 s of one core; the shared VM gets a fraction of one
+    text = out.getvalue()
+    assert len(re.findall(r"^\| .* \| (PASS|FAIL) \| (PASS|FAIL) \|", text, re.M)) == 4
+    assert all(s.name in text for s in bench.SCENARIOS)
+    assert "P(fixed | cell = reference)" in text and "| fixed |" in text
 
 
-def test_the_same_seed_draws_the_same_campaign_and_records_and_another_seed_does_not() -> None:
-    first, rng = bench.draw_campaign(3, 5)
-    again, rng_again = bench.draw_campaign(3, 5)
-    assert first == again and bench.draw_records(first, rng) == bench.draw_records(again, rng_again)
-    assert bench.draw_campaign(4, 5)[0] != first
+def test_results_md_names_the_judging_code_that_the_files_hold_now() -> None:
+    section = re.search(r"<!-- verdicts -->(.*?)<!-- /verdicts -->", (ROOT / "bench" / "RESULTS.md").read_text(), re.S)
+    assert section is not None, "bench/RESULTS.md has no verdicts section"
+    recorded = re.search(r"code sha256 ([0-9a-f]{16}) of src/reprofleet/verdicts \+ stats", section.group(1))
+    assert recorded is not None, f"the verdicts section records no code hash; refresh it: {REFRESH}"
+    assert recorded.group(1) == bench.code_hash(), (
+        f"bench/RESULTS.md's verdicts section was made with other judging code ({recorded.group(1)}, now "
+        f"{bench.code_hash()}); refresh it: {REFRESH}")
 
 
-def test_a_cell_whose_true_rate_is_zero_never_has_a_reproduction_record() -> None:
-    zero = [records for _, cell, records in _cells() if not cell.reproduces]
-    assert len(zero) > 20
-    assert not any(r["outcome"] in ("wedge", "reboot") for records in zero for r in records)
-
-
-def test_every_record_gets_the_role_its_outcome_was_drawn_for_under_the_seeds_judging() -> None:
-    roles: Counter[tuple[str, Role]] = Counter()
-    for _, _, records in _cells(10):
-        for r in records:
-            role = bench.JUDGING.role(r["outcome"], r["last_phase"])
-            roles[(r["outcome"], role)] += 1
-            if r["outcome"] in ("wedge", "reboot"):
-                assert role is Role.REPRODUCTION and r["last_phase"] == "cuda_graph_capture"
-            elif r["outcome"] == "clean":
-                assert role is Role.NON_REPRODUCTION
-    # errors and hangs land on both sides of the phase at risk, so both roles are exercised
-    assert roles[("error", Role.EXCLUDED)] and roles[("error", Role.NON_REPRODUCTION)]
-    assert roles[("hang", Role.EXCLUDED)] and roles[("reboot", Role.REPRODUCTION)]
-
-
-def test_broken_cells_are_the_ones_whose_expected_exclusions_pass_the_threshold_and_their_records_show_it() -> None:
-    cells = _cells()
-    broken = [(cell, records) for _, cell, records in cells if cell.broken]
-    working = [(cell, records) for _, cell, records in cells if not cell.broken]
-    assert broken and all(cell.scenario.startswith("broken") for cell, _ in broken)
-    assert not any(cell.scenario.startswith("broken") for cell, _ in working)
-
-    def excluded_share(group: list[tuple[Any, list[dict[str, Any]]]]) -> float:
-        records = [r for _, rs in group for r in rs]
-        return sum(bench.JUDGING.role(r["outcome"], r["last_phase"]) is Role.EXCLUDED for r in records) / len(records)
-
-    assert excluded_share(broken) > 0.5 and excluded_share(working) < 0.1
-
-
-def test_a_host_specific_cell_reproduces_on_some_hosts_only_and_the_reference_on_all() -> None:
-    for campaign, cell, records in _cells():
-        if cell.scenario == "host-specific":
-            assert 0 < sum(r > 0 for r in cell.rates) < len(campaign.hosts)
-            quiet = {h for h, r in zip(campaign.hosts, cell.rates) if r == 0}
-            assert not any(r["outcome"] in ("wedge", "reboot") for r in records if r["host"] in quiet)
-        if cell is campaign.reference:
-            assert len(set(cell.rates)) == 1
-
-
-def test_fixed_on_a_cell_that_still_reproduces_at_half_the_rate_is_wrong_strictly_and_right_loosely() -> None:
-    half = bench.CellTruth("cell01", "half the reference", (0.15, 0.15), 0.0)
-    assert bench.check(_verdict(VerdictKind.FIXED), half, _campaign(0.3, half)) == (False, True)
-    fixed = bench.CellTruth("cell01", "fixed", (0.0, 0.0), 0.0)
-    assert bench.check(_verdict(VerdictKind.FIXED), fixed, _campaign(0.3, fixed)) == (True, True)
-    assert bench.check(_verdict(VerdictKind.REPRODUCES, reproducing=("ws01",)), half, _campaign(0.3, half))[0]
-
-
-def test_host_specific_is_wrong_when_it_names_a_host_clean_that_truly_reproduces() -> None:
-    only_first = bench.CellTruth("cell01", "host-specific", (0.3, 0.0), 0.0)
-    both = bench.CellTruth("cell01", "same as reference", (0.3, 0.3), 0.0)
-    claim = _verdict(VerdictKind.HOST_SPECIFIC, reproducing=("ws01",))
-    assert bench.check(claim, only_first, _campaign(0.3, only_first))[0]
-    assert not bench.check(claim, both, _campaign(0.3, both))[0]
-
-
-def test_cannot_judge_no_difference_and_clean_so_far_agree_only_with_their_own_truth() -> None:
-    broken = bench.CellTruth("cell01", "broken", (0.0, 0.0), 0.8)
-    working = bench.CellTruth("cell01", "fixed", (0.0, 0.0), 0.02)
-    assert bench.check(_verdict(VerdictKind.CANNOT_JUDGE), broken, _campaign(0.3, broken))[0]
-    assert not bench.check(_verdict(VerdictKind.CANNOT_JUDGE), working, _campaign(0.3, working))[0]
-    assert bench.check(_verdict(VerdictKind.NO_DIFFERENCE), working, _campaign(0.0, working))[0]
-    assert not bench.check(_verdict(VerdictKind.NO_DIFFERENCE), working, _campaign(0.3, working))[0]
-    half = bench.CellTruth("cell01", "half the reference", (0.15, 0.15), 0.0)
-    assert bench.check(_verdict(VerdictKind.CLEAN_SO_FAR), working, _campaign(0.3, working))[0]
-    assert not bench.check(_verdict(VerdictKind.CLEAN_SO_FAR), half, _campaign(0.3, half))[0]
-
-
-def test_a_tiny_run_judges_every_cell_once_and_its_tables_count_them_all(tmp_path: Path) -> None:
-    results = bench.run_campaigns(seed=1, campaigns=4, jobs=1)
-    expected = sum(len(bench.draw_campaign(1, i)[0].cells) for i in range(4))
-    assert len(results) == expected
-    summary = bench.summarize(results)
-    assert summary.verdicts == expected and 0 <= summary.agree <= summary.loose_agree <= 1
-    truly_reproducing = [r for r in results if r.truth.startswith("reproduces") and not r.scenario.startswith("reference")]
-    assert truly_reproducing and summary.reproducing == len(truly_reproducing)  # the false-"fixed" denominator
-    table = bench.confusion(results, "truth")
-    assert sum(int(line.split("|")[-3]) for line in table[2:]) == expected
-    sprt = [bench.simulate_sprt(0.5, 0.05, runs=20, seed=1)]
-    body = bench.report(Namespace(campaigns=4, jobs=1, sprt_runs=20), results, sprt, 1.0, ["x 1%"])
-    target = tmp_path / "RESULTS.md"
-    target.write_text("# Benchmark results\n\n<!-- detect -->\nkeep me\n<!-- /detect -->\n")
-    bench.rewrite_section(target, "verdicts", "Verdicts", "\n".join(body))
-    text = target.read_text()
-    assert "keep me" in text and "<!-- verdicts -->" in text and "verdicts that agree with the truth" in text
-
-
-def test_an_sprt_sequence_that_always_reproduces_stops_early_as_reproducing() -> None:
-    rule = StopRule(StopKind.SPRT, p0=0.3, p1=0.03, alpha=0.05, beta=0.2)
-    attempts, verdict = bench.run_sequence(rule, 1.0, 42, random.Random(0))
-    assert verdict == "reproduces" and attempts < 14
-
-
-def test_an_sprt_sequence_never_claims_fixed_without_the_references_counts() -> None:
-    # issue 19: the playbook's p0 is a guess; the bench's sequences run without a reference
-    rule = StopRule(StopKind.SPRT, p0=0.3, p1=0.03, alpha=0.05, beta=0.2)
-    attempts, verdict = bench.run_sequence(rule, 0.0, 42, random.Random(0))
-    assert verdict is None and attempts == 42
-
-
-def test_the_exact_walks_claims_and_what_is_left_at_the_cap_add_up_to_one() -> None:
-    from reprofleet.stats import stop_rules as stopping
-
-    rule = StopRule(StopKind.SPRT, p0=0.5, p1=0.05, alpha=0.05, beta=0.2)
-    test, cap = stopping.sprt_of(rule), stopping.max_attempts(rule, 0)
-    for p in (0.5, 0.05):
-        fixed, reproduces = (bench.exact_claim(test, p, cap, claim) for claim in ("fixed", "reproduces"))
-        assert 0.999 < fixed + reproduces <= 1.0 + 1e-12
-    assert bench.exact_claim(test, 0.5, cap, "fixed") < 0.06  # near alpha, as Wald's boundaries promise
+def test_the_code_hash_changes_with_any_judging_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    for folder in bench.CODE:
+        (tmp_path / folder).mkdir(parents=True)
+        for path in (ROOT / folder).glob("*.py"):
+            (tmp_path / folder / path.name).write_bytes(path.read_bytes())
+    monkeypatch.setattr(bench, "ROOT", tmp_path)
+    before = bench.code_hash()
+    assert before == bench.code_hash()
+    target = tmp_path / "src" / "reprofleet" / "stats" / "comparison.py"
+    target.write_text(target.read_text() + "\n")
+    assert bench.code_hash() != before

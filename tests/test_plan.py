@@ -56,7 +56,8 @@ def test_a_baseline_is_a_rate_and_fixed_is_below_it(baseline: float, fixed: floa
 
 
 def test_the_seed_campaign_on_the_blackwell_fleet_prints_a_length_and_power_cycles() -> None:
-    result = reprofleet("--hosts", "inventory/blackwell.yml", "--playbook", "playbooks/sm120-hostwedge.yml")
+    result = reprofleet("--hosts", "inventory/blackwell.yml", "--playbook", "playbooks/sm120-hostwedge.yml",
+                        "--campaigns", "4")
     assert result.returncode == 0, result.stderr
     out = result.stdout
     assert "4 hosts (ws01, ws02, ws03, ws04)" in out
@@ -72,7 +73,7 @@ def test_the_seed_campaign_on_the_blackwell_fleet_prints_a_length_and_power_cycl
 
 def test_a_typical_attempt_time_replaces_the_timeout(tmp_path: Path) -> None:
     result = reprofleet("--hosts", "inventory/blackwell.yml", "--playbook", "playbooks/sm120-hostwedge.yml",
-                        "--attempt-s", "150", "--baseline", "0.5")
+                        "--attempt-s", "150", "--baseline", "0.5", "--campaigns", "4")
     assert "attempt duration: 150 s (as given)" in result.stdout
     assert "3.0 (only the reference reproduces, at 50%) to 30.0" in result.stdout
     assert "more power cycles than the budget of 20 per host" in result.stdout

@@ -1,15 +1,27 @@
-"""How many attempts, hours and power cycles a campaign will take, before it runs.
+"""How many attempts, hours and power cycles a campaign will take, and what its verdicts can show, before it runs.
 
-Pure arithmetic on a playbook and an assumed reproduction rate (the "baseline": how
-often the bug shows where it is known to be). ``invoke plan`` prints it, so a user can
-size a campaign, and see what a stopping rule saves, before the first host is touched.
+Arithmetic on a playbook and an assumed reproduction rate (the "baseline": how often the
+bug shows where it is known to be). ``invoke plan`` prints it, so a user can size a
+campaign, and see what a stopping rule saves, before the first host is touched.
+
+What the report will be able to say is not arithmetic: "fixed" is the judge's decision
+(the hosts that ran both, Holm across every compared cell, the rate ratio's bound below
+``fixed_ratio``, fixed-n or anytime-valid looks, the cell's stop rule). So
+:func:`verdict_plan` draws campaigns in the playbook's own shape from known rates
+(``campaign.simulate``) and counts what the real ``judge()`` calls them: a truly fixed
+cell, cells that still reproduce at a fraction of the reference's rate, and the attempts
+per cell that would give a fixed cell 80% and 90% power.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import math
+import random
+import statistics
+from dataclasses import dataclass, replace
 from typing import Sequence
 
+from reprofleet.campaign import simulate
 from reprofleet.model import Playbook, StopKind, StopRule
 from reprofleet.stats.sprt import Sprt
 from reprofleet.stats.intervals import clean_attempts_to_rule_out
@@ -188,4 +200,154 @@ def describe_campaign(plan: CampaignEstimate) -> str:
     if plan.power_cycle_budget is not None and cycles.high > plan.power_cycle_budget:
         lines.append(f"note: more power cycles than the budget of {plan.power_cycle_budget} per host may be needed; "
                      "a host past it is quarantined (power_cycle_budget in invoke.yaml)")
+    return "\n".join(lines)
+
+
+DEFAULT_CAMPAIGNS = 60  # per number: about +-5 points near 0 or 1, +-13 at 50% (the power search: half as many per size)
+DEFAULT_RATIOS = (0.1, 1 / 3)  # rate ratios (cell / reference) whose false "fixed" plan prints
+POWER_GOALS = (0.8, 0.9)
+MAX_PLANNED = 400  # attempts per cell and host the power search goes up to
+
+
+@dataclass(frozen=True)
+class Chance:
+    """A probability counted over simulated campaigns, with its 95% half-width: normal, from
+    the spread of the per-campaign shares (cells of one campaign share its reference); where
+    every campaign gave the same share, the rule of three (3 / campaigns)."""
+
+    p: float
+    half_width: float
+    campaigns: int
+
+    @classmethod
+    def of(cls, shares: Sequence[float]) -> "Chance":
+        spread = statistics.stdev(shares)
+        half = 1.96 * spread / math.sqrt(len(shares)) if spread > 0 else 3.0 / len(shares)
+        return cls(statistics.fmean(shares), half, len(shares))
+
+    def text(self) -> str:
+        digits = 0 if self.half_width >= 0.01 else 1
+        return f"{self.p:.{digits}%} ± {self.half_width:.{digits}%}"
+
+
+@dataclass(frozen=True)
+class PowerAnswer:
+    """The fewest attempts per cell and host at which a truly fixed cell is called fixed at least ``goal``."""
+
+    goal: float
+    attempts: int | None  # None: not reached by MAX_PLANNED
+    chance: Chance | None  # the simulated power there
+
+
+@dataclass(frozen=True)
+class VerdictPlan:
+    playbook: str
+    hosts: tuple[str, ...]
+    baseline: float
+    attempts: int
+    compared: int  # cells compared with the reference: one Holm family
+    fixed_ratio: float
+    rules: tuple[str, ...]  # the stop rules the compared cells run under
+    seed: int
+    fixed: Chance  # P(called fixed | the cell's rate is 0)
+    false_fixed: tuple[tuple[float, Chance], ...]  # (rate ratio, P(called fixed | the cell reproduces at it))
+    power: tuple[PowerAnswer, ...]
+
+
+def called_fixed(playbook: Playbook, hosts: Sequence[str], baseline: float, ratio: float, campaigns: int,
+                 seed: int = 1) -> Chance:
+    """P(the judge calls a compared cell fixed) when the reference reproduces at ``baseline`` on
+    every host and every compared cell at ``ratio`` x ``baseline`` (0: truly fixed). Every
+    compared cell has the same truth, so each is judged at the strictest Holm ranks, as a
+    single fix among cells that still reproduce would be."""
+    if campaigns < 2:
+        raise ValueError(f"--campaigns needs at least 2 campaigns, got {campaigns}")
+    design = simulate.Design(playbook, tuple(hosts))
+    reference = playbook.reference_cell.name
+    truth = {(c.name, h): simulate.Behaviour(baseline if c.name == reference else ratio * baseline)
+             for c in playbook.cells for h in hosts}
+    compared = [c.name for c in playbook.cells if c.name != reference]
+    if not compared:
+        raise ValueError(f"{playbook.path}: the playbook has no cell besides its reference {reference}")
+    shares = []
+    with simulate.remembered_statistics():
+        for index in range(campaigns):
+            campaign = simulate.draw(design, truth, random.Random(f"plan/{seed}/{index}"))
+            verdicts = simulate.judge_campaign(design, campaign).verdicts
+            shares.append(sum(v.kind.value == "fixed" for v in verdicts if v.cell in compared) / len(compared))
+    return Chance.of(shares)
+
+
+def attempts_for_power(playbook: Playbook, hosts: Sequence[str], baseline: float, goals: Sequence[float],
+                       campaigns: int, seed: int = 1) -> tuple[PowerAnswer, ...]:
+    """About the fewest attempts per cell and host (the playbook's ``attempts``) at which a
+    truly fixed cell is called fixed at least each goal of the time: doubling, then
+    bisection to within an eighth, on the same simulated campaigns at every size (each size
+    judged once for all goals)."""
+    tried: dict[int, Chance] = {}
+
+    def power(n: int) -> Chance:
+        if n not in tried:
+            tried[n] = called_fixed(replace(playbook, attempts=n), hosts, baseline, 0.0, campaigns, seed)
+        return tried[n]
+    answers = []
+    for goal in goals:
+        low = max([n for n, c in tried.items() if c.p < goal], default=0)
+        high = min([n for n, c in tried.items() if c.p >= goal], default=max(2 * low, playbook.attempts, 1))
+        while power(high).p < goal and high < MAX_PLANNED:
+            low, high = high, min(2 * high, MAX_PLANNED)
+        if power(high).p < goal:
+            answers.append(PowerAnswer(goal, None, None))
+            continue
+        while high - low > max(1, high // 8):
+            middle = (low + high) // 2
+            low, high = (middle, high) if power(middle).p < goal else (low, middle)
+        answers.append(PowerAnswer(goal, high, power(high)))
+    return tuple(answers)
+
+
+def verdict_plan(playbook: Playbook, hosts: Sequence[str], baseline: float, campaigns: int = DEFAULT_CAMPAIGNS,
+                 ratios: Sequence[float] = DEFAULT_RATIOS, seed: int = 1) -> VerdictPlan:
+    if not 0.0 < baseline < 1.0:
+        raise ValueError(f"the baseline is a reproduction rate between 0 and 1 (exclusive), got {baseline}")
+    for ratio in ratios:
+        if not 0.0 < ratio < 1.0:
+            raise ValueError(f"a rate ratio (cell / reference) is between 0 and 1 (exclusive), got {ratio}")
+    reference = playbook.reference_cell.name
+    cells = [c for c in playbook.cells if c.name != reference]
+    rules = tuple(dict.fromkeys(playbook.stop_rule(c).kind.value for c in cells))
+    fixed = called_fixed(playbook, hosts, baseline, 0.0, campaigns, seed)
+    false_fixed = tuple((r, called_fixed(playbook, hosts, baseline, r, campaigns, seed)) for r in ratios)
+    reached = tuple(PowerAnswer(g, playbook.attempts, fixed) for g in POWER_GOALS if fixed.p >= g)
+    missing = [g for g in POWER_GOALS if fixed.p < g]
+    power = reached + (attempts_for_power(playbook, hosts, baseline, missing, max(campaigns // 2, 2), seed)
+                       if missing else ())
+    return VerdictPlan(playbook.name, tuple(hosts), baseline, playbook.attempts, len(cells), playbook.fixed_ratio,
+                       rules, seed, fixed, false_fixed, tuple(power))
+
+
+def describe_verdicts(plan: VerdictPlan) -> str:
+    rate = percent(plan.baseline)
+    where = (f"{plan.attempts} attempts per cell on each of {len(plan.hosts)} hosts, the reference at {rate}, "
+             f"{plan.compared} cells compared with it (one Holm family), fixed_ratio {plan.fixed_ratio:g}, stop rule "
+             f"{', '.join(plan.rules)}")
+    lines = [f"what the verdicts can show ({plan.fixed.campaigns} simulated campaigns per number, seed {plan.seed}, "
+             f"judged by the real judge; {where}):",
+             "  (every attempt judged and every host alike: a fleet with errors, infra and hosts that differ gets "
+             "less; bench/verdicts.py measures how much)",
+             f"  a truly fixed cell (rate 0) is called fixed {plan.fixed.text()} of the time"]
+    for ratio, chance in plan.false_fixed:
+        lines.append(f"  a cell that still reproduces at {ratio:.2g} of the reference's rate ({percent(ratio * plan.baseline)})"
+                     f" is called fixed {chance.text()} of the time")
+    for answer in plan.power:
+        if answer.attempts is None:
+            lines.append(f"  {answer.goal:.0%} power for a fixed cell: not reached by {MAX_PLANNED} attempts per cell "
+                         "and host")
+        elif answer.attempts == plan.attempts:
+            lines.append(f"  {answer.goal:.0%} power for a fixed cell: reached at the playbook's {plan.attempts} attempts")
+        else:
+            assert answer.chance is not None
+            lines.append(f"  {answer.goal:.0%} power for a fixed cell needs about {answer.attempts} attempts per cell and "
+                         f"host, not {plan.attempts} (called fixed {answer.chance.text()} there, "
+                         f"{answer.chance.campaigns} campaigns; playbook key attempts)")
     return "\n".join(lines)

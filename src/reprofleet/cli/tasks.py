@@ -586,11 +586,15 @@ def compare(c: Context, paths: list[str] | None = None, by: str = "path", hosts:
             "beta": "SPRT: chance of a false 'still reproduces' (default 0.2)",
             "hosts": "Ansible inventory: estimate this campaign's length and power cycles (with --playbook)",
             "playbook": "campaign YAML (with --hosts)",
-            "attempt-s": "typical seconds per attempt (default: the playbook's attempt timeout, an upper bound)"})
+            "attempt-s": "typical seconds per attempt (default: the playbook's attempt timeout, an upper bound)",
+            "campaigns": "with --hosts/--playbook: simulated campaigns per number of what the verdicts can show "
+                         "(default 100; the power search uses half as many per size)",
+            "ratio": "with --hosts/--playbook: rate ratios (cell / reference) whose false 'fixed' is shown, "
+                     "comma-separated (default 0.1,0.333)"})
 @handled
 def plan(c: Context, baseline: str | None = None, confidence: str = "0.95", fixed_rate: str | None = None,
          alpha: str = "0.05", beta: str = "0.2", hosts: str | None = None, playbook: str | None = None,
-         attempt_s: str | None = None) -> ExitStatus:
+         attempt_s: str | None = None, campaigns: str | None = None, ratio: str | None = None) -> ExitStatus:
     """Clean attempts that rule out a rate, what an SPRT saves, or a campaign's length and power cycles."""
     from reprofleet.campaign import estimate as planning
 
@@ -610,10 +614,21 @@ def plan(c: Context, baseline: str | None = None, confidence: str = "0.95", fixe
             from reprofleet.playbook import load_playbook
 
             conf = _conf(c)
+            runs = number("campaigns", campaigns)
+            if runs is not None and (runs != int(runs) or runs < 2):
+                raise BadArgument(f"--campaigns takes a whole number of at least 2 campaigns, not {campaigns!r}")
+            ratios = tuple(number("ratio", r.strip()) or 0.0 for r in ratio.split(",")) if ratio \
+                else planning.DEFAULT_RATIOS
+            if not all(0.0 < r < 1.0 for r in ratios):
+                raise BadArgument(f"--ratio takes rate ratios (cell / reference) between 0 and 1, not {ratio!r}")
+            book, names = load_playbook(playbook), load_inventory(hosts).names
             estimate = planning.campaign_estimate(
-                load_playbook(playbook), load_inventory(hosts).names, rate or planning.DEFAULT_BASELINE,
+                book, names, rate or planning.DEFAULT_BASELINE,
                 float(conf["dwell_s"]), number("attempt-s", attempt_s), int(conf["power_cycle_budget"]))
             print(planning.describe_campaign(estimate))
+            print(planning.describe_verdicts(planning.verdict_plan(
+                book, names, rate or planning.DEFAULT_BASELINE,
+                planning.DEFAULT_CAMPAIGNS if runs is None else int(runs), ratios)))
             return ExitStatus.OK
         if rate is None:
             raise BadArgument("give --baseline RATE, or --hosts and --playbook")
