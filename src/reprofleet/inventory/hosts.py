@@ -16,6 +16,7 @@ from reprofleet.model import CredentialRef, Host, PowerPort, frozen_mapping
 from reprofleet.suggest import did_you_mean, line_of, plain
 
 from reprofleet.inventory.graph import Graph
+from reprofleet.inventory.login import check_login_value
 from reprofleet.inventory.netconsole import netconsole_setting
 from reprofleet.inventory.values import Sourced, as_int, as_text
 from reprofleet.inventory.vars_files import VarsFiles
@@ -63,7 +64,8 @@ def inventory_from_graph(graph: Graph, files: VarsFiles, source: str) -> Invento
     hosts = []
     for name in graph.hosts:
         groups = graph.ancestors(name)
-        hosts.append(host_from_vars(name, _host_layers(graph, files, name, groups, depth), groups))
+        hosts.append(host_from_vars(name, _host_layers(graph, files, name, groups, depth), groups,
+                                    graph.hosts[name].where or Location(source)))
     return Inventory(
         hosts=tuple(hosts),
         groups=frozen_mapping(graph.members()),
@@ -89,11 +91,13 @@ def _host_layers(
     return merged
 
 
-def host_from_vars(name: str, merged: Mapping[str, Sourced], groups: Iterable[str]) -> Host:
+def host_from_vars(name: str, merged: Mapping[str, Sourced], groups: Iterable[str],
+                   name_where: Location | None = None) -> Host:
     """Connection settings, GPU and PDU of one host from its merged variables."""
     address = _last(merged, ADDRESS_VARS)
     port = _last(merged, PORT_VARS)
     user = _last(merged, USER_VARS)
+    login = _login_values(name, address, user, name_where)
     key_file = _last(merged, KEY_FILE_VARS)
     python = _last(merged, ("ansible_python_interpreter",))
     gpu = _last(merged, ("gpu_index",))
@@ -102,9 +106,9 @@ def host_from_vars(name: str, merged: Mapping[str, Sourced], groups: Iterable[st
     netconsole = _last(merged, ("netconsole",))
     return Host(
         name=name,
-        address=as_text(address) if address else name,
+        address=login[0],
         port=_port(port) if port else 22,
-        user=as_text(user) if user else None,
+        user=login[1],
         key_file=as_text(key_file) if key_file else None,
         python=_interpreter(python) if python else "python3",
         gpu_index=as_int(gpu.value, gpu.where, "a GPU index (0, 1, ...)", low=0) if gpu else 0,
@@ -114,6 +118,15 @@ def host_from_vars(name: str, merged: Mapping[str, Sourced], groups: Iterable[st
         more_pdus=tuple(ports[1:]),
         netconsole=netconsole_setting(netconsole) if netconsole else None,
     )
+
+
+def _login_values(name: str, address: Sourced | None, user: Sourced | None,
+                  name_where: Location | None) -> tuple[str, str | None]:
+    """(address, user), each checked to be data and never an ssh option; the name is checked too."""
+    check_login_value(name, name_where or Location("inventory", None, "host name"), "the host name")
+    checked_address = check_login_value(as_text(address), address.where, "the address") if address else name
+    checked_user = check_login_value(as_text(user), user.where, "the user") if user else None
+    return checked_address, checked_user
 
 
 def _last(merged: Mapping[str, Sourced], names: tuple[str, ...]) -> Sourced | None:

@@ -78,7 +78,8 @@ def inventory_from_listing(listing: Any, source: str) -> Inventory:
     hosts = []
     for name in order:
         merged = {k: Sourced(_unwrap(v), Location(source, None, k)) for k, v in (hostvars.get(name) or {}).items()}
-        hosts.append(host_from_vars(name, merged, [g for g, m in members.items() if name in m]))
+        hosts.append(host_from_vars(name, merged, [g for g, m in members.items() if name in m],
+                                    Location(source, None, "host name")))
     return Inventory(
         hosts=tuple(hosts),
         groups=frozen_mapping({g: tuple(h for h in order if h in m) for g, m in members.items()}),

@@ -8,6 +8,11 @@ reply came; callers read :meth:`Session.silent_for` and decide. Host keys are ch
 strictly against a known_hosts file; accepting a new key is an explicit opt-in. Every
 SSH or socket failure leaves this module as one :class:`~reprofleet.errors.ConnectError`
 naming the host.
+
+Fabric reads ``~/.ssh/config``, which may say ``ForwardAgent yes`` or ``ProxyJump``; a PoC
+on the host must never reach the controller's ssh-agent, so forwarding is off whatever the
+file says, and a jump host Fabric builds from it (with paramiko's ``AutoAddPolicy``, which
+accepts any key) gets the same known_hosts and the same strict policy as the host itself.
 """
 
 from __future__ import annotations
@@ -128,13 +133,16 @@ class _AcceptNewPolicy(paramiko.MissingHostKeyPolicy):
     """Record a host key we have never seen (like OpenSSH's StrictHostKeyChecking=accept-new).
 
     Only an *unknown* host reaches this policy: a known host whose key changed raises
-    BadHostKeyException before it, and is refused.
+    BadHostKeyException before it, and is refused; so is a key marked ``@revoked``.
     """
 
-    def __init__(self, known_hosts: Path) -> None:
+    def __init__(self, known_hosts: Path, revoked: frozenset[str] = frozenset()) -> None:
         self._known_hosts = known_hosts
+        self._revoked = revoked
 
     def missing_host_key(self, client: paramiko.SSHClient, hostname: str, key: paramiko.PKey) -> None:
+        if key.get_base64() in self._revoked:
+            raise paramiko.SSHException(f"the host key of {hostname} is marked @revoked in known_hosts")
         client.get_host_keys().add(hostname, key.get_name(), key)
         append_known_host(self._known_hosts, hostname, key)
 
@@ -369,7 +377,7 @@ def _fabric_connection(host: Host, settings: TransportSettings) -> Connection:
         connect_kwargs["key_filename"] = str(Path(host.key_file).expanduser())
         connect_kwargs["look_for_keys"] = False
         connect_kwargs["allow_agent"] = False
-    config = Config(overrides={"run": {"hide": True, "warn": True}})
+    config = Config(overrides={"run": {"hide": True, "warn": True}, "forward_agent": False})
     connection = Connection(
         host.address,
         user=host.user,
@@ -377,16 +385,35 @@ def _fabric_connection(host: Host, settings: TransportSettings) -> Connection:
         config=config,
         connect_timeout=max(1, int(settings.connect_timeout)),
         connect_kwargs=connect_kwargs,
+        forward_agent=False,  # an explicit argument wins over ~/.ssh/config's ForwardAgent
     )
-    client = connection.client
     known_hosts = Path(host.vars.get("reprofleet_known_hosts") or settings.known_hosts).expanduser()
+    connection.revoked_host_keys = _check_host_keys(connection, known_hosts, settings)  # checked once connected
+    hop = connection.gateway
+    while isinstance(hop, Connection):  # ProxyJump hops from ~/.ssh/config, nearest first
+        _harden_hop(hop, known_hosts, settings)
+        hop = hop.gateway
+    return connection
+
+
+def _check_host_keys(connection: Connection, known_hosts: Path, settings: TransportSettings) -> set[str]:
+    """Load ``known_hosts`` into the connection's client and set the campaign's policy; the revoked keys."""
+    client = connection.client
     revoked = load_known_hosts(client.get_host_keys(), known_hosts)
-    connection.revoked_host_keys = revoked  # checked once connected
     if settings.accept_new_host_keys:
-        client.set_missing_host_key_policy(_AcceptNewPolicy(known_hosts))
+        client.set_missing_host_key_policy(_AcceptNewPolicy(known_hosts, frozenset(revoked)))
     else:
         client.set_missing_host_key_policy(paramiko.RejectPolicy())
-    return connection
+    return revoked
+
+
+def _harden_hop(hop: Connection, known_hosts: Path, settings: TransportSettings) -> None:
+    """A jump host is checked like the host itself: same known_hosts, same policy, no agent, timeouts."""
+    _check_host_keys(hop, known_hosts, settings)
+    hop.forward_agent = False
+    hop.connect_timeout = max(1, int(settings.connect_timeout))
+    hop.connect_kwargs = {**hop.connect_kwargs, "banner_timeout": settings.banner_timeout,
+                          "auth_timeout": settings.auth_timeout}
 
 
 def connect(host: Host, settings: TransportSettings) -> Session:
@@ -401,10 +428,13 @@ def connect(host: Host, settings: TransportSettings) -> Session:
             "refusing to connect",
         ) from exc
     except paramiko.SSHException as exc:
+        if "@revoked" in str(exc):
+            raise HostKeyError(host.name, str(exc)) from exc
         if "not found in known_hosts" in str(exc):
+            hop = f" (ProxyJump from ~/.ssh/config: {exc})" if isinstance(connection.gateway, Connection) else ""
             raise HostKeyError(
                 host.name,
-                f"unknown host key for {host.address}:{host.port}; "
+                f"unknown host key for {host.address}:{host.port}{hop}; "
                 "run with --accept-new-host-keys to record it",
             ) from exc
         raise ConnectError(host.name, f"SSH failed: {exc}") from exc
