@@ -446,7 +446,7 @@ class FakeAgent:
 
     def run(self, attempt_id: str, argv: list[str], *, timeout: float, env: Mapping[str, str] | None = None,
             gpu: int = 0, sample_hz: float = 10.0, clock_threshold: float = 0.0,
-            container: str | None = None) -> "FakeStream":
+            container: str | None = None, secrets: Mapping[str, Any] | None = None) -> "FakeStream":
         self._call()
         holder = self.fake.lease_holder
         if self.lease_token and (holder is None or holder.get("token") != self.lease_token):  # host_lease.check

@@ -174,8 +174,9 @@ def run_and_report(c: Any, hosts: str, playbook: str, attempts: int | None, dry_
     from reprofleet.campaign.preflight import check_playbook_against_hosts
     from reprofleet.runner.recovery import recovery_factory
 
-    inventory = load_inventory(hosts)
+    # The playbook first: the env_secrets it names are kept from a dynamic inventory's script.
     book = load_playbook(playbook, attempts_override=attempts)
+    inventory = load_inventory(hosts)
     _configure_power(c)  # before the preflight builds every driver: its timings are those of invoke.yaml
     report_root = Path(_conf(c)["reports"])
     done: dict[tuple[str, str], int] = {}

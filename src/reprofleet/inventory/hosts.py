@@ -11,6 +11,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, Iterable, Mapping
 
+from reprofleet.credentials import name_credential_variables
 from reprofleet.errors import InventoryError, Location
 from reprofleet.model import CredentialRef, Host, PowerPort, frozen_mapping
 from reprofleet.suggest import did_you_mean, line_of, plain
@@ -175,6 +176,11 @@ def _address_has_credentials(address: str) -> bool:
     return "@" in rest.split("/", 1)[0]
 
 
+def _address_has_query(address: str) -> bool:
+    """``http://pdu/?user=admin&password=...`` or ``pdu#x``: a query or fragment, where secrets hide."""
+    return "?" in address or "#" in address
+
+
 def power_port(pdu: Any, where: Location) -> PowerPort:
     """The ``pdu:`` block of a host: driver and address required, secrets only by reference."""
     if not isinstance(pdu, dict):
@@ -198,6 +204,10 @@ def power_port(pdu: Any, where: Location) -> PowerPort:
     if _address_has_credentials(address):  # never echo it: the part before @ is a secret
         raise InventoryError(at("address"), "the address carries credentials (user:password@): they would "
                              "reach logs and events; use 'credentials: env:VAR' or 'file:/path'")
+    if _address_has_query(address):  # never echo it: ?password=... is a secret
+        raise InventoryError(at("address"), "the address has a query string or fragment (?... or #...): it would "
+                             "reach logs and events, and a password there is logged verbatim; give the plain "
+                             "address and 'credentials: env:VAR' or 'file:/path'")
     shared = pdu.get("shared", False)
     if not isinstance(shared, bool):
         raise InventoryError(at("shared"), f"must be true or false, got {shared!r}")
@@ -220,6 +230,7 @@ def credential_ref(value: Any, where: Location) -> CredentialRef:
     """``env:VAR`` or ``file:/path``; the message never repeats the value (it may be a secret)."""
     scheme, _, name = value.partition(":") if isinstance(value, str) else ("", "", "")
     if scheme == "env" and _ENV_NAME.match(name):
+        name_credential_variables([name])  # no child process of the controller inherits it
         return CredentialRef("env", name, str(where))
     if scheme == "file" and name:
         return CredentialRef("file", name, str(where))

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
+from reprofleet.credentials import child_environment
 from reprofleet.errors import ConnectError
 from reprofleet.model import Host
 
@@ -60,7 +61,7 @@ class SshExec:
         self._host = target.host.name
         try:
             self._proc = subprocess.Popen(target.argv(command), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                          stderr=subprocess.PIPE)
+                                          stderr=subprocess.PIPE, env=child_environment())
         except OSError as exc:
             raise ConnectError(self._host, f"cannot start ssh: {exc}") from exc
         self.stdout: IO[bytes] | None = self._proc.stdout

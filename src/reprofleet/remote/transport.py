@@ -329,12 +329,16 @@ class Session:
             raise ConnectError(self.host.name, f"command failed to run: {exc}") from exc
         return CommandResult(command, result.exited, result.stdout, result.stderr)
 
-    def stream(self, command: str) -> LineStream:
-        """Start a long-running command and read its stdout line by line."""
+    def stream(self, command: str, stdin: bytes | None = None) -> LineStream:
+        """Start a long-running command and read its stdout line by line; ``stdin``, when given,
+        is written to it and its stdin closed (secrets travel this way, never in ``command``)."""
         try:
             channel = self._transport.open_session(timeout=self._settings.connect_timeout)
             channel.set_combine_stderr(False)
             channel.exec_command(command)
+            if stdin is not None:
+                channel.sendall(stdin)
+                channel.shutdown_write()
         except (paramiko.SSHException, OSError, EOFError) as exc:
             raise ConnectError(self.host.name, f"could not start a stream: {exc}") from exc
         return LineStream(self, channel)
