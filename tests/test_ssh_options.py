@@ -23,7 +23,7 @@ from reprofleet.remote import transport
 from reprofleet.remote.ssh import SshTarget
 
 needs_ssh = pytest.mark.skipif(shutil.which("ssh") is None, reason="needs the OpenSSH client")
-INJECTED = "-oProxyCommand=touch /tmp/reprofleet-injected"
+INJECTED = "-oProxyCommand=touch reprofleet-injected"
 
 
 def resolved_config(argv: list[str], *extra: str) -> tuple[int, dict[str, str], str]:
@@ -43,7 +43,7 @@ def test_without_the_double_dash_ssh_reads_an_address_as_an_option() -> None:
     argv = SshTarget(Host("ws01", INJECTED), Path("/kh")).argv("true")
     argv.remove("--")
     _, settings, _ = resolved_config(argv)
-    assert settings.get("proxycommand") == "touch /tmp/reprofleet-injected"
+    assert settings.get("proxycommand") == "touch reprofleet-injected"
 
 
 @needs_ssh
@@ -60,7 +60,7 @@ def test_an_address_or_user_starting_with_a_dash_is_never_an_ssh_option(host: Ho
 @needs_ssh
 def test_the_push_pipe_forwards_no_agent_no_port_and_runs_no_local_command(tmp_path: Path) -> None:
     hostile = tmp_path / "ssh_config"  # what a user's ~/.ssh/config may say
-    hostile.write_text("Host *\n  ForwardAgent yes\n  PermitLocalCommand yes\n  LocalCommand touch /tmp/x\n"
+    hostile.write_text("Host *\n  ForwardAgent yes\n  PermitLocalCommand yes\n  LocalCommand touch reprofleet-local\n"
                        "  LocalForward 8080 127.0.0.1:80\n")
     argv = SshTarget(Host("ws01", "10.0.0.7", user="lab"), Path("/kh")).argv("true")
     code, settings, stderr = resolved_config(argv, "-F", str(hostile))
@@ -77,7 +77,7 @@ def write_inventory(tmp_path: Path, text: str) -> Path:
 
 
 @pytest.mark.parametrize(("body", "field", "line"), [
-    ("    ws01:\n      ansible_host: \"-oProxyCommand=touch /tmp/x\"\n", "ansible_host", 4),
+    ("    ws01:\n      ansible_host: \"-oProxyCommand=touch reprofleet-injected\"\n", "ansible_host", 4),
     ("    ws01:\n      ansible_host: 10.0.0.7\n      ansible_user: \"-oProxyCommand=x\"\n", "ansible_user", 5),
     ("    ws01:\n      ansible_user: \"lab admin\"\n", "ansible_user", 4),
     ("    ws01:\n      ansible_host: \"10.0.0.7\\0\"\n", "ansible_host", 4),
