@@ -294,3 +294,27 @@ def test_a_power_address_with_a_query_string_or_fragment_is_refused_without_echo
         load_inventory(inventory)
     assert str(caught.value).startswith(f"{inventory}:6:pdu.address: the address has a query string or fragment")
     assert "pw-in-url" not in str(caught.value)
+
+
+def test_the_runner_gives_each_attempt_the_secrets_by_value_to_the_agent_and_by_name_to_its_command(
+        tmp_path: Path) -> None:
+    from reprofleet.clock import VirtualClock
+    from reprofleet.records.identity import cell_id
+    from seam_host import FakeHost, records, run_host, seam_book, seam_context
+
+    clock = VirtualClock()
+    fake = FakeHost(clock, "ws01", script=("clean",))
+    book = seam_book(tmp_path, attempts=1, env_secrets=(EnvSecret("HF_TOKEN", CredentialRef("env", "X")),),
+                     env_secrets_identity=True)
+    ctx = seam_context(book, tmp_path, clock)
+    digests = {"HF_TOKEN": secret_digest("HF_TOKEN", Secret(TOKEN))}
+    ctx.env_secrets, ctx.secret_digests = {"HF_TOKEN": Secret(TOKEN)}, digests
+    run_host(fake, ctx)
+    (record,) = records(ctx)
+    argv, env, given = fake.runs[record["attempt"]]
+    assert {name: value.reveal() for name, value in given.items()} == {"HF_TOKEN": TOKEN}
+    assert TOKEN not in json.dumps([argv, env]) and "HF_TOKEN" in argv  # docker: --env HF_TOKEN, the name alone
+    cell = book.cells[0]
+    assert record["cell_id"] == cell_id(cell.name, identity_factors(cell, digests), record["runtime"], record["poc"])
+    assert record["cell_id"] != cell_id(cell.name, dict(cell.factors), record["runtime"], record["poc"])
+    assert "env_secrets" not in record["factors"] and TOKEN not in json.dumps(record)
