@@ -10,6 +10,7 @@ each subcommand lives in a module of its own beside it.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 import time
@@ -44,6 +45,8 @@ def build_parser() -> Parser:
     run.add_argument("--timeout", type=float, required=True)
     run.add_argument("--cwd", default=None)
     run.add_argument("--env", action="append", default=[], metavar="K=V")
+    run.add_argument("--secrets-stdin", action="store_true",
+                     help="one JSON line on stdin: {NAME: value}, for the PoC's environment only")
     run.add_argument("--gpu", type=int, default=0)
     run.add_argument("--sample-hz", type=float, default=10.0)
     run.add_argument("--clock-threshold", type=float, default=2800.0, metavar="MHZ")
@@ -136,6 +139,30 @@ def parse_env(pairs: Sequence[str]) -> Dict[str, str]:
     return env
 
 
+SECRETS_MAX_BYTES = 32768  # under a pipe's buffer: the supervisor's stdin is filled before it starts
+
+
+def parse_secrets(data: bytes) -> Dict[str, str]:
+    """The ``--secrets-stdin`` line: a JSON object of variable names to values; never echoed."""
+    if len(data) > SECRETS_MAX_BYTES:
+        raise UsageError("--secrets-stdin: more than %d bytes" % SECRETS_MAX_BYTES)
+    try:
+        secrets = json.loads(data.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError):
+        raise UsageError("--secrets-stdin wants one JSON object on stdin") from None
+    if not isinstance(secrets, dict) or not secrets:
+        raise UsageError("--secrets-stdin wants a JSON object of NAME: value")
+    for name, value in secrets.items():
+        if not state.valid_env_name(name) or not isinstance(value, str) or "\0" in value:
+            raise UsageError("--secrets-stdin: %r is not a variable name with a text value" % name)
+    return secrets
+
+
+def read_secrets() -> Dict[str, str]:
+    """The secrets the controller wrote on stdin (then closed it)."""
+    return parse_secrets(sys.stdin.buffer.read(SECRETS_MAX_BYTES + 1))
+
+
 class AgentLeaseRefused(AgentFailure):
     """Another controller holds this host's lease (code ``fenced`` or ``leased``): nothing was done."""
 
@@ -167,6 +194,9 @@ def command_run(args: argparse.Namespace, cmd: List[str]) -> int:
     if args.timeout <= 0 or args.hb <= 0 or args.sample_hz < 0 or args.kill_grace < 0:
         raise UsageError("--timeout and --hb must be > 0, --sample-hz and --kill-grace >= 0")
     env = parse_env(args.env)
+    secrets = read_secrets() if args.secrets_stdin else {}
+    if set(secrets) & set(env):
+        raise UsageError("a variable is given both as --env and as a secret: %s" % ", ".join(sorted(set(secrets) & set(env))))
     if args.container is not None and not containers.valid_name(args.container):
         raise UsageError("invalid container name %r" % args.container)
     with host_lease.host_lock(args.state_dir):  # two starts at once must not both see an idle GPU
@@ -175,13 +205,16 @@ def command_run(args: argparse.Namespace, cmd: List[str]) -> int:
         if alive:
             raise AgentBusy("attempt %s is still running on this host (started %.0f s ago): kill it or judge it "
                             "before starting another" % (alive[0]["id"], alive[0]["age_s"]))
-        _create_attempt(args, cmd, env)
+        _create_attempt(args, cmd, env, secrets)
     stream_follow.attach(args.state_dir, args.id, 0, args.hb)
     return ExitStatus.OK
 
 
-def _create_attempt(args: argparse.Namespace, cmd: List[str], env: Dict[str, str]) -> str:
-    """The attempt's folder and meta, and its detached supervisor started."""
+def _create_attempt(args: argparse.Namespace, cmd: List[str], env: Dict[str, str],
+                    secrets: Optional[Dict[str, str]] = None) -> str:
+    """The attempt's folder and meta, and its detached supervisor started. ``secrets`` reach
+    the supervisor on its stdin and live in its memory and the PoC's environment only:
+    meta.json (world-readable) keeps their names."""
     from detach import spawn_supervisor
 
     directory = state.attempt_dir(args.state_dir, args.id)
@@ -199,6 +232,7 @@ def _create_attempt(args: argparse.Namespace, cmd: List[str], env: Dict[str, str
         "hb": args.hb, "kill_grace_s": args.kill_grace,
         "kmsg_path": args.kmsg, "created": time.time(), "boot_id": state.read_boot_id(),
         "agent": AGENT_PATH, "python": sys.executable, "container": args.container,
+        "secret_env": sorted(secrets or {}),
     }
     open(os.path.join(directory, state.EVENTS), "ab").close()
     state.write_json_atomic(os.path.join(directory, state.META), meta)
@@ -206,6 +240,7 @@ def _create_attempt(args: argparse.Namespace, cmd: List[str], env: Dict[str, str
     spawn_supervisor(
         [python, AGENT_PATH, "--state-dir", args.state_dir, state.SUPERVISOR_ARG, "--id", args.id],
         directory, os.path.join(directory, state.SUPERVISOR_LOG),
+        stdin_data=json.dumps(secrets).encode() if secrets else b"",
     )
     _wait_for_supervisor(directory, args.id, meta)
     return directory

@@ -33,6 +33,14 @@ def default_state_dir() -> str:
     return os.environ.get(STATE_DIR_ENV) or os.path.expanduser("~/.cache/reprofleet")
 
 
+ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+def valid_env_name(name: object) -> bool:
+    """An environment variable's name, as a shell would accept it."""
+    return isinstance(name, str) and bool(ENV_NAME.match(name))
+
+
 def valid_attempt_id(attempt_id: str) -> bool:
     """Ids become directory names: no slashes, no leading dot, bounded length."""
     return bool(ATTEMPT_ID.match(attempt_id))

@@ -30,9 +30,9 @@ def close_fds_above_2(keep: int = -1) -> None:
                 pass
 
 
-def redirect_stdio(stdout_path: str) -> None:
-    """0 from /dev/null; 1 and 2 appended to `stdout_path`."""
-    null = os.open(os.devnull, os.O_RDONLY)
+def redirect_stdio(stdout_path: str, stdin_fd: int = -1) -> None:
+    """0 from `stdin_fd` (the secrets pipe) or /dev/null; 1 and 2 appended to `stdout_path`."""
+    null = os.open(os.devnull, os.O_RDONLY) if stdin_fd < 0 else stdin_fd
     log = os.open(stdout_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
     os.dup2(null, 0)
     os.dup2(log, 1)
@@ -42,8 +42,11 @@ def redirect_stdio(stdout_path: str) -> None:
             os.close(fd)
 
 
-def spawn_supervisor(argv: List[str], attempt_directory: str, log_path: str) -> int:
+def spawn_supervisor(argv: List[str], attempt_directory: str, log_path: str, stdin_data: bytes = b"") -> int:
     """Double-fork + setsid, write supervisor.pid, exec `argv`; returns the supervisor pid.
+
+    `stdin_data` (the attempt's secrets, a few KiB at most) is what the supervisor reads on
+    its stdin: a pipe filled and closed before the fork, so no file ever holds it.
 
     The grandchild reports its pid through a close-on-exec pipe after supervisor.pid is
     on disk; the pipe reaches EOF only when exec succeeded, so once this returns the pid
@@ -52,6 +55,7 @@ def spawn_supervisor(argv: List[str], attempt_directory: str, log_path: str) -> 
     """
     sys.stdout.flush()
     sys.stderr.flush()
+    stdin_fd = _filled_pipe(stdin_data) if stdin_data else -1
     read_end, write_end = os.pipe()
     first = os.fork()
     if first == 0:  # intermediate child: new session, fork again, leave
@@ -60,10 +64,12 @@ def spawn_supervisor(argv: List[str], attempt_directory: str, log_path: str) -> 
             os.setsid()
             if os.fork() != 0:
                 os._exit(0)
-            _become_supervisor(argv, attempt_directory, log_path, write_end)
+            _become_supervisor(argv, attempt_directory, log_path, write_end, stdin_fd)
         finally:
             os._exit(127)
     os.close(write_end)
+    if stdin_fd >= 0:
+        os.close(stdin_fd)
     os.waitpid(first, 0)
     with os.fdopen(read_end, "rb") as pipe:
         reported = pipe.read().decode("ascii", "replace").strip()
@@ -72,7 +78,19 @@ def spawn_supervisor(argv: List[str], attempt_directory: str, log_path: str) -> 
     return int(reported)
 
 
-def _become_supervisor(argv: List[str], directory: str, log_path: str, report_fd: int) -> None:
+def _filled_pipe(data: bytes) -> int:
+    """The read end of a pipe that holds `data` and reaches EOF after it."""
+    read_end, write_end = os.pipe()
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(write_end, view):]
+    finally:
+        os.close(write_end)
+    return read_end
+
+
+def _become_supervisor(argv: List[str], directory: str, log_path: str, report_fd: int, stdin_fd: int = -1) -> None:
     """In the grandchild: record the pid, tell the parent, cut every tie, exec."""
     pid = os.getpid()
     try:
@@ -82,7 +100,7 @@ def _become_supervisor(argv: List[str], directory: str, log_path: str, report_fd
     except OSError as exc:
         os.write(report_fd, ("error: %s" % exc).encode())
         os._exit(127)
-    redirect_stdio(log_path)
+    redirect_stdio(log_path, stdin_fd)
     close_fds_above_2(keep=report_fd)  # report_fd is close-on-exec: exec closes it
     os.set_inheritable(report_fd, False)
     os.umask(0o022)

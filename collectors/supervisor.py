@@ -9,6 +9,7 @@ line, even when something in the agent itself failed.
 
 from __future__ import annotations
 
+import json
 import os
 import select
 import signal
@@ -60,9 +61,10 @@ def _signal_group(pgid: int, signum: int) -> None:
 
 
 class Supervisor:
-    def __init__(self, directory: str, meta: Dict[str, Any]) -> None:
+    def __init__(self, directory: str, meta: Dict[str, Any], secrets: Optional[Dict[str, str]] = None) -> None:
         self.directory = directory
         self.meta = meta
+        self.secrets = dict(secrets or {})  # env_secrets: in memory and in the PoC's environment, nowhere else
         self.log = EventLog(os.path.join(directory, state.EVENTS))
         self.output = open(os.path.join(directory, state.OUTPUT), "ab")
         self.splitter = LineSplitter()
@@ -92,6 +94,7 @@ class Supervisor:
         env = dict(os.environ)
         env.setdefault("PYTHONUNBUFFERED", "1")
         env.update(self.meta.get("env") or {})
+        env.update(self.secrets)
         env[state.ATTEMPT_ENV] = str(self.meta["id"])
         return subprocess.Popen(
             self.meta["cmd"], cwd=self.meta["cwd"], env=env, stdin=subprocess.DEVNULL,
@@ -196,7 +199,7 @@ def supervise(state_dir: str, attempt_id: str) -> int:
         sys.stderr.write("supervisor: no meta.json in %s\n" % directory)
         return 2
     signal.signal(signal.SIGHUP, signal.SIG_IGN)
-    supervisor = Supervisor(directory, meta)
+    supervisor = Supervisor(directory, meta, take_secrets(meta.get("secret_env") or []))
 
     def on_term(signum: int, frame: Any) -> None:  # a shutdown or a kill: stop the PoC
         supervisor.signalled = True
@@ -209,6 +212,27 @@ def supervise(state_dir: str, attempt_id: str) -> int:
         _exit_after_crash(supervisor, exc)
         return 1
     return 0
+
+
+def take_secrets(names: List[str]) -> Dict[str, str]:
+    """The values of the attempt's secret variables from stdin (a pipe the agent filled), then
+    stdin becomes /dev/null; a name meta.json lists but stdin lacks is left unset."""
+    if not names:
+        return {}
+    data = b""
+    try:
+        for _ in range(64):  # bounded: the agent wrote at most 32 KiB and closed the pipe
+            chunk = os.read(0, 65536)
+            if not chunk or len(data) > 65536:
+                break
+            data += chunk
+        given = json.loads(data.decode("utf-8") or "{}")
+    except (OSError, UnicodeDecodeError, ValueError):
+        given = {}
+    null = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(null, 0)
+    os.close(null)
+    return {name: given[name] for name in names if isinstance(given, dict) and isinstance(given.get(name), str)}
 
 
 def _container_after_crash(supervisor: Supervisor) -> Dict[str, Any]:

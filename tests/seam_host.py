@@ -96,6 +96,7 @@ class FakeHost:
         self.host_debug_applies: list[str] = []  # the boot_id of each apply
         self.started: dict[str, str] = {}  # attempt id -> the boot it started in
         self.containers: dict[str, str | None] = {}  # attempt id -> the container name its run gave the agent
+        self.runs: dict[str, tuple[list[str], dict[str, str], dict[str, Any]]] = {}  # id -> argv, env, secrets
         self.drop_connects = 0  # the next N connections fail although the host is up
         self.gpu_falls_off = gpu_falls_off  # a freeze takes the GPU off the bus, for good (no cycle brings it back)
         self.gpu_lost = False
@@ -446,7 +447,7 @@ class FakeAgent:
 
     def run(self, attempt_id: str, argv: list[str], *, timeout: float, env: Mapping[str, str] | None = None,
             gpu: int = 0, sample_hz: float = 10.0, clock_threshold: float = 0.0,
-            container: str | None = None) -> "FakeStream":
+            container: str | None = None, secrets: Mapping[str, Any] | None = None) -> "FakeStream":
         self._call()
         holder = self.fake.lease_holder
         if self.lease_token and (holder is None or holder.get("token") != self.lease_token):  # host_lease.check
@@ -455,6 +456,7 @@ class FakeAgent:
         if holder is not None:
             holder["renewed"] = self.fake.clock.monotonic()  # every attempt renews the lease
         self.fake.containers[attempt_id] = container
+        self.fake.runs[attempt_id] = (list(argv), dict(env or {}), dict(secrets or {}))
         if self.fake.orphans:  # the real agent refuses while another attempt's supervisor is alive
             self.fake.refused.append(attempt_id)
             return FakeStream(self.fake, attempt_id, "busy", timeout, busy_with=str(self.fake.orphans[0]["id"]))

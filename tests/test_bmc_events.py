@@ -235,3 +235,19 @@ def test_a_sel_walk_past_its_deadline_keeps_the_newest_it_read_and_says_so() -> 
     notes: list[str] = []
     placed = sel.newest_first(FakeSel(50).fetch, place, since=0, deadline=time.monotonic() - 1, limit=50, notes=notes)
     assert [m for _, _, m in placed] == ["record 50"] and "time limit" in notes[0]
+
+
+def test_an_unexpected_reader_failure_is_a_note_scrubbed_of_the_bmc_password(monkeypatch: pytest.MonkeyPatch) -> None:
+    from reprofleet.power.bmc_log import events
+
+    monkeypatch.setenv("RF_UNIT_BMC_LEAK", "root:bmc-Pa55")
+
+    def leaking(*args: Any, **kwargs: Any) -> Any:  # a library bug whose text echoes the URL it was given
+        raise RuntimeError("GET https://root:bmc-Pa55@10.0.0.9/redfish/v1 failed (password=bmc-Pa55)")
+
+    monkeypatch.setattr(events, "read_host_events", leaking)
+    port = PowerPort(driver="redfish", address="http://127.0.0.1:1", credentials=parse_credential_ref(
+        "env:RF_UNIT_BMC_LEAK"), options={"system": "ws01"})
+    found = bmc_forensics(Host(name="ws01", address="x", pdu=port), "2026-11-30T18:00:00.000Z")
+    assert "event log not read: RuntimeError" in found["bmc_notes"][0]
+    assert "bmc-Pa55" not in str(found) and "***" in found["bmc_notes"][0]

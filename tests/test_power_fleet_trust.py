@@ -1,5 +1,7 @@
 """Power control a lab can trust, on the simulated fleet: no secret ends up in any file or
-line of output a campaign writes, whichever real device protocol switches the host.
+line of output a campaign writes, whichever real device protocol switches the host; nor
+does a playbook's env_secrets value, which reaches the PoC's container and no command line
+(``ps``) or file on the hosts (the sweep's own unit tests: tests/test_secret_sweep.py).
 
 (A host never stranded off when a read-back is lost, and a host that does not come back
 retried once and then named with its likely causes, are runner decisions:
@@ -20,13 +22,18 @@ from reprofleet.records.store import read_records
 from reprofleet.runner.recovery import recovery_factory
 from reprofleet.sim.power import HttpPlugServer, IpmiBmc, PdudaemonServer, RedfishBmc, SnmpPdu
 from reprofleet.sim.spec import SimHostSpec
+from secret_sweep import PsSweep, files_under, leaks
 from test_fleet_campaign import settings_for, write_playbook
 
 pytestmark = pytest.mark.fleet
 
 
+HF_TOKEN = "hf-Tok-9d2e"  # the playbook's env_secrets value: in the PoC's container, nowhere else
+
+
 def book(tmp_path: Path, *, attempts: int = 2, boot_s: int = 60) -> Path:
-    path = write_playbook(tmp_path / "book", attempts=attempts, attempt_timeout=30)
+    path = write_playbook(tmp_path / "book", attempts=attempts, attempt_timeout=30,
+                          extra="env_secrets: {HF_TOKEN: env:RF_SECRET_HF_TOKEN}\n")
     path.write_text(path.read_text().replace("boot: 60", f"boot: {boot_s}"))
     return path
 
@@ -64,11 +71,14 @@ def test_a_campaign_with_every_driver_writes_no_secret_anywhere(
             variable = f"RF_SECRET_{kind.upper()}"
             if kind == "command":
                 secret = "cmd-Pw-58aa"
-                check = f'[ "$(printenv REPROFLEET_POWER_SECRET)" = {secret} ]'
+                # a tool that reads the secret from its environment itself: a template naming the
+                # variable is refused (it could put the secret on a command line)
+                tool = tmp_path / "tools" / "switch.sh"
+                tool.parent.mkdir(parents=True, exist_ok=True)
+                tool.write_text(f'[ "$REPROFLEET_POWER_SECRET" = {secret} ] && echo "$1" > {host.paths.power}\n')
                 blocks[host.name] = {
                     "driver": "command", "address": "local", "outlet": host.name, "credentials": f"env:{variable}",
-                    "on_command": f"{check} && echo on > {host.paths.power}",
-                    "off_command": f"{check} && echo off > {host.paths.power}",
+                    "on_command": f"sh {tool} on", "off_command": f"sh {tool} off",
                     "status_command": f"cat {host.paths.power}"}
             else:
                 sim = simulator_for(kind, tmp_path / "sims" / kind, host.paths.power).start()
@@ -79,9 +89,12 @@ def test_a_campaign_with_every_driver_writes_no_secret_anywhere(
             if secret:
                 monkeypatch.setenv(variable, secret)
                 secrets.extend({secret, secret.split(":", 1)[-1]})
+        monkeypatch.setenv("RF_SECRET_HF_TOKEN", HF_TOKEN)
+        secrets.append(HF_TOKEN)
         reports = tmp_path / "reports"
         plan = make_plan(load_playbook(book(tmp_path)), load_inventory(sim_inventory(fleet, pdu=blocks)).hosts)
-        result = run_campaign(plan, settings_for(fleet), reports, recovery_factory=recovery_factory)
+        with PsSweep(secrets) as ps:  # every command line on the machine (controller and hosts) while it runs
+            result = run_campaign(plan, settings_for(fleet), reports, recovery_factory=recovery_factory)
     finally:
         for sim in sims:
             sim.stop()
@@ -94,5 +107,16 @@ def test_a_campaign_with_every_driver_writes_no_secret_anywhere(
     texts.update({str(path): path.read_bytes().decode(errors="replace")
                   for path in reports.rglob("*") if path.is_file()})
     assert len(texts) > 5
-    leaks = [(where, secret) for where, text in texts.items() for secret in secrets if secret in text]
-    assert leaks == []
+    # Every file a host keeps (agent state, meta.json, output.log, /tmp, /var/log ...), but the
+    # simulated docker daemon's own records: like dockerd's config.v2.json they hold the
+    # container's environment, which is where the token must be (checked just below).
+    daemons = [h.paths.fs("var-tmp") / "rfsim-docker" for h in fleet.hosts]
+    kept = files_under(*(h.paths.root for h in fleet.hosts), skip=daemons)
+    assert any(p.endswith("meta.json") for p in kept)
+    texts.update(kept)
+    assert leaks(texts, secrets) == []
+    assert ps.rounds > 10 and ps.found == []
+    # containers/<id>/ and, for --rm ones after their end, removed/<id>/ (kept 600 s)
+    given = [json.loads(path.read_text())["plan"]["env"].get("HF_TOKEN") for d in daemons
+             for path in d.rglob("config.json")]
+    assert given and set(given) == {HF_TOKEN}  # every container the attempts ran had the token

@@ -10,6 +10,7 @@ from typing import Any, Iterator
 
 import pytest
 
+from reprofleet.errors import PowerError
 from reprofleet.model import CredentialRef, PowerPort, frozen_mapping
 from reprofleet.power import PowerConfigError, PowerLog, PowerState, driver_for
 from reprofleet.sim.power import plug_tasmota
@@ -93,7 +94,7 @@ def test_proxy_variables_and_netrc_never_see_a_plugs_password(tmp_path: Path, lo
         netrc = tmp_path / "netrc"
         netrc.write_text("machine 127.0.0.1 login admin password from-netrc\n")
         monkeypatch.setenv("NETRC", str(netrc))
-        assert tasmota(plug.address, log).off() is PowerState.OFF
+        assert tasmota(plug.address, log, auth="query").off() is PowerState.OFF
     finally:
         plug.close()
     assert Proxy.log == []
@@ -110,16 +111,19 @@ def test_tasmota_gets_basic_auth_first_and_no_password_in_any_url(tmp_path: Path
     assert plug.seen and all("password=" not in line and "auth=Basic " in line for line in plug.seen)
 
 
-def test_an_old_tasmota_that_only_reads_the_query_string_still_works(tmp_path: Path, log: PowerLog) -> None:
+def test_an_old_tasmota_that_only_reads_the_query_string_works_only_when_asked(tmp_path: Path, log: PowerLog) -> None:
     plug = Plug(tmp_path, legacy_auth=True)
     try:
-        driver = tasmota(plug.address, log)
+        with pytest.raises(PowerError, match=r"set 'auth: query' in its pdu block"):
+            tasmota(plug.address, log).off()  # a "Need user=" reply (forgeable on plain HTTP) is no fallback
+        refused = list(plug.seen)
+        driver = tasmota(plug.address, log, auth="query")
         assert driver.off() is PowerState.OFF
         assert driver.on() is PowerState.ON
     finally:
         plug.close()
-    assert "auth=Basic" in plug.seen[0] and "password=" not in plug.seen[0]
-    assert all("password=" in line for line in plug.seen[1:])  # learnt once, then no more basic-first round trips
+    assert refused and all("auth=Basic" in line and "password=" not in line for line in refused)
+    assert all("password=" in line for line in plug.seen[len(refused):])
     assert PASSWORD not in Path(str(log.path)).read_text()
 
 
@@ -130,10 +134,15 @@ def command_port(**options: Any) -> PowerPort:
 
 def test_a_command_that_would_put_the_secret_on_its_command_line_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("RF_SECRET_CMD", "cmd-s3cret")
-    for template in ('snmpset -c "$REPROFLEET_POWER_SECRET" pdu 1', "tool --pw ${REPROFLEET_POWER_SECRET}"):
-        with pytest.raises(PowerConfigError, match=r"on_command puts \$REPROFLEET_POWER_SECRET on a command line"):
+    for template in ('snmpset -c "$REPROFLEET_POWER_SECRET" pdu 1', "tool --pw ${REPROFLEET_POWER_SECRET}",
+                     'tool --pw "$(printenv REPROFLEET_POWER_SECRET)"', "tool --pw `printenv REPROFLEET_POWER_SECRET`",
+                     "tool --pw \"$(awk 'BEGIN{print ENVIRON[\"REPROFLEET_POWER_SECRET\"]}')\""):
+        with pytest.raises(PowerConfigError, match=r"on_command names REPROFLEET_POWER_SECRET, which can put the "
+                                                   r"secret on a command line"):
             driver_for(command_port(on_command=template, off_command="true"), "ws01", PowerLog(None))
-    with pytest.raises(PowerConfigError, match=r"\$IPMI_PASSWORD on a command line"):
+    driver_for(command_port(on_command="tool --pw-from-env REPROFLEET_POWER_SECRETS_DIR", off_command="true"),
+               "ws01", PowerLog(None))  # another variable's name is not this one
+    with pytest.raises(PowerConfigError, match=r"names IPMI_PASSWORD, which can put the secret on a command line"):
         driver_for(command_port(on_command="ipmitool -P $IPMI_PASSWORD", off_command="true",
                                 secret_env="IPMI_PASSWORD"), "ws01", PowerLog(None))
 
@@ -143,8 +152,10 @@ def test_a_command_gets_the_secret_in_the_variable_it_reads_or_on_stdin(tmp_path
     monkeypatch.setenv("RF_SECRET_CMD", "cmd-s3cret")
     state = tmp_path / "state"
     state.write_text("on\n")
+    tool = tmp_path / "tool.sh"  # a tool that reads the variable itself (as ipmitool -E does)
+    tool.write_text(f"[ \"$IPMI_PASSWORD\" = cmd-s3cret ] && echo on > {state}\n")
     by_env = driver_for(command_port(
-        on_command=f"[ \"$(printenv IPMI_PASSWORD)\" = cmd-s3cret ] && echo on > {state}",
+        on_command=f"sh {tool}",
         off_command=f"echo off > {state}", status_command=f"cat {state}", secret_env="IPMI_PASSWORD"),
         "ws01", PowerLog(None))
     assert by_env.cycle(0.01) is PowerState.ON

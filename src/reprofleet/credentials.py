@@ -9,21 +9,32 @@ A credential file readable by *others* (the world bits of its mode) is refused, 
 warned about: a password file any user of the controller can read is a leak, and a run
 that stops at once with "chmod 600 it" is cheaper than finding out later. Group-readable
 files are accepted, so a team can share one file through a group.
+
+Every ``env:`` variable an inventory or a playbook names is remembered here
+(:func:`name_credential_variables`), and every child process the controller starts (a
+user's power command, ``ansible-inventory``, ``ssh``) gets :func:`child_environment`: the
+controller's environment without any of them, so a script never inherits a secret it was
+not given on purpose.
 """
 
 from __future__ import annotations
 
+import hashlib
 import os
 import stat
+import threading
 from pathlib import Path
 from typing import Callable, Iterable, Mapping
 from urllib.parse import quote, quote_plus
 
 from reprofleet.errors import CredentialError
-from reprofleet.model import CredentialRef
+from reprofleet.model import CredentialRef, EnvSecret
 
 SCHEMES = ("env", "file")
 REDACTED = "***"
+
+_NAMED_LOCK = threading.Lock()
+_NAMED_VARIABLES: set[str] = set()  # every env: variable an inventory or playbook named, in this process
 
 
 class Secret:
@@ -127,3 +138,33 @@ def scrub(text: str, secrets: Iterable[Secret | None]) -> str:
             if form:
                 text = text.replace(form, REDACTED)
     return text
+
+
+def name_credential_variables(names: Iterable[str]) -> None:
+    """Remember ``names`` as holding credentials: no child process of the controller inherits them."""
+    with _NAMED_LOCK:
+        _NAMED_VARIABLES.update(names)
+
+
+def named_credential_variables() -> frozenset[str]:
+    with _NAMED_LOCK:
+        return frozenset(_NAMED_VARIABLES)
+
+
+def child_environment(give: Mapping[str, str] | None = None, *,
+                      environ: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The environment for a child process: ours without every named credential variable, plus ``give``
+    (what this one child is meant to have, such as a power command's own secret)."""
+    named = named_credential_variables()
+    source = os.environ if environ is None else environ
+    return {**{k: v for k, v in source.items() if k not in named}, **(give or {})}
+
+
+def resolve_env_secrets(secrets: Iterable[EnvSecret]) -> dict[str, Secret]:
+    """A playbook's ``env_secrets``, read now: variable name -> its Secret. Errors name the reference."""
+    return {secret.name: resolve(secret.ref) for secret in secrets}
+
+
+def secret_digest(name: str, secret: Secret) -> str:
+    """What a secret adds to a cell's identity when the playbook asks: a hash, never the value."""
+    return hashlib.sha256(f"{name}\0{secret.reveal()}".encode()).hexdigest()[:16]

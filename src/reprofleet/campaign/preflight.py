@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from reprofleet.credentials import resolve_env_secrets
 from reprofleet.errors import Location, PlaybookError
 from reprofleet.model import Host, Playbook
 from reprofleet.runner.gpu_policy import cells_out_of_range
@@ -28,7 +29,8 @@ from reprofleet.records.facts_cache import cached_facts
 def check_playbook_against_hosts(playbook: Playbook, hosts: tuple[Host, ...], report_root: Path) -> None:
     """Raise PlaybookError (file:cell:field) for the first cell no host's card can take,
     and PowerPreflightError (one line per host and inventory line) for power ports that
-    cannot work. Contacts nothing."""
+    cannot work, and CredentialError for an env_secrets value that cannot be read. Contacts nothing."""
+    resolve_env_secrets(playbook.env_secrets)  # an unset HF_TOKEN stops the run here, not on a host
     check_power(hosts, report_root)
     for host in hosts:
         for cell, low, high in cells_out_of_range(playbook, host, cached_facts(report_root, host.name)):

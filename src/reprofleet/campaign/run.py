@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
 from reprofleet.clock import Clock, SystemClock
+from reprofleet.credentials import resolve_env_secrets, secret_digest
 from reprofleet.runner import cache_sync, netconsole as netconsole_setup, poc, runtimes as runtime_truth
 from reprofleet.remote.agent import load_bundle
 from reprofleet.errors import ReprofleetError
@@ -195,7 +196,8 @@ def stopped_cells(directory: CampaignDir) -> set[tuple[str, str]]:
             if event_of(e) is CampaignEvent.STOPPED}
 
 
-def _write_manifest(directory: CampaignDir, plan: CampaignPlan, settings: RunSettings, poc_digest: str) -> None:
+def _write_manifest(directory: CampaignDir, plan: CampaignPlan, settings: RunSettings, poc_digest: str,
+                    secret_digests: Mapping[str, str] | None = None) -> None:
     """campaign.json: how this campaign judges and stops, for every report that reads it later."""
     if directory.manifest.exists():
         return
@@ -208,7 +210,7 @@ def _write_manifest(directory: CampaignDir, plan: CampaignPlan, settings: RunSet
         "hosts": [{"name": h.name, "address": h.address, "port": h.port} for h in plan.hosts],
         # the planned identity; each record carries the one resolved on its host (image digest,
         # interpreter versions), which is what pooling and verdicts group by
-        "cells": [{"name": c.name, "cell_id": cell_identity(c, poc_digest), "factors": dict(c.factors),
+        "cells": [{"name": c.name, "cell_id": cell_identity(c, poc_digest, secret_digests), "factors": dict(c.factors),
                    "stop": book.stop_rule(c).to_json()} for c in book.cells],
         "attempts_per_cell": book.attempts,
         "judging": book.judging.to_json(),
@@ -262,10 +264,14 @@ def run_campaign(
         poc_script = poc_path.read_bytes()
     except OSError as exc:
         raise ReprofleetError(f"{plan.playbook.path}: cannot read the PoC {poc_path}: {exc}") from exc
+    # Read before any folder exists (an unset variable stops nothing half-made); names only from here on.
+    env_secrets = resolve_env_secrets(plan.playbook.env_secrets)
+    secret_digests = {name: secret_digest(name, value) for name, value in env_secrets.items()} \
+        if plan.playbook.env_secrets_identity else {}
     directory = CampaignDir(report_root / plan.campaign_id).create()
     with CampaignLock(directory.root), watching(Watched(plan.campaign_id, directory, plan.playbook, plan.hosts),
                                                 (CampaignMetrics(), *observers)) as watch:  # one controller per folder
-        _write_manifest(directory, plan, settings, hashlib.sha256(poc_script).hexdigest())
+        _write_manifest(directory, plan, settings, hashlib.sha256(poc_script).hexdigest(), secret_digests)
         stop = stop or threading.Event()
         clock = clock or SystemClock()
         ctx = CampaignContext(
@@ -276,6 +282,7 @@ def run_campaign(
             cache_seed=poc.cache_seed_archive(plan.playbook.poc.cache_source)
             if plan.playbook.poc.cache_source and cache_sync.modes(plan.playbook) - {"seeded"} else None,
             cache_snapshot=cache_sync.seeded_snapshot(plan.playbook),
+            env_secrets=env_secrets, secret_digests=secret_digests,
         )
         if recovery_factory is not None:
             ctx.recovery = recovery_factory(ctx)

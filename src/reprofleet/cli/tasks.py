@@ -189,11 +189,12 @@ def run_and_report(c: Any, hosts: str, playbook: str, attempts: int | None, dry_
     from reprofleet.campaign.preflight import check_playbook_against_hosts
     from reprofleet.runner.recovery import recovery_factory
 
+    # The playbook first: the env_secrets it names are kept from a dynamic inventory's script.
     from reprofleet.inventory.patterns import limited
 
+    book = load_playbook(playbook, attempts_override=attempts)
     whole = load_inventory(hosts)
     inventory = limited(whole, limit)
-    book = load_playbook(playbook, attempts_override=attempts)
     _configure_power(c)  # before the preflight builds every driver: its timings are those of invoke.yaml
     report_root = Path(_conf(c)["reports"])
     done: dict[tuple[str, str], int] = {}

@@ -15,7 +15,8 @@ Modules: ``load`` (which reader a path needs), ``graph`` (groups and hosts), ``r
 (host keys and their ranges), ``patterns`` (which hosts run: Ansible's ``--limit`` grammar), ``yaml_format`` and ``ini_format`` (the parsers),
 ``vars_files`` (group_vars/host_vars), ``hosts`` (precedence and Host construction),
 ``listing`` (the ``ansible-inventory`` path), ``values`` (what they share), ``netconsole``
-(the ``netconsole:`` block).
+(the ``netconsole:`` block), ``login`` (host names, addresses and users are data, never
+ssh options).
 """
 
 from __future__ import annotations

@@ -28,6 +28,7 @@ class _Group:
 class _HostEntry:
     vars: dict[str, Sourced] = field(default_factory=dict)
     groups: list[str] = field(default_factory=list)
+    where: Location | None = None  # where the host was first named (its name's errors point there)
 
 
 class Graph:
@@ -45,7 +46,7 @@ class Graph:
 
     def add_host(self, name: str, group: str, port: int | None, where: Location) -> None:
         if name not in self.hosts:
-            self.hosts[name] = _HostEntry()
+            self.hosts[name] = _HostEntry(where=Location(where.file, where.line, "host name"))
             if port is not None:  # a pattern's :port counts only where the host is first seen
                 self.set_host_var(name, "ansible_port", port, where)
         entry = self.hosts[name]

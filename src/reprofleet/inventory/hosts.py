@@ -11,11 +11,13 @@ import re
 from dataclasses import dataclass
 from typing import Any, Iterable, Mapping
 
+from reprofleet.credentials import name_credential_variables
 from reprofleet.errors import InventoryError, Location
 from reprofleet.model import CredentialRef, Host, PowerPort, frozen_mapping
 from reprofleet.suggest import did_you_mean, line_of, plain
 
 from reprofleet.inventory.graph import Graph
+from reprofleet.inventory.login import check_login_value
 from reprofleet.inventory.netconsole import netconsole_setting
 from reprofleet.inventory.values import Sourced, as_int, as_text
 from reprofleet.inventory.vars_files import VarsFiles
@@ -63,7 +65,8 @@ def inventory_from_graph(graph: Graph, files: VarsFiles, source: str) -> Invento
     hosts = []
     for name in graph.hosts:
         groups = graph.ancestors(name)
-        hosts.append(host_from_vars(name, _host_layers(graph, files, name, groups, depth), groups))
+        hosts.append(host_from_vars(name, _host_layers(graph, files, name, groups, depth), groups,
+                                    graph.hosts[name].where or Location(source)))
     return Inventory(
         hosts=tuple(hosts),
         groups=frozen_mapping(graph.members()),
@@ -89,11 +92,13 @@ def _host_layers(
     return merged
 
 
-def host_from_vars(name: str, merged: Mapping[str, Sourced], groups: Iterable[str]) -> Host:
+def host_from_vars(name: str, merged: Mapping[str, Sourced], groups: Iterable[str],
+                   name_where: Location | None = None) -> Host:
     """Connection settings, GPU and PDU of one host from its merged variables."""
     address = _last(merged, ADDRESS_VARS)
     port = _last(merged, PORT_VARS)
     user = _last(merged, USER_VARS)
+    login = _login_values(name, address, user, name_where)
     key_file = _last(merged, KEY_FILE_VARS)
     python = _last(merged, ("ansible_python_interpreter",))
     gpu = _last(merged, ("gpu_index",))
@@ -102,9 +107,9 @@ def host_from_vars(name: str, merged: Mapping[str, Sourced], groups: Iterable[st
     netconsole = _last(merged, ("netconsole",))
     return Host(
         name=name,
-        address=as_text(address) if address else name,
+        address=login[0],
         port=_port(port) if port else 22,
-        user=as_text(user) if user else None,
+        user=login[1],
         key_file=as_text(key_file) if key_file else None,
         python=_interpreter(python) if python else "python3",
         gpu_index=as_int(gpu.value, gpu.where, "a GPU index (0, 1, ...)", low=0) if gpu else 0,
@@ -114,6 +119,15 @@ def host_from_vars(name: str, merged: Mapping[str, Sourced], groups: Iterable[st
         more_pdus=tuple(ports[1:]),
         netconsole=netconsole_setting(netconsole) if netconsole else None,
     )
+
+
+def _login_values(name: str, address: Sourced | None, user: Sourced | None,
+                  name_where: Location | None) -> tuple[str, str | None]:
+    """(address, user), each checked to be data and never an ssh option; the name is checked too."""
+    check_login_value(name, name_where or Location("inventory", None, "host name"), "the host name")
+    checked_address = check_login_value(as_text(address), address.where, "the address") if address else name
+    checked_user = check_login_value(as_text(user), user.where, "the user") if user else None
+    return checked_address, checked_user
 
 
 def _last(merged: Mapping[str, Sourced], names: tuple[str, ...]) -> Sourced | None:
@@ -162,6 +176,11 @@ def _address_has_credentials(address: str) -> bool:
     return "@" in rest.split("/", 1)[0]
 
 
+def _address_has_query(address: str) -> bool:
+    """``http://pdu/?user=admin&password=...`` or ``pdu#x``: a query or fragment, where secrets hide."""
+    return "?" in address or "#" in address
+
+
 def power_port(pdu: Any, where: Location) -> PowerPort:
     """The ``pdu:`` block of a host: driver and address required, secrets only by reference."""
     if not isinstance(pdu, dict):
@@ -185,6 +204,10 @@ def power_port(pdu: Any, where: Location) -> PowerPort:
     if _address_has_credentials(address):  # never echo it: the part before @ is a secret
         raise InventoryError(at("address"), "the address carries credentials (user:password@): they would "
                              "reach logs and events; use 'credentials: env:VAR' or 'file:/path'")
+    if _address_has_query(address):  # never echo it: ?password=... is a secret
+        raise InventoryError(at("address"), "the address has a query string or fragment (?... or #...): it would "
+                             "reach logs and events, and a password there is logged verbatim; give the plain "
+                             "address and 'credentials: env:VAR' or 'file:/path'")
     shared = pdu.get("shared", False)
     if not isinstance(shared, bool):
         raise InventoryError(at("shared"), f"must be true or false, got {shared!r}")
@@ -207,6 +230,7 @@ def credential_ref(value: Any, where: Location) -> CredentialRef:
     """``env:VAR`` or ``file:/path``; the message never repeats the value (it may be a secret)."""
     scheme, _, name = value.partition(":") if isinstance(value, str) else ("", "", "")
     if scheme == "env" and _ENV_NAME.match(name):
+        name_credential_variables([name])  # no child process of the controller inherits it
         return CredentialRef("env", name, str(where))
     if scheme == "file" and name:
         return CredentialRef("file", name, str(where))

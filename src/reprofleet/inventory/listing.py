@@ -16,6 +16,7 @@ import sys
 from pathlib import Path
 from typing import Any, Mapping
 
+from reprofleet.credentials import child_environment
 from reprofleet.errors import InventoryError, Location
 from reprofleet.model import frozen_mapping
 
@@ -41,8 +42,9 @@ def ansible_list(source: str, timeout_s: float) -> Any:
             Location(source),
             "a plugin config, script or folder needs ansible-inventory (pip install ansible-core)",
         )
-    env = dict(os.environ, ANSIBLE_INVENTORY_UNPARSED_FAILED="1", ANSIBLE_INVENTORY_ANY_UNPARSED_IS_FAILED="1",
-               ANSIBLE_NOCOLOR="1", ANSIBLE_FORCE_COLOR="0")
+    # A dynamic inventory script inherits no credential a playbook or inventory named so far.
+    env = child_environment(dict(ANSIBLE_INVENTORY_UNPARSED_FAILED="1", ANSIBLE_INVENTORY_ANY_UNPARSED_IS_FAILED="1",
+                                 ANSIBLE_NOCOLOR="1", ANSIBLE_FORCE_COLOR="0"))
     process = subprocess.Popen(
         [command, "-i", source, "--list"], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
         stderr=subprocess.PIPE, text=True, env=env, start_new_session=True,
@@ -78,7 +80,8 @@ def inventory_from_listing(listing: Any, source: str) -> Inventory:
     hosts = []
     for name in order:
         merged = {k: Sourced(_unwrap(v), Location(source, None, k)) for k, v in (hostvars.get(name) or {}).items()}
-        hosts.append(host_from_vars(name, merged, [g for g, m in members.items() if name in m]))
+        hosts.append(host_from_vars(name, merged, [g for g, m in members.items() if name in m],
+                                    Location(source, None, "host name")))
     return Inventory(
         hosts=tuple(hosts),
         groups=frozen_mapping({g: tuple(h for h in order if h in m) for g, m in members.items()}),

@@ -22,7 +22,7 @@ from reprofleet.model.judging import (DEFAULT_FIXED_RATIO, DEFAULT_MAX_EXCLUDED_
 from reprofleet.model.stream import EventKind
 from reprofleet.model.hosts import CredentialRef, Host, NetconsoleSetting, PowerPort
 from reprofleet.model.cells import Cell, GpuPolicy, HostDebug, PipOptions, Runtime, RuntimeKind
-from reprofleet.model.playbook import CACHE_MODES, Playbook, Poc, Timeouts
+from reprofleet.model.playbook import CACHE_MODES, EnvSecret, Playbook, Poc, Timeouts
 from reprofleet.model.records import Record, SCHEMA_VERSION
 from reprofleet.model.events import CampaignEvent, event_of
 from reprofleet.model.reasons import ReasonCode, reason_code
@@ -50,6 +50,7 @@ __all__ = [
     "Phase",
     "PhasePosition",
     "PipOptions",
+    "EnvSecret",
     "Playbook",
     "Poc",
     "PowerPort",

@@ -5,9 +5,22 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from reprofleet.model.cells import Cell
+from reprofleet.model.hosts import CredentialRef
 from reprofleet.model.judging import (DEFAULT_FIXED_RATIO, DEFAULT_MAX_EXCLUDED_SHARE, DEFAULT_REPRODUCTIONS,
                                       EarlyReproductions, Judging, StopRule)
 from reprofleet.model.outcomes import Outcome, Phase
+
+
+@dataclass(frozen=True)
+class EnvSecret:
+    """One variable of the PoC's environment whose value is a secret (``env_secrets: {HF_TOKEN: env:HF_TOKEN}``).
+
+    Only the name and where the value lives cross module lines; the value is read at the
+    campaign's start and goes to the agent on stdin, never into factors, records or argv.
+    """
+
+    name: str
+    ref: CredentialRef
 
 
 @dataclass(frozen=True)
@@ -57,6 +70,8 @@ class Playbook:
     stop: StopRule = StopRule()  # campaign-wide; a cell's own ``stop`` wins
     fixed_ratio: float = DEFAULT_FIXED_RATIO  # "fixed" needs the rate ratio's upper bound below it
     early_reproductions: EarlyReproductions = EarlyReproductions.COUNT
+    env_secrets: tuple[EnvSecret, ...] = ()  # in the PoC's environment only, never in a factor
+    env_secrets_identity: bool = False  # a hash of each value joins the cells' identity (a new token: new cells)
 
     @property
     def judging(self) -> Judging:

@@ -17,7 +17,8 @@ Modules: ``load`` (the file and its top-level settings), ``cells`` (the matrix),
 ``factors`` (GPU, env/args/vars, runtime and placeholders), ``judging`` (reproductions,
 the reference cell, the phase at risk, ``stop:`` rules), ``order`` (attempt order on one
 host, with each cell's slots), ``document`` (locations and the checks they share),
-``host_debug`` (the ``host_debug:`` factor), ``venv`` (the venv runtime and the ``poc`` pin).
+``host_debug`` (the ``host_debug:`` factor), ``venv`` (the venv runtime and the ``poc`` pin),
+``env_secrets`` (secrets in the PoC's environment, never in a factor).
 """
 
 from __future__ import annotations

@@ -15,13 +15,13 @@ from reprofleet.errors import Location, PlaybookError
 from reprofleet.model import CACHE_MODES, DEFAULT_MAX_EXCLUDED_SHARE, Cell, Playbook, Poc, StopRule, Timeouts, frozen_mapping
 from reprofleet.suggest import did_you_mean, line_of, load_located_yaml
 
-from reprofleet.playbook import judging
+from reprofleet.playbook import env_secrets, judging
 from reprofleet.playbook.cells import parse_cells
 from reprofleet.playbook.document import Doc, line_of_path, positive, valid_name
 
 TOP_KEYS = ("name", "description", "poc", "runtime", "attempts", "timeouts", "order", "seed",
             "reproductions", "reference", "at_risk_phase", "max_excluded_share", "fixed_ratio", "early_reproductions",
-            "stop", "defaults", "matrix")
+            "stop", "defaults", "matrix", "env_secrets", "env_secrets_identity")
 POC_KEYS = ("script", "cache", "cache_source")
 TIMEOUT_KEYS = ("attempt", "boot", "connect")
 ORDERS = ("blocks", "interleaved", "sequential", "shuffled")  # the first is the default
@@ -96,6 +96,8 @@ def _settings(doc: Doc, top: Any, path: str | Path, file: str, attempts_override
         stop=judging.stop_rule(doc, top, "stop", "stop") if top.get("stop") is not None else StopRule(),
         fixed_ratio=judging.fixed_ratio(doc, top),
         early_reproductions=judging.early_reproductions(doc, top),
+        env_secrets=env_secrets.env_secrets(doc, top, cells),
+        env_secrets_identity=env_secrets.identity_flag(doc, top),
     )
 
 

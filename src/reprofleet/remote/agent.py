@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
+from reprofleet.credentials import Secret
 from reprofleet.errors import AgentError, AgentFenced, AgentRefused, HostLeased
 from reprofleet.model import EventKind, frozen_mapping
 from reprofleet.remote import replies
@@ -255,10 +256,15 @@ class AgentClient:
         sample_hz: float | None = None,
         clock_threshold: float | None = None,
         container: str | None = None,
+        secrets: Mapping[str, Secret] | None = None,
     ) -> EventStream:
         """Start an attempt; ``container``: the docker container the PoC runs as, which the
-        agent kills at the attempt's end (the docker client's death does not stop it)."""
+        agent kills at the attempt's end (the docker client's death does not stop it).
+        ``secrets`` (env_secrets) go to the agent as one JSON line on stdin, never on its
+        command line, where every user of the host could read them with ``ps``."""
         args = ["run", "--id", attempt_id, "--timeout", f"{timeout:g}", "--gpu", str(gpu), *self._lease_args()]
+        if secrets:
+            args.append("--secrets-stdin")
         if container:
             args += ["--container", container]
         for key, value in (env or {}).items():
@@ -270,7 +276,9 @@ class AgentClient:
         if clock_threshold is not None:
             args += ["--clock-threshold", f"{clock_threshold:g}"]
         command = f"{self._agent} {' '.join(shlex.quote(a) for a in args)} -- {shlex.join(argv)}"
-        return EventStream(self.host, self.session.stream(command))
+        given = (json.dumps({name: value.reveal() for name, value in secrets.items()}) + "\n").encode() \
+            if secrets else None
+        return EventStream(self.host, self.session.stream(command, stdin=given))
 
     def attach(self, attempt_id: str, from_seq: int) -> EventStream:
         command = f"{self._agent} attach --id {shlex.quote(attempt_id)} --from {from_seq}"

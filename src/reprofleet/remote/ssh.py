@@ -5,6 +5,12 @@ the same object stream took 42.1 s through a paramiko exec channel and 26.5 s th
 OpenSSH's ``ssh`` (``rsync -a``: 25.9 s): paramiko frames and windows every 32 KiB packet in
 Python. Control traffic stays on paramiko (transport.py); this is only a pipe. Same key,
 same known_hosts file, strict host-key checking, never a password prompt.
+
+Inventory values are data, never options: ``--`` ends the options before the login (an
+address or user starting with ``-`` can then never become ``-oProxyCommand=...``), and
+agent forwarding, port forwardings and local commands are off whatever ``~/.ssh/config``
+says (on the command line the first value of an option wins), so a PoC on the host can
+never reach the controller's ssh-agent or a forwarded port.
 """
 
 from __future__ import annotations
@@ -15,8 +21,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
+from reprofleet.credentials import child_environment
 from reprofleet.errors import ConnectError
 from reprofleet.model import Host
+
+
+NO_FORWARDING = ("-o", "ForwardAgent=no", "-o", "ClearAllForwardings=yes", "-o", "PermitLocalCommand=no")
 
 
 @dataclass(frozen=True)
@@ -32,11 +42,11 @@ class SshTarget:
                    "-o", f"UserKnownHostsFile={self.known_hosts}", "-o", "GlobalKnownHostsFile=/dev/null",
                    "-o", f"ConnectTimeout={max(1, int(self.connect_timeout))}", "-o", "ServerAliveInterval=5",
                    "-o", "ServerAliveCountMax=3", "-o", "ControlMaster=no", "-o", "ControlPath=none",
-                   "-p", str(self.host.port)]
+                   *NO_FORWARDING, "-p", str(self.host.port)]
         if self.host.key_file:
             options += ["-i", str(Path(self.host.key_file).expanduser()), "-o", "IdentitiesOnly=yes"]
         login = f"{self.host.user}@{self.host.address}" if self.host.user else self.host.address
-        return ["ssh", *options, login, command]
+        return ["ssh", *options, "--", login, command]
 
 
 def available() -> bool:
@@ -51,7 +61,7 @@ class SshExec:
         self._host = target.host.name
         try:
             self._proc = subprocess.Popen(target.argv(command), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                          stderr=subprocess.PIPE)
+                                          stderr=subprocess.PIPE, env=child_environment())
         except OSError as exc:
             raise ConnectError(self._host, f"cannot start ssh: {exc}") from exc
         self.stdout: IO[bytes] | None = self._proc.stdout

@@ -8,6 +8,11 @@ reply came; callers read :meth:`Session.silent_for` and decide. Host keys are ch
 strictly against a known_hosts file; accepting a new key is an explicit opt-in. Every
 SSH or socket failure leaves this module as one :class:`~reprofleet.errors.ConnectError`
 naming the host.
+
+Fabric reads ``~/.ssh/config``, which may say ``ForwardAgent yes`` or ``ProxyJump``; a PoC
+on the host must never reach the controller's ssh-agent, so forwarding is off whatever the
+file says, and a jump host Fabric builds from it (with paramiko's ``AutoAddPolicy``, which
+accepts any key) gets the same known_hosts and the same strict policy as the host itself.
 """
 
 from __future__ import annotations
@@ -128,13 +133,16 @@ class _AcceptNewPolicy(paramiko.MissingHostKeyPolicy):
     """Record a host key we have never seen (like OpenSSH's StrictHostKeyChecking=accept-new).
 
     Only an *unknown* host reaches this policy: a known host whose key changed raises
-    BadHostKeyException before it, and is refused.
+    BadHostKeyException before it, and is refused; so is a key marked ``@revoked``.
     """
 
-    def __init__(self, known_hosts: Path) -> None:
+    def __init__(self, known_hosts: Path, revoked: frozenset[str] = frozenset()) -> None:
         self._known_hosts = known_hosts
+        self._revoked = revoked
 
     def missing_host_key(self, client: paramiko.SSHClient, hostname: str, key: paramiko.PKey) -> None:
+        if key.get_base64() in self._revoked:
+            raise paramiko.SSHException(f"the host key of {hostname} is marked @revoked in known_hosts")
         client.get_host_keys().add(hostname, key.get_name(), key)
         append_known_host(self._known_hosts, hostname, key)
 
@@ -321,12 +329,16 @@ class Session:
             raise ConnectError(self.host.name, f"command failed to run: {exc}") from exc
         return CommandResult(command, result.exited, result.stdout, result.stderr)
 
-    def stream(self, command: str) -> LineStream:
-        """Start a long-running command and read its stdout line by line."""
+    def stream(self, command: str, stdin: bytes | None = None) -> LineStream:
+        """Start a long-running command and read its stdout line by line; ``stdin``, when given,
+        is written to it and its stdin closed (secrets travel this way, never in ``command``)."""
         try:
             channel = self._transport.open_session(timeout=self._settings.connect_timeout)
             channel.set_combine_stderr(False)
             channel.exec_command(command)  # nosec B601  # running a host command is this method's job; quoting the values in it is the callers' (issue 20, item 7)
+            if stdin is not None:
+                channel.sendall(stdin)
+                channel.shutdown_write()
         except (paramiko.SSHException, OSError, EOFError) as exc:
             raise ConnectError(self.host.name, f"could not start a stream: {exc}") from exc
         return LineStream(self, channel)
@@ -369,7 +381,7 @@ def _fabric_connection(host: Host, settings: TransportSettings) -> Connection:
         connect_kwargs["key_filename"] = str(Path(host.key_file).expanduser())
         connect_kwargs["look_for_keys"] = False
         connect_kwargs["allow_agent"] = False
-    config = Config(overrides={"run": {"hide": True, "warn": True}})
+    config = Config(overrides={"run": {"hide": True, "warn": True}, "forward_agent": False})
     connection = Connection(
         host.address,
         user=host.user,
@@ -377,16 +389,35 @@ def _fabric_connection(host: Host, settings: TransportSettings) -> Connection:
         config=config,
         connect_timeout=max(1, int(settings.connect_timeout)),
         connect_kwargs=connect_kwargs,
+        forward_agent=False,  # an explicit argument wins over ~/.ssh/config's ForwardAgent
     )
-    client = connection.client
     known_hosts = Path(host.vars.get("reprofleet_known_hosts") or settings.known_hosts).expanduser()
+    connection.revoked_host_keys = _check_host_keys(connection, known_hosts, settings)  # checked once connected
+    hop = connection.gateway
+    while isinstance(hop, Connection):  # ProxyJump hops from ~/.ssh/config, nearest first
+        _harden_hop(hop, known_hosts, settings)
+        hop = hop.gateway
+    return connection
+
+
+def _check_host_keys(connection: Connection, known_hosts: Path, settings: TransportSettings) -> set[str]:
+    """Load ``known_hosts`` into the connection's client and set the campaign's policy; the revoked keys."""
+    client = connection.client
     revoked = load_known_hosts(client.get_host_keys(), known_hosts)
-    connection.revoked_host_keys = revoked  # checked once connected
     if settings.accept_new_host_keys:
-        client.set_missing_host_key_policy(_AcceptNewPolicy(known_hosts))
+        client.set_missing_host_key_policy(_AcceptNewPolicy(known_hosts, frozenset(revoked)))
     else:
         client.set_missing_host_key_policy(paramiko.RejectPolicy())
-    return connection
+    return revoked
+
+
+def _harden_hop(hop: Connection, known_hosts: Path, settings: TransportSettings) -> None:
+    """A jump host is checked like the host itself: same known_hosts, same policy, no agent, timeouts."""
+    _check_host_keys(hop, known_hosts, settings)
+    hop.forward_agent = False
+    hop.connect_timeout = max(1, int(settings.connect_timeout))
+    hop.connect_kwargs = {**hop.connect_kwargs, "banner_timeout": settings.banner_timeout,
+                          "auth_timeout": settings.auth_timeout}
 
 
 def connect(host: Host, settings: TransportSettings) -> Session:
@@ -401,10 +432,13 @@ def connect(host: Host, settings: TransportSettings) -> Session:
             "refusing to connect",
         ) from exc
     except paramiko.SSHException as exc:
+        if "@revoked" in str(exc):
+            raise HostKeyError(host.name, str(exc)) from exc
         if "not found in known_hosts" in str(exc):
+            hop = f" (ProxyJump from ~/.ssh/config: {exc})" if isinstance(connection.gateway, Connection) else ""
             raise HostKeyError(
                 host.name,
-                f"unknown host key for {host.address}:{host.port}; "
+                f"unknown host key for {host.address}:{host.port}{hop}; "
                 "run with --accept-new-host-keys to record it",
             ) from exc
         raise ConnectError(host.name, f"SSH failed: {exc}") from exc

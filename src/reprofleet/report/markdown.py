@@ -5,10 +5,15 @@ Everything in it comes from one :class:`~reprofleet.verdicts.Judgement`: the rat
 cell against the reference (exact tests, Holm-adjusted), the splits by boot and cache,
 every wedge and reboot with its last moments, what could not be judged, and, last, the
 verdict table, word for word what the terminal prints.
+
+Text a host printed (its last log line, its phase, kernel lines) is quoted with
+:func:`code_span`: the report is pasted into public bug trackers, and a backtick in a log
+line must not end the span and turn what follows into links or images.
 """
 
 from __future__ import annotations
 
+import re
 from typing import Any, Iterable, Mapping, Sequence
 
 from reprofleet.verdicts import ALL_HOSTS, Judgement, fmt_p, pct
@@ -17,6 +22,21 @@ from reprofleet.report.host_debug import markdown_section as host_debug_section
 from reprofleet.report.evidence import bmc_words, wall_at_freeze, wall_words
 
 OUTCOMES = ("clean", "error", "hang", "wedge", "reboot", "infra")
+
+
+def code_span(text: str) -> str:
+    """``text`` as one inline code span it cannot leave, inside a table cell; ``—`` when empty.
+
+    The fence is one backtick longer than the longest run in the text (CommonMark ends a span
+    only at a run of the same length), with a space inside it when the text starts or ends
+    with a backtick or a space; a ``|`` is escaped for the table, a line break made a space.
+    """
+    text = re.sub(r"[\r\n]+", " ", text).replace("|", "\\|")
+    if not text.strip():
+        return "—"
+    fence = "`" * (max((len(run) for run in re.findall(r"`+", text)), default=0) + 1)
+    pad = " " if text[0] in "` " or text[-1] in "` " else ""
+    return f"{fence}{pad}{text}{pad}{fence}"
 
 
 def _cell(name: str, reference: bool) -> str:
@@ -93,13 +113,14 @@ def _wedges(records: Iterable[Mapping[str, Any]]) -> list[str]:
         if forensics.get("journal_persistent") is False:
             boot = "journal not persistent: nothing survived"
         elif findings:
-            boot = "; ".join(str(f.get("line", ""))[:80] for f in findings[:2])
+            boot = "; ".join(code_span(str(f.get("line", ""))[:80]) for f in findings[:2])
         else:
             boot = "no Xid/NVRM/AER/MCE/watchdog line" if forensics.get("previous_boot_available") else "—"
         latency = record.get("detect_latency_s")
-        line = str(record.get("last_log_line") or "").replace("|", "\\|")[-100:]
+        line = code_span(str(record.get("last_log_line") or "")[-100:])
+        phase = code_span(str(record.get("last_phase") or ""))
         lines.append(f"| {record['host']} | {record['cell']} | {record['outcome']} | "
-                     f"{f'{latency:.1f} s' if latency else '—'} | {record.get('last_phase') or '—'} | `{line}` | {boot} | "
+                     f"{f'{latency:.1f} s' if latency else '—'} | {phase} | {line} | {boot} | "
                      f"{wall_words(wall_at_freeze(record)).replace('|', '/')} | {bmc_words(forensics).replace('|', '/')} |")
     return lines
 

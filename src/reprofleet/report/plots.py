@@ -30,7 +30,10 @@ PHASE_COLOURS = ("#e3f2fd", "#fff9c4", "#ffe0b2", "#e1bee7", "#c8e6c9", "#f8bbd0
 _NUMBER = re.compile(r"(?<![\w.])(-?\d+\.\d{3,})(?![\w.])")  # coordinates; labels rarely have 3 decimals
 _RC: Any = {"svg.fonttype": "none", "svg.hashsalt": "reprofleet", "font.size": 8.0, "font.family": "sans-serif",
        "font.sans-serif": ["DejaVu Sans"],  # one name per text element, not matplotlib's list of ten
-       "axes.spines.top": False, "axes.spines.right": False, "path.simplify": True}
+       "axes.spines.top": False, "axes.spines.right": False, "path.simplify": True,
+       # Labels carry what hosts printed (phases, log lines); a "$...$" there must stay text, never
+       # mathtext, which raises on what it cannot parse and would take report.html down with it.
+       "text.parse_math": False}
 
 
 def style() -> Any:

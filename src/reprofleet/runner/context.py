@@ -8,10 +8,11 @@ import secrets
 import threading
 from dataclasses import dataclass, field, replace
 from functools import cached_property
-from typing import Any, Callable
+from typing import Any, Callable, Mapping
 
 from reprofleet.clock import Clock, SystemClock
 from reprofleet.config import DEFAULT_TIMINGS, Timings
+from reprofleet.credentials import Secret
 from reprofleet.records import identity
 from reprofleet.runner import poc
 from reprofleet.remote.agent import AgentBundle
@@ -80,6 +81,8 @@ class CampaignContext:
     lease_token: str = field(default_factory=lambda: secrets.token_hex(16))  # this controller run's, fences it
     host_outlets: dict[str, frozenset[str]] = field(default_factory=dict)  # host -> the outlet keys that feed it
     power_cuts: dict[str, list[tuple[float, str]]] = field(default_factory=dict)  # host -> (when, why) its shared outlet went off
+    env_secrets: Mapping[str, Secret] = field(default_factory=dict)  # name -> value, for the PoC's environment only
+    secret_digests: Mapping[str, str] = field(default_factory=dict)  # name -> hash, when they join cell identities
 
     def note_cut(self, host: str, why: str) -> None:
         """``host`` shares an outlet with a host about to be cycled: its attempt will end by the cut."""
@@ -127,6 +130,12 @@ def record_runtime(cell: Cell) -> dict[str, Any]:
     return {"kind": cell.runtime.kind.value, "label": cell.runtime.label, "cache_key": poc.cache_key(cell)}
 
 
-def cell_identity(cell: Cell, poc_digest: str) -> str:
+def identity_factors(cell: Cell, secret_digests: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """The factors a cell's identity is hashed from: its own, plus the hashes of its env_secrets
+    when the playbook says ``env_secrets_identity`` (never the values, and never in the record's factors)."""
+    return {**cell.factors, "env_secrets": dict(sorted(secret_digests.items()))} if secret_digests else dict(cell.factors)
+
+
+def cell_identity(cell: Cell, poc_digest: str, secret_digests: Mapping[str, str] | None = None) -> str:
     """The identity records and the manifest give ``cell`` (name, factors, runtime, PoC)."""
-    return identity.cell_id(cell.name, dict(cell.factors), record_runtime(cell), poc_digest)
+    return identity.cell_id(cell.name, identity_factors(cell, secret_digests), record_runtime(cell), poc_digest)

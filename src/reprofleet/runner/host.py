@@ -20,7 +20,7 @@ from reprofleet.records import identity
 from reprofleet.remote.agent import AgentClient, StreamEvent
 from reprofleet.remote.replies import AttemptListing
 from reprofleet.runner.attempt import AttemptEnd, AttemptFollower
-from reprofleet.runner.context import CampaignContext, RunSettings, cell_identity, record_runtime
+from reprofleet.runner.context import CampaignContext, RunSettings, cell_identity, identity_factors, record_runtime
 from reprofleet.errors import (AgentError, AgentFenced, ConnectError, ControllerDiskError, HostKeyError, HostNotReady, LeaseError, PolicyError,
                      ReprofleetError)
 from reprofleet.runner.port import HostPort, SshHostPort
@@ -477,7 +477,8 @@ class HostRunner:
         state_root = f"{self.state.home}/.cache/reprofleet"
         command = poc.build(cell, poc_path=self.state.poc_path, state_root=state_root,
                             attempt_id=attempt_id, persistent=self.ctx.playbook.poc.mode(cell) == "persistent",
-                            gpu=self.host.gpu_index, seeded=self.ctx.playbook.poc.mode(cell) == "seeded")
+                            gpu=self.host.gpu_index, seeded=self.ctx.playbook.poc.mode(cell) == "seeded",
+                            secret_names=tuple(self.ctx.env_secrets))
         self.state.cache_snapshot = cache_sync.seed_attempt(self.ctx, agent, cell, command.cache_dir)
         prepared = agent.session.run(
             poc.seed_cache_command(command.cache_dir, self.state.cache_seed)
@@ -489,6 +490,7 @@ class HostRunner:
         self.state.cache_manifest = manifest.stdout.strip() or None
         timeout = self.ctx.playbook.timeouts.attempt
         stream = agent.run(attempt_id, list(command.argv), timeout=timeout, env=dict(command.env),
+                           secrets=self.ctx.env_secrets,
                            gpu=self.host.gpu_index, sample_hz=self.ctx.settings.sample_hz,
                            clock_threshold=self.ctx.settings.clock_threshold_mhz, container=command.container)
         writer = StreamWriter(self.ctx.directory.stream_path(attempt_id))
@@ -557,8 +559,8 @@ class HostRunner:
             telemetry=self._telemetry(exit_line, trace, end.outcome),
             forensics=None, facts=self.state.facts_hash,
             stream=stream_rel if follower else None,
-            poc=self.ctx.poc_digest, cell_id=identity.cell_id(cell.name, dict(cell.factors), runtime,
-                                                              self.ctx.poc_digest),
+            poc=self.ctx.poc_digest, cell_id=identity.cell_id(cell.name, identity_factors(cell, self.ctx.secret_digests),
+                                                              runtime, self.ctx.poc_digest),
         )
 
     def _telemetry(self, exit_line: Mapping[str, Any], trace: Any,
@@ -777,7 +779,8 @@ class HostRunner:
             attempt_index=index, attempt_in_boot=0, cold_boot=False, boot_id=self.state.boot_id,
             started=now, ended=now, outcome=Outcome.INFRA, reason=reason,
             facts=self.state.facts_hash, poc=self.ctx.poc_digest,
-            cell_id=identity.cell_id(cell.name, dict(cell.factors), runtime, self.ctx.poc_digest),
+            cell_id=identity.cell_id(cell.name, identity_factors(cell, self.ctx.secret_digests), runtime,
+                                     self.ctx.poc_digest),
         )
 
     def stays_silent(self) -> bool:

@@ -38,6 +38,7 @@ class PocCommand:
     env: tuple[tuple[str, str], ...]  # for the agent's --env (the PoC process's environment)
     cache_dir: str
     container: str | None = None  # docker: the container's name, for ``docker kill``
+    secret_names: tuple[str, ...] = ()  # env_secrets: the agent puts their values in the PoC's environment
 
 
 def poc_flags(args: tuple[tuple[str, Any], ...]) -> list[str]:
@@ -66,10 +67,11 @@ def cache_key_for_label(label: str) -> str:
 
 
 def build(cell: Cell, *, poc_path: str, state_root: str, attempt_id: str, persistent: bool, gpu: int,
-          seeded: bool = False) -> PocCommand:
+          seeded: bool = False, secret_names: tuple[str, ...] = ()) -> PocCommand:
     """The argv and environment that start one attempt of ``cell`` on a host. A seeded
     cache has a folder of its own per runtime, rebuilt before each attempt (never the
-    persistent one)."""
+    persistent one). ``secret_names`` (env_secrets) appear by name only: docker gets
+    ``--env NAME`` and copies the value from its own environment, where the agent put it."""
     folder = f"seeded-{cache_key(cell)}" if seeded else cache_key(cell) if persistent else f"fresh-{attempt_id}"
     cache_dir = f"{state_root}/cache/{folder}"
     flags = poc_flags(cell.args)
@@ -81,12 +83,14 @@ def build(cell: Cell, *, poc_path: str, state_root: str, attempt_id: str, persis
                 "--gpus", f"device={gpu}", *cell.runtime.docker_args]
         for key, value in sorted(env.items()):
             argv += ["--env", f"{key}={value}"]
+        for name in sorted(secret_names):
+            argv += ["--env", name]  # the name alone: the value never reaches an argv
         argv += [
             "--mount", f"type=bind,src={cache_dir},dst={CONTAINER_CACHE}",
             "--mount", f"type=bind,src={poc_path},dst={CONTAINER_POC},readonly",
             "--entrypoint", "python3", str(cell.runtime.image), CONTAINER_POC, *flags,
         ]
-        return PocCommand(tuple(argv), (), cache_dir, container=name)
+        return PocCommand(tuple(argv), (), cache_dir, container=name, secret_names=tuple(sorted(secret_names)))
     env.setdefault("VLLM_CACHE_ROOT", cache_dir)
     env.setdefault("CUDA_VISIBLE_DEVICES", str(gpu))
     # CUDA counts devices fastest first by default, NVML by PCI bus: on a host with two
@@ -94,7 +98,7 @@ def build(cell: Cell, *, poc_path: str, state_root: str, attempt_id: str, persis
     env.setdefault("CUDA_DEVICE_ORDER", "PCI_BUS_ID")
     python = venv_python(state_root, cell.runtime) if cell.runtime.kind is RuntimeKind.VENV else cell.runtime.python
     argv = [python or "python3", poc_path, *flags]
-    return PocCommand(tuple(argv), tuple(sorted(env.items())), cache_dir)
+    return PocCommand(tuple(argv), tuple(sorted(env.items())), cache_dir, secret_names=tuple(sorted(secret_names)))
 
 
 def cache_seed_archive(folder: str) -> tuple[bytes, str]:

@@ -21,6 +21,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, Callable, Iterable, TypeVar
 
+from reprofleet.credentials import Secret, resolve, scrub, split_user_password
 from reprofleet.errors import ReprofleetError
 from reprofleet.model import Host
 from reprofleet.records.store import iso_utc
@@ -195,5 +196,24 @@ def bmc_forensics(host: Host, started: str | None, *, log: PowerLog | None = Non
     try:
         found = read_host_events(host, since, log=log, lock_dir=lock_dir)
     except Exception as exc:  # noqa: BLE001 (a reader bug must not cost the record)
-        return {"bmc_events": [], "bmc_notes": [f"event log not read: {type(exc).__name__}: {exc}"]}
-    return found.forensics() if found is not None else {}
+        found = BmcEventLog(notes=(f"event log not read: {type(exc).__name__}: {exc}",))
+    if found is None:
+        return {}
+    # A library's exception text (a URL, an echoed header, a bug's repr) may carry the password:
+    # every note is scrubbed of the host's power secrets before it reaches a record.
+    secrets = _host_secrets(host)
+    return BmcEventLog(found.events, tuple(scrub(note, secrets) for note in found.notes)).forensics()
+
+
+def _host_secrets(host: Host) -> list[Secret]:
+    """Every power secret of ``host`` that can be read now, whole and as the password of ``user:password``."""
+    found: list[Secret] = []
+    for port in host.power_ports:
+        if port.credentials is None:
+            continue
+        try:
+            secret = resolve(port.credentials)
+        except ReprofleetError:
+            continue
+        found += [secret, split_user_password(secret, "")[1]]
+    return found

@@ -19,9 +19,11 @@ reads a bare ``on:`` key as the boolean true. Commands run with ``/bin/sh -c`` a
 ``{host}``, ``{address}`` and ``{outlet}`` are replaced by shell-quoted values. The secret
 reaches the command only in its environment (``secret_env``, default
 ``REPROFLEET_POWER_SECRET``) or on its stdin (``secret_stdin``), for the tool to read
-there: a command line naming ``$REPROFLEET_POWER_SECRET`` would have the shell expand it
-into a process argument that every user of the controller can read in ``ps``, so such a
-command is refused when the inventory is loaded. A non-zero exit or a timeout is retried
+there: a command line naming ``REPROFLEET_POWER_SECRET`` at all (``$VAR``, ``${VAR}``,
+``$(printenv VAR)``, ``awk 'ENVIRON["VAR"]'``) could have the shell or a tool put it into a
+process argument that every user of the controller can read in ``ps``, so such a command
+is refused when the inventory is loaded. The command's environment holds no other
+credential the inventory or playbook names (``credentials.child_environment``). A non-zero exit or a timeout is retried
 like any transient failure. Without ``status_command`` the driver cannot
 read state: status is UNKNOWN and on/off are logged as unverified.
 """
@@ -34,7 +36,7 @@ import shlex
 import signal
 import subprocess
 
-from reprofleet.credentials import Secret
+from reprofleet.credentials import Secret, child_environment
 from reprofleet.errors import PowerError
 from reprofleet.model import PowerPort
 from reprofleet.power.base import DriverSettings, PowerDriver, PowerState, TransientPowerError
@@ -46,9 +48,10 @@ ON_WORDS = ("on", "1", "true", "yes", "poweron", "power_on")
 OFF_WORDS = ("off", "0", "false", "no", "poweroff", "power_off")
 
 
-def expands_secret(template: str, variable: str) -> bool:
-    """Does the shell text expand ``$variable`` / ``${variable}`` (into some process's argv)?"""
-    return re.search(r"\$\{?" + re.escape(variable) + r"\b", template) is not None
+def names_secret(template: str, variable: str) -> bool:
+    """Does the shell text name ``variable`` anywhere? Every way to read it by name (``$V``,
+    ``${V}``, ``$(printenv V)``, ``ENVIRON["V"]``) can put its value into some process's argv."""
+    return re.search(r"(?<![A-Za-z0-9_])" + re.escape(variable) + r"(?![A-Za-z0-9_])", template) is not None
 
 
 def render(template: str, host: str, address: str, outlet: str | None) -> str:
@@ -91,10 +94,11 @@ class CommandDriver(PowerDriver):
             raise PowerConfigError(f"{self.where}: secret_env must be a variable name, got {self.secret_env!r}")
         self.secret_stdin = self.options.flag("secret_stdin", False)
         for key in ("on_command", "off_command", "status_command"):
-            if expands_secret(self.options.text(key) or "", self.secret_env):
+            if names_secret(self.options.text(key) or "", self.secret_env):
                 raise PowerConfigError(
-                    f"{self.where}: {key} puts ${self.secret_env} on a command line, where every local user "
-                    f"can read it with ps; let the tool read it from its environment or stdin (secret_stdin: true)")
+                    f"{self.where}: {key} names {self.secret_env}, which can put the secret on a command line "
+                    f"where every local user can read it with ps; let the tool read it from its environment "
+                    f"or stdin (secret_stdin: true)")
         why = "the shell command that switches the outlet"
         self.commands = {
             PowerState.ON: render(self.options.required_text("on_command", why + " on"), host, port.address,
@@ -109,10 +113,8 @@ class CommandDriver(PowerDriver):
         self._secret = secret
 
     def _run(self, command: str, what: str) -> subprocess.CompletedProcess[str]:
-        env = dict(os.environ)
         feed = self.secret_stdin and self._secret
-        if self._secret:
-            env[self.secret_env] = self._secret.reveal()
+        env = child_environment({self.secret_env: self._secret.reveal()} if self._secret else None)
         try:
             # Its own session, so a timeout ends the whole pipeline, not just /bin/sh.
             child = subprocess.Popen(["/bin/sh", "-c", command], stdout=subprocess.PIPE, stderr=subprocess.PIPE,

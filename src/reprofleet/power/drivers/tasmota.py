@@ -11,10 +11,11 @@ Selected by an inventory ``pdu:`` block like::
       # timeout_s: 5  settle_s: 10  tries: 3  poll_s: 0.25   (every driver)
 
 Requests are ``GET /cm?cmnd=Power<N> On|Off`` and plain ``Power<N>`` to read. Credentials
-go in an HTTP basic-auth header first (Tasmota accepts it on ``/cm``); only a plug that
-answers it with the "Need user=" warning (old firmware) gets ``user=&password=`` in the
-query string, which ends up in every proxy's and web server's access log. ``auth: basic``
-or ``auth: query`` fixes the choice. A single-relay device
+go in an HTTP basic-auth header (``auth: basic``, the default; Tasmota accepts it on
+``/cm``). ``user=&password=`` in the query string (old firmware) only with ``auth: query``,
+never as a fallback: the query ends up in every proxy's and web server's access log, and
+the "Need user=" reply that would trigger a fallback is plain HTTP anyone on the path can
+forge. A plug that asks for it gets one clear error naming the option. A single-relay device
 answers ``{"POWER":"ON"}``, a multi-relay one ``{"POWER<N>":"ON"}``; a relay that does not
 exist answers ``{"Command":"Unknown"}``; wrong or missing credentials answer
 ``{"WARNING":"Need user=<username>&password=<password>"}``.
@@ -119,7 +120,6 @@ class TasmotaDriver(PowerDriver):
         self.device = HttpDevice(base_url(port.address), self.settings.timeout_s,
                                  connect_timeout_s=self.settings.connect_s)
         self.auth_mode = self.options.choice("auth", ("basic", "query"), "basic")
-        self._auth_fixed = self.options.has("auth")
         self.device_cycles = self._device_cycle_option(True)
 
     def _reply(self, command: str) -> object:
@@ -134,9 +134,9 @@ class TasmotaDriver(PowerDriver):
 
     def _answer(self, command: str) -> object:
         reply = self._reply(command)
-        if asks_for_credentials(reply) and self._password and self.auth_mode == "basic" and not self._auth_fixed:
-            self.auth_mode = "query"  # old firmware: only the query string is understood
-            reply = self._reply(command)
+        if asks_for_credentials(reply) and self._password and self.auth_mode == "basic":
+            raise PowerError(f"{self.where}: the plug ignores basic auth and asks for user=&password= in the URL "
+                             "(old firmware); set 'auth: query' in its pdu block to send the password that way")
         return reply
 
     def _command(self, command: str) -> PowerState:
