@@ -15,7 +15,8 @@ Modules: ``load`` (which reader a path needs), ``graph`` (groups and hosts), ``r
 (host patterns and ranges), ``yaml_format`` and ``ini_format`` (the parsers),
 ``vars_files`` (group_vars/host_vars), ``hosts`` (precedence and Host construction),
 ``listing`` (the ``ansible-inventory`` path), ``values`` (what they share), ``netconsole``
-(the ``netconsole:`` block).
+(the ``netconsole:`` block), ``gpu_access`` (``gpu_policy: observe``: hosts whose GPU
+settings are never changed).
 """
 
 from __future__ import annotations
