@@ -140,3 +140,13 @@ def test_a_card_its_owner_changed_between_attempts_is_said_and_left_alone(tmp_pa
     (changed,) = events(ctx, "policy_changed")
     assert "observe-only" in changed["message"] and any("graphics_clocks" in c for c in changed["changes"])
     assert set(fake.policy_calls) == {"read"}
+
+
+def test_an_observe_only_host_needs_neither_nvidia_smi_nor_root_but_still_nvml() -> None:
+    from reprofleet.runner.readiness import problems
+
+    facts = {"nvml": "ok", "gpus": [{"index": 0}], "nvidia_smi": None, "privilege": "none"}
+    cloud, lab = Host("cloud1", "10.0.0.5", gpu_access=GpuAccess.OBSERVE), Host("lab1", "10.0.0.6")
+    assert problems(cloud, [cell("ref", 0)], facts) == []  # it never runs a setter
+    assert problems(lab, [cell("ref", 0)], facts)[0].startswith("nvidia-smi not found")  # a managed host does
+    assert problems(cloud, [cell("ref", 0)], {**facts, "nvml": "nvmlInit failed"})  # the read-back needs NVML
