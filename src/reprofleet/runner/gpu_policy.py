@@ -31,16 +31,40 @@ class PolicyState:
     readback: Mapping[str, Any]
 
 
+# A lock has no NVML getter: the P0 range and the driver's current clock range (the agent's
+# ``*_freqs``, from nvmlDeviceGetCurrentClockFreqs) must both report it (collectors/gpu_policy.py).
+LOCK_SECOND_READ = {"graphics_clocks": "graphics_clocks_freqs", "memory_clocks": "memory_clocks_freqs"}
+
+
+def _off(got: Any, wanted: Any) -> bool:
+    return not got or any(abs(int(g) - int(w)) > CLOCK_TOLERANCE_MHZ for g, w in zip(got, wanted))
+
+
 def verify(requested: GpuPolicy, readback: Mapping[str, Any]) -> list[str]:
-    """Differences between what was asked and what the GPU reports (empty = verified)."""
+    """Differences between what was asked and what the GPU reports (empty = verified).
+
+    A clock lock is verified only when two independent reads agree on it; one that cannot be
+    told from no lock (the second read missing, or the two disagreeing) is a problem, so the
+    attempt is ``infra`` with these words, never run under a lock nobody saw hold."""
     problems: list[str] = []
     for name in ("graphics_clocks", "memory_clocks", "application_clocks"):
         wanted = getattr(requested, name)
         if wanted is None:
             continue
         got = readback.get(name)
-        if not got or any(abs(int(g) - int(w)) > CLOCK_TOLERANCE_MHZ for g, w in zip(got, wanted)):
+        if _off(got, wanted):
             problems.append(f"{name}: asked {list(wanted)}, GPU reports {got}")
+            continue
+        second = LOCK_SECOND_READ.get(name)
+        if second is None:
+            continue
+        other = readback.get(second)
+        if other is None:
+            problems.append(f"{name}: the read-back cannot tell locked from unlocked: the P0 range reads {got}, "
+                            f"and the driver's clock range ({second}) is unavailable to confirm it")
+        elif _off(other, wanted):
+            problems.append(f"{name}: the read-back cannot tell locked from unlocked: asked {list(wanted)}, the "
+                            f"P0 range reads {got} but the driver's clock range ({second}) reads {other}")
     if requested.power_limit_w is not None:
         got = readback.get("power_limit_w")
         if got is None or abs(float(got) - requested.power_limit_w) > POWER_TOLERANCE_W:
