@@ -89,10 +89,24 @@ class Model(nn.Module):
 
 def build(args: argparse.Namespace) -> tuple[Model, torch.Tensor]:
     torch.manual_seed(args.seed)
-    model = Model(args.layers, args.hidden, args.heads, args.ffn, args.cache_len)
-    model = model.to(device="cuda", dtype=torch.bfloat16).eval()
+    with torch.device("cuda"):  # random weights drawn on the GPU (a CPU init of 1 GiB takes seconds)
+        model = Model(args.layers, args.hidden, args.heads, args.ffn, args.cache_len)
+    model = model.to(dtype=torch.bfloat16).eval()
     static_in = torch.randn(max(capture_sizes(args.sizes)), args.hidden, device="cuda", dtype=torch.bfloat16)
     return model, static_in
+
+
+def cpu_probe() -> float:
+    """Seconds a fixed piece of pure-Python work takes now, best of three: how fast this
+    process's CPU is at this moment (a VM's vCPU speeds up and slows down with its host)."""
+    best = float("inf")
+    for _ in range(3):
+        t0 = time.perf_counter()
+        total = 0
+        for i in range(60000):
+            total += i * i
+        best = min(best, time.perf_counter() - t0)
+    return best
 
 
 def capture(model: Model, static_in: torch.Tensor, sizes: list[int], progress: bool) -> dict[str, Any]:
@@ -103,6 +117,8 @@ def capture(model: Model, static_in: torch.Tensor, sizes: list[int], progress: b
     graphs: list[torch.cuda.CUDAGraph] = []
     pool = None
     torch.cuda.synchronize()
+    probe_before = cpu_probe()
+    t0 = time.time()
     wall0, cpu0 = time.perf_counter(), time.process_time()
     with torch.inference_mode():
         for done, size in enumerate(sizes, 1):
@@ -117,7 +133,9 @@ def capture(model: Model, static_in: torch.Tensor, sizes: list[int], progress: b
                 say(f"Capturing CUDA graphs (decode, FULL): {done}/{len(sizes)} sizes")
     torch.cuda.synchronize()
     wall, cpu = time.perf_counter() - wall0, time.process_time() - cpu0
-    return {"capture_s": wall, "capture_cpu_s": cpu, "graphs": graphs, "sizes": len(sizes)}
+    t1 = time.time()
+    return {"capture_s": wall, "capture_cpu_s": cpu, "graphs": graphs, "sizes": len(sizes), "t0": t0, "t1": t1,
+            "cpu_probe_s": (probe_before + cpu_probe()) / 2}
 
 
 def replay(graphs: list[torch.cuda.CUDAGraph], seconds: float) -> int:
@@ -162,6 +180,7 @@ def start(args: argparse.Namespace) -> int:
     replays = replay(result["graphs"], args.serve_s)
     print("REPROFLEET_BENCH " + json.dumps({
         "capture_s": round(result["capture_s"], 6), "capture_cpu_s": round(result["capture_cpu_s"], 6),
+        "t0": result["t0"], "t1": result["t1"], "cpu_probe_s": result["cpu_probe_s"],
         "sizes": result["sizes"], "replays": replays, "gpu": torch.cuda.get_device_name(0),
         "torch": torch.__version__}), flush=True)
     return 0
@@ -189,7 +208,7 @@ def serve_commands(args: argparse.Namespace) -> int:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--sizes", type=int, default=51, help="how many batch sizes to capture")
-    parser.add_argument("--layers", type=int, default=4)
+    parser.add_argument("--layers", type=int, default=12)
     parser.add_argument("--hidden", type=int, default=4096)
     parser.add_argument("--heads", type=int, default=32)
     parser.add_argument("--ffn", type=int, default=14336)
