@@ -55,6 +55,7 @@ REPO = Path(__file__).resolve().parents[1]
 COLLECTORS = REPO / "collectors"
 POC = REPO / "bench" / "real_gpu_poc.py"
 STARVED_SHARE = 0.10  # wall - cpu above this share of wall: the capture waited for a CPU
+PRE_CAPTURE_S = 0.15
 SLOW_CPU = 1.15  # a CPU probe this much slower than the run's fastest: a slow-CPU episode
 CONDITIONS: dict[str, tuple[float, int]] = {"off": (0.0, 1), "10hz": (10.0, 1), "50hz": (50.0, 1),
                                             "10hz-replay/10": (10.0, 10)}
@@ -172,7 +173,7 @@ class Pipe:
 def one_capture(condition: str, sampler: Pipe, capture: Callable[[], dict[str, Any]]) -> dict[str, Any]:
     hz, slow_every = CONDITIONS[condition]
     sampler.ask(f"start {hz:g} {slow_every}")
-    time.sleep(0.3)  # the sampler's first samples are in before the capture starts
+    time.sleep(PRE_CAPTURE_S)  # the sampler's first samples are in before the capture starts
     steal0 = cpu_steal_ticks()
     result = capture()
     steal = cpu_steal_ticks() - steal0
@@ -198,14 +199,15 @@ def cold_capture(args: argparse.Namespace) -> dict[str, Any]:
 def observer(args: argparse.Namespace) -> dict[str, Any]:
     rng = random.Random(args.seed)
     sampler = Pipe([sys.executable, __file__, "sampler-server"])
-    workload = Pipe([sys.executable, str(POC), "--serve-commands", "--sizes", str(args.sizes)])
+    workload = Pipe([sys.executable, str(POC), "--serve-commands", "--sizes", str(args.sizes)]
+                    + (["--cpu", str(args.pin_workload)] if args.pin_workload is not None else []))
     rows: list[dict[str, Any]] = []
     started = time.monotonic()
     try:
         for _ in range(2):  # warm-up captures, not counted (allocator and cuBLAS settle)
             workload.ask("capture")
         for round_no in range(args.rounds):
-            order = list(CONDITIONS)
+            order = list(args.conditions.split(","))
             rng.shuffle(order)
             for condition in order:
                 rows.append({"kind": "warm", "round": round_no,
@@ -259,7 +261,7 @@ def summarize(rows: list[dict[str, Any]]) -> dict[str, Any]:
                 "capture_cpu_s": spread([c["capture_cpu_s"] for c in cells]),
                 "cpu_over_wall": statistics.median(c["capture_cpu_s"] / c["capture_s"] for c in cells),
                 "sampler_cpu_s_per_capture": statistics.median(c["sampler_cpu_s"] for c in cells),
-                "sampler_cpu_share": statistics.median(c["sampler_cpu_s"] / (c["capture_s"] + 0.3) for c in cells),
+                "sampler_cpu_share": statistics.median(c["sampler_cpu_s"] / (c["capture_s"] + PRE_CAPTURE_S) for c in cells),
                 "samples_per_capture": statistics.median(c["samples"] for c in cells),
                 "gfx_mhz": {"median": statistics.median(gfx), "min": min(gfx), "max": max(gfx)},
                 "power_w": {"median": statistics.median(power), "max": max(power)},
@@ -500,6 +502,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--budget-s", type=float, default=160.0, help="stop adding warm rounds after this long")
     parser.add_argument("--cold-budget-s", type=float, default=170.0, help="and cold rounds this much later")
     parser.add_argument("--seed", type=int, default=22)
+    parser.add_argument("--conditions", default=",".join(CONDITIONS), help="warm rounds: which conditions")
+    parser.add_argument("--pin-workload", type=int, help="run the warm workload on this CPU only (the sampler is not pinned)")
     args = parser.parse_args(argv)
     if args.what == "sampler-server":
         return sampler_server()

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 from typing import Any
@@ -189,12 +190,14 @@ def start(args: argparse.Namespace) -> int:
 def serve_commands(args: argparse.Namespace) -> int:
     """For the observer bench: build once, then one capture per ``capture`` line on stdin,
     answered with one JSON line on stdout (the graphs are freed before the answer)."""
+    if args.cpu is not None:  # one vCPU for the whole run: no migration between vCPUs mid-capture
+        os.sched_setaffinity(0, {args.cpu})
     model, static_in = build(args)
     with torch.inference_mode():
         model(static_in)
     torch.cuda.synchronize()
     sizes = capture_sizes(args.sizes)
-    print(json.dumps({"ready": True, "sizes": len(sizes)}), flush=True)
+    print(json.dumps({"ready": True, "sizes": len(sizes), "cpus": sorted(os.sched_getaffinity(0))}), flush=True)
     for line in sys.stdin:
         if line.strip() != "capture":
             break
@@ -217,6 +220,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--serve-s", type=float, default=5.0, help="seconds of graph replay after the start")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--serve-commands", action="store_true")
+    parser.add_argument("--cpu", type=int, help="with --serve-commands: run on this CPU only")
     # the campaign's cell args arrive as --name value pairs; the PoC takes what it knows
     args, _unknown = parser.parse_known_args(argv)
     if not torch.cuda.is_available():
