@@ -312,7 +312,7 @@ def local_session(host: Any) -> Any:
     from reprofleet.errors import CommandTimedOut
     from reprofleet.remote.transport import CommandResult
 
-    home = Path(os.environ.get("HOME", "/root"))
+    home = Path.home()
 
     class LocalStream:
         def __init__(self, command: str) -> None:
