@@ -2,7 +2,17 @@
 
 nvidia-smi sets (it is what administrators use and what the driver documents); NVML
 reads back, because a policy is an experimental factor and the record must hold what
-the card reports, not what we asked. The card's persistence mode before our first apply
+the card reports, not what we asked.
+
+A locked clock range has no getter of its own in NVML (nvmlDeviceSetGpuLockedClocks and
+nvmlDeviceSetMemoryLockedClocks come with a reset, no read), so two independent reads
+stand for it and the controller requires them to agree: the P0 range
+(nvmlDeviceGetMinMaxClockOfPState) and the current clock range the driver reports in its
+clock-frequency string (nvmlDeviceGetCurrentClockFreqs: ``nvclockmin``/``nvclockmax``,
+``memclockmin``/``memclockmax``). Neither is documented to reflect a lock; on an H200 at
+default both read 345-1980 MHz (tests/fixtures/real_gpu/). The clock-event reasons are read
+beside them: NVML documents ``nvmlClocksThrottleReasonUserDefinedClocks`` as the same bit
+as ApplicationsClocksSetting (0x2), the reason a user's clocks limit the card. The card's persistence mode before our first apply
 is kept in ``policy/gpu<N>.baseline.json`` (it survives reboots) so restore can put it back.
 """
 
@@ -28,6 +38,7 @@ def readback(gpu: int) -> Tuple[Dict[str, Any], List[str]]:
         "graphics_clocks", "memory_clocks", "power_limit_w", "enforced_power_limit_w",
         "default_power_limit_w", "power_limit_range_w", "persistence", "application_clocks"))
     values["max_clocks_mhz"] = {"graphics": None, "memory": None}
+    values.update(dict.fromkeys(("graphics_clocks_freqs", "memory_clocks_freqs", "clocks_event_reasons")))
     if pynvml is None:
         return values, ["NVML unavailable, nothing read back: %s" % reason]
     try:
@@ -64,6 +75,33 @@ def _read_into(values: Dict[str, Any], notes: List[str], pynvml: Any, handle: An
         "graphics": read("max_clocks_mhz.graphics", pynvml.nvmlDeviceGetMaxClockInfo, gfx),
         "memory": read("max_clocks_mhz.memory", pynvml.nvmlDeviceGetMaxClockInfo, mem),
     }
+    freqs_call = getattr(pynvml, "nvmlDeviceGetCurrentClockFreqs", None)  # nvidia-ml-py >= 12.535
+    if freqs_call is None:
+        notes.append("clock_freqs: this pynvml has no nvmlDeviceGetCurrentClockFreqs")
+    else:
+        freqs = clock_freqs(nv.text(read("clock_freqs", freqs_call)))
+        values["graphics_clocks_freqs"] = _range(freqs, "nvclock")
+        values["memory_clocks_freqs"] = _range(freqs, "memclock")
+    reasons = (getattr(pynvml, "nvmlDeviceGetCurrentClocksEventReasons", None)
+               or getattr(pynvml, "nvmlDeviceGetCurrentClocksThrottleReasons", None))
+    if reasons is not None:
+        value = read("clocks_event_reasons", reasons)
+        values["clocks_event_reasons"] = int(value) if value is not None else None
+
+
+def clock_freqs(text: Optional[str]) -> Dict[str, int]:
+    """``"nvclock=345, nvclockmin=345, nvclockmax=1980, ..."`` -> {name: MHz} (unknown tokens kept)."""
+    found: Dict[str, int] = {}
+    for token in (text or "").split(","):
+        name, sep, value = token.strip().partition("=")
+        if sep and value.strip().lstrip("-").isdigit():
+            found[name.strip()] = int(value.strip())
+    return found
+
+
+def _range(freqs: Dict[str, int], prefix: str) -> Optional[List[int]]:
+    low, high = freqs.get(prefix + "min"), freqs.get(prefix + "max")
+    return [low, high] if low is not None and high is not None else None
 
 
 def _pair(value: Any) -> Optional[List[int]]:

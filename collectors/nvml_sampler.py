@@ -16,6 +16,9 @@ from telemetry_summary import reason_names
 
 XID_WAIT_MS = 250  # nvmlEventSetWait timeout: how long stop() may wait for the Xid thread
 MAX_KEPT_SAMPLES = 200000  # for the summary; ~5.5 h at 10 Hz
+# The one field that costs most of a sample on an H200 (~175 of ~220 us, bench/RESULTS.md):
+# ``slow_every`` N reads it on every Nth sample only (1, the default: on every sample).
+SLOW_FIELDS = frozenset({"pcie_replay"})
 
 
 class Notices:
@@ -65,8 +68,11 @@ def _is_unsupported(pynvml: Any, exc: Exception) -> bool:
 class NvmlSampler:
     """Samples one GPU at `hz` until stopped; keeps the samples for the summary."""
 
-    def __init__(self, gpu: int, hz: float, append: Callable[..., Any], notices: Notices) -> None:
+    def __init__(self, gpu: int, hz: float, append: Callable[..., Any], notices: Notices,
+                 slow_every: int = 1) -> None:
         self.gpu, self.hz = gpu, hz
+        self.slow_every = max(1, int(slow_every))
+        self._taken = 0
         self.append, self.notices = append, notices
         self.samples: List[Dict[str, Any]] = []
         self.xids: List[int] = []
@@ -125,7 +131,11 @@ class NvmlSampler:
 
     def _take_sample(self, pynvml: Any, handle: Any, fields: List[Tuple[str, Callable[[Any], Any]]]) -> None:
         sample: Dict[str, Any] = {"gpu": self.gpu}
+        slow_now = self._taken % self.slow_every == 0
+        self._taken += 1
         for name, read in list(fields):
+            if name in SLOW_FIELDS and not slow_now:
+                continue
             try:
                 sample[name] = read(handle)
             except Exception as exc:

@@ -384,7 +384,11 @@ class FakeAgent:
             self.fake.policy = dict(settings or {})
         elif action == "restore":
             self.fake.policy = {}
-        return replies.parse_policy(self.host, {"k": "policy", "ok": True, "readback": dict(self.fake.policy)})
+        readback = dict(self.fake.policy)
+        for lock in ("graphics_clocks", "memory_clocks"):  # the agent's second read of a lock agrees
+            if lock in readback and f"{lock}_freqs" not in readback:
+                readback[f"{lock}_freqs"] = readback[lock]
+        return replies.parse_policy(self.host, {"k": "policy", "ok": True, "readback": readback})
 
     def one(self, args: list[str], kind: str, timeout: float = 60.0) -> dict[str, Any]:
         self._call()

@@ -101,6 +101,31 @@ def test_read_reports_the_card_without_changing_it(card: FakeCard) -> None:
     assert report["readback"]["graphics_clocks"] == [180, 3090]
 
 
+def test_a_lock_is_read_back_twice_through_the_p0_range_and_the_drivers_clock_range(card: FakeCard) -> None:
+    rc, report = card.policy("read", "--gpu", "0")
+    back = report["readback"]
+    assert back["graphics_clocks"] == back["graphics_clocks_freqs"] == [180, 3090]  # no lock
+    assert back["memory_clocks_freqs"] == [405, 14001] and back["clocks_event_reasons"] == 1
+    rc, report = card.policy("apply", "--json", '{"graphics_clocks": [180, 2800]}')
+    assert report["readback"]["graphics_clocks"] == report["readback"]["graphics_clocks_freqs"] == [180, 2800]
+
+
+def test_a_driver_clock_string_that_cannot_be_read_is_null_with_a_note(tmp_path: Path) -> None:
+    card = FakeCard(tmp_path, unsupported=["nvmlDeviceGetCurrentClockFreqs"])
+    rc, report = card.policy("read")
+    assert report["readback"]["graphics_clocks_freqs"] is None and report["readback"]["graphics_clocks"]
+    assert any(note.startswith("clock_freqs: Not Supported") for note in report["notes"])
+
+
+def test_the_drivers_clock_string_is_parsed_as_the_h200_wrote_it() -> None:
+    gpu_policy = h.collector("gpu_policy")
+    h200 = ("nvclock=345, nvclockmin=345, nvclockmax=1980, nvclockeditable=0, memclock=3201, memclockmin=3201, "
+            "memclockmax=3201, memclockeditable=0, memTransferRate=6402, memTransferRatemin=6402")
+    freqs = gpu_policy.clock_freqs(h200)
+    assert (freqs["nvclockmin"], freqs["nvclockmax"], freqs["memclockmax"]) == (345, 1980, 3201)
+    assert gpu_policy.clock_freqs(None) == {} and gpu_policy.clock_freqs("garbage, x=") == {}
+
+
 def test_an_unsupported_reset_is_a_note_but_an_unsupported_request_fails(tmp_path: Path) -> None:
     card = FakeCard(tmp_path, smi_unsupported=["-rmc", "-lmc"])
     rc, report = card.policy("apply", "--json", '{"graphics_clocks": [180, 2800]}')

@@ -125,3 +125,33 @@ def test_kmsg_records_and_journal_lines_give_the_message() -> None:
     assert kernel_log.xid_of(XID_RECORD) == 79
     assert kernel_log.journal_message("1795970000.123456 ws01 kernel: NVRM: Xid (PCI:0000:01:00): 13, x") == (
         "NVRM: Xid (PCI:0000:01:00): 13, x")
+
+
+def test_the_pcie_replay_counter_can_be_read_on_every_nth_sample_only_and_every_sample_by_default() -> None:
+    from types import SimpleNamespace
+
+    sampler_mod = h.collector("nvml_sampler")
+    replay_reads: List[int] = []
+    fake = SimpleNamespace(
+        NVML_CLOCK_GRAPHICS=0, NVML_CLOCK_SM=1, NVML_CLOCK_MEM=2, NVML_TEMPERATURE_GPU=0,
+        nvmlDeviceGetClockInfo=lambda h, c: 1980, nvmlDeviceGetPowerUsage=lambda h: 100000,
+        nvmlDeviceGetEnforcedPowerLimit=lambda h: 700000, nvmlDeviceGetTemperature=lambda h, s: 40,
+        nvmlDeviceGetPerformanceState=lambda h: 0, nvmlDeviceGetCurrentClocksEventReasons=lambda h: 0,
+        nvmlDeviceGetCurrPcieLinkGeneration=lambda h: 5, nvmlDeviceGetCurrPcieLinkWidth=lambda h: 16,
+        nvmlDeviceGetPcieReplayCounter=lambda h: replay_reads.append(1) or 0,
+        nvmlDeviceGetMemoryInfo=lambda h: SimpleNamespace(used=1), nvmlDeviceGetUtilizationRates=lambda h: SimpleNamespace(gpu=0))
+
+    def samples(**kwargs: Any) -> List[Dict[str, Any]]:
+        lines: List[Dict[str, Any]] = []
+        sampler = sampler_mod.NvmlSampler(0, 10.0, lambda kind, **f: lines.append(f) or f,
+                                          sampler_mod.Notices(lambda *a, **k: None), **kwargs)
+        fields = sampler_mod._fields(fake)
+        for _ in range(20):
+            sampler._take_sample(fake, None, fields)
+        return lines
+
+    assert all("pcie_replay" in s for s in samples()) and len(replay_reads) == 20  # default: every sample
+    replay_reads.clear()
+    decimated = samples(slow_every=10)
+    assert [i for i, s in enumerate(decimated) if "pcie_replay" in s] == [0, 10] and len(replay_reads) == 2
+    assert all("gfx_mhz" in s and "power_w" in s for s in decimated)  # the cheap fields every time

@@ -10,7 +10,8 @@ from reprofleet.runner.gpu_policy import check_power_limits, verify
 
 def test_read_back_within_tolerance_verifies() -> None:
     wanted = GpuPolicy(graphics_clocks=(180, 2800), power_limit_w=350)
-    assert verify(wanted, {"graphics_clocks": [180, 2805], "power_limit_w": 350.0}) == []
+    assert verify(wanted, {"graphics_clocks": [180, 2805], "graphics_clocks_freqs": [180, 2800],
+                           "power_limit_w": 350.0}) == []
 
 
 def test_a_clock_lock_the_gpu_does_not_report_is_a_problem() -> None:
@@ -18,6 +19,19 @@ def test_a_clock_lock_the_gpu_does_not_report_is_a_problem() -> None:
     problems = verify(wanted, {"graphics_clocks": [180, 3090]})
     assert problems and "graphics_clocks" in problems[0]
     assert verify(wanted, {}) != []
+
+
+def test_a_lock_only_one_read_reports_cannot_be_told_from_no_lock_and_is_a_problem() -> None:
+    wanted = GpuPolicy(graphics_clocks=(180, 1500))
+    (missing,) = verify(wanted, {"graphics_clocks": [180, 1500]})  # a pynvml without the driver's clock range
+    assert "cannot tell locked from unlocked" in missing and "graphics_clocks_freqs) is unavailable" in missing
+    (disagree,) = verify(wanted, {"graphics_clocks": [180, 1500], "graphics_clocks_freqs": [345, 1980]})
+    assert "cannot tell locked from unlocked" in disagree and "[345, 1980]" in disagree
+    memory = GpuPolicy(memory_clocks=(3201, 3201))
+    assert verify(memory, {"memory_clocks": [3201, 3201], "memory_clocks_freqs": [3201, 3201]}) == []
+    assert verify(memory, {"memory_clocks": [3201, 3201], "memory_clocks_freqs": None})
+    # application clocks have their own getter (nvmlDeviceGetApplicationsClock): one read suffices
+    assert verify(GpuPolicy(application_clocks=(3201, 1980)), {"application_clocks": [3201, 1980]}) == []
 
 
 def test_power_limit_and_persistence_are_checked() -> None:

@@ -99,3 +99,19 @@ def test_listing_query_and_summary_describe_the_card(sim_host_tree) -> None:
     assert "Driver Version                            : 610.43.03" in query
     summary = tree.run(["nvidia-smi"]).stdout
     assert "CUDA Version: 13.3" in summary and "/ 97887MiB" in summary
+
+
+def test_every_setter_call_is_counted_and_queries_are_not(sim_host_tree) -> None:
+    from reprofleet.sim.rfsim import nvsmi
+
+    tree = sim_host_tree()
+    assert nvsmi.setter_calls(tree.hw) == []
+    tree.run(["nvidia-smi", "-L"])
+    tree.run(["nvidia-smi", "-q", "-d", "CLOCK"])
+    assert nvsmi.setter_calls(tree.hw) == []  # reading changes nothing and is not a setter
+    tree.run(["nvidia-smi", "-i", "0", "-lgc", "180,2800"])
+    tree.run(["nvidia-smi", "-pl", "100"])  # refused (out of range): still asked, still counted
+    tree.run(["nvidia-smi", "--reset-gpu-clocks"])
+    calls = nvsmi.setter_calls(tree.hw)
+    assert [(c["setter"], c["value"]) for c in calls] == [("lgc", "180,2800"), ("pl", "100"), ("rgc", "")]
+    assert all(c["gpus"] == [0] for c in calls)

@@ -72,6 +72,10 @@ def test_a_clock_lock_caps_the_clock_and_reads_back_as_the_p0_range(card) -> Non
     assert pynvml.nvmlDeviceGetMinMaxClockOfPState(h, pynvml.NVML_CLOCK_GRAPHICS, pynvml.NVML_PSTATE_0) == (180, 2800)
     reasons = pynvml.nvmlDeviceGetCurrentClocksEventReasons(h)
     assert reasons & pynvml.nvmlClocksEventReasonApplicationsClocksSetting
+    freqs = pynvml.nvmlDeviceGetCurrentClockFreqs(h)  # the second read of a lock, in the H200's format
+    assert "nvclockmin=180, nvclockmax=2800," in freqs and freqs.startswith("nvclock=")
+    gpu.update_settings(0, {"locked_graphics": None}, tree.hw)
+    assert "nvclockmax=%d," % gpu.MAX_GRAPHICS_MHZ in pynvml.nvmlDeviceGetCurrentClockFreqs(h)
 
 
 def test_a_power_limit_caps_power_lowers_the_clock_and_sets_the_sw_power_cap_reason(card) -> None:

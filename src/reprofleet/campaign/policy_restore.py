@@ -22,10 +22,13 @@ from reprofleet.model import Host
 def _one(host: Host, settings: Any, action: str, ignore_lease: bool) -> dict[str, Any] | ReprofleetError:
     def work(agent: AgentClient) -> dict[str, Any]:
         agent.ignore_lease = ignore_lease  # else a host a live campaign holds refuses (HostLeased)
-        readback = policy.restore(agent, host.gpu_index) if action == "restore" else policy.read(agent, host.gpu_index)
+        gpu_restore = action == "restore" and not host.observe_only  # an observe-only card is only read
+        readback = policy.restore(agent, host) if gpu_restore else policy.read(agent, host.gpu_index)
         # the lockup-to-panic sysctls too: one more agent call, and a killed campaign leaves them set
         sysctls = host_debug.restore(agent) if action == "restore" else host_debug.read(agent)
         result = {**readback, "host_debug": dict(sysctls)}
+        if action == "restore" and host.observe_only:
+            result["gpu_policy"] = "observe-only (gpu_policy: observe): the GPU was read, never set"
         if action == "restore":  # and netconsole aimed at a controller that may be gone (a no-op when unset)
             report = agent.netconsole(["restore"])
             result["netconsole"] = "restored" if report.ok else f"restore failed: {'; '.join(map(str, report.errors))}"

@@ -6,6 +6,9 @@ unset credential variable or a mistyped ``model:`` before a campaign starts, not
 first wedge hours into it. ``power_states_at_start`` is the one check that contacts
 something (each PDU/BMC is asked for its state) and is for the campaign's start only.
 
+A cell that asks for a GPU setting is refused for an observe-only host (``gpu_policy:
+observe``), one line per host and cell, and the campaign runs the others there.
+
 A power limit outside a card's range would fail on the host after other hosts were already
 changed, so it is refused up front from what is known without asking: the inventory's
 ``gpu_power_limits: [min, max]``, or the facts a previous ``invoke facts`` or campaign
@@ -19,7 +22,7 @@ from pathlib import Path
 from reprofleet.credentials import resolve_env_secrets
 from reprofleet.errors import Location, PlaybookError
 from reprofleet.model import Host, Playbook
-from reprofleet.runner.gpu_policy import cells_out_of_range
+from reprofleet.runner.gpu_policy import cells_out_of_range, refusals
 from reprofleet.power import PowerLog, PowerState
 from reprofleet.power.locks import lock_folder
 from reprofleet.power.ports import HostPower, ask_power_states, build_host_power
@@ -38,6 +41,12 @@ def check_playbook_against_hosts(playbook: Playbook, hosts: tuple[Host, ...], re
                 Location(playbook.path, None, f"matrix[{cell.index}].power_limit"),
                 f"cell {cell.name!r} asks {cell.gpu.power_limit_w:g} W, but {host.name}'s GPU takes {low:g}-{high:g} W",
             )
+
+
+def observe_only_refusals(playbook: Playbook, hosts: tuple[Host, ...]) -> list[str]:
+    """The cells each observe-only host refuses (they ask for a GPU setting), one line per
+    host and cell: printed before a campaign starts, and left out of that host's plan."""
+    return refusals(playbook, hosts)
 
 
 def check_power(hosts: tuple[Host, ...], report_root: Path, log: PowerLog | None = None) -> dict[str, HostPower]:

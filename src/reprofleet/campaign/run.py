@@ -19,7 +19,7 @@ from typing import Any, Callable, Mapping, Sequence
 
 from reprofleet.clock import Clock, SystemClock
 from reprofleet.credentials import resolve_env_secrets, secret_digest
-from reprofleet.runner import cache_sync, netconsole as netconsole_setup, poc, runtimes as runtime_truth
+from reprofleet.runner import cache_sync, gpu_policy, netconsole as netconsole_setup, poc, runtimes as runtime_truth
 from reprofleet.remote.agent import load_bundle
 from reprofleet.errors import ReprofleetError
 from reprofleet.runner.context import CampaignContext, RunSettings, cell_identity
@@ -65,13 +65,15 @@ def new_campaign_id(playbook: Playbook) -> str:
 
 def make_plan(playbook: Playbook, hosts: Sequence[Host], campaign_id: str | None = None,
               done: Mapping[tuple[str, str], int] | None = None) -> CampaignPlan:
-    """Each host's (cell, attempt index) sequence; attempts already recorded are skipped."""
+    """Each host's (cell, attempt index) sequence; attempts already recorded are skipped, and
+    so are the cells an observe-only host refuses (``gpu_policy.refusal``: they ask for a setting)."""
     done = done or {}
     per_host: dict[str, tuple[tuple[Cell, int], ...]] = {}
     for host in hosts:
         order = plan_order(playbook, host.name)
         per_host[host.name] = tuple(
             (playbook.cells[c], k) for c, k in order if k >= done.get((host.name, playbook.cells[c].name), 0)
+            and gpu_policy.refusal(host, playbook.cells[c]) is None
         )
     return CampaignPlan(campaign_id or new_campaign_id(playbook), playbook, tuple(hosts), per_host)
 
@@ -107,6 +109,7 @@ def describe_plan(plan: CampaignPlan) -> str:
     lines.append(f"attempts planned: {plan.total_attempts} "
                  f"({', '.join(f'{h}: {len(v)}' for h, v in plan.per_host.items())})"
                  + ("; at most: a cell with a stop rule ends early on a host once its rule decides" if early else ""))
+    lines += gpu_policy.refusals(book, plan.hosts)  # one line per (observe-only host, cell asking a setting)
     hours = plan.expected_duration_s() / 3600
     lines.append(f"duration: at most {hours:.1f} h if every attempt ran to its {book.timeouts.attempt:g} s timeout "
                  "(plus power cycles and boots)")

@@ -207,6 +207,11 @@ def run_and_report(c: Any, hosts: str, playbook: str, attempts: int | None, dry_
     check_playbook_against_hosts(book, inventory.hosts, report_root)
     plan = campaign_mod.make_plan(book, inventory.hosts, campaign_id, done)
     console = _console()
+    if not dry_run:  # the dry run's plan text carries these lines itself
+        from reprofleet.campaign.preflight import observe_only_refusals
+
+        for line in observe_only_refusals(book, inventory.hosts):
+            _stderr_console().print(f"[yellow]{line}[/]")
     if dry_run:
         if limit:
             print(f"--limit {limit!r} chose {len(inventory.hosts)} of the {len(whole.hosts)} hosts of {whole.source}")

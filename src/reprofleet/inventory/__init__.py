@@ -16,7 +16,8 @@ Modules: ``load`` (which reader a path needs), ``graph`` (groups and hosts), ``r
 ``vars_files`` (group_vars/host_vars), ``hosts`` (precedence and Host construction),
 ``listing`` (the ``ansible-inventory`` path), ``values`` (what they share), ``netconsole``
 (the ``netconsole:`` block), ``login`` (host names, addresses and users are data, never
-ssh options).
+ssh options), ``gpu_access`` (``gpu_policy: observe``: hosts whose GPU settings are never
+changed).
 """
 
 from __future__ import annotations

@@ -18,6 +18,7 @@ from reprofleet.suggest import did_you_mean, line_of, plain
 
 from reprofleet.inventory.graph import Graph
 from reprofleet.inventory.login import check_login_value
+from reprofleet.inventory.gpu_access import VARIABLE as GPU_ACCESS_VARIABLE, gpu_access
 from reprofleet.inventory.netconsole import netconsole_setting
 from reprofleet.inventory.values import Sourced, as_int, as_text
 from reprofleet.inventory.vars_files import VarsFiles
@@ -118,6 +119,7 @@ def host_from_vars(name: str, merged: Mapping[str, Sourced], groups: Iterable[st
         vars=frozen_mapping({key: plain(item.value) for key, item in merged.items()}),
         more_pdus=tuple(ports[1:]),
         netconsole=netconsole_setting(netconsole) if netconsole else None,
+        gpu_access=gpu_access(_last(merged, (GPU_ACCESS_VARIABLE,))),
     )
 
 

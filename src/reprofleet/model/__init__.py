@@ -7,7 +7,7 @@ here, so ``from reprofleet.model import Host`` works whichever module defines it
 Modules: ``values`` (read-only mappings), ``outcomes`` (Outcome, Phase, Role), ``phases``
 (each engine generation's phase order, where an attempt ended against the phase at risk),
 ``judging`` (Judging, StopRule), ``stream`` (the kinds of stream line), ``hosts`` (Host, PowerPort,
-CredentialRef, NetconsoleSetting), ``cells`` (Cell, GpuPolicy, HostDebug, Runtime),
+CredentialRef, NetconsoleSetting, GpuAccess), ``cells`` (Cell, GpuPolicy, HostDebug, Runtime),
 ``playbook`` (Playbook, Poc, Timeouts), ``records`` (Record, the schema version),
 ``events`` (the campaign's event names), ``reasons`` (typed reasons an attempt was not judged).
 """
@@ -20,7 +20,7 @@ from reprofleet.model.phases import PHASE_ORDERS, EngineRunner, PhasePosition
 from reprofleet.model.judging import (DEFAULT_FIXED_RATIO, DEFAULT_MAX_EXCLUDED_SHARE, DEFAULT_REPRODUCTIONS, Classified,
                                       EarlyReproductions, Judging, StopKind, StopRule)
 from reprofleet.model.stream import EventKind
-from reprofleet.model.hosts import CredentialRef, Host, NetconsoleSetting, PowerPort
+from reprofleet.model.hosts import CredentialRef, GpuAccess, Host, NetconsoleSetting, PowerPort
 from reprofleet.model.cells import Cell, GpuPolicy, HostDebug, PipOptions, Runtime, RuntimeKind
 from reprofleet.model.playbook import CACHE_MODES, EnvSecret, Playbook, Poc, Timeouts
 from reprofleet.model.records import Record, SCHEMA_VERSION
@@ -39,6 +39,7 @@ __all__ = [
     "EarlyReproductions",
     "EngineRunner",
     "EventKind",
+    "GpuAccess",
     "GpuPolicy",
     "Host",
     "HostDebug",

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from enum import Enum
 from typing import Any, Mapping
 
 from reprofleet.model.values import frozen_mapping
@@ -50,6 +51,19 @@ class NetconsoleSetting:
     where: str = field(default="", compare=False, hash=False)  # inventory file:line of the block
 
 
+class GpuAccess(str, Enum):
+    """What a campaign may do to a host's GPU (the inventory's ``gpu_policy``).
+
+    ``manage`` (the default): the controller sets and restores clocks, power limit and
+    persistence through ``nvidia-smi``. ``observe``: a machine we do not own (a shared box,
+    a cloud GPU): no setter ever runs there, the card is only read back, and a cell that
+    asks for a setting is refused for that host before anything runs.
+    """
+
+    MANAGE = "manage"
+    OBSERVE = "observe"
+
+
 @dataclass(frozen=True)
 class Host:
     """A machine under test, as the inventory describes it."""
@@ -66,6 +80,11 @@ class Host:
     vars: Mapping[str, Any] = field(default_factory=frozen_mapping, compare=False, hash=False)
     more_pdus: tuple[PowerPort, ...] = ()  # further outlets (a second power supply), from ``outlets:``
     netconsole: NetconsoleSetting | None = None  # kernel messages over UDP to the controller
+    gpu_access: GpuAccess = GpuAccess.MANAGE  # ``gpu_policy: observe``: never a GPU setter on this host
+
+    @property
+    def observe_only(self) -> bool:
+        return self.gpu_access is GpuAccess.OBSERVE
 
     @property
     def power_ports(self) -> tuple[PowerPort, ...]:

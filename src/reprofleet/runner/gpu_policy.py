@@ -3,6 +3,11 @@
 Policy is an experimental factor, so what goes into a record is what the GPU *reports*
 after we asked, not what we asked. A policy that does not read back within tolerance makes
 the attempt ``infra``: running it would attribute an outcome to the wrong setting.
+
+An observe-only host (inventory ``gpu_policy: observe``) is one we do not own: ``apply``
+and ``restore`` (the only paths to an ``nvidia-smi`` setter) refuse it before the agent is
+asked, a cell that asks for a setting is refused for it before the campaign starts
+(``refusals``), and its attempts carry the read-back of the card as its owner left it.
 """
 
 from __future__ import annotations
@@ -26,16 +31,40 @@ class PolicyState:
     readback: Mapping[str, Any]
 
 
+# A lock has no NVML getter: the P0 range and the driver's current clock range (the agent's
+# ``*_freqs``, from nvmlDeviceGetCurrentClockFreqs) must both report it (collectors/gpu_policy.py).
+LOCK_SECOND_READ = {"graphics_clocks": "graphics_clocks_freqs", "memory_clocks": "memory_clocks_freqs"}
+
+
+def _off(got: Any, wanted: Any) -> bool:
+    return not got or any(abs(int(g) - int(w)) > CLOCK_TOLERANCE_MHZ for g, w in zip(got, wanted))
+
+
 def verify(requested: GpuPolicy, readback: Mapping[str, Any]) -> list[str]:
-    """Differences between what was asked and what the GPU reports (empty = verified)."""
+    """Differences between what was asked and what the GPU reports (empty = verified).
+
+    A clock lock is verified only when two independent reads agree on it; one that cannot be
+    told from no lock (the second read missing, or the two disagreeing) is a problem, so the
+    attempt is ``infra`` with these words, never run under a lock nobody saw hold."""
     problems: list[str] = []
     for name in ("graphics_clocks", "memory_clocks", "application_clocks"):
         wanted = getattr(requested, name)
         if wanted is None:
             continue
         got = readback.get(name)
-        if not got or any(abs(int(g) - int(w)) > CLOCK_TOLERANCE_MHZ for g, w in zip(got, wanted)):
+        if _off(got, wanted):
             problems.append(f"{name}: asked {list(wanted)}, GPU reports {got}")
+            continue
+        second = LOCK_SECOND_READ.get(name)
+        if second is None:
+            continue
+        other = readback.get(second)
+        if other is None:
+            problems.append(f"{name}: the read-back cannot tell locked from unlocked: the P0 range reads {got}, "
+                            f"and the driver's clock range ({second}) is unavailable to confirm it")
+        elif _off(other, wanted):
+            problems.append(f"{name}: the read-back cannot tell locked from unlocked: asked {list(wanted)}, the "
+                            f"P0 range reads {got} but the driver's clock range ({second}) reads {other}")
     if requested.power_limit_w is not None:
         got = readback.get("power_limit_w")
         if got is None or abs(float(got) - requested.power_limit_w) > POWER_TOLERANCE_W:
@@ -71,9 +100,30 @@ def changed_since(applied: Mapping[str, Any], now: Mapping[str, Any]) -> list[st
     return changes
 
 
-def apply(agent: AgentClient, gpu: int, requested: GpuPolicy) -> PolicyState:
+def refusal(host: Host, cell: Cell) -> str | None:
+    """Why ``cell`` may not run on ``host`` (one line naming both), or None."""
+    if not host.observe_only or cell.gpu.is_default:
+        return None
+    asks = ", ".join(f"{name} {value}" for name, value in cell.gpu.as_dict().items())
+    return (f"{host.name}: cell {cell.name!r} refused: the host is observe-only (gpu_policy: observe: no GPU "
+            f"setting is ever changed there) and the cell asks {asks}")
+
+
+def refusals(playbook: Playbook, hosts: tuple[Host, ...]) -> list[str]:
+    """Every (host, cell) pair refused, one line each: the dry run and the preflight print them."""
+    return [line for host in hosts for cell in playbook.cells if (line := refusal(host, cell)) is not None]
+
+
+def _refuse_setters(host: Host, action: str) -> None:
+    if host.observe_only:
+        raise PolicyError(f"{host.name}: policy {action} refused: the host is observe-only (gpu_policy: observe), "
+                          "no nvidia-smi setter runs there")
+
+
+def apply(agent: AgentClient, host: Host, requested: GpuPolicy) -> PolicyState:
     """Apply ``requested`` (unset fields reset to the card default) and verify it."""
-    report = agent.policy("apply", gpu, requested.as_dict())
+    _refuse_setters(host, "apply")
+    report = agent.policy("apply", host.gpu_index, requested.as_dict())
     readback = dict(report.readback)
     problems = list(report.errors) + verify(requested, readback)
     if not report.ok or problems:
@@ -85,9 +135,10 @@ def read(agent: AgentClient, gpu: int) -> Mapping[str, Any]:
     return dict(agent.policy("read", gpu).readback)
 
 
-def restore(agent: AgentClient, gpu: int) -> Mapping[str, Any]:
+def restore(agent: AgentClient, host: Host) -> Mapping[str, Any]:
     """Put the card back to its defaults; returns the read-back after restoring."""
-    report = agent.policy("restore", gpu)
+    _refuse_setters(host, "restore")
+    report = agent.policy("restore", host.gpu_index)
     if not report.ok:
         raise PolicyError(f"{agent.host}: restore failed: {list(report.errors)}")
     return dict(report.readback)
@@ -111,7 +162,7 @@ def cells_out_of_range(playbook: Playbook, host: Host,
                        facts: Mapping[str, Any] | None) -> list[tuple[Cell, float, float]]:
     """Cells whose power limit this host's card cannot take, with the card's range."""
     limits = power_limit_range(host, facts)
-    if limits is None:
+    if limits is None or host.observe_only:  # its policy cells are refused, not out of range
         return []
     low, high = limits
     return [(cell, low, high) for cell in playbook.cells

@@ -53,6 +53,7 @@ class HostState:
     uptime_at_boot_check: float | None = None
     applied: policy.PolicyState | None = None
     last_requested: GpuPolicy | None = None  # the policy the last attempt asked for (recovery re-applies it)
+    observed: Mapping[str, Any] | None = None  # an observe-only host: the card's last read-back (never set)
     facts_hash: str | None = None
     poc_path: str = ""
     quarantined: str | None = None
@@ -364,6 +365,8 @@ class HostRunner:
     # -- policy ----------------------------------------------------------------------
     def ensure_policy(self, agent: AgentClient, wanted: GpuPolicy) -> Mapping[str, Any]:
         """The cell's policy in force, and what the GPU reports right now (one read per attempt)."""
+        if self.host.observe_only:
+            return self._observe_policy(agent, wanted)
         if self.state.applied is not None and self.state.applied.requested == wanted:
             now = policy.read(agent, self.host.gpu_index)
             changes = policy.changed_since(self.state.applied.readback, now)
@@ -375,10 +378,26 @@ class HostRunner:
         # A boot not yet verified is applied and read back whatever the cell asks, the
         # default cell included: a lock left by a killed controller must not run the reference.
         self.state.last_requested = wanted
-        state = policy.apply(agent, self.host.gpu_index, wanted)  # its read-back is fresh
+        state = policy.apply(agent, self.host, wanted)  # its read-back is fresh
         self.ctx.event(self.host.name, CampaignEvent.POLICY_APPLIED, policy=wanted.as_dict(), readback=dict(state.readback))
         self.state.applied = state
         return state.readback
+
+    def _observe_policy(self, agent: AgentClient, wanted: GpuPolicy) -> Mapping[str, Any]:
+        """An observe-only host: the card is read, never set. A cell that asks for a setting
+        was refused before the campaign started; one that reaches here all the same (a plan
+        built by other code) is infra, never run under settings it did not ask for."""
+        if not wanted.is_default:
+            raise PolicyError(f"{self.host.name}: the host is observe-only (gpu_policy: observe) and the cell asks "
+                              f"{wanted.as_dict()}: not run")
+        now = policy.read(agent, self.host.gpu_index)
+        changes = policy.changed_since(self.state.observed, now) if self.state.observed is not None else []
+        if changes:
+            self.ctx.event(self.host.name, CampaignEvent.POLICY_CHANGED, policy={}, changes=changes,
+                           message="observe-only host: the card's settings changed between attempts (by its owner?); "
+                                   "left as they are, the record carries the new read-back")
+        self.state.observed = now
+        return now
 
     def reapply_after_recovery(self) -> str | None:
         """After a recovery the new boot has lost the card's settings: the last attempt's policy
@@ -411,10 +430,10 @@ class HostRunner:
         """Defaults back at the end. A host this run prepared is restored even when this run
         applied nothing: a resume with no slot left on it must still undo the lock a killed
         controller left between its last record and its own restore."""
-        if not give_back or (self.state.applied is None and not self.state.prepared):
-            return
+        if not give_back or self.host.observe_only or (self.state.applied is None and not self.state.prepared):
+            return  # an observe-only host's card was never set: nothing to put back
         try:
-            readback = policy.restore(self.agent(), self.host.gpu_index)
+            readback = policy.restore(self.agent(), self.host)
             self.ctx.event(self.host.name, CampaignEvent.POLICY_RESTORED, readback=dict(readback))
             self.state.applied = None
         except ReprofleetError as exc:

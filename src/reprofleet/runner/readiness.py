@@ -7,6 +7,8 @@ if it had run. Each problem is one line naming what is missing and how to fix it
 is quarantined with them and no attempt starts on it.
 
 Only facts the agent sent are judged: a key it did not send is unknown, never a problem.
+An observe-only host (``gpu_policy: observe``) never runs a setter, so neither nvidia-smi
+nor the rights to use it are asked of it: a cloud GPU whose user is not root can run there.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from reprofleet.model import Cell, Host, RuntimeKind
 def problems(host: Host, cells: Iterable[Cell], facts: Mapping[str, Any]) -> list[str]:
     """What stops ``host`` from running ``cells``, one line each ([] when it can)."""
     cells = list(cells)
-    found = _nvml(host, facts) + _nvidia_smi(facts)
+    found = _nvml(host, facts) + ([] if host.observe_only else _nvidia_smi(facts))
     if any(cell.runtime.kind is RuntimeKind.DOCKER for cell in cells):
         found += _docker(facts)
     return found

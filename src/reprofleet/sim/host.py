@@ -20,7 +20,7 @@ from reprofleet.sim.cgroup import CpuGroup, FreezerGroup
 from reprofleet.sim.layout import FleetPaths, HostPaths
 from reprofleet.sim.manifest import HostRecord
 from reprofleet.sim.procs import SimError, parent_pid, wait_until
-from reprofleet.sim.rfsim import boots, gpu, hwio
+from reprofleet.sim.rfsim import boots, gpu, hwio, nvsmi
 from reprofleet.sim.spec import SimHostSpec
 
 BOOT_SLACK_S = 15.0
@@ -79,6 +79,10 @@ class SimHost:
         state = gpu.read_state(index, self.paths.hw)
         state["load"] = gpu.read_load(index, self.paths.hw)
         return state
+
+    def nvidia_smi_setter_calls(self) -> list[dict[str, Any]]:
+        """Every ``nvidia-smi`` setter (-lgc, -rgc, -pl, -pm ...) this host's tool was asked to run."""
+        return [dict(call) for call in nvsmi.setter_calls(self.paths.hw)]
 
     def ssh_banner(self, timeout_s: float = 2.0) -> str | None:
         """sshd's first line, or None: no connection, or a connection that says nothing."""

@@ -234,6 +234,20 @@ def nvmlDeviceGetMinMaxClockOfPState(handle: c_nvmlDevice_t, clock_type: int, ps
     return (int(locked[0]), int(locked[1])) if locked else (gpu.MIN_GRAPHICS_MHZ, gpu.MAX_GRAPHICS_MHZ)
 
 
+def nvmlDeviceGetCurrentClockFreqs(handle: c_nvmlDevice_t) -> str:
+    """The driver's clock string in the format an H200 gave it (driver 580.159.04:
+    ``nvclock=345, nvclockmin=345, nvclockmax=1980, nvclockeditable=0, memclock=3201, ...``).
+    The simulated card reports its lock here as it does in the P0 range: whether a real
+    card does is what the controller's two-read rule guards against."""
+    state = _state(handle)
+    gfx = state.get("locked_graphics") or (gpu.MIN_GRAPHICS_MHZ, gpu.MAX_GRAPHICS_MHZ)
+    mem = state.get("locked_memory") or (gpu.MIN_MEMORY_MHZ, gpu.MAX_MEMORY_MHZ)
+    now_gfx = nvmlDeviceGetClockInfo(handle, NVML_CLOCK_GRAPHICS)
+    now_mem = nvmlDeviceGetClockInfo(handle, NVML_CLOCK_MEM)
+    return (f"nvclock={now_gfx}, nvclockmin={int(gfx[0])}, nvclockmax={int(gfx[1])}, nvclockeditable=0, "
+            f"memclock={now_mem}, memclockmin={int(mem[0])}, memclockmax={int(mem[1])}, memclockeditable=0")
+
+
 def nvmlDeviceGetApplicationsClock(handle: c_nvmlDevice_t, clock_type: int) -> int:
     clocks = _state(handle).get("application_clocks") or [gpu.MAX_MEMORY_MHZ, gpu.MAX_GRAPHICS_MHZ]
     return int(clocks[0]) if clock_type == NVML_CLOCK_MEM else int(clocks[1])

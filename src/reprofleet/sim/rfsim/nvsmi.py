@@ -9,19 +9,24 @@ spaces), and exit 15: nvidia-smi(1) RETURN VALUE, "The GPU has fallen off the bu
 otherwise become inaccessible".
 
 Settings are written to the card's state file, where the fake NVML, the wedge model and
-the hardware daemon (which resets them on power off) see them.
+the hardware daemon (which resets them on power off) see them. Every setter call (``-lgc``,
+``-rgc``, ``-pl``, ``-pm`` ...) is also appended to ``nvidia-smi-setters.jsonl`` beside it,
+whatever its outcome, so a test can count what a host was asked to change: an observe-only
+host must see none.
 
 Host-side module: standard library only.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 import time
+from pathlib import Path
 from typing import Callable, Dict, List, Optional, Tuple
 
-from . import gpu, nvsmi_report
+from . import gpu, hwio, nvsmi_report
 
 RC_OK, RC_INVALID, RC_NO_PERMISSION, RC_NOT_FOUND, RC_NO_DRIVER, RC_GPU_LOST = 0, 2, 4, 6, 9, 15
 GPU_LOST = "Unable to determine the device handle for GPU {bus}: GPU is lost.  Reboot the system to recover this GPU"
@@ -187,8 +192,35 @@ SETTERS: Dict[str, Tuple[Setter, str]] = {
 }
 
 
+SETTER_LOG = "nvidia-smi-setters.jsonl"
+
+
+def setter_log_path(hw: Optional[Path] = None) -> Path:
+    return (hw or hwio.hw_dir()) / SETTER_LOG
+
+
+def record_setter_call(name: str, value: str, targets: List[int]) -> None:
+    """One line per setter invocation, before it is tried (a refused one was still asked)."""
+    line = json.dumps({"t": time.time(), "setter": name, "value": value, "gpus": targets, "euid": os.geteuid()})
+    try:
+        with open(setter_log_path(), "a", encoding="utf-8") as log:
+            log.write(line + "\n")
+    except OSError as exc:  # an unprivileged caller cannot write the hardware folder; it is refused below anyway
+        sys.stderr.write("rfsim: setter call not logged: %s\n" % exc)
+
+
+def setter_calls(hw: Optional[Path] = None) -> List[Dict[str, object]]:
+    """Every setter call recorded on this host so far (oldest first)."""
+    try:
+        text = setter_log_path(hw).read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return []
+    return [json.loads(line) for line in text.splitlines() if line.strip()]
+
+
 def modify(name: str, value: str, targets: List[int]) -> int:
     setter, denied = SETTERS[name]
+    record_setter_call(name, value, targets)
     for index in targets:
         state = gpu.read_state(index)
         if os.geteuid() != 0:
