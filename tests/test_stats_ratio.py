@@ -83,14 +83,19 @@ def test_by_enumeration_the_one_sided_bound_misses_the_true_ratio_about_as_often
     assert max(misses) <= worst
 
 
-def test_beyond_two_to_one_the_comparison_takes_the_e_process_which_holds_where_the_score_bound_does_not() -> None:
+def test_beyond_two_to_one_the_cut_score_bound_and_the_e_process_together_hold() -> None:
+    """The score bound on the raw unbalanced strata misses (11.7% false "fixed" at 136 against
+    10); cut to 2:1 at the worst case and joined with the e-process (Bonferroni) it holds, at
+    every size below."""
     from reprofleet.stats.comparison import p_fixed, weigh
 
     sparse = [((0, 136), (1, 10))]  # where the advice of a one-sample rule would lead: 136 clean against 1/10
-    assert ratio.upper_bound(sparse).upper < 0.2  # the score bound says "a fifth at most" from one reproduction
+    assert ratio.upper_bound(sparse).upper < 0.2  # the raw score bound says "a fifth at most" from one reproduction
     evidence = weigh(sparse, anytime_valid=False, fixed_ratio=0.2)
-    assert "e-process" in evidence.ratio_method and evidence.ratio_upper > 1.0
+    assert "2:1 at its worst case" in evidence.ratio_method and evidence.ratio_upper > 0.2
     assert not ratio.balanced(sparse) and ratio.balanced([((0, 20), (1, 10))])
+    assert ratio.balanced_worst_case([((3, 50), (4, 10))]) == [((3, 20), (4, 10))]  # the cell keeps its count
+    assert ratio.balanced_worst_case([((1, 10), (9, 50))]) == [((1, 10), (0, 20))]  # the reference keeps its fewest
 
     def false_fixed(n1: int, n2: int, rho: float) -> float:
         decided = np.array([[p_fixed([((x, n1), (y, n2))], anytime_valid=False, fixed_ratio=rho) < 0.05
@@ -101,4 +106,16 @@ def test_beyond_two_to_one_the_comparison_takes_the_e_process_which_holds_where_
             py = binom.pmf(np.arange(n2 + 1), n2, p2)
             worst = max(worst, float((px[:, None] * py[None, :] * decided).sum()))
         return worst
-    assert false_fixed(136, 10, 0.2) <= 0.05  # the score bound alone: 11.7% (p2 = 0.03)
+    for n1, n2 in ((136, 10), (61, 30), (90, 30), (30, 10), (100, 24)):
+        assert false_fixed(n1, n2, 0.2) <= 0.05, (n1, n2)  # the raw score bound at 136/10: 11.7% (p2 = 0.03)
+
+
+def test_more_clean_attempts_past_two_to_one_never_take_fixed_away() -> None:
+    """Was: 0/60 on four hosts against 9/30 fixed (the score bound), 0/61 not (the e-process alone)."""
+    from reprofleet.stats.comparison import weigh
+
+    evidence = [weigh([((0, n), (9, 30))] * 4, anytime_valid=False, fixed_ratio=0.2) for n in (55, 60, 61, 90, 200)]
+    assert all(e.p_fixed < 0.001 and e.ratio_upper < 0.06 for e in evidence)  # fixed at every size
+    past = evidence[2:]  # past 2:1 (each answer at half the level, so the step at 2:1 costs a factor 2, once)
+    assert [e.p_fixed for e in past] == sorted((e.p_fixed for e in past), reverse=True)
+    assert [e.ratio_upper for e in past] == sorted((e.ratio_upper for e in past), reverse=True)
