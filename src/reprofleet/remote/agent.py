@@ -18,7 +18,7 @@ from typing import Any, Mapping
 
 from reprofleet.errors import AgentError, AgentFenced, AgentRefused, HostLeased
 from reprofleet.model import EventKind, frozen_mapping
-from reprofleet.remote import replies
+from reprofleet.remote import host_bytes, replies
 from reprofleet.remote.transport import LineStream, Session
 
 REMOTE_ROOT = ".cache/reprofleet"  # relative to the login user's home (SFTP starts there)
@@ -85,8 +85,8 @@ class StreamEvent:
 
 
 def parse_event(host: str, raw: str) -> StreamEvent:
-    data = _maybe_json(raw)
-    if not isinstance(data, dict) or not isinstance(data.get("k"), str):
+    data = host_bytes.parse_object(host, raw, "stream")
+    if not isinstance(data.get("k"), str):
         raise AgentError(host, f"not a stream line: {raw[:200]!r}")
     if data["k"] == "error":
         raise error_of(host, data)
@@ -106,13 +106,6 @@ def error_of(host: str, line: Mapping[str, Any], prefix: str = "") -> AgentError
     """The typed error of an agent's ``{"k": "error", "code": ...}`` line (PROTOCOL.md)."""
     kind = ERROR_CODES.get(str(line.get("code")), AgentError)
     return kind(host, f"{prefix}{line.get('error')}")
-
-
-def _maybe_json(raw: str) -> Any:
-    try:
-        return json.loads(raw)
-    except ValueError:
-        return None
 
 
 class EventStream:
@@ -178,12 +171,7 @@ class AgentClient:
         """Run a one-shot subcommand; return its JSON lines."""
         command = f"{self._agent} {' '.join(shlex.quote(a) for a in args)}"
         result = self.session.run(command, timeout=timeout)
-        try:
-            lines = result.json_lines()
-        except ValueError as exc:
-            raise AgentError(self.host, f"{args[0]}: output is not JSON lines: {result.stdout[:200]!r}") from exc
-        if not all(isinstance(line, dict) for line in lines):
-            raise AgentError(self.host, f"{args[0]}: a line is not a JSON object: {result.stdout[:200]!r}")
+        lines = result.json_lines(self.host, args[0])
         coded = [line for line in lines if line.get("k") == "error" and line.get("code") in ERROR_CODES]
         if coded:
             raise error_of(self.host, coded[0], f"{args[0]}: ")
@@ -302,10 +290,7 @@ class AgentClient:
             args.append("--break")
         command = f"{self._agent} {' '.join(shlex.quote(a) for a in args)}"
         result = self.session.run(command, timeout=30)
-        try:
-            lines = result.json_lines()
-        except ValueError as exc:
-            raise AgentError(self.host, f"lease {action}: output is not JSON lines: {result.stdout[:200]!r}") from exc
+        lines = result.json_lines(self.host, f"lease {action}")
         for line in lines:
             if isinstance(line, Mapping) and line.get("k") == "lease":
                 return replies.parse_lease(self.host, line)
