@@ -22,7 +22,7 @@ from typing import Any, BinaryIO, Protocol
 from reprofleet.errors import AgentError
 
 MAX_LINE_BYTES = 1 << 20  # one JSON line from the agent
-MAX_MANIFEST_BYTES = 64 << 20  # ``cache send``'s first line: one entry per file of a harvested cache
+MAX_MANIFEST_BYTES = 32 << 20  # ``cache send``'s first line: one entry per file of a harvested cache
 MAX_REPLY_BYTES = 16 << 20  # a command's whole stdout (or stderr), read to its end
 MAX_DEPTH = 32  # nesting of objects and lists in one reply (the agent's deepest is 4)
 MAX_INT_DIGITS = 40  # an integer the agent sends: byte counts, nanoseconds, PIDs (a u128 has 39 digits)
