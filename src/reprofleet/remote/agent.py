@@ -162,7 +162,7 @@ class AgentClient:
 
     def push_file(self, content: bytes, remote_rel_dir: str, name: str) -> str:
         """Upload one file under the agent's state root; returns its path relative to $HOME."""
-        self.session.run(f'mkdir -p "$HOME"/{REMOTE_ROOT}/{remote_rel_dir}', timeout=15)
+        self.session.run(f'mkdir -p "$HOME"/{shlex.quote(f"{REMOTE_ROOT}/{remote_rel_dir}")}', timeout=15)
         path = f"{REMOTE_ROOT}/{remote_rel_dir}/{name}"
         self.session.put_bytes(content, path, 0o644)
         return path
