@@ -190,6 +190,17 @@ def test_a_manifest_line_of_the_wrong_shape_is_our_error(lab: SimpleNamespace, s
     assert len(str(error)) < 1200
 
 
+def test_a_staging_folder_planted_as_a_link_is_never_written_through(lab: SimpleNamespace) -> None:
+    import os
+
+    outside = lab.tmp / "outside"
+    outside.mkdir()
+    (lab.root / "snapshots" / f".snap.pulling-{os.getpid()}").symlink_to(outside, target_is_directory=True)
+    error = refused_without_a_trace(lab, wire([entry("a")], {"a": b"x\n"}))
+    assert "cannot pull into" in str(error)
+    assert list(outside.iterdir()) == [] and (lab.root / "snapshots" / f".snap.pulling-{os.getpid()}").is_symlink()
+
+
 def test_a_stream_that_lies_about_its_objects_leaves_no_staging_folder(lab: SimpleNamespace) -> None:
     files = [entry("a", b"x\n"), entry("b", b"y\n")]
     good = wire(files, {"a": b"x\n", "b": b"y\n"})

@@ -210,8 +210,8 @@ def load_located_yaml(
     try:
         return instance.get_single_data()
     except YamlTooBig as exc:
-        line = exc.problem_mark.line + 1 if exc.problem_mark is not None else 1
-        raise error(Location(file, line, exc.field), f"YAML refused: {exc.problem}") from None
+        at = exc.problem_mark.line + 1 if exc.problem_mark is not None else 1
+        raise error(Location(file, at, exc.field), f"YAML refused: {exc.problem}") from None
     except RecursionError:
         raise error(Location(file, 1, "(document)"), f"YAML refused: nested deeper than {MAX_DEPTH} levels") from None
     except yaml.MarkedYAMLError as exc:

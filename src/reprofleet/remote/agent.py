@@ -96,7 +96,12 @@ def parse_event(host: str, raw: str) -> StreamEvent:
         kind = EventKind.NOTICE  # a kind from a newer agent: kept verbatim in the stream file
     if kind is EventKind.EXIT:
         replies.parse_exit(host, data)  # the outcome is judged from it: a malformed one is an AgentError here
-    return StreamEvent(kind, float(data.get("t", 0.0)), data.get("seq"), frozen_mapping(data), raw)
+    t, seq = data.get("t", 0.0), data.get("seq")
+    if isinstance(t, bool) or not isinstance(t, (int, float)):
+        raise AgentError(host, f"stream: 't' is not a number: {raw[:200]!r}")
+    if seq is not None and (isinstance(seq, bool) or not isinstance(seq, int)):
+        raise AgentError(host, f"stream: 'seq' is not a whole number: {raw[:200]!r}")
+    return StreamEvent(kind, float(t), seq, frozen_mapping(data), raw)
 
 
 ERROR_CODES: dict[str, type[AgentError]] = {"busy": AgentRefused, "fenced": AgentFenced, "leased": HostLeased}

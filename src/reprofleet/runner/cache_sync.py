@@ -326,10 +326,11 @@ def checked_manifest(host: str, head: Mapping[str, Any], staging: Path) -> tuple
         folders = ["/".join(entry.path.split("/")[:n]) for n in range(1, entry.path.count("/") + 1)]
         if any(folder in paths for folder in folders):
             raise _refuse(host, index, files[index], "path", "is under another entry's file")
-    if len(paths) != len(entries):
-        seen: set[str] = set()
-        index = next(i for i, entry in enumerate(entries) if entry.path in seen or seen.add(entry.path))
-        raise _refuse(host, index, files[index], "path", "named twice")
+    seen: set[str] = set()
+    for index, entry in enumerate(entries):
+        if entry.path in seen:
+            raise _refuse(host, index, files[index], "path", "named twice")
+        seen.add(entry.path)
     return snapshot, entries
 
 
