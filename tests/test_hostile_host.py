@@ -345,3 +345,25 @@ def test_read_to_eof_and_read_line_stop_at_their_bound() -> None:
     with pytest.raises(host_bytes.HostBytesError):
         host_bytes.read_line("ws01", stream, "a line", limit=100)
     assert stream.tell() == 101
+
+
+def test_one_parse_maps_every_hostile_json_to_our_error_and_keeps_what_the_agent_sends() -> None:
+    cases = {
+        b'{"size": 1' + b"0" * 100 + b"}": "an integer of 101 digits",
+        b'{"x": ' + b"[" * 40 + b"]" * 40 + b"}": "nested deeper than 32 levels",
+        b'{"x": "\xff"}': "not UTF-8 at byte 7",
+        b'{"x": 1}\x00': "a NUL byte",
+        b"x" * (host_bytes.MAX_LINE_BYTES + 1): "a line longer than",
+    }
+    for raw, words in cases.items():
+        error = tried(lambda: host_bytes.parse_json("ws01", raw, "facts"))
+        assert isinstance(error, host_bytes.HostBytesError) and words in str(error), (raw[:40], error)
+    kept = host_bytes.parse_json("ws01", b'{"ns": 1' + b"0" * 30 + b', "x": [[[1]]], "w": NaN}', "facts")
+    assert kept["ns"] == 10 ** 30 and kept["x"] == [[[1]]]
+
+
+def test_a_reply_of_many_short_lines_is_bounded_as_a_whole() -> None:
+    out = b'{"k":"facts"}\n' * 100
+    error = tried(lambda: host_bytes.json_lines("ws01", out, "facts", limit=1000))
+    assert isinstance(error, host_bytes.HostBytesError) and "more than 1000 bytes" in str(error)
+    assert len(host_bytes.json_lines("ws01", out, "facts", limit=len(out))) == 100
