@@ -17,6 +17,7 @@ from typing import Any, Callable, Dict, List, Optional
 
 import attempt_state as state
 import nvml_facts
+import readiness_facts
 import self_reset
 
 DMI_DIR = "/sys/class/dmi/id"
@@ -197,5 +198,6 @@ def collect() -> Dict[str, Any]:
     facts.update(nvml_facts.collect(notes))
     facts.update(fact("self_reset", lambda: self_reset.collect(notes))
                  or {"watchdog": None, "panic_sysctls": None, "kdump_loaded": None})
+    facts["readiness"] = readiness_facts.collect(notes)  # what invoke doctor judges beyond the above
     facts["notes"] = notes
     return facts

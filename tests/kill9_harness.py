@@ -269,6 +269,13 @@ def broken_invariants(after: Snapshot, expected: Mapping[tuple[str, str], int]) 
             problems.append(f"lost wedge: events.jsonl entry {line} ({event.get('host')}, attempt "
                             f"{event.get('attempt')}) has no wedge/reboot record (found "
                             f"{None if record is None else (record.get('outcome'), record.get('reason'))})")
+    identities: dict[tuple[str, str], set[str]] = {}
+    for record in after.records:  # a resume must not split a cell: one identity per (host, cell)
+        identities.setdefault((str(record.get("host")), str(record.get("cell"))), set()).add(
+            str(record.get("cell_id")))
+    split = {key: sorted(ids_) for key, ids_ in identities.items() if len(ids_) > 1}
+    if split:
+        problems.append(f"cells recorded under more than one identity on one host (a resume lost what ran): {split}")
     recorded = set(by_id)
     unrecorded = sorted(str(e.get("attempt")) for e in after.events_of("attempt_started")
                         if str(e.get("attempt")) not in recorded)

@@ -397,3 +397,11 @@ def test_an_attempt_that_started_and_has_no_record_is_named(tmp_path: Path) -> N
     folder = _folder(tmp_path, [_record("1", "a"), _record("2", "b")],
                      [{"event": "attempt_started", "host": "h", "attempt": a} for a in ("1", "ran-away", "2")])
     assert broken_invariants(folder, WANT) == ["attempts started and never recorded: ['ran-away']"]
+
+
+def test_a_cell_recorded_under_two_identities_on_one_host_is_named(tmp_path: Path) -> None:
+    split = [{**_record("1", "a", "wedge"), "cell_id": "a@1111"}, {**_record("2", "a"), "cell_id": "a@2222"},
+             {**_record("3", "b"), "cell_id": "b@3333"}]
+    problems = broken_invariants(_folder(tmp_path, split, []), {("h", "a"): 2, ("h", "b"): 1})
+    assert problems == ["cells recorded under more than one identity on one host (a resume lost what ran): "
+                        "{('h', 'a'): ['a@1111', 'a@2222']}"]

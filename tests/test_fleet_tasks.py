@@ -28,7 +28,8 @@ def test_power_asks_before_switching_and_switches_with_yes(sim_fleet: Any, sim_i
         status = reprofleet("power", "pwr", "status", "--hosts", inventory, cwd=tmp_path)
         assert status.returncode == 0 and "pwr: on" in status.stdout.lower()
         unconfirmed = reprofleet("power", "pwr", "off", "--hosts", inventory, cwd=tmp_path)
-        assert unconfirmed.returncode == 0 and "nothing done" in unconfirmed.stdout
+        # no terminal to ask on and no --yes: nothing switched, and a script sees it failed
+        assert unconfirmed.returncode == 2 and "pass --yes" in unconfirmed.stderr
         assert host.power == "on"
         first_boot = host.boot_id
         cycled = reprofleet("power", "pwr", "cycle", "--hosts", inventory, "--yes", "--dwell", "0.5", cwd=tmp_path)

@@ -55,6 +55,20 @@ def test_a_group_var_applies_to_its_hosts_and_a_host_can_turn_it_off(tmp_path: P
     assert ws02.netconsole is None
 
 
+def test_the_controllers_listening_address_can_be_named_and_defaults_to_none(tmp_path: Path) -> None:
+    path = write(tmp_path, """
+        all:
+          hosts:
+            ws01:
+              netconsole: {port: 6666, listen: 10.0.0.2}
+            ws02:
+              netconsole: {port: 6666}
+    """)
+    ws01, ws02 = load_inventory(path).hosts
+    assert ws01.netconsole is not None and ws01.netconsole.listen == "10.0.0.2"
+    assert ws02.netconsole is not None and ws02.netconsole.listen is None  # the receiver finds the route's
+
+
 @pytest.mark.parametrize("block, line, field, words", [
     ("{port: 70000}", 4, "netconsole.port", "UDP port"),
     ("{port: six}", 4, "netconsole.port", "UDP port"),
@@ -63,6 +77,8 @@ def test_a_group_var_applies_to_its_hosts_and_a_host_can_turn_it_off(tmp_path: P
     ("{extended: 'yes'}", 4, "netconsole.extended", "true or false"),
     ("{prot: 6666}", 4, "netconsole.prot", "did you mean 'port'"),
     ("6666", 4, "netconsole", "mapping"),
+    ("{listen: 0.0.0.0}", 4, "netconsole.listen", "not 0.0.0.0"),
+    ("{listen: controller.lab}", 4, "netconsole.listen", "IPv4 address"),
 ])
 def test_a_mistake_names_file_line_and_field(tmp_path: Path, block: str, line: int, field: str, words: str) -> None:
     path = write(tmp_path, f"""

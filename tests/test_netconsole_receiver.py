@@ -113,3 +113,17 @@ def test_datagrams_from_an_address_of_no_host_are_counted_not_filed(receiver: Ne
 def test_a_port_another_receiver_holds_is_a_clear_error(receiver: NetconsoleReceiver, tmp_path: Path) -> None:
     with pytest.raises(NetconsoleError, match=f"UDP 127.0.0.1:{receiver.ports[0]}"):
         NetconsoleReceiver(receiver.ports, {}, tmp_path / "other", bind="127.0.0.1")
+
+
+def test_the_kernel_documents_fragment_example_is_put_together() -> None:
+    """Documentation/networking/netconsole.rst's own example of ncfrag (a tiny chunk size)."""
+    rx = Reassembler()
+    assert rx.feed(b"6,416,1758426,-,ncfrag=0/31;the first chunk,", 1.0) == []
+    [line] = rx.feed(b"6,416,1758426,-,ncfrag=16/31; the 2nd chunk.", 1.0)
+    assert (line.level, line.seq, line.usec, line.line) == (6, 416, 1758426, "the first chunk, the 2nd chunk.")
+
+
+def test_a_header_led_by_the_kernel_release_is_still_the_extended_form() -> None:
+    """With the target's ``release`` set, newer kernels put their release before the header."""
+    [line] = Reassembler().feed(b"6.13.0-04048-g4f561a87745a,13,468,514729715,-;NVRM: Xid 79", 1.0)
+    assert (line.level, line.seq, line.line) == (5, 468, "NVRM: Xid 79")

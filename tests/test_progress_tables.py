@@ -51,3 +51,31 @@ def test_a_host_whose_cell_stopped_early_ends_at_n_of_n_and_says_how_many_slots_
         progress("ws1", stopped_early=1)
     row = next(line for line in _text(progress.render()).splitlines() if "ws1" in line)
     assert "2/2 (4 not needed)" in row
+
+
+def test_outside_a_terminal_each_change_is_one_plain_line_and_a_summary_comes_every_minute() -> None:
+    import io
+    import time
+
+    out = io.StringIO()
+    now = [100.0]
+    progress = LiveProgress(["ws1", "ws2"], {"ws1": 2, "ws2": 2}, Console(file=out, width=120),
+                            summary_every_s=0.05, clock=lambda: now[0])
+    assert progress._plain  # a StringIO is no terminal
+    with progress:
+        progress("ws1", status="running", cell="default")
+        now[0] += 61
+        progress("ws1", phase="cuda_graph_capture")
+        progress("ws1", phase="cuda_graph_capture")  # no change: no line
+        progress("ws1", outcome="wedge", counts={"wedge": 1})
+        deadline = time.monotonic() + 5
+        while "summary:" not in out.getvalue() and time.monotonic() < deadline:  # the ticker's own line
+            time.sleep(0.01)
+    lines = out.getvalue().splitlines()
+    events = [line for line in lines if "summary:" not in line]
+    assert events[0] == "[0 s] ws1: status running (cell default, attempt 0/2)"
+    assert events[1] == "[61 s] ws1: phase cuda_graph_capture (cell default, attempt 0/2)"
+    assert len(events) == 3 and events[2] == "[61 s] ws1: wedge (cell default, attempt 1/2)"
+    assert not [line for line in lines if "\x1b" in line or "┃" in line]  # no table, no colour codes
+    assert lines[-1] == "[61 s] summary: 1/4 attempts done; outcomes: wedge 1; hosts: 1 running, 1 waiting"
+    assert sum("summary:" in line for line in lines) >= 2  # the minute's line, and the last one at the end

@@ -160,3 +160,27 @@ def test_a_host_silent_at_the_start_with_another_is_held_and_not_cut_if_it_answe
     (held,) = events(ctx, "silence_hold")
     assert held["before"] == "power action" and held["rule"] == "correlated" and held["peers"] == ["neighbour"]
     assert [r["outcome"] for r in records(ctx)][-1] == "clean"
+
+
+def test_a_wedge_recorded_on_resume_carries_the_runtime_its_attempt_ran_so_the_cell_stays_one(tmp_path: Path) -> None:
+    """The dead controller had resolved the image on the host; the host froze under its attempt.
+    The resume records that wedge before it can prepare the host itself: the record carries the
+    image the earlier controller found there (caught on the fleet: the wedge's record had no
+    digest, its cell split into two identities, "lgc-2800 ran with 2 different contents")."""
+    from reprofleet.campaign.run import resolved_runtimes
+    from reprofleet.model.events import CampaignEvent
+
+    clock = VirtualClock()
+    fake = FakeHost(clock, "froze-resolved", script=("clean",) * 4)
+    ctx = seam_context(seam_book(tmp_path, attempts=2), tmp_path, clock)
+    cell = started_by_a_dead_controller(ctx, fake, "froze", index=0)
+    tag = str(cell.runtime.image)
+    digest = f"{tag.rsplit(':', 1)[0]}@{fake.image_now().replace('img', 'digest')}"  # what the host's docker says
+    ctx.event(fake.name, CampaignEvent.RUNTIME_RESOLVED, runtime=cell.runtime.label, kind="docker",
+              image_digest=digest, image_id=fake.image_now())  # the dead controller's own line
+    fake.freeze()
+    run_host(fake, ctx, resolved_before=resolved_runtimes(ctx.directory).get(fake.name, []))
+    first, second = records(ctx)
+    assert (first["outcome"], second["outcome"]) == ("wedge", "clean")
+    assert first["runtime"]["image_digest"] == second["runtime"]["image_digest"] == digest
+    assert first["cell_id"] == second["cell_id"]

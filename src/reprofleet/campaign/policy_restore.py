@@ -15,6 +15,7 @@ from reprofleet.remote.agent import AgentClient
 from reprofleet.remote.session import with_agent
 from reprofleet.errors import ReprofleetError
 from reprofleet.inventory import load_inventory
+from reprofleet.inventory.patterns import limited
 from reprofleet.model import Host
 
 
@@ -34,8 +35,9 @@ def _one(host: Host, settings: Any, action: str, ignore_lease: bool) -> dict[str
 
 
 def policy_everywhere(inventory_path: str, settings: Any, action: str,
-                      ignore_lease: bool = False) -> dict[str, dict[str, Any] | ReprofleetError]:
-    hosts = load_inventory(inventory_path).hosts
+                      ignore_lease: bool = False, limit: str | None = None) -> dict[str, dict[str, Any] | ReprofleetError]:
+    """``limit``: an Ansible host pattern (``--limit``) choosing which of the inventory's hosts."""
+    hosts = limited(load_inventory(inventory_path), limit).hosts
     with ThreadPoolExecutor(max_workers=max(1, min(16, len(hosts)))) as pool:
         return dict(zip((h.name for h in hosts), pool.map(lambda h: _one(h, settings, action, ignore_lease), hosts)))
 

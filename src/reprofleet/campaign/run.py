@@ -178,6 +178,15 @@ def started_slots(directory: CampaignDir, playbook: Playbook) -> dict[str, tuple
             if event_of(e) is CampaignEvent.ATTEMPT_STARTED and str(e.get("cell")) in cells}
 
 
+def resolved_runtimes(directory: CampaignDir) -> dict[str, list[dict[str, Any]]]:
+    """Host -> its ``runtime_resolved`` events so far, in order (what earlier controllers found)."""
+    out: dict[str, list[dict[str, Any]]] = {}
+    for e in read_log_lines(directory.events):
+        if event_of(e) is CampaignEvent.RUNTIME_RESOLVED:
+            out.setdefault(str(e.get("host")), []).append(dict(e))
+    return out
+
+
 def stopped_cells(directory: CampaignDir) -> set[tuple[str, str]]:
     """(host, cell) pairs that already have a ``stopped`` event: a resume never runs them again."""
     return {(str(e.get("host")), str(e.get("cell"))) for e in read_log_lines(directory.events)
@@ -277,10 +286,12 @@ def run_campaign(
             if directory.attempts.exists() else set()
         before = len(ctx.recorded_ids)
         earlier, stopped = earlier_records(directory), stopped_cells(directory)
+        resolved = resolved_runtimes(directory)
         ctx.netconsole = netconsole_setup.start_receiver(plan.hosts, directory.root / "netconsole")  # before the runners: each host's netconsole holds it
         runners = [HostRunner(ctx, host, list(plan.per_host[host.name]), earlier=earlier.get(host.name, []),
                               stopped={cell for h, cell in stopped if h == host.name},
-                              port=port_for(ctx, host) if port_for is not None else None)
+                              port=port_for(ctx, host) if port_for is not None else None,
+                              resolved_before=resolved.get(host.name, []))
                    for host in plan.hosts]
         threads = [threading.Thread(target=r.run, name=f"host-{r.host.name}", daemon=True) for r in runners]
         try:

@@ -16,6 +16,7 @@ from typing import Any, Callable
 from invoke import Exit
 
 from reprofleet.errors import InputError, ReprofleetError
+from reprofleet.cli.env_config import environment_problems
 
 
 class BadArgument(ReprofleetError):
@@ -48,6 +49,9 @@ def handled(body: Callable[..., Any]) -> Callable[..., Any]:
     @functools.wraps(body)
     def wrapper(*args: Any, **kwargs: Any) -> None:
         try:
+            problems = environment_problems()
+            if problems:  # an INVOKE_REPROFLEET_* value that did not parse: nothing runs
+                raise BadArgument("; ".join(problems))
             status = body(*args, **kwargs)
         except (ReprofleetError, KeyboardInterrupt) as error:
             if os.environ.get("REPROFLEET_TRACEBACK"):

@@ -21,27 +21,84 @@ OUTCOME_STYLE = {
 }
 
 
-class LiveProgress:
-    """Per host: status, cell, attempt k of n, phase, outcome counts. Thread-safe."""
+# what changes a host's plain line outside a terminal (every other field rides along)
+PLAIN_FIELDS = ("status", "cell", "phase", "outcome")
 
-    def __init__(self, hosts: Iterable[str], planned: Mapping[str, int], console: Console | None = None) -> None:
+
+class LiveProgress:
+    """Per host: status, cell, attempt k of n, phase, outcome counts. Thread-safe.
+
+    At a terminal, a live table. Elsewhere (a log, CI, ``nohup``, a pipe), where a live table
+    prints nothing until the end: one plain line per change of a host's status, cell, phase
+    or outcome, and a summary line every ``summary_every_s`` (a minute)."""
+
+    def __init__(self, hosts: Iterable[str], planned: Mapping[str, int], console: Console | None = None,
+                 *, plain: bool | None = None, summary_every_s: float = 60.0,
+                 clock: Callable[[], float] = time.monotonic) -> None:
         self._lock = threading.Lock()
         self._rows: dict[str, dict[str, Any]] = {h: {"status": "waiting", "done": 0} for h in hosts}
         self._planned = dict(planned)
         self._console = console or Console()
+        self._plain = (not self._console.is_terminal) if plain is None else plain
+        self._summary_every_s = summary_every_s
+        self._clock = clock
         self._live: Live | None = None
-        self._started = time.monotonic()
+        self._started = clock()
+        self._ticker: threading.Thread | None = None
+        self._done = threading.Event()
 
     def __call__(self, host: str, **fields: Any) -> None:
         with self._lock:
             row = self._rows.setdefault(host, {"status": "waiting", "done": 0})
+            changed = [k for k in PLAIN_FIELDS if k in fields and (k == "outcome" or fields[k] != row.get(k))]
             if "outcome" in fields:
                 row["done"] = row.get("done", 0) + 1
             if "stopped_early" in fields:  # a slot its cell's stop rule made unnecessary
                 row["stopped"] = row.get("stopped", 0) + int(fields.pop("stopped_early"))
             row.update(fields)
+            line = self._plain_line(host, row, changed) if self._plain and changed else None
+        if line is not None:
+            self._write(line)
         if self._live is not None:
             self._live.update(self.render())
+
+    # -- outside a terminal: plain lines -------------------------------------------------
+    def _stamp(self) -> str:
+        return f"[{self._clock() - self._started:,.0f} s]"
+
+    def _plain_line(self, host: str, row: Mapping[str, Any], changed: Sequence[str]) -> str:
+        parts = [f"{self._stamp()} {host}:"]
+        if "outcome" in changed:
+            parts.append(f"{row.get('outcome')}")
+        for key in ("status", "phase"):
+            if key in changed and row.get(key):
+                parts.append(f"{key} {row.get(key)}")
+        parts.append(f"(cell {shown(row.get('cell'))}, attempt {_attempts(row, self._planned.get(host, 0))})")
+        return " ".join(parts)
+
+    def summary_line(self) -> str:
+        """Attempts done of planned, outcomes so far, hosts by status: one line."""
+        with self._lock:
+            done = sum(int(r.get("done", 0)) for r in self._rows.values())
+            planned = sum(self._planned.get(h, 0) - int(r.get("stopped", 0)) for h, r in self._rows.items())
+            outcomes: dict[str, int] = {}
+            statuses: dict[str, int] = {}
+            for row in self._rows.values():
+                for outcome, n in (row.get("counts") or {}).items():
+                    outcomes[outcome] = outcomes.get(outcome, 0) + int(n)
+                status = str(row.get("status") or "waiting").split(":")[0]
+                statuses[status] = statuses.get(status, 0) + 1
+        said = ", ".join(f"{k} {v}" for k, v in sorted(outcomes.items())) or "none yet"
+        hosts = ", ".join(f"{v} {k}" for k, v in sorted(statuses.items()))
+        return f"{self._stamp()} summary: {done}/{planned} attempts done; outcomes: {said}; hosts: {hosts}"
+
+    def _write(self, line: str) -> None:
+        self._console.file.write(line + "\n")
+        self._console.file.flush()
+
+    def _tick(self) -> None:
+        while not self._done.wait(self._summary_every_s):
+            self._write(self.summary_line())
 
     def render(self) -> Table:
         elapsed = time.monotonic() - self._started
@@ -62,11 +119,20 @@ class LiveProgress:
         return table
 
     def __enter__(self) -> "LiveProgress":
+        if self._plain:
+            self._ticker = threading.Thread(target=self._tick, name="progress-summary", daemon=True)
+            self._ticker.start()
+            return self
         self._live = Live(self.render(), console=self._console, refresh_per_second=4, transient=False)
         self._live.__enter__()
         return self
 
     def __exit__(self, *exc: object) -> None:
+        if self._ticker is not None:
+            self._done.set()
+            self._ticker.join(timeout=5)
+            self._ticker = None
+            self._write(self.summary_line())
         if self._live is not None:
             self._live.update(self.render())
             self._live.__exit__(None, None, None)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any, Mapping
 
 from rich.table import Table
+from rich.markup import escape
 
 from reprofleet.errors import ReprofleetError
 
@@ -57,3 +58,18 @@ def _panics(sysctls: Mapping[str, Any] | None) -> str:
         return shown(None)
     on = [f"{name}={value}" for name, value in sysctls.items() if value]
     return " ".join(on) or "off"
+
+
+DOCTOR_STYLE = {"ok": "green", "missing": "bold red", "warn": "yellow", "unknown": "dim"}
+
+
+def doctor_table(diagnosis: Any) -> Table:
+    """One host's doctor items: status, what was found, and the fix for what is not ok."""
+    title = f"{diagnosis.host}: {'ready' if diagnosis.ready else 'NOT READY'}"
+    table = Table(title=title, title_justify="left", expand=False)
+    for column in ("item", "status", "found", "fix"):
+        table.add_column(column, overflow="fold")
+    for check in diagnosis.checks:
+        style = DOCTOR_STYLE.get(check.status.value, "")
+        table.add_row(escape(check.item), f"[{style}]{check.status.value}[/]", escape(check.found), escape(check.fix))
+    return table

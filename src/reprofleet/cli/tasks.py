@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 from invoke import Collection, Context, Task, task
 
+from reprofleet.cli.env_config import normalise_environment
 from reprofleet.cli.exits import BadArgument, ExitStatus, handled
 from reprofleet.cli.args import RestTask
 from reprofleet.cli.signals import install_stop_handlers
@@ -49,6 +50,8 @@ DEFAULTS: dict[str, Any] = {
     "controller": None,
     "sim_dir": "/var/lib/reprofleet-sim/cli",  # not under /tmp, /root or /var/tmp: simulated hosts shadow those
 }
+# before Invoke reads the shell environment (its executor does, after importing these tasks)
+normalise_environment(DEFAULTS)
 
 
 def _console() -> "Console":
@@ -163,9 +166,11 @@ def _write_html(path: Path, judgement: Any, pool: Any, title: str, console: Cons
 
 def run_and_report(c: Any, hosts: str, playbook: str, attempts: int | None, dry_run: bool,
                    resume: str | None, accept_new: bool | None,
-                   overrides: dict[str, Any] | None = None, check_hosts: bool = False) -> ExitStatus:
+                   overrides: dict[str, Any] | None = None, check_hosts: bool = False,
+                   limit: str | None = None) -> ExitStatus:
     """Load and validate everything, then run (or describe) the campaign and summarize it.
-    ``check_hosts`` (with ``dry_run``): also ask every host whether it can run its plan."""
+    ``check_hosts`` (with ``dry_run``): also ask every host whether it can run its plan;
+    ``limit``: an Ansible host pattern choosing which of the inventory's hosts run."""
     from reprofleet.campaign import run as campaign_mod
     from reprofleet.inventory import load_inventory
     from reprofleet.playbook import load_playbook
@@ -174,7 +179,10 @@ def run_and_report(c: Any, hosts: str, playbook: str, attempts: int | None, dry_
     from reprofleet.campaign.preflight import check_playbook_against_hosts
     from reprofleet.runner.recovery import recovery_factory
 
-    inventory = load_inventory(hosts)
+    from reprofleet.inventory.patterns import limited
+
+    whole = load_inventory(hosts)
+    inventory = limited(whole, limit)
     book = load_playbook(playbook, attempts_override=attempts)
     _configure_power(c)  # before the preflight builds every driver: its timings are those of invoke.yaml
     report_root = Path(_conf(c)["reports"])
@@ -189,6 +197,8 @@ def run_and_report(c: Any, hosts: str, playbook: str, attempts: int | None, dry_
     plan = campaign_mod.make_plan(book, inventory.hosts, campaign_id, done)
     console = _console()
     if dry_run:
+        if limit:
+            print(f"--limit {limit!r} chose {len(inventory.hosts)} of the {len(whole.hosts)} hosts of {whole.source}")
         print(campaign_mod.describe_plan(plan))
         if not check_hosts:
             return ExitStatus.OK
@@ -244,23 +254,28 @@ def campaign_status(result: Any, err: "Console") -> ExitStatus:
     "break-lease": "take hosts whose lease another campaign holds (say so only when that campaign is dead)",
     "bring-up": "power-cycle hosts that do not answer at the start even if this campaign never saw them answer",
     "check-hosts": "with --dry-run: ask every host (changing nothing) whether it can run its plan",
+    "limit": "Ansible host pattern: only these hosts run (e.g. 'blackwell:!ws03', 'ws0[1-2]*', '@retry-file')",
 })
 @handled
 def campaign(c: Context, hosts: str, playbook: str = "playbooks/sm120-hostwedge.yml", attempts: str | None = None,
              dry_run: bool = False, resume: str | None = None, accept_new_host_keys: bool = False,
-             break_lease: bool = False, bring_up: bool = False, check_hosts: bool = False) -> ExitStatus:
+             break_lease: bool = False, bring_up: bool = False, check_hosts: bool = False,
+             limit: str = "") -> ExitStatus:
     """Run a reproduction campaign on every host of an inventory."""
     if check_hosts and not dry_run:
         raise BadArgument("--check-hosts goes with --dry-run (a campaign checks its hosts anyway)")
     overrides = {**({"break_leases": True} if break_lease else {}), **({"bring_up": True} if bring_up else {})}
-    return run_and_report(c, hosts, playbook, int(attempts) if attempts else None, dry_run, resume,
-                          accept_new_host_keys or None, overrides or None, check_hosts=check_hosts)
+    return run_and_report(c, hosts, playbook, _count("attempts", attempts), dry_run, resume,
+                          accept_new_host_keys or None, overrides or None, check_hosts=check_hosts,
+                          limit=limit or None)
 
 
 @task(help={"hosts": "Ansible inventory", "json": "print JSON lines instead of a table",
-            "accept-new-host-keys": "record unknown host keys instead of refusing them"})
+            "accept-new-host-keys": "record unknown host keys instead of refusing them",
+            "limit": "Ansible host pattern: only these hosts"})
 @handled
-def facts(c: Context, hosts: str, json_: bool = False, accept_new_host_keys: bool = False) -> ExitStatus:
+def facts(c: Context, hosts: str, json_: bool = False, accept_new_host_keys: bool = False,
+          limit: str = "") -> ExitStatus:
     """Collect and show each host's facts (GPU, driver, OS, BIOS, boot_id)."""
     from reprofleet.campaign.facts import collect_facts
     from reprofleet.cli.tables import facts_table
@@ -268,7 +283,9 @@ def facts(c: Context, hosts: str, json_: bool = False, accept_new_host_keys: boo
 
     from reprofleet.inventory import load_inventory
 
-    inventory_hosts = load_inventory(hosts).hosts
+    from reprofleet.inventory.patterns import limited
+
+    inventory_hosts = limited(load_inventory(hosts), limit or None).hosts
     results = collect_facts(inventory_hosts, _settings(c, accept_new_host_keys or None))
     for name, value in results.items():
         if isinstance(value, dict):
@@ -364,27 +381,64 @@ def power(c: Context, host: str, action: str, hosts: str = "", yes: bool = False
     if action == "verify":
         if not yes and not _confirm(f"switch {host} off to check its wiring, then on again? [y/N] "):
             print("nothing done")
-            return ExitStatus.OK
+            return ExitStatus.ERROR
         report = verify_wiring(hosts, host, Path(_conf(c)["reports"]))
         print("\n".join(report.lines()))
         return ExitStatus.OK if report.ok else ExitStatus.SOME_HOSTS_FAILED
     if action not in ("on", "off", "status", "cycle"):
         raise BadArgument(f"action must be on, off, status, cycle or verify, not {action!r}")
+    dwell_s = _seconds("dwell", dwell) if dwell is not None else float(_conf(c)["dwell_s"])
     if action != "status" and not yes and not _confirm(f"power {action} {host}? [y/N] "):
         print("nothing done")
-        return ExitStatus.OK
-    state = power_action(hosts, host, action, Path(_conf(c)["reports"]),
-                         float(dwell if dwell is not None else _conf(c)["dwell_s"]))
+        return ExitStatus.ERROR
+    state = power_action(hosts, host, action, Path(_conf(c)["reports"]), dwell_s)
     print(f"{host}: {state.value}")
     return ExitStatus.OK
 
 
+@task(help={"hosts": "Ansible inventory", "limit": "Ansible host pattern: only these hosts",
+            "playbook": "the campaign the hosts must be ready for (default playbooks/sm120-hostwedge.yml)",
+            "json": "print one JSON line per host instead of tables",
+            "accept-new-host-keys": "record unknown host keys instead of refusing them"})
+@handled
+def doctor(c: Context, hosts: str, limit: str = "", playbook: str = "playbooks/sm120-hostwedge.yml",
+           json_: bool = False, accept_new_host_keys: bool = False) -> ExitStatus:
+    """Before the first night: per host, what the plan needs, whether it is there, and the fix (changes nothing).
+
+    Exit 0 when every host is ready, 3 when one is not (a `missing` item), 2 for bad input."""
+    from reprofleet.campaign import doctor as doc
+    from reprofleet.cli.tables import doctor_table
+    from reprofleet.inventory import load_inventory
+    from reprofleet.inventory.patterns import limited
+    from reprofleet.playbook import load_playbook
+
+    inventory = limited(load_inventory(hosts), limit or None)
+    book = load_playbook(playbook)
+    _configure_power(c)
+    cells = list(book.cells)
+    evidence = doc.examine(inventory.hosts, lambda host: cells, _settings(c, accept_new_host_keys or None),
+                           Path(_conf(c)["reports"]))
+    found = [doc.diagnose(h, cells, evidence[h.name], root_features=doc.root_features(cells, h))
+             for h in inventory.hosts]
+    if json_:
+        for diagnosis in found:
+            print(json.dumps(diagnosis.to_json(), sort_keys=True))
+    else:
+        console = _console()
+        for diagnosis in found:
+            console.print(doctor_table(diagnosis))
+        ready = sum(d.ready for d in found)
+        console.print(f"{ready} of {len(found)} hosts ready for {book.path}")
+    return ExitStatus.OK if all(d.ready for d in found) else ExitStatus.SOME_HOSTS_FAILED
+
+
 @task(name="policy", help={"hosts": "Ansible inventory", "restore": "put every GPU back to its defaults",
                            "read": "show what each GPU reports (default)",
-                           "ignore-lease": "restore even on hosts a campaign holds (it would run on the defaults)"})
+                           "ignore-lease": "restore even on hosts a campaign holds (it would run on the defaults)",
+                           "limit": "Ansible host pattern: only these hosts"})
 @handled
 def policy_task(c: Context, hosts: str, restore: bool = False, read: bool = False,
-                ignore_lease: bool = False) -> ExitStatus:
+                ignore_lease: bool = False, limit: str = "") -> ExitStatus:
     """Read, or restore to defaults, the GPU policy of every host.
 
     A host a live campaign holds is refused (named, with its holder) unless --ignore-lease:
@@ -392,7 +446,8 @@ def policy_task(c: Context, hosts: str, restore: bool = False, read: bool = Fals
     from reprofleet.campaign.policy_restore import policy_everywhere
     from reprofleet.cli.tables import policy_table
 
-    results = policy_everywhere(hosts, _settings(c), "restore" if restore else "read", ignore_lease=ignore_lease)
+    results = policy_everywhere(hosts, _settings(c), "restore" if restore else "read", ignore_lease=ignore_lease,
+                                limit=limit or None)
     _console().print(policy_table(results))
     return ExitStatus.OK if all(isinstance(v, dict) for v in results.values()) else ExitStatus.SOME_HOSTS_FAILED
 
@@ -424,10 +479,12 @@ def _override_caveat(info: Any, counted: tuple[Any, ...]) -> str:
             "reproductions": "override the campaigns' own reproductions (comma-separated outcomes)",
             "reference": "compare every cell with this one (default: the campaigns' reference)",
             "json": "print the verdicts as JSON instead of tables and files",
-            "out": "a folder for report.md and report.html, or FILE.md (report.html beside it); default reports/pooled"})
+            "out": "a folder for report.md and report.html, or FILE.md (report.html beside it); default reports/pooled",
+            "issue": "also write the text a bug report asks for: vllm (collect-env, reproducer, results) or nvidia "
+                     "(system, steps, how often, logs), as issue-vllm.md / issue-nvidia.md beside report.md"})
 @handled
 def report(c: Context, paths: list[str] | None = None, reproductions: str = "", reference: str = "",
-           json_: bool = False, out: str = "") -> ExitStatus:
+           json_: bool = False, out: str = "", issue: str = "") -> ExitStatus:
     """Pool records from many campaigns and controllers: report.md and report.html, one verdict per cell."""
     from dataclasses import replace
 
@@ -437,6 +494,12 @@ def report(c: Context, paths: list[str] | None = None, reproductions: str = "", 
     from reprofleet.report import render_markdown
     from reprofleet.verdicts import judge
 
+    from reprofleet.report.issue_text import Tracker
+
+    try:
+        tracker = Tracker(issue) if issue else None
+    except ValueError:
+        raise BadArgument(f"--issue takes {' or '.join(t.value for t in Tracker)}, not {issue!r}") from None
     pool = load_pool(_sources(c, paths))
     if reproductions:
         try:
@@ -458,6 +521,14 @@ def report(c: Context, paths: list[str] | None = None, reproductions: str = "", 
     write_atomic(markdown_path, render_markdown(judgement, pool.records, "reprofleet report"))
     written = _write_html(html_path, judgement, pool, "reprofleet report", console)
     console.print(f"report:  {markdown_path}" + (f"\nhtml:    {written}" if written else ""))
+    if tracker is not None:
+        from reprofleet.report.folders import Folders
+        from reprofleet.report.issue_text import issue_markdown
+
+        issue_path = markdown_path.with_name(f"issue-{tracker.value}.md")
+        write_atomic(issue_path, issue_markdown(tracker, judgement, pool.records,
+                                                Folders.of(pool).facts(pool.records), html_path.name))
+        console.print(f"issue:   {issue_path}")
     return ExitStatus.OK
 
 
@@ -582,9 +653,35 @@ def cache_push(c: Context, folder: str, hosts: str = "", ignore_lease: bool = Fa
 
 
 def _confirm(question: str) -> bool:
+    """A person's yes at a terminal. Without one, nothing is done and the task fails (exit 2):
+    a script that forgot --yes must not read "nothing done" as success."""
     if not sys.stdin.isatty():
-        return False
+        raise BadArgument(f"{question.split('?')[0].strip()}? there is no terminal to ask on: pass --yes to do it")
     return input(question).strip().lower() in ("y", "yes")
+
+
+def _count(flag: str, value: str | None, low: int = 1) -> int | None:
+    """A whole-number flag (``--attempts``): one line, not a traceback, for ``x`` or ``0``."""
+    if value is None or value == "":
+        return None
+    try:
+        number = int(str(value).strip())
+    except ValueError:
+        raise BadArgument(f"--{flag} takes a whole number, not {value!r}") from None
+    if number < low:
+        raise BadArgument(f"--{flag} takes a number >= {low}, not {number}")
+    return number
+
+
+def _seconds(flag: str, value: str) -> float:
+    """A duration flag (``--dwell``): finite and >= 0, or one line."""
+    try:
+        number = float(str(value).strip())
+    except ValueError:
+        raise BadArgument(f"--{flag} takes seconds (a number), not {value!r}") from None
+    if not (number >= 0 and number < float("inf")):
+        raise BadArgument(f"--{flag} takes a finite number of seconds >= 0, not {value!r}")
+    return number
 
 
 sim = Collection("sim")
@@ -596,5 +693,5 @@ cache = Collection("cache")
 cache.add_task(cast(Task, cache_pull), "pull")
 cache.add_task(cast(Task, cache_push), "push")
 
-ns = Collection(campaign, facts, demo, power, policy_task, report, compare, plan, sim, cache)
+ns = Collection(campaign, facts, doctor, demo, power, policy_task, report, compare, plan, sim, cache)
 ns.configure({"reprofleet": DEFAULTS})

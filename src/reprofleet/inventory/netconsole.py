@@ -1,8 +1,10 @@
 """The inventory's ``netconsole:`` block: where a host's kernel sends its messages.
 
 ``netconsole: {port: 6666}`` is enough; ``dev`` (the host's interface), ``target`` (the
-controller's address as the host sees it) and ``extended`` are optional. ``true`` alone
-means every default. A mistake is one line naming file:line:field, like ``pdu:``.
+controller's address as the host sees it), ``extended`` and ``listen`` (the controller's own
+address its receiver binds, default its address on the route to the host; never every
+interface) are optional. ``true`` alone means every default. A mistake is one line naming
+file:line:field, like ``pdu:``.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from reprofleet.suggest import did_you_mean, line_of
 
 from reprofleet.inventory.values import Sourced, as_int, as_text
 
-KEYS = ("port", "dev", "target", "extended")
+KEYS = ("port", "dev", "target", "extended", "listen")
 _IFNAME = re.compile(r"^[A-Za-z0-9_.:@-]{1,15}$")  # IFNAMSIZ - 1, no slash or space
 
 
@@ -47,8 +49,18 @@ def netconsole_setting(item: Sourced) -> NetconsoleSetting | None:
         except ValueError:
             raise InventoryError(at("target"), "must be an IP address (the kernel does not resolve names), "
                                                f"got {target!r}") from None
+    listen = as_text(Sourced(block["listen"], at("listen"))) if block.get("listen") is not None else None
+    if listen is not None:
+        try:
+            unspecified = ipaddress.IPv4Address(listen).is_unspecified
+        except ValueError:
+            raise InventoryError(at("listen"), "must be the controller's IPv4 address on the hosts' network, "
+                                               f"got {listen!r}") from None
+        if unspecified:
+            raise InventoryError(at("listen"), "must be the controller's address on the hosts' network, not "
+                                               "0.0.0.0 (every interface would take any sender's datagrams)")
     extended = block.get("extended", True)
     if not isinstance(extended, bool):
         raise InventoryError(at("extended"), f"must be true or false, got {extended!r}")
-    return NetconsoleSetting(port=port, dev=dev, target=target, extended=extended,
+    return NetconsoleSetting(port=port, dev=dev, target=target, extended=extended, listen=listen,
                              where=str(Location(where.file, line_of(block) or where.line, "netconsole")))

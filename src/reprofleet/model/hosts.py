@@ -39,12 +39,14 @@ class NetconsoleSetting:
 
     ``dev`` and ``target`` default (None) to what the host itself finds: the interface that
     routes to the controller, and the controller's address as the host's SSH session sees it.
+    ``listen`` is the controller's side: the address its receiver binds (never every interface).
     """
 
     port: int = 6666
     dev: str | None = None
     target: str | None = None
     extended: bool = True  # the kernel's extended header (level, seq, usec): order survives loss
+    listen: str | None = None  # the controller's address the receiver binds; None: its address on the route to the host
     where: str = field(default="", compare=False, hash=False)  # inventory file:line of the block
 
 

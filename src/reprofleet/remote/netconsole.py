@@ -1,19 +1,24 @@
 """The controller's netconsole receiver: kernel messages that left a host before it froze.
 
 A frozen host's last kernel lines are lost with its power if they were only on its disk;
-netconsole sends each one over UDP as it is printed. One socket per port (one, usually)
-takes every datagram, finds the host by its source address, puts the message together
-(plain text may be split anywhere; the extended form ``level,seq,usec,flags;text`` carries
-``ncfrag=offset/total`` when it is split) and files it with its arrival time: in the stream
-of the attempt running on that host at that instant (``k: "netconsole"``), in
+netconsole sends each one over UDP as it is printed. One socket per address and port (one
+of each, usually) takes every datagram, finds the host by its source address, puts the
+message together (remote/netconsole_lines.py) and files it with its arrival time: in the
+stream of the attempt running on that host at that instant (``k: "netconsole"``), in
 ``netconsole/<host>.jsonl`` of the campaign, and in a bounded tail per host that a wedge's
 record takes its last lines from.
+
+Everything a host sends is untrusted (issue 20): the socket is bound to the controller's
+address on the hosts' network, never to every interface; a source address belongs to one
+host only (a second claim is refused, an address two hosts share at the start is filed to
+neither); each source has a budget (remote/netconsole_budget.py) whose drops are filed as a
+line; the caps on what a source may make us hold are the reassembler's.
 """
 
 from __future__ import annotations
 
+import ipaddress
 import json
-import re
 import selectors
 import socket
 import threading
@@ -21,119 +26,39 @@ import time
 from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Iterable, Mapping
+from typing import Callable, Iterable, Mapping, Sequence
 
 from reprofleet.errors import ReprofleetError
+from reprofleet.remote.netconsole_budget import Allowance, Budget
+from reprofleet.remote.netconsole_lines import KernelLine, Note, Reassembler, WireCaps
+
+__all__ = ["KernelLine", "NetconsoleError", "NetconsoleReceiver", "Reassembler", "SourceConflict",
+           "hosts_facing_address"]
 
 TAIL = 400  # lines kept per host
 RECORD_LINES = 50  # lines a wedge's record carries
 MAX_DATAGRAM = 65535
-PARTIAL_FLUSH_S = 1.0  # a plain-text fragment without its newline is filed as it is after this
-EXTENDED = re.compile(r"^(\d+),(\d+),(\d+),([^;,]*)((?:,[^;]*)?);", re.S)
-NCFRAG = re.compile(r"ncfrag=(\d+)/(\d+)")
-MAX_PENDING = 64  # extended messages being reassembled per host
+DRAIN_PER_WAKE = 1000  # datagrams read per socket before the flush (a flood does not starve it)
 
 
 class NetconsoleError(ReprofleetError):
     """The receiver cannot listen (the port is taken: another receiver would get the lines)."""
 
 
-@dataclass(frozen=True)
-class KernelLine:
-    """One kernel message as it arrived: ``t`` on the controller's clock; level and seq only
-    in the extended form (the kernel's own sequence number: gaps are lost datagrams)."""
-
-    t: float
-    line: str
-    level: int | None = None
-    seq: int | None = None
-    usec: int | None = None
-
-    def for_record(self) -> dict[str, object]:
-        out: dict[str, object] = {"t": round(self.t, 3), "line": self.line}
-        if self.seq is not None:
-            out.update(level=self.level, seq=self.seq)
-        return out
+class SourceConflict(NetconsoleError):
+    """A host's kernel would send from an address that is another host's."""
 
 
-@dataclass
-class _Pending:
-    """An extended message split over datagrams (ncfrag): its chunks by byte offset."""
-
-    total: int
-    header: tuple[int, int, int]
-    chunks: dict[int, bytes] = field(default_factory=dict)
-    t: float = 0.0
-
-    def complete(self) -> bytes | None:
-        data, at = b"", 0
-        for offset in sorted(self.chunks):
-            if offset > at:
-                return None
-            data += self.chunks[offset][at - offset:]
-            at = len(data)
-        return data if at >= self.total else None
-
-
-class Reassembler:
-    """Turns one source's datagrams into kernel lines, in arrival order."""
-
-    def __init__(self) -> None:
-        self._partial = b""  # plain form: text after the last newline
-        self._partial_t = 0.0
-        self._pending: dict[int, _Pending] = {}  # extended form: seq -> chunks
-
-    def feed(self, data: bytes, t: float) -> list[KernelLine]:
-        match = EXTENDED.match(data[:200].decode("utf-8", "replace"))
-        if match is None:
-            return self._plain(data, t)
-        level, seq, usec = int(match.group(1)) & 7, int(match.group(2)), int(match.group(3))
-        body = data[len(match.group(0).encode()):]
-        frag = NCFRAG.search(match.group(5) or "")
-        if frag is None:
-            return [_extended_line(body, t, level, seq, usec)]
-        return self._fragment(body, t, (level, seq, usec), int(frag.group(1)), int(frag.group(2)))
-
-    def _plain(self, data: bytes, t: float) -> list[KernelLine]:
-        """Lines end with a newline; a line's time is the arrival of its first piece."""
-        if not self._partial:
-            self._partial_t = t
-        *done, rest = (self._partial + data).split(b"\n")
-        lines = [KernelLine(self._partial_t if i == 0 else t, _text(raw))
-                 for i, raw in enumerate(done) if raw.strip()]
-        self._partial = rest
-        if done:
-            self._partial_t = t
-        return lines
-
-    def _fragment(self, body: bytes, t: float, header: tuple[int, int, int], offset: int,
-                  total: int) -> list[KernelLine]:
-        pending = self._pending.setdefault(header[1], _Pending(total, header, t=t))
-        pending.chunks[offset] = body
-        data = pending.complete()
-        if data is None:
-            while len(self._pending) > MAX_PENDING:  # a lost chunk must not keep memory forever
-                self._pending.pop(min(self._pending))
-            return []
-        del self._pending[header[1]]
-        return [_extended_line(data, pending.t, *header)]
-
-    def flush(self, now: float, force: bool = False) -> list[KernelLine]:
-        """A plain fragment left without its newline (the last words of a freeze) after a while."""
-        if self._partial and (force or now - self._partial_t >= PARTIAL_FLUSH_S):
-            line, self._partial = KernelLine(self._partial_t, _text(self._partial)), b""
-            return [line]
-        return []
-
-
-def _text(raw: bytes) -> str:
-    return raw.decode("utf-8", "replace").rstrip("\r")
-
-
-def _extended_line(body: bytes, t: float, level: int, seq: int, usec: int) -> KernelLine:
-    """The message without its dictionary (continuation lines start with a space)."""
-    text = body.decode("utf-8", "replace").split("\n")[0]
-    return KernelLine(t, text, level, seq, usec)
+def hosts_facing_address(address: str) -> str:
+    """The controller's own address on its route to ``address`` (no datagram is sent: a UDP
+    socket's connect only asks the kernel for the route and its source address)."""
+    try:
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
+            probe.connect((address, 9))
+            return str(probe.getsockname()[0])
+    except OSError as exc:
+        raise NetconsoleError(f"no route to {address} to listen on ({exc}): set netconsole.listen "
+                              "to the controller's address on the hosts' network") from None
 
 
 Sink = Callable[[str], None]
@@ -142,24 +67,40 @@ Sink = Callable[[str], None]
 @dataclass
 class _HostLog:
     name: str
-    reassembler: Reassembler = field(default_factory=Reassembler)
     tail: deque[KernelLine] = field(default_factory=lambda: deque(maxlen=TAIL))
     attempt: str | None = None
     sink: Sink | None = None
     received: int = 0
 
 
+@dataclass
+class _Feed:
+    """One source address: whose it is, its parser and its budget."""
+
+    host: str
+    reassembler: Reassembler
+    allowance: Allowance
+
+
 class NetconsoleReceiver:
-    """One thread, one socket per port; files every datagram by host and attempt."""
+    """One thread, one socket per address and port; files every datagram by host and attempt."""
 
     def __init__(self, ports: Iterable[int], sources: Mapping[str, str], folder: Path,
-                 bind: str = "0.0.0.0") -> None:
-        """``sources``: source address -> host name (the inventory's addresses, resolved)."""
-        self.sources = dict(sources)
+                 bind: str | Sequence[str], budget: Budget = Budget(), caps: WireCaps = WireCaps(),
+                 clock: Callable[[], float] = time.time) -> None:
+        """``sources``: source address -> host name (the inventory's addresses, resolved);
+        ``bind``: the controller's address(es) on the hosts' network."""
         self.folder = folder
-        self.hosts = {name: _HostLog(name) for name in set(self.sources.values())}
+        self.budget, self.caps, self._clock = budget, caps, clock
+        self.sources: dict[str, str] = {}
+        self.hosts: dict[str, _HostLog] = {}
+        self._feeds: dict[str, _Feed] = {}
+        self.contested: dict[str, tuple[str, ...]] = {}  # address -> the hosts that all claimed it
+        self.refusals: dict[str, list[str]] = {}  # host -> why an address of it is not filed (for its events)
         self.strays = 0  # datagrams from addresses of no host
+        self.unattributed = 0  # datagrams from an address two hosts share
         self.ports = sorted(set(ports))
+        self.binds = sorted({bind} if isinstance(bind, str) else set(bind))
         self._lock = threading.Lock()
         self._recv_lock = threading.Lock()
         self._stop = threading.Event()
@@ -168,18 +109,30 @@ class NetconsoleReceiver:
         self.configured: dict[str, str | None] = {}  # host -> boot_id its kernel was configured in
         self.attempt_started: dict[str, float] = {}  # host -> arrival time from which its attempt's lines count
         self._sockets: list[socket.socket] = []
-        for port in self.ports:
-            sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-            try:
-                sock.bind((bind, port))
-            except OSError as exc:
-                sock.close()
-                self.close()
-                raise NetconsoleError(f"cannot receive netconsole on UDP {bind}:{port}: {exc}") from None
-            sock.setblocking(False)
-            self._selector.register(sock, selectors.EVENT_READ)
-            self._sockets.append(sock)
+        for address, host in sources.items():
+            self.add_source(address, host)
+        for address in self.binds:
+            for port in self.ports:
+                self._listen(address, port)
         self.folder.mkdir(parents=True, exist_ok=True)
+
+    def _listen(self, address: str, port: int) -> None:
+        try:
+            unspecified = ipaddress.ip_address(address).is_unspecified
+        except ValueError:
+            unspecified = False
+        sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        try:
+            if unspecified:
+                raise OSError("every interface: listen on the controller's address on the hosts' network")
+            sock.bind((address, port))
+        except OSError as exc:
+            sock.close()
+            self.close()
+            raise NetconsoleError(f"cannot receive netconsole on UDP {address}:{port}: {exc}") from None
+        sock.setblocking(False)
+        self._selector.register(sock, selectors.EVENT_READ)
+        self._sockets.append(sock)
 
     def start(self) -> "NetconsoleReceiver":
         self._thread.start()
@@ -194,11 +147,50 @@ class NetconsoleReceiver:
         self._sockets = []
         self._selector.close()
 
+    # -- whose address is whose ------------------------------------------------------------
     def add_source(self, address: str, host: str) -> None:
-        """Another address of ``host`` (the source address its kernel was told to use)."""
+        """Another address of ``host`` (the source address its kernel was told to use). An
+        address that is another host's stays that host's: :class:`SourceConflict`."""
         with self._lock:
-            self.sources[address] = host
+            owner = self.sources.get(address)
+            if address in self.contested or (owner is not None and owner != host):
+                whose = " and ".join(self.contested.get(address, ())) or str(owner)
+                raise SourceConflict(f"{host}: its kernel's source address {address} is {whose}'s: refused "
+                                     f"(lines from {address} are not filed to {host})")
             self.hosts.setdefault(host, _HostLog(host))
+            if owner is None:
+                self.sources[address] = host
+                self._feeds[address] = _Feed(host, Reassembler(self.caps), Allowance(address, self.budget, self._clock()))
+
+    def contest(self, address: str, hosts: Sequence[str]) -> None:
+        """An address several hosts claim (the inventory gives it to each): no line from it can
+        be told apart, so none is filed, and each host's events say why."""
+        with self._lock:
+            self.sources.pop(address, None)
+            self._feeds.pop(address, None)
+            self.contested[address] = tuple(sorted(set(hosts)))
+            for host in self.contested[address]:
+                self.hosts.setdefault(host, _HostLog(host))
+                others = ", ".join(h for h in self.contested[address] if h != host)
+                self.refusals.setdefault(host, []).append(
+                    f"source address {address} is also {others}'s: its datagrams are filed to neither")
+
+    def restart(self, host: str) -> None:
+        """``host`` is in a new boot: its kernel's sequence numbers start again."""
+        with self._lock:
+            for feed in self._feeds.values():
+                if feed.host == host:
+                    feed.reassembler.restart()
+
+    def dropped(self, host: str) -> int:
+        """Datagrams from ``host``'s addresses not read because they were over its budget."""
+        with self._lock:
+            return sum(feed.allowance.dropped for feed in self._feeds.values() if feed.host == host)
+
+    def held_bytes(self, host: str) -> int:
+        """What ``host``'s addresses make the receiver hold between datagrams."""
+        with self._lock:
+            return sum(feed.reassembler.held_bytes() for feed in self._feeds.values() if feed.host == host)
 
     # -- the campaign's side -------------------------------------------------------------
     def follow(self, host: str, attempt: str, sink: Sink, since: float | None = None) -> None:
@@ -234,7 +226,8 @@ class NetconsoleReceiver:
 
     def poll_once(self, timeout: float) -> None:
         """Wait up to ``timeout`` for datagrams, then file all that are queued (one reader at a
-        time, so lines keep their arrival order)."""
+        time, so lines keep their arrival order), the plain lines left without their newline
+        for a while, and the drop notes that are due."""
         try:
             if self._sockets:
                 self._selector.select(timeout)
@@ -243,28 +236,37 @@ class NetconsoleReceiver:
         with self._recv_lock:
             for sock in list(self._sockets):
                 self._drain(sock)
-            now = time.time()
+            now = self._clock()
             with self._lock:
-                for log in self.hosts.values():
-                    self._file(log, log.reassembler.flush(now))
+                for feed in self._feeds.values():
+                    log = self.hosts[feed.host]
+                    self._file(log, feed.reassembler.flush(now))
+                    drop = feed.allowance.due(now)
+                    if drop is not None:
+                        self._file(log, [KernelLine(now, drop.words(), note=Note.DROPPED)])
 
     def _drain(self, sock: socket.socket) -> None:
-        for _ in range(1000):  # bounded per wake-up
+        for _ in range(DRAIN_PER_WAKE):
             try:
                 data, (address, _port) = sock.recvfrom(MAX_DATAGRAM)
             except (BlockingIOError, InterruptedError):
                 return
             except OSError:
                 return
-            now = time.time()
+            now = self._clock()
             with self._lock:
-                host = self.sources.get(address)
-                if host is None:
-                    self.strays += 1
+                feed = self._feeds.get(address)
+                if feed is None:
+                    if address in self.contested:
+                        self.unattributed += 1
+                    else:
+                        self.strays += 1
                     continue
-                log = self.hosts[host]
+                if not feed.allowance.admit(len(data), now):
+                    continue
+                log = self.hosts[feed.host]
                 log.received += 1
-                self._file(log, log.reassembler.feed(data, now))
+                self._file(log, feed.reassembler.feed(data, now))
 
     def _file(self, log: _HostLog, lines: list[KernelLine]) -> None:
         """Into the tail, the host's file and the running attempt's stream (lock held)."""

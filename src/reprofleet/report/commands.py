@@ -20,7 +20,7 @@ from reprofleet.verdicts import Judgement
 from reprofleet.report.host_debug import sysctl_commands
 
 POC_FILE = "/path/to/poc.py"  # the campaign's PoC script; its sha256 is shown beside the command
-STATE_ROOT = "/var/tmp/reprofleet"
+STATE_ROOT = "/var/tmp/reprofleet"  # nosec B108  # the agent's state root on the host, printed in commands for a person; never opened here
 
 
 @dataclass(frozen=True)

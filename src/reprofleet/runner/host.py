@@ -70,9 +70,10 @@ class HostState:
 class HostRunner:
     def __init__(self, ctx: CampaignContext, host: Host, plan: list[tuple[Cell, int]],
                  earlier: Iterable[Mapping[str, Any]] = (), stopped: Iterable[str] = (),
-                 port: HostPort | None = None) -> None:
+                 port: HostPort | None = None, resolved_before: Iterable[Mapping[str, Any]] = ()) -> None:
         """``earlier``: this host's records from attempts.jsonl; ``stopped``: its cells that
         already have a ``stopped`` event (a resumed campaign rebuilds its stop state from them);
+        ``resolved_before``: its ``runtime_resolved`` events of earlier controllers;
         ``port``: how it reaches its host (SSH, probes, power drivers unless a test fakes the host)."""
         self.ctx = ctx
         self.host = host
@@ -81,7 +82,7 @@ class HostRunner:
         earlier = list(earlier)
         self.stops = HostStops(ctx.playbook, earlier, stopped)
         self.log = HostLog(host.name, ctx.event, lambda name, **fields: ctx.progress(name, **fields))
-        self.runtimes = runtime_truth.HostRuntimes(self.log, earlier)  # image digests, interpreter and package versions
+        self.runtimes = runtime_truth.HostRuntimes(self.log, earlier, resolved_before)  # image digests, interpreter and package versions
         self.sysctls = host_debug.HostDebugSysctls(self.log, ctx.playbook)  # lockup-to-panic sysctls of this boot
         self.netconsole = netconsole_setup.HostNetconsole(self.log, host.netconsole, ctx.netconsole)
         self.port: HostPort = port or SshHostPort(ctx, host)

@@ -18,7 +18,7 @@ from typing import Any, Callable, Mapping, Sequence
 from reprofleet.remote.agent import AgentClient
 from reprofleet.errors import ReprofleetError
 from reprofleet.model import Host, NetconsoleSetting, Outcome, Record
-from reprofleet.remote.netconsole import NetconsoleReceiver
+from reprofleet.remote.netconsole import NetconsoleError, NetconsoleReceiver, SourceConflict, hosts_facing_address
 from reprofleet.model.events import CampaignEvent
 from reprofleet.runner.host_log import HostLog
 
@@ -26,21 +26,43 @@ FREEZE_OUTCOMES = (Outcome.WEDGE, Outcome.REBOOT)
 
 
 def start_receiver(hosts: Sequence[Host], folder: Path) -> NetconsoleReceiver | None:
-    """One receiver for the campaign when any host has ``netconsole:``; None otherwise."""
-    chosen = [host for host in hosts if host.netconsole is not None]
+    """One receiver for the campaign when any host has ``netconsole:``; None otherwise. It
+    listens on each host's ``netconsole.listen``, or else on the controller's address on its
+    route to the host (never on every interface); an address two hosts resolve to is theirs
+    to share, so its lines are filed to neither (each host's events say so)."""
+    chosen = [(host, setting) for host in hosts if (setting := host.netconsole) is not None]
     if not chosen:
         return None
-    sources: dict[str, str] = {}
-    for host in chosen:
+    claims: dict[str, list[str]] = {}
+    binds: set[str] = set()
+    for host, setting in chosen:
         try:
-            sources[socket.gethostbyname(host.address)] = host.name
-        except OSError:
-            sources[host.address] = host.name  # its kernel's source address is added at apply
-    return NetconsoleReceiver({h.netconsole.port for h in chosen if h.netconsole}, sources, folder).start()
+            address = socket.gethostbyname(host.address)
+        except OSError as exc:
+            if setting.listen is None:
+                raise NetconsoleError(f"{setting.where}: {host.name}: cannot resolve {host.address} ({exc}) to find "
+                                      "the controller's address toward it: set netconsole.listen") from None
+            address = host.address  # its kernel's source address is added at apply
+        try:
+            binds.add(setting.listen or hosts_facing_address(address))
+        except NetconsoleError as exc:
+            raise NetconsoleError(f"{setting.where}: {host.name}: {exc}") from None
+        claims.setdefault(address, []).append(host.name)
+    ports = {setting.port for _, setting in chosen}
+    receiver = NetconsoleReceiver(ports, {address: names[0] for address, names in claims.items()}, folder,
+                                  bind=sorted(binds))
+    for address, names in claims.items():
+        if len(set(names)) > 1:
+            receiver.contest(address, names)  # before it starts: nothing from there is ever filed
+    return receiver.start()
 
 
 def wanted(setting: NetconsoleSetting) -> dict[str, Any]:
     return {"port": setting.port, "dev": setting.dev, "target": setting.target, "extended": setting.extended}
+
+
+def _notes(refused: list[str]) -> dict[str, Any]:
+    return {"notes": refused} if refused else {}
 
 
 class HostNetconsole:
@@ -68,20 +90,27 @@ class HostNetconsole:
         if name in receiver.configured and receiver.configured[name] == boot_id:
             return
         receiver.configured[name] = boot_id
+        receiver.restart(name)  # a new boot's kernel numbers its messages from its own start
+        refused = receiver.refusals.pop(name, [])
         try:
             report = agent.netconsole(["apply", "--json", json.dumps(wanted(setting))])
         except ReprofleetError as exc:
-            self.log.event(CampaignEvent.NETCONSOLE_FAILED, error=str(exc))
+            self.log.event(CampaignEvent.NETCONSOLE_FAILED, error=str(exc), **_notes(refused))
             return
         config: Mapping[str, Any] = report.config or {}
+        notes = list(report.notes) + refused
         if config.get("local_ip"):
-            receiver.add_source(str(config["local_ip"]), name)
+            try:
+                receiver.add_source(str(config["local_ip"]), name)
+            except SourceConflict as exc:  # another host's address: its lines stay that host's
+                self.log.event(CampaignEvent.NETCONSOLE_FAILED, error=str(exc), config=dict(config), notes=notes)
+                return
         if report.ok:
             self.log.event(CampaignEvent.NETCONSOLE_APPLIED, config=dict(config), printk=report.printk,
-                           notes=list(report.notes))
+                           notes=notes)
         else:
             self.log.event(CampaignEvent.NETCONSOLE_FAILED, error="; ".join(map(str, report.errors)),
-                           notes=list(report.notes))
+                           notes=notes)
 
     def follow(self, attempt_id: str, write: Any) -> None:
         """From now on the host's kernel lines also go into this attempt's stream."""

@@ -35,7 +35,7 @@ HUMAN_WAIT_S = DEFAULT_TIMINGS.human_wait_s  # a host without a power port: poll
 NOT_BACK_CAUSES = (
     "Likely causes: the BIOS is set to stay off after power loss (set 'restore on AC power loss' to "
     "power on); a second power supply on another outlet kept the host up (list both under pdu: outlets:); "
-    "the inventory names the wrong outlet (check the wiring with: invoke power HOST --verify)"
+    "the inventory names the wrong outlet (check the wiring with: invoke power HOST verify --hosts INVENTORY)"
 )
 GUARD_POLL_S = DEFAULT_TIMINGS.guard_poll_s  # while our own network is down: ask the guard again this often
 log = logging.getLogger(__name__)

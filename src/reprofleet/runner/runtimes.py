@@ -64,6 +64,10 @@ def describe(runtime: Runtime) -> str:
 
 
 # -- what a host resolved a runtime to -----------------------------------------------------
+# the fields RuntimeFacts.record_fields() gives a record (and its runtime_resolved event)
+RECORDED_RUNTIME_KEYS = ("image_digest", "image_id", "interpreter", "versions", "venv")
+
+
 @dataclass(frozen=True)
 class RuntimeFacts:
     """One runtime as one host has it: the image (id, repo digest) or the interpreter and packages."""
@@ -145,9 +149,18 @@ class HostRuntimes:
     resume), and its own state; the agent and the host's stops are handed to each call.
     """
 
-    def __init__(self, log: HostLog, earlier: Iterable[Mapping[str, Any]] = ()) -> None:
+    def __init__(self, log: HostLog, earlier: Iterable[Mapping[str, Any]] = (),
+                 resolved_before: Iterable[Mapping[str, Any]] = ()) -> None:
+        """``resolved_before``: this host's ``runtime_resolved`` events of earlier controllers of
+        the campaign (a resume): what a record carries until this run resolves the runtime itself."""
         self.log = log
         self.facts: dict[str, RuntimeFacts] = {}  # by runtime label
+        # what an earlier controller resolved here, by label: a resume that records the dead
+        # controller's attempt (a host frozen while nobody watched, recorded before this run
+        # could prepare it) records the runtime that attempt ran, not none (a second identity)
+        self.before: dict[str, dict[str, Any]] = {
+            str(e.get("runtime")): {k: e[k] for k in RECORDED_RUNTIME_KEYS if e.get(k) is not None}
+            for e in resolved_before if e.get("runtime") is not None}
         self.held: dict[str, tuple[str | None, str | None]] = {}  # cell -> (image id, repo digest) it ran
         for record in earlier:  # a resumed campaign holds each cell to the image it already ran
             runtime = record.get("runtime") or {}
@@ -168,7 +181,7 @@ class HostRuntimes:
 
     def fields(self, cell: Cell) -> dict[str, Any]:
         facts = self.facts.get(cell.runtime.label)
-        return facts.record_fields() if facts else {}
+        return facts.record_fields() if facts else dict(self.before.get(cell.runtime.label, {}))
 
     def check(self, agent: AgentClient, cell: Cell) -> Moved | None:
         """The cheap check before an attempt: does the tag still name the cell's image?"""

@@ -11,7 +11,7 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-from reprofleet.sim.layout import HOST_ETC, SHADOWED, HostPaths
+from reprofleet.sim.layout import HOST_ETC, SHADOWED, TMP, VAR_TMP, HostPaths
 
 SIM_DIR = Path(__file__).resolve().parent
 HOSTFS = SIM_DIR / "hostfs"
@@ -86,8 +86,8 @@ def boot_script_text(paths: HostPaths, hostname: str, dist_packages: Path) -> st
     """
     mounts = {
         "root": Path("/root"),
-        "tmp": Path("/tmp"),
-        "var-tmp": Path("/var/tmp"),
+        "tmp": TMP,
+        "var-tmp": VAR_TMP,
         "bin": Path("/usr/local/bin"),
         "dist-packages": dist_packages,
         "etc": HOST_ETC,

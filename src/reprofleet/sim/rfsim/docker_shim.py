@@ -50,7 +50,7 @@ def unshare_pid() -> None:
 
 def rootfs_of(container_id: str) -> Path:
     """Where rfsim.container mounts the container's root (in its own mount namespace)."""
-    return Path(f"/tmp/.rfsim-ctr-{container_id[:12]}")
+    return Path(f"/tmp/.rfsim-ctr-{container_id[:12]}")  # nosec B108  # the path rfsim.container mounts, in the host's private /tmp
 
 
 def copy_output(proc: "subprocess.Popen[bytes]", log_fd: int) -> None:

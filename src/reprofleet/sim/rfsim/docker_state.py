@@ -53,7 +53,7 @@ class DaemonError(Exception):
 
 
 def root() -> Path:
-    return Path(os.environ.get(ROOT_ENV, "/var/tmp/rfsim-docker"))
+    return Path(os.environ.get(ROOT_ENV, "/var/tmp/rfsim-docker"))  # nosec B108  # the simulated daemon's records, in the host's private /var/tmp
 
 
 def boot_id() -> str:

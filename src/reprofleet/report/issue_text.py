@@ -1,0 +1,135 @@
+"""The text a vLLM or NVIDIA bug report asks for, from a campaign's records.
+
+vLLM's "Bug report" issue form asks for "Your current environment" (the output of
+``vllm collect-env``, in a details block) and "Describe the bug" (a minimal reproducer and
+what happened); NVIDIA's driver bug reports ask for the GPU, VBIOS, driver, OS, kernel,
+motherboard and BIOS, the steps, how often it happens, and ``nvidia-bug-report.log.gz``
+(``nvidia-bug-report.sh`` run as root after the event). :func:`issue_markdown` writes one
+Markdown block in that shape: each host's environment (from its facts, and the
+``collect-env`` text where the facts carry it, else the exact command that prints it), the
+exact commands per cell, the verdict table word for word, and links to each freeze's
+timeline in the report.html to attach. Every host-written value goes through :func:`_code`
+or :func:`_cell`, so a host's bytes cannot break out of the block they are quoted in.
+"""
+
+from __future__ import annotations
+
+import re
+from enum import Enum, unique
+from typing import Any, Mapping, Sequence
+
+from reprofleet.report.commands import commands_for
+from reprofleet.report.hostfacts import fact_rows, runtimes_by_host
+from reprofleet.report.markdown import verdict_rows
+from reprofleet.verdicts import Judgement
+
+FREEZES = ("wedge", "reboot")
+
+
+@unique
+class Tracker(str, Enum):
+    VLLM = "vllm"
+    NVIDIA = "nvidia"
+
+
+def _fence(text: str) -> str:
+    """A backtick fence longer than any run of backticks inside ``text``."""
+    longest = max((len(m) for m in re.findall(r"`+", text)), default=0)
+    return "`" * max(3, longest + 1)
+
+
+def _code(text: str, lang: str = "text") -> list[str]:
+    fence = _fence(text)
+    return [f"{fence}{lang}", text, fence]
+
+
+def _cell(text: Any) -> str:
+    """A Markdown table cell: no line breaks, pipes and backticks escaped, no HTML."""
+    value = " ".join(str(text).split())
+    for char in ("\\", "|", "`", "<", ">", "[", "]", "*", "_"):
+        value = value.replace(char, "\\" + char)
+    return value
+
+
+def _environment_table(facts: Mapping[str, Mapping[str, Any]], records: Sequence[Mapping[str, Any]]) -> list[str]:
+    hosts = list(facts)
+    if not hosts:
+        return ["(no host facts in these folders: run `invoke facts --hosts INVENTORY` before the campaign)"]
+    rows = fact_rows(facts, runtimes_by_host(records))
+    lines = ["| | " + " | ".join(_cell(h) for h in hosts) + " |", "| --- |" + " --- |" * len(hosts)]
+    lines += [f"| {_cell(r.label)} | " + " | ".join(_cell(v) for v in r.values) + " |" for r in rows]
+    return lines
+
+
+def _collect_env(facts: Mapping[str, Mapping[str, Any]], records: Sequence[Mapping[str, Any]]) -> list[str]:
+    out = ["<details><summary>The output of <code>vllm collect-env</code> on each host</summary>", ""]
+    images = {str(r.get("host")): image for r in records if (image := _image_of(r))}
+    for host in facts or {str(r.get("host")): {} for r in records}:
+        text = (facts.get(host) or {}).get("vllm_collect_env")
+        out.append(f"#### {_cell(host)}")
+        if text:
+            out += _code(str(text))
+        else:
+            image = images.get(host)
+            command = (f"docker run --rm --gpus all --entrypoint vllm {image} collect-env" if image
+                       else "vllm collect-env   # in the venv the campaign ran vLLM from")
+            out += ["Not collected by the campaign; paste what this prints on the host:", *_code(command, "bash")]
+        out.append("")
+    return out + ["</details>"]
+
+
+def _image_of(record: Mapping[str, Any]) -> str | None:
+    """The docker image a record ran (its runtime, else its factors' runtime), None for python."""
+    runtime = record.get("runtime") or {}
+    planned = (record.get("factors") or {}).get("runtime") or {}
+    if "docker" not in (runtime.get("kind"), planned.get("kind")):
+        return None
+    return runtime.get("image") or planned.get("image") or runtime.get("label")
+
+
+def _reproducers(judgement: Judgement, records: Sequence[Mapping[str, Any]]) -> list[str]:
+    out: list[str] = []
+    for commands in commands_for(judgement, records):
+        body = [*commands.nvidia_smi, *commands.kernel, commands.command]
+        if commands.reset or commands.kernel_reset:
+            body += ["# afterwards, back to the defaults:", *commands.reset, *commands.kernel_reset]
+        out += [f"Cell **{_cell(commands.cell)}** (PoC sha256 {_cell(commands.poc_sha256)}):", *_code("\n".join(body),
+                                                                                                       "bash"), ""]
+    return out or ["(no record carries its cell's factors)"]
+
+
+def _verdicts(judgement: Judgement) -> list[str]:
+    return ["| cell | verdict |", "| --- | --- |",
+            *(f"| {_cell(cell)} | {_cell(text)} |" for cell, text in verdict_rows(judgement))]
+
+
+def _freezes(records: Sequence[Mapping[str, Any]], html_name: str) -> list[str]:
+    frozen = sorted((r for r in records if r.get("outcome") in FREEZES), key=lambda r: str(r.get("started")))
+    if not frozen:
+        return ["No attempt wedged or rebooted its host."]
+    return [f"- {_cell(r.get('host'))}, cell {_cell(r.get('cell'))}, {_cell(r.get('outcome'))} at "
+            f"{_cell(r.get('started'))}, last phase {_cell(r.get('last_phase') or '?')}: "
+            f"[its last minute]({html_name}#freeze-{re.sub(r'[^A-Za-z0-9-]', '', str(r.get('attempt')))})"
+            for r in frozen]
+
+
+def issue_markdown(tracker: Tracker, judgement: Judgement, records: Sequence[Mapping[str, Any]],
+                   facts: Mapping[str, Mapping[str, Any]], html_name: str = "report.html") -> str:
+    """The Markdown block for ``tracker``'s bug report (see the module text)."""
+    freezes = sum(1 for r in records if r.get("outcome") in FREEZES)
+    summary = (f"{freezes} of {len(records)} recorded attempts froze or reset their host "
+               f"({len({str(r.get('host')) for r in records if r.get('outcome') in FREEZES})} hosts). "
+               f"Measured by reprofleet: every attempt is a fresh engine start; the verdicts below say what the "
+               f"counts show and no more. {html_name} (attached) has every freeze's last minute.")
+    if tracker is Tracker.VLLM:
+        parts = ["### Your current environment", "", *_collect_env(facts, records), "",
+                 "### 🐛 Describe the bug", "", summary, "", "#### The machines", "",
+                 *_environment_table(facts, records), "", "#### Reproducer, per cell", "", *_reproducers(judgement, records),
+                 "#### Results", "", *_verdicts(judgement), "", "#### Freeze timelines", "", *_freezes(records, html_name)]
+    else:
+        parts = ["## System", "", *_environment_table(facts, records), "", "## What happens", "", summary, "",
+                 "## Steps to reproduce", "", *_reproducers(judgement, records), "## How often", "",
+                 *_verdicts(judgement), "", "## Freeze timelines", "", *_freezes(records, html_name), "", "## Logs", "",
+                 "`nvidia-bug-report.log.gz` from each host that froze, taken after its power cycle: run "
+                 "`sudo nvidia-bug-report.sh` there (it writes nvidia-bug-report.log.gz in the current folder)."]
+    return "\n".join(parts) + "\n"
