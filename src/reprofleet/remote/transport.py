@@ -257,6 +257,8 @@ class _BoundedRemote(Remote):
     def _handle_output(self, buffer_: list[str], hide: bool, output: object, reader: object) -> None:
         kept = 0
         for data in self.read_proc_output(reader):
+            if not hide:
+                self.write_our_output(stream=output, string=data)
             if kept <= host_bytes.MAX_REPLY_BYTES:
                 buffer_.append(data)
                 kept += len(data)
