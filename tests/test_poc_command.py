@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from reprofleet.runner import poc
 from reprofleet.model import Cell, Runtime, RuntimeKind
 
@@ -75,6 +77,61 @@ def test_the_starting_cache_archive_is_reproducible(tmp_path) -> None:
     assert digest == digest_again and first == again
     with tarfile.open(fileobj=io.BytesIO(first)) as archive:
         assert sorted(archive.getnames()) == ["a/x.bin", "b.json"]
+
+
+def test_the_starting_cache_refuses_a_symlink_as_the_seeded_snapshot_does(tmp_path) -> None:
+    from reprofleet.runner.cache_sync import CacheError, build_snapshot
+
+    (tmp_path / "good.bin").write_bytes(b"1")
+    (tmp_path / "link").symlink_to("/etc/hostname")
+    for pack in (poc.cache_seed_archive, build_snapshot):
+        with pytest.raises(CacheError, match="link is not a regular file"):
+            pack(str(tmp_path))
+
+
+def test_the_starting_cache_refuses_a_fifo_and_a_linked_folder(tmp_path) -> None:
+    import os
+
+    from reprofleet.runner.cache_sync import CacheError
+
+    (tmp_path / "fifo").mkdir()
+    os.mkfifo(tmp_path / "fifo" / "pipe")
+    with pytest.raises(CacheError, match="pipe is not a regular file"):
+        poc.cache_seed_archive(str(tmp_path / "fifo"))
+    (tmp_path / "dirlink").mkdir()
+    (tmp_path / "dirlink" / "etc").symlink_to("/etc", target_is_directory=True)
+    with pytest.raises(CacheError, match="etc is not a regular file"):
+        poc.cache_seed_archive(str(tmp_path / "dirlink"))
+
+
+def test_the_starting_cache_keeps_permission_bits_only(tmp_path) -> None:
+    import io
+    import os
+    import tarfile
+
+    (tmp_path / "tool").write_bytes(b"#!/bin/sh\n")
+    os.chmod(tmp_path / "tool", 0o4755)
+    archive, _ = poc.cache_seed_archive(str(tmp_path))
+    with tarfile.open(fileobj=io.BytesIO(archive)) as unpacked:
+        assert unpacked.getmember("tool").mode == 0o755
+
+
+def test_a_cache_folder_with_a_quote_in_it_stays_one_word_on_the_shell_line(tmp_path) -> None:
+    import subprocess
+
+    (tmp_path / "seed").mkdir()
+    (tmp_path / "seed" / "graph.py").write_text("print(1)\n")
+    archive, _ = poc.cache_seed_archive(str(tmp_path / "seed"))
+    home = tmp_path / "o'brien; touch owned; '"
+    home.mkdir()
+    (home / "seed.tar.gz").write_bytes(archive)
+    plain, seeded = home / "plain", home / "seeded"
+    for line in (poc.prepare_cache_command(str(plain), None),
+                 poc.prepare_cache_command(str(seeded), str(home / "seed.tar.gz"))):
+        done = subprocess.run(["bash", "-c", line], cwd=tmp_path, capture_output=True, text=True, timeout=30)
+        assert done.returncode == 0, done.stderr
+    assert plain.is_dir() and (seeded / "graph.py").read_text() == "print(1)\n"
+    assert not (tmp_path / "owned").exists()
 
 
 def test_seeding_never_overwrites_a_warm_cache() -> None:

@@ -4,6 +4,12 @@ Inventories and playbooks are hand-written YAML, so every error about them has t
 real ``file:line:field``. PyYAML's ``safe_load`` throws node positions away; the loader
 here keeps them on the containers it builds (``LineMap.key_lines``, ``LineList.item_lines``)
 while the data stays ordinary dicts and lists that the rest of the code can use as is.
+
+Inventories also come from CMDBs and cloud tags, so the loader bounds what a file may
+cost: a ~440-byte alias bomb (``&a [x, x, ...]``, ``&b [*a, *a, ...]``, ...) expands ten
+times per level, nesting deeper than any setting needs, an alias inside its own anchor
+(a loop every walker follows for ever). Each is refused while the document is composed,
+in time proportional to its text, at the line and the key path where it was written.
 """
 
 from __future__ import annotations
@@ -62,11 +68,80 @@ def plain(value: Any) -> Any:
     return value
 
 
+MAX_YAML_CHARS = 16 << 20  # one inventory, vars file or playbook
+MAX_NODES = 200_000  # values in one document once every alias is expanded
+MAX_DEPTH = 64  # mappings and lists inside each other
+
+
+class YamlTooBig(yaml.MarkedYAMLError):
+    """A document refused while it was composed: too many values once aliases are expanded,
+    too deep, or an alias inside its own anchor; ``field`` is the key path it was at."""
+
+    def __init__(self, problem: str, mark: Any, field: str) -> None:
+        super().__init__(problem=problem, problem_mark=mark)
+        self.field = field
+
+
 class LocatedLoader(yaml.SafeLoader):
-    """SafeLoader that builds LineMap/LineList; subclasses may add tags or reject duplicates."""
+    """SafeLoader that builds LineMap/LineList; subclasses may add tags or reject duplicates.
+
+    Composing is bounded (MAX_NODES once expanded, MAX_DEPTH, no alias loops): see the
+    module's docstring."""
 
     #: called as ``on_duplicate(key, line)`` for a key written twice in one mapping
     on_duplicate: Callable[[Any, int], None] | None = None
+
+    def __init__(self, stream: Any) -> None:
+        super().__init__(stream)
+        self._expanded = 0  # values composed so far, every alias counted as the values it stands for
+        self._anchor_sizes: dict[str, int] = {}
+        self._open_anchors: set[str] = set()
+        self._path: list[str] = []
+
+    def _field(self) -> str:
+        shown = self._path if len(self._path) <= 6 else self._path[:3] + ["..."] + self._path[-2:]
+        return "".join(part if part.startswith("[") else f".{part}" for part in shown).lstrip(".") or "(document)"
+
+    def _count(self, values: int, mark: Any) -> None:
+        self._expanded += values
+        if self._expanded > MAX_NODES:
+            raise YamlTooBig(f"more than {MAX_NODES} values once its aliases are expanded (an alias bomb?)",
+                             mark, self._field())
+
+    def compose_node(self, parent: Any, index: Any) -> Any:
+        name = (f"[{index}]" if isinstance(index, int) else str(index.value)[:60]
+                if isinstance(index, yaml.ScalarNode) else None)
+        if name is not None:
+            self._path.append(name)
+        try:
+            event = self.peek_event()
+            if isinstance(event, yaml.AliasEvent):
+                if event.anchor in self._open_anchors:
+                    raise YamlTooBig(f"alias *{event.anchor} is inside its own anchor (a loop)", event.start_mark,
+                                     self._field())
+                self._count(self._anchor_sizes.get(str(event.anchor), 1), event.start_mark)
+                return super().compose_node(parent, index)
+            if len(self._path) >= MAX_DEPTH or self._depth >= MAX_DEPTH:
+                raise YamlTooBig(f"nested deeper than {MAX_DEPTH} levels", event.start_mark, self._field())
+            anchor = getattr(event, "anchor", None)
+            start = self._expanded
+            self._count(1, event.start_mark)
+            if anchor is not None:
+                self._open_anchors.add(anchor)
+            self._depth += 1
+            try:
+                node = super().compose_node(parent, index)
+            finally:
+                self._depth -= 1
+                self._open_anchors.discard(anchor)
+            if anchor is not None:
+                self._anchor_sizes[anchor] = self._expanded - start
+            return node
+        finally:
+            if name is not None:
+                self._path.pop()
+
+    _depth = 0
 
     def construct_located_mapping(self, node: yaml.MappingNode) -> LineMap:
         explicit = sum(1 for k, _ in node.value if k.tag != "tag:yaml.org,2002:merge")
@@ -121,6 +196,9 @@ def load_located_yaml(
     def duplicate(key: Any, line: int) -> None:
         raise error(Location(file, line, str(key)), f"key {key!r} is written twice in this mapping")
 
+    if len(text) > MAX_YAML_CHARS:
+        raise error(Location(file, 1, "(document)"), f"larger than {MAX_YAML_CHARS >> 20} MiB: not a hand-written file")
+
     try:
         instance = loader(text)  # the reader checks every character here
     except yaml.reader.ReaderError as exc:
@@ -131,6 +209,11 @@ def load_located_yaml(
         instance.on_duplicate = duplicate
     try:
         return instance.get_single_data()
+    except YamlTooBig as exc:
+        at = exc.problem_mark.line + 1 if exc.problem_mark is not None else 1
+        raise error(Location(file, at, exc.field), f"YAML refused: {exc.problem}") from None
+    except RecursionError:
+        raise error(Location(file, 1, "(document)"), f"YAML refused: nested deeper than {MAX_DEPTH} levels") from None
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         line = mark.line + 1 if mark is not None else None

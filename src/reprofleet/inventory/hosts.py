@@ -113,7 +113,7 @@ def host_from_vars(name: str, merged: Mapping[str, Sourced], groups: Iterable[st
         user=login[1],
         key_file=as_text(key_file) if key_file else None,
         python=_interpreter(python) if python else "python3",
-        gpu_index=as_int(gpu.value, gpu.where, "a GPU index (0, 1, ...)", low=0) if gpu else 0,
+        gpu_index=as_int(gpu.value, gpu.where, "a GPU index (0-255)", low=0, high=255) if gpu else 0,
         pdu=ports[0] if ports else None,
         groups=tuple(sorted(g for g in groups if g != "all")),
         vars=frozen_mapping({key: plain(item.value) for key, item in merged.items()}),

@@ -12,6 +12,8 @@ import string
 
 from reprofleet.errors import InventoryError, Location
 
+MAX_RANGE_HOSTS = 10_000  # hosts one pattern may name, nested ranges together
+
 _RANGE = r"\[(?:[a-z]:[a-z]|[0-9]+:[0-9]+)(?::[0-9]+)?\]"
 _LABEL = rf"(?:[\w]|{_RANGE})(?:[\w_-]|{_RANGE})*(?<![_-])"
 _HOSTNAME = re.compile(rf"^{_LABEL}(?:\.{_LABEL})*$", re.I)
@@ -56,6 +58,8 @@ def expand_host_ranges(pattern: str, where: Location) -> list[str]:
     for value in values:
         name = f"{head}{value}{tail}"
         names.extend(expand_host_ranges(name, where) if "[" in name else [name])
+        if len(names) > MAX_RANGE_HOSTS:
+            raise InventoryError(where, f"host range in {pattern!r} names more than {MAX_RANGE_HOSTS} hosts")
     return names
 
 
@@ -72,4 +76,6 @@ def _range_values(begin: str, end: str, step: int, pattern: str, where: Location
         raise InventoryError(where, f"host range in {pattern!r} must pad begin and end to one width")
     if int(begin) > int(end):
         raise InventoryError(where, f"host range in {pattern!r} must have begin <= end")
+    if (int(end) - int(begin)) // step + 1 > MAX_RANGE_HOSTS:
+        raise InventoryError(where, f"host range in {pattern!r} names more than {MAX_RANGE_HOSTS} hosts")
     return [str(n).zfill(width) for n in range(int(begin), int(end) + 1, step)]

@@ -18,6 +18,7 @@ from reprofleet.errors import InventoryError, Location
 from reprofleet.suggest import LocatedLoader
 
 YAML_SUFFIXES = (".yml", ".yaml", ".json")
+MAX_INT = 2**31 - 1  # a GPU index, a group priority: far below it
 
 
 class VaultEncrypted(str):
@@ -64,12 +65,19 @@ def as_text(item: Sourced) -> str:
     return value
 
 
+def _shown(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 40 else text[:40] + "..."
+
+
 def as_int(value: Any, where: Location, what: str, low: int | None = None, high: int | None = None) -> int:
+    """A whole number in [low, high]; with no ``high``, at most MAX_INT (10**100 is a typo)."""
     number: int | None = None
     if isinstance(value, int) and not isinstance(value, bool):
         number = value
-    elif isinstance(value, str) and value.strip().isdigit():
+    elif isinstance(value, str) and value.strip().isdigit() and len(value.strip()) <= 19:
         number = int(value)
-    if number is None or (low is not None and number < low) or (high is not None and number > high):
-        raise InventoryError(where, f"must be {what}, got {value!r}")
+    ceiling = MAX_INT if high is None else high
+    if number is None or (low is not None and number < low) or number > ceiling or number < -MAX_INT:
+        raise InventoryError(where, f"must be {what}, got {_shown(value)}")
     return number

@@ -7,6 +7,7 @@ one. The checks shared by top-level settings and cells live here too.
 
 from __future__ import annotations
 
+import math
 import re
 from typing import Any
 
@@ -14,6 +15,10 @@ from reprofleet.errors import Location, PlaybookError
 from reprofleet.suggest import did_you_mean, line_of
 
 NAME = re.compile(r"^[A-Za-z0-9._-]+$")
+MAX_SECONDS = 7 * 86400  # a timeout past a week is a typo (or .inf), never a plan
+MAX_COUNT = 1_000_000  # attempts of one cell
+MAX_WATTS = 10_000  # a GPU's power limit
+MAX_MHZ = 100_000  # a GPU clock
 
 
 class Doc:
@@ -67,8 +72,24 @@ def valid_name(doc: Doc, mapping: Any, key: str, path: str) -> str:
     return value
 
 
-def positive(doc: Doc, mapping: Any, key: Any, path: str) -> float:
+def finite(value: Any, low: float, high: float) -> bool:
+    """A real number (not a bool) in [low, high]: NaN, infinities and 10**100 are not."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return False
+    if isinstance(value, float) and not math.isfinite(value):
+        return False
+    return low <= value <= high  # an int is compared exactly: no float() of 10**400
+
+
+def shown(value: Any) -> str:
+    """``repr`` of a value in an error, cut short (10**100 is 101 digits of nothing)."""
+    text = repr(value)
+    return text if len(text) <= 40 else text[:40] + "..."
+
+
+def positive(doc: Doc, mapping: Any, key: Any, path: str, high: float = MAX_SECONDS, unit: str = "s") -> float:
+    """A number > 0 and at most ``high`` (a timeout's default ceiling: a week), finite."""
     value = mapping[key]
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
-        raise doc.fail(mapping, key, path, f"must be a number > 0, got {value!r}")
+    if not finite(value, 0, high) or value <= 0:
+        raise doc.fail(mapping, key, path, f"must be a number > 0 and <= {high:g} {unit}, got {shown(value)}")
     return float(value)

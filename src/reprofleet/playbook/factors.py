@@ -19,7 +19,7 @@ from reprofleet.model import Runtime, RuntimeKind
 from reprofleet.playbook.venv import VENV_KEYS, venv_option, venv_runtime
 from reprofleet.suggest import did_you_mean, line_of
 
-from reprofleet.playbook.document import Doc, positive
+from reprofleet.playbook.document import MAX_MHZ, MAX_WATTS, Doc, finite, positive, shown
 from reprofleet.playbook.host_debug import host_debug_values
 
 RUNTIME_KEYS = ("kind", "image", "docker_args", "python") + VENV_KEYS
@@ -79,8 +79,9 @@ def _clocks(doc: Doc, mapping: Any, key: str, path: str, ordered: bool = True) -
     if isinstance(value, str):
         parts = [int(p) if p.strip().isdigit() else p for p in parts]
     if (not isinstance(parts, list) or len(parts) != 2
-            or any(isinstance(p, bool) or not isinstance(p, int) or p <= 0 for p in parts)):
-        raise doc.fail(mapping, key, path, f"must be two whole MHz values > 0 like [180, 2800] or \"180,2800\", got {value!r}")
+            or any(isinstance(p, bool) or not isinstance(p, int) or not 0 < p <= MAX_MHZ for p in parts)):
+        raise doc.fail(mapping, key, path, f"must be two whole MHz values in (0, {MAX_MHZ}] like [180, 2800] or "
+                                           f"\"180,2800\", got {shown(value)}")
     if ordered and parts[0] > parts[1]:
         raise doc.fail(mapping, key, path, f"minimum {parts[0]} is above maximum {parts[1]}")
     return (parts[0], parts[1])
@@ -91,7 +92,7 @@ def _application_clocks(doc: Doc, mapping: Any, key: str, path: str) -> tuple[in
 
 
 def _power_limit(doc: Doc, mapping: Any, key: str, path: str) -> float | None:
-    return None if mapping[key] is None else positive(doc, mapping, key, path)
+    return None if mapping[key] is None else positive(doc, mapping, key, path, MAX_WATTS, "W")
 
 
 def _persistence(doc: Doc, mapping: Any, key: str, path: str) -> bool | None:
@@ -135,6 +136,8 @@ def _env_value(value: Any) -> str:
 def _arg_value(value: Any) -> Any:
     if not isinstance(value, (str, int, float, bool)):
         raise ValueError(f"a PoC argument is a single value, got {value!r}")
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and not finite(value, -1e18, 1e18):
+        raise ValueError(f"a PoC argument that is a number is finite and below 1e18 in size, got {str(value)[:40]}")
     return value
 
 
@@ -143,6 +146,8 @@ def _var_value(value: Any) -> Any:
         raise ValueError(f"quote it: YAML reads an unquoted {value!r} as a number (0.10 becomes 0.1)")
     if isinstance(value, bool) or not isinstance(value, (str, int)):
         raise ValueError(f"a template variable is text or a whole number, got {value!r}")
+    if isinstance(value, int) and not finite(value, -1e18, 1e18):
+        raise ValueError(f"a template variable that is a number is below 1e18 in size, got {str(value)[:40]}")
     return value
 
 

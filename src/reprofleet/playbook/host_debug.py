@@ -47,8 +47,8 @@ def _checked(key: str, value: Any, where: Location) -> Any:
         if not isinstance(value, bool):
             raise PlaybookError(where, f"must be true or false, got {value!r}")
         return value
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise PlaybookError(where, "must be whole seconds >= 0 from a panic to the reboot "
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= 86400:
+        raise PlaybookError(where, "must be whole seconds >= 0 and <= 86400 from a panic to the reboot "
                                    f"(0: the host stays hung), got {value!r}")
     return value
 

@@ -17,7 +17,7 @@ from reprofleet.suggest import did_you_mean, line_of, load_located_yaml
 
 from reprofleet.playbook import env_secrets, judging
 from reprofleet.playbook.cells import parse_cells
-from reprofleet.playbook.document import Doc, line_of_path, positive, valid_name
+from reprofleet.playbook.document import MAX_COUNT, Doc, line_of_path, positive, shown, valid_name
 
 TOP_KEYS = ("name", "description", "poc", "runtime", "attempts", "timeouts", "order", "seed",
             "reproductions", "reference", "at_risk_phase", "max_excluded_share", "fixed_ratio", "early_reproductions",
@@ -70,8 +70,8 @@ def _settings(doc: Doc, top: Any, path: str | Path, file: str, attempts_override
             raise PlaybookError(Location(file, line_of(top), required), f"'{required}' is required")
     folder = Path(path).resolve().parent
     seed = top.get("seed")
-    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)):
-        raise doc.fail(top, "seed", "seed", f"must be an integer, got {seed!r}")
+    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int) or not -(2**63) <= seed < 2**63):
+        raise doc.fail(top, "seed", "seed", f"must be a 64-bit integer, got {shown(seed)}")
     name = valid_name(doc, top, "name", "name")
     poc = _poc(doc, top["poc"], folder)
     attempts = attempts_override or _count(doc, top, "attempts", "attempts")
@@ -117,8 +117,8 @@ def _description(doc: Doc, top: Any) -> str:
 
 def _count(doc: Doc, mapping: Any, key: str, path: str) -> int:
     value = mapping.get(key)
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise doc.fail(mapping, key, path, f"must be a whole number >= 1, got {value!r}")
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_COUNT:
+        raise doc.fail(mapping, key, path, f"must be a whole number >= 1 and <= {MAX_COUNT}, got {shown(value)}")
     return value
 
 

@@ -7,6 +7,7 @@ default is how a cycle ends up too short, so unknown keys are refused, listing t
 
 from __future__ import annotations
 
+import math
 from typing import Any, Iterable, Mapping, Sequence
 
 from reprofleet.errors import PowerError
@@ -14,6 +15,10 @@ from reprofleet.errors import PowerError
 # Options every driver understands (see settings.DriverSettings).
 COMMON_OPTIONS = ("timeout_s", "connect_timeout_s", "settle_s", "tries", "poll_s", "backoff_s", "backoff_cap_s",
                   "stagger_on", "stagger_window_s")
+
+
+MAX_NUMBER = 1e6  # a timeout, a wait, a watt reading's ceiling: past it, a typo (or .inf)
+MAX_INTEGER = 10**9  # tries, ports, outlets
 
 
 class PowerConfigError(PowerError):
@@ -61,25 +66,27 @@ class Options:
             raise PowerConfigError(f"{self.where}: pdu option {name} is required ({why})")
         return value
 
-    def number(self, name: str, default: float, minimum: float = 0.0) -> float:
+    def number(self, name: str, default: float, minimum: float = 0.0, maximum: float = MAX_NUMBER) -> float:
+        """A finite number in [minimum, maximum]: NaN, ``.inf`` and 10**100 are refused."""
         value = self.raw.get(name)
         if value is None:
             return default
         try:
             number = float(value)
-        except (TypeError, ValueError):
+        except (TypeError, ValueError, OverflowError):
             raise self._bad(name, "a number") from None
-        if isinstance(value, bool) or number < minimum:
-            raise self._bad(name, f"a number >= {minimum:g}")
+        if isinstance(value, bool) or not math.isfinite(number) or not minimum <= number <= maximum:
+            raise self._bad(name, f"a finite number >= {minimum:g} and <= {maximum:g}")
         return number
 
-    def integer(self, name: str, default: int, minimum: int = 0) -> int:
+    def integer(self, name: str, default: int, minimum: int = 0, maximum: int = MAX_INTEGER) -> int:
         value = self.raw.get(name)
         if value is None:
             return default
-        if isinstance(value, bool) or not str(value).strip().lstrip("-").isdigit() or int(value) < minimum:
-            raise self._bad(name, f"an integer >= {minimum}")
-        return int(value)
+        text = str(value).strip() if not isinstance(value, bool) else ""
+        if not text.lstrip("-").isdigit() or len(text) > 19 or not minimum <= int(text) <= maximum:
+            raise self._bad(name, f"an integer >= {minimum} and <= {maximum}")
+        return int(text)
 
     def flag(self, name: str, default: bool) -> bool:
         value = self.raw.get(name)

@@ -19,7 +19,7 @@ from typing import Any, Mapping
 from reprofleet.credentials import Secret
 from reprofleet.errors import AgentError, AgentFenced, AgentRefused, HostLeased
 from reprofleet.model import EventKind, frozen_mapping
-from reprofleet.remote import replies
+from reprofleet.remote import host_bytes, replies
 from reprofleet.remote.transport import LineStream, Session
 
 REMOTE_ROOT = ".cache/reprofleet"  # relative to the login user's home (SFTP starts there)
@@ -86,8 +86,8 @@ class StreamEvent:
 
 
 def parse_event(host: str, raw: str) -> StreamEvent:
-    data = _maybe_json(raw)
-    if not isinstance(data, dict) or not isinstance(data.get("k"), str):
+    data = host_bytes.parse_object(host, raw, "stream")
+    if not isinstance(data.get("k"), str):
         raise AgentError(host, f"not a stream line: {raw[:200]!r}")
     if data["k"] == "error":
         raise error_of(host, data)
@@ -97,7 +97,12 @@ def parse_event(host: str, raw: str) -> StreamEvent:
         kind = EventKind.NOTICE  # a kind from a newer agent: kept verbatim in the stream file
     if kind is EventKind.EXIT:
         replies.parse_exit(host, data)  # the outcome is judged from it: a malformed one is an AgentError here
-    return StreamEvent(kind, float(data.get("t", 0.0)), data.get("seq"), frozen_mapping(data), raw)
+    t, seq = data.get("t", 0.0), data.get("seq")
+    if isinstance(t, bool) or not isinstance(t, (int, float)):
+        raise AgentError(host, f"stream: 't' is not a number: {raw[:200]!r}")
+    if seq is not None and (isinstance(seq, bool) or not isinstance(seq, int)):
+        raise AgentError(host, f"stream: 'seq' is not a whole number: {raw[:200]!r}")
+    return StreamEvent(kind, float(t), seq, frozen_mapping(data), raw)
 
 
 ERROR_CODES: dict[str, type[AgentError]] = {"busy": AgentRefused, "fenced": AgentFenced, "leased": HostLeased}
@@ -107,13 +112,6 @@ def error_of(host: str, line: Mapping[str, Any], prefix: str = "") -> AgentError
     """The typed error of an agent's ``{"k": "error", "code": ...}`` line (PROTOCOL.md)."""
     kind = ERROR_CODES.get(str(line.get("code")), AgentError)
     return kind(host, f"{prefix}{line.get('error')}")
-
-
-def _maybe_json(raw: str) -> Any:
-    try:
-        return json.loads(raw)
-    except ValueError:
-        return None
 
 
 class EventStream:
@@ -170,7 +168,7 @@ class AgentClient:
 
     def push_file(self, content: bytes, remote_rel_dir: str, name: str) -> str:
         """Upload one file under the agent's state root; returns its path relative to $HOME."""
-        self.session.run(f'mkdir -p "$HOME"/{REMOTE_ROOT}/{remote_rel_dir}', timeout=15)
+        self.session.run(f'mkdir -p "$HOME"/{shlex.quote(f"{REMOTE_ROOT}/{remote_rel_dir}")}', timeout=15)
         path = f"{REMOTE_ROOT}/{remote_rel_dir}/{name}"
         self.session.put_bytes(content, path, 0o644)
         return path
@@ -179,12 +177,7 @@ class AgentClient:
         """Run a one-shot subcommand; return its JSON lines."""
         command = f"{self._agent} {' '.join(shlex.quote(a) for a in args)}"
         result = self.session.run(command, timeout=timeout)
-        try:
-            lines = result.json_lines()
-        except ValueError as exc:
-            raise AgentError(self.host, f"{args[0]}: output is not JSON lines: {result.stdout[:200]!r}") from exc
-        if not all(isinstance(line, dict) for line in lines):
-            raise AgentError(self.host, f"{args[0]}: a line is not a JSON object: {result.stdout[:200]!r}")
+        lines = result.json_lines(self.host, args[0])
         coded = [line for line in lines if line.get("k") == "error" and line.get("code") in ERROR_CODES]
         if coded:
             raise error_of(self.host, coded[0], f"{args[0]}: ")
@@ -310,10 +303,7 @@ class AgentClient:
             args.append("--break")
         command = f"{self._agent} {' '.join(shlex.quote(a) for a in args)}"
         result = self.session.run(command, timeout=30)
-        try:
-            lines = result.json_lines()
-        except ValueError as exc:
-            raise AgentError(self.host, f"lease {action}: output is not JSON lines: {result.stdout[:200]!r}") from exc
+        lines = result.json_lines(self.host, f"lease {action}")
         for line in lines:
             if isinstance(line, Mapping) and line.get("k") == "lease":
                 return replies.parse_lease(self.host, line)

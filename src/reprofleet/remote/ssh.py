@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import shutil
 import subprocess
+import threading
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
@@ -24,6 +26,7 @@ from typing import IO
 from reprofleet.credentials import child_environment
 from reprofleet.errors import ConnectError
 from reprofleet.model import Host
+from reprofleet.remote import host_bytes
 
 
 NO_FORWARDING = ("-o", "ForwardAgent=no", "-o", "ClearAllForwardings=yes", "-o", "PermitLocalCommand=no")
@@ -71,23 +74,58 @@ class SshExec:
             assert self._proc.stdin is not None
             self._proc.stdin.write(data)
         except (BrokenPipeError, OSError) as exc:
+            if self._proc.poll() is None:
+                self._proc.kill()  # dead first: what is left to read is a pipe's buffer, never a host's stream
             _, err = self._proc.communicate(timeout=30)
             raise ConnectError(self._host, f"the transfer broke: {exc}: {err.decode('utf-8', 'replace').strip()}") \
                 from exc
 
     def finish(self, timeout: float) -> tuple[int, bytes, bytes]:
-        """Close stdin, wait; (exit status, stdout, stderr). 255 is ssh's own failure."""
+        """Close stdin, wait; (exit status, stdout, stderr). 255 is ssh's own failure. Each
+        of stdout and stderr is read to its end with host_bytes' bound (communicate() would
+        keep whatever the host prints); past it, ssh is killed and HostBytesError raised."""
         try:
-            out, err = self._proc.communicate(timeout=timeout)
+            if self._proc.stdin is not None:
+                self._proc.stdin.close()
+        except OSError:
+            pass
+        got: dict[str, bytes | host_bytes.HostBytesError] = {}
+        readers = [threading.Thread(target=self._drain, args=(name, stream, got), daemon=True)
+                   for name, stream in (("stdout", self._proc.stdout), ("stderr", self._proc.stderr))]
+        for reader in readers:
+            reader.start()
+        deadline = time.monotonic() + timeout
+        for reader in readers:
+            reader.join(max(0.0, deadline - time.monotonic()))
+        if any(reader.is_alive() for reader in readers):
+            self.close()
+            raise ConnectError(self._host, f"the transfer did not finish within {timeout:g} s")
+        for value in got.values():
+            if isinstance(value, host_bytes.HostBytesError):
+                self.close()
+                raise value
+        out, err = got["stdout"], got["stderr"]
+        assert isinstance(out, bytes) and isinstance(err, bytes)
+        try:
+            status = self._proc.wait(timeout=max(1.0, deadline - time.monotonic()))
         except subprocess.TimeoutExpired as exc:
-            self._proc.kill()
-            self._proc.communicate()
+            self.close()
             raise ConnectError(self._host, f"the transfer did not finish within {timeout:g} s") from exc
-        if self._proc.returncode == 255:
+        if status == 255:
             raise ConnectError(self._host, f"ssh failed: {err.decode('utf-8', 'replace').strip()}")
-        return self._proc.returncode, out, err
+        return status, out, err
+
+    def _drain(self, name: str, stream: IO[bytes] | None, got: dict[str, bytes | host_bytes.HostBytesError]) -> None:
+        try:
+            got[name] = host_bytes.read_to_eof(self._host, stream, name) if stream is not None else b""
+        except host_bytes.HostBytesError as exc:
+            got[name] = exc
+            if self._proc.poll() is None:
+                self._proc.kill()
+        except (OSError, ValueError):
+            got[name] = b""
 
     def close(self) -> None:
         if self._proc.poll() is None:
             self._proc.kill()
-            self._proc.communicate()
+            self._proc.wait()

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import fcntl
 import io
-import json
 import os
 import socket
 import threading
@@ -30,10 +29,12 @@ from pathlib import Path
 import invoke
 import paramiko
 from fabric import Config, Connection
+from fabric.runners import Remote
 
 from reprofleet.config import DEFAULT_TIMINGS
 from reprofleet.errors import CommandTimedOut, ConnectError, HostKeyError
 from reprofleet.model import Host
+from reprofleet.remote import host_bytes
 
 _KEEPALIVE_REQUEST = "keepalive@openssh.com"  # OpenSSH answers it (with a failure: still a reply)
 
@@ -67,9 +68,10 @@ class CommandResult:
     def ok(self) -> bool:
         return self.exit_code == 0
 
-    def json_lines(self) -> list[dict]:
-        """Each stdout line parsed as JSON (the host agent's output format)."""
-        return [json.loads(line) for line in self.stdout.splitlines() if line.strip()]
+    def json_lines(self, host: str, what: str) -> list[dict]:
+        """Each stdout line parsed as one JSON object (the host agent's output format),
+        bounded and checked in host_bytes; anything else is a HostBytesError naming ``host``."""
+        return host_bytes.json_lines(host, self.stdout, what)
 
 
 _KNOWN_HOSTS_LOCK = threading.Lock()  # threads of this process; flock serialises other processes
@@ -197,36 +199,34 @@ class LineStream:
 
     ``next_line(timeout)`` returns a line, ``None`` when nothing came in time, and raises
     ConnectError when the channel closed without an exit status (the connection died).
-    ``finished`` becomes true once the command exited and every line was read.
+    ``finished`` becomes true once the command exited and every line was read. A line is
+    bounded and strict UTF-8 (host_bytes.LineBuffer): a host that never sends a newline is
+    refused with HostBytesError, not buffered.
     """
 
     def __init__(self, session: "Session", channel: paramiko.Channel) -> None:
         self._session = session
         self._channel = channel
-        self._buffer = b""
+        self._buffer = host_bytes.LineBuffer(session.host.name, "stream")
         self.stderr_tail = b""
         self.exit_code: int | None = None
 
     @property
     def finished(self) -> bool:
-        return self.exit_code is not None and b"\n" not in self._buffer
+        return self.exit_code is not None and not self._buffer.has_line()
 
     def next_line(self, timeout: float) -> str | None:
         deadline = time.monotonic() + timeout
-        while b"\n" not in self._buffer:
+        while not self._buffer.has_line():
             if self._channel.exit_status_ready() and not self._channel.recv_ready():
                 self._finish()
-                if self._buffer:
-                    tail, self._buffer = self._buffer, b""
-                    return tail.decode("utf-8", "replace")
-                return None
+                return self._buffer.pop_rest()
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 return None
             if not self._read_chunk(min(remaining, 0.2)):
                 continue
-        raw, _, self._buffer = self._buffer.partition(b"\n")
-        return raw.decode("utf-8", "replace")
+        return self._buffer.pop_line()
 
     def _read_chunk(self, timeout: float) -> bool:
         while self._channel.recv_stderr_ready():  # drained so it never blocks the remote side
@@ -242,7 +242,7 @@ class LineStream:
             if not self._channel.exit_status_ready():
                 raise ConnectError(self._session.host.name, "stream closed without an exit status")
             return False
-        self._buffer += chunk
+        self._buffer.feed(chunk)
         return True
 
     def _finish(self) -> None:
@@ -253,6 +253,23 @@ class LineStream:
             self._channel.close()
         except Exception:
             pass
+
+
+class _BoundedRemote(Remote):
+    """Fabric's runner keeping at most host_bytes.MAX_REPLY_BYTES (+ one chunk) of a
+    command's stdout and stderr: a host that prints a gigabyte costs the controller a
+    bounded buffer (the rest is read and dropped until the command's timeout), and
+    Session.run refuses the reply. Fabric's own keeps everything, and re-joins it all on
+    every chunk for its watchers (we use none)."""
+
+    def _handle_output(self, buffer_: list[str], hide: bool, output: object, reader: object) -> None:
+        kept = 0
+        for data in self.read_proc_output(reader):
+            if not hide:
+                self.write_our_output(stream=output, string=data)
+            if kept <= host_bytes.MAX_REPLY_BYTES:
+                buffer_.append(data)
+                kept += len(data)
 
 
 class ExecChannel:
@@ -275,8 +292,8 @@ class ExecChannel:
         try:
             self._channel.shutdown_write()
             self._channel.settimeout(timeout)
-            out = self.stdout.read()
-            err = self._channel.makefile_stderr("rb").read()
+            out = host_bytes.read_to_eof(self._host, self.stdout, "stdout")
+            err = host_bytes.read_to_eof(self._host, self._channel.makefile_stderr("rb"), "stderr")
             return self._channel.recv_exit_status(), out, err
         except (paramiko.SSHException, OSError, EOFError) as exc:
             raise ConnectError(self._host, f"the transfer broke: {exc}") from exc
@@ -327,6 +344,10 @@ class Session:
             raise CommandTimedOut(self.host.name, command, limit) from exc
         except (paramiko.SSHException, OSError, EOFError) as exc:
             raise ConnectError(self.host.name, f"command failed to run: {exc}") from exc
+        for name, text in (("stdout", result.stdout), ("stderr", result.stderr)):
+            if len(text) > host_bytes.MAX_REPLY_BYTES:
+                raise host_bytes.HostBytesError(self.host.name, f"{command.split()[0]!r}: {name} of more than "
+                                                f"{host_bytes.MAX_REPLY_BYTES} bytes")
         return CommandResult(command, result.exited, result.stdout, result.stderr)
 
     def stream(self, command: str, stdin: bytes | None = None) -> LineStream:
@@ -381,7 +402,8 @@ def _fabric_connection(host: Host, settings: TransportSettings) -> Connection:
         connect_kwargs["key_filename"] = str(Path(host.key_file).expanduser())
         connect_kwargs["look_for_keys"] = False
         connect_kwargs["allow_agent"] = False
-    config = Config(overrides={"run": {"hide": True, "warn": True}, "forward_agent": False})
+    config = Config(overrides={"run": {"hide": True, "warn": True}, "forward_agent": False,
+                               "runners": {"remote": _BoundedRemote}})
     connection = Connection(
         host.address,
         user=host.user,

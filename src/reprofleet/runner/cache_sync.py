@@ -13,12 +13,15 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import shlex
+import shutil
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO, Iterable, Mapping
 
+from reprofleet.remote import host_bytes
 from reprofleet.remote.agent import AgentClient
 from reprofleet.errors import AgentError, ReprofleetError
 from reprofleet.model import Cell, Playbook
@@ -29,10 +32,21 @@ from reprofleet.model.events import CampaignEvent
 
 CHUNK = 1 << 20
 BATCH = 1 << 20  # small objects are sent together in writes of about this size
+SHA256 = re.compile(r"^[0-9a-f]{64}$")
+MAX_FILES = 1_000_000  # entries in one pulled manifest
+MAX_FILE_BYTES = 1 << 40  # one pulled file (1 TiB)
+MAX_PATH = 4096  # bytes of one entry's path (Linux's PATH_MAX); a part at most NAME_MAX
+MAX_NAME = 255
+_WRITE_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
 
 
 class CacheError(ReprofleetError):
     """A snapshot could not be built, pushed, verified or pulled."""
+
+
+class ManifestRefused(CacheError):
+    """A host's manifest names a file the controller will not write (a path that leaves the
+    staging folder, a size, mode or hash of the wrong shape): the whole pull is refused."""
 
 
 @dataclass(frozen=True)
@@ -122,10 +136,34 @@ class PushResult:
 
 
 def _lines(host: str, out: bytes, what: str) -> list[dict[str, Any]]:
-    try:
-        return [json.loads(line) for line in out.decode("utf-8", "replace").splitlines() if line.strip()]
-    except ValueError as exc:
-        raise AgentError(host, f"{what}: output is not JSON lines: {out[:200]!r}") from exc
+    return host_bytes.json_lines(host, out, what)
+
+
+def _count(host: str, what: str, value: Any, high: int) -> int:
+    """A count or offset a host sent: a whole number in [0, high], or the protocol broke."""
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= high:
+        raise AgentError(host, f"{what}: not a whole number in [0, {high}]: {str(value)[:80]!r}")
+    return value
+
+
+def missing_objects(host: str, snap: Snapshot, have: Mapping[str, Any]) -> tuple[list[str], dict[str, int]]:
+    """What a ``cache_have`` answer says the host lacks, checked against the snapshot: an
+    object the snapshot does not hold, or an offset past an object's end, is refused."""
+    objects = snap.objects()
+    missing_raw, partial_raw = have.get("missing") or [], have.get("partial") or {}
+    if not isinstance(missing_raw, list) or not isinstance(partial_raw, dict):
+        raise AgentError(host, "cache have: 'missing' is not a list or 'partial' not an object")
+    missing = []
+    for sha in missing_raw:
+        if not isinstance(sha, str) or sha not in objects:
+            raise AgentError(host, f"cache have: 'missing' names an object the snapshot does not hold: {str(sha)[:80]!r}")
+        missing.append(sha)
+    partial = {}
+    for sha, offset in partial_raw.items():
+        if sha not in objects:
+            raise AgentError(host, f"cache have: 'partial' names an object the snapshot does not hold: {sha[:80]!r}")
+        partial[sha] = _count(host, f"cache have: partial[{sha[:12]}]", offset, objects[sha].size)
+    return missing, partial
 
 
 def ask_have(agent: AgentClient, snap: Snapshot) -> dict[str, Any]:
@@ -177,8 +215,7 @@ def push(agent: AgentClient, snap: Snapshot, ssh: SshTarget | None = None) -> Pu
     have = ask_have(agent, snap)
     if have.get("complete"):
         return PushResult(agent.host, snap.snapshot, 0, 0, time.monotonic() - started, True)
-    missing = [str(s) for s in have.get("missing") or []]
-    partial = {str(k): int(v) for k, v in (have.get("partial") or {}).items()}
+    missing, partial = missing_objects(agent.host, snap, have)
     command = agent_command(agent, ["cache", "receive", "--snapshot", snap.snapshot])
     via = "ssh" if ssh is not None and ssh_available() else "paramiko"
     channel: ExecChannel | SshExec = SshExec(ssh, command) if ssh is not None and via == "ssh" \
@@ -199,12 +236,16 @@ def push(agent: AgentClient, snap: Snapshot, ssh: SshTarget | None = None) -> Pu
     if received is None or errors:
         raise CacheError(f"{agent.host}: cache receive failed (exit {status}): "
                          f"{'; '.join(errors) or err.decode('utf-8', 'replace').strip()}")
-    if received.get("refused"):
-        raise CacheError(f"{agent.host}: the host refused {len(received['refused'])} object(s) whose bytes did not "
-                         f"match their hash: {', '.join(received['refused'][:3])}")
+    refused = received.get("refused")
+    if refused:
+        shown = [str(r)[:64] for r in refused[:3]] if isinstance(refused, list) else [str(refused)[:64]]
+        raise CacheError(f"{agent.host}: the host refused {len(refused) if isinstance(refused, list) else 1} object(s) "
+                         f"whose bytes did not match their hash: {', '.join(shown)}")
     if not received.get("complete"):
         raise CacheError(f"{agent.host}: snapshot {snap.snapshot[:12]} still misses {received.get('missing')} object(s)")
-    return PushResult(agent.host, snap.snapshot, int(received.get("stored", 0)), int(received.get("bytes", 0)),
+    return PushResult(agent.host, snap.snapshot, _count(agent.host, "cache receive: stored", received.get("stored", 0),
+                                                        MAX_FILES),
+                      _count(agent.host, "cache receive: bytes", received.get("bytes", 0), snap.object_bytes),
                       time.monotonic() - started, False, via)
 
 
@@ -218,39 +259,131 @@ def materialize(agent: AgentClient, snapshot: str, dest: str, *, if_empty: bool 
 
 
 def _read_frame_header(stream: BinaryIO, host: str) -> tuple[str, int] | None:
-    line = stream.readline(256)
+    line = host_bytes.read_line(host, stream, "cache send: a frame header", 256)
     fields = line.decode("ascii", "replace").split()
     if fields == ["END"]:
         return None
-    if len(fields) != 4 or fields[0] != "OBJ":
+    if len(fields) != 4 or fields[0] != "OBJ" or not fields[2].isdigit() or len(fields[2]) > 15:
         raise CacheError(f"{host}: the pulled stream broke: {line[:80]!r}")
     return fields[1], int(fields[2])
 
 
+def _refuse(host: str, index: int, entry: Any, field: str, problem: str) -> ManifestRefused:
+    path = entry.get("path") if isinstance(entry, dict) else None
+    named = f" ({str(path)[:120]!r})" if path is not None else ""
+    return ManifestRefused(f"{host}: cache pull refused: manifest entry {index}{named}: {field}: {problem}")
+
+
+def checked_entry(host: str, index: int, entry: Any, staging: Path) -> ManifestFile:
+    """One entry of a host's manifest, as the controller will write it, or ManifestRefused
+    naming the host, the entry and the field. ``staging`` is the folder the file goes
+    under: the path must be relative, hold no ``..``, ``.`` or empty part, and stay under
+    ``staging`` once resolved; the mode is permission bits only (a host's own manifest
+    masks them, so a setuid, setgid or sticky bit is a crafted one), and is masked again
+    where it is applied."""
+    if not isinstance(entry, dict):
+        raise _refuse(host, index, entry, "(entry)", f"not an object: {str(entry)[:80]!r}")
+    path = entry.get("path")
+    if not isinstance(path, str) or not path:
+        raise _refuse(host, index, entry, "path", "not a non-empty string")
+    if len(path.encode("utf-8", "surrogatepass")) > MAX_PATH or "\x00" in path:
+        raise _refuse(host, index, entry, "path", f"longer than {MAX_PATH} bytes or holds a NUL")
+    if path.startswith("/"):
+        raise _refuse(host, index, entry, "path", "absolute (a pulled file lives under the snapshot folder)")
+    parts = path.split("/")
+    if any(part in ("", ".", "..") for part in parts):
+        raise _refuse(host, index, entry, "path", "has an empty, '.' or '..' part")
+    if any(len(part.encode("utf-8", "surrogatepass")) > MAX_NAME for part in parts):
+        raise _refuse(host, index, entry, "path", f"a part is longer than {MAX_NAME} bytes")
+    root = staging.resolve()
+    if not (root / path).resolve().is_relative_to(root):
+        raise _refuse(host, index, entry, "path", "leaves the snapshot folder once resolved")
+    size, mode, sha = entry.get("size"), entry.get("mode"), entry.get("sha256")
+    if isinstance(size, bool) or not isinstance(size, int) or not 0 <= size <= MAX_FILE_BYTES:
+        raise _refuse(host, index, entry, "size", f"not a whole number in [0, {MAX_FILE_BYTES}]: {str(size)[:40]!r}")
+    if isinstance(mode, bool) or not isinstance(mode, int) or not 0 <= mode <= 0o777:
+        shown = oct(mode) if isinstance(mode, int) and not isinstance(mode, bool) else repr(mode)[:40]
+        raise _refuse(host, index, entry, "mode", f"not permission bits in [0, 0o777] (no setuid, setgid or sticky): "
+                                                  f"{shown}")
+    if not isinstance(sha, str) or not SHA256.match(sha):
+        raise _refuse(host, index, entry, "sha256", f"not 64 lowercase hex digits: {str(sha)[:80]!r}")
+    return ManifestFile(path, size, mode, sha)
+
+
+def checked_manifest(host: str, head: Mapping[str, Any], staging: Path) -> tuple[str, tuple[ManifestFile, ...]]:
+    """The snapshot hash and every entry of a ``cache_manifest`` line, all checked before a
+    byte is written; two entries of one path, or a file that is another's folder, refuse it."""
+    snapshot, manifest = head.get("snapshot"), head.get("manifest")
+    if not isinstance(snapshot, str) or not SHA256.match(snapshot):
+        raise ManifestRefused(f"{host}: cache pull refused: snapshot: not 64 lowercase hex digits: "
+                              f"{str(snapshot)[:80]!r}")
+    files = manifest.get("files") if isinstance(manifest, dict) else None
+    if not isinstance(files, list) or len(files) > MAX_FILES:
+        raise ManifestRefused(f"{host}: cache pull refused: manifest.files: not a list of at most {MAX_FILES} entries")
+    entries = tuple(checked_entry(host, index, entry, staging) for index, entry in enumerate(files))
+    paths = {entry.path for entry in entries}
+    for index, entry in enumerate(entries):
+        folders = ["/".join(entry.path.split("/")[:n]) for n in range(1, entry.path.count("/") + 1)]
+        if any(folder in paths for folder in folders):
+            raise _refuse(host, index, files[index], "path", "is under another entry's file")
+    seen: set[str] = set()
+    for index, entry in enumerate(entries):
+        if entry.path in seen:
+            raise _refuse(host, index, files[index], "path", "named twice")
+        seen.add(entry.path)
+    return snapshot, entries
+
+
 def pull(agent: AgentClient, remote_folder: str, dest: Path) -> Snapshot:
     """A host's folder as a new snapshot folder ``dest`` on the controller, every file
-    verified against the host's manifest; ``dest`` appears only once it is whole."""
-    if dest.exists():
+    verified against the host's manifest; ``dest`` appears only once it is whole.
+
+    Nothing the host sends is trusted: the manifest is read with a bound and every entry
+    checked (checked_manifest) before anything is written; each file is created with
+    O_EXCL|O_NOFOLLOW inside a staging folder this call made; any refusal or failure
+    removes the staging folder, so nothing is left on the controller's disk."""
+    if dest.exists() or dest.is_symlink():
         raise CacheError(f"{dest} already exists: pull under a new name")
     building = dest.with_name(f".{dest.name}.pulling-{os.getpid()}")
     channel = agent.session.exec_channel(agent_command(agent, ["cache", "send", "--dest", remote_folder]))
-    head = json.loads(channel.stdout.readline() or b"{}")
-    if head.get("k") != "cache_manifest":
-        _, _, err = channel.finish(timeout=30)
-        raise CacheError(f"{agent.host}: cannot read {remote_folder}: {head.get('error') or err.decode().strip()}")
-    files = [ManifestFile(str(f["path"]), int(f["size"]), int(f["mode"]), str(f["sha256"]))
-             for f in head["manifest"]["files"]]
     try:
+        raw = host_bytes.read_line(agent.host, channel.stdout, "cache send: the manifest line",
+                                   host_bytes.MAX_MANIFEST_BYTES)
+        head = host_bytes.parse_object(agent.host, raw or b"{}", "cache send: the manifest line",
+                                       host_bytes.MAX_MANIFEST_BYTES)
+        if head.get("k") != "cache_manifest":
+            _, _, err = channel.finish(timeout=30)
+            said = head.get("error") or host_bytes.decode(agent.host, err, "cache send: stderr",
+                                                          host_bytes.MAX_REPLY_BYTES).strip()
+            raise CacheError(f"{agent.host}: cannot read {remote_folder}: {str(said)[:500]}")
+        snapshot, files = checked_manifest(agent.host, head, building)
+    except BaseException:
+        channel.close()
+        raise
+    try:
+        building.mkdir()  # ours alone: a folder already there (a link, a stale pull) is refused
         for entry in files:
             _pull_one(channel.stdout, agent.host, building, entry)
         if _read_frame_header(channel.stdout, agent.host) is not None:
             raise CacheError(f"{agent.host}: more objects than the manifest named")
         channel.finish(timeout=60)
-        snap = build_snapshot(building)
-        if snap.snapshot != head["snapshot"]:
+        try:
+            snap = build_snapshot(building)
+        except OSError as exc:
+            raise CacheError(f"{agent.host}: cannot read back the pulled folder: {exc}") from exc
+        if snap.snapshot != snapshot:
             raise CacheError(f"{agent.host}: the pulled folder hashes to {snap.snapshot[:12]}, "
-                             f"the host said {str(head['snapshot'])[:12]}")
+                             f"the host said {snapshot[:12]}")
         os.rename(building, dest)
+    except FileExistsError as exc:
+        channel.close()
+        if exc.filename != str(building):
+            _remove_tree(building)
+        raise CacheError(f"{agent.host}: cannot pull into {building}: {exc.strerror}") from exc
+    except OSError as exc:
+        channel.close()
+        _remove_tree(building)
+        raise CacheError(f"{agent.host}: cannot write the pulled folder {building}: {exc}") from exc
     except BaseException:
         channel.close()
         _remove_tree(building)
@@ -262,11 +395,17 @@ def pull(agent: AgentClient, remote_folder: str, dest: Path) -> Snapshot:
 def _pull_one(stream: BinaryIO, host: str, building: Path, entry: ManifestFile) -> None:
     header = _read_frame_header(stream, host)
     if header is None or header != (entry.sha256, entry.size):
-        raise CacheError(f"{host}: expected {entry.path}, the stream said {header}")
+        raise CacheError(f"{host}: expected {entry.path}, the stream said {str(header)[:120]}")
     target = building / entry.path
-    target.parent.mkdir(parents=True, exist_ok=True)
+    for folder in reversed(target.relative_to(building).parents[:-1]):
+        try:
+            os.mkdir(building / folder, 0o755)  # every folder ours: an existing one must be a real folder
+        except FileExistsError:
+            if (building / folder).is_symlink() or not (building / folder).is_dir():
+                raise CacheError(f"{host}: {folder} is not a folder in the pulled snapshot") from None
     digest, left = hashlib.sha256(), entry.size
-    with open(target, "wb") as out:
+    fd = os.open(target, _WRITE_FLAGS, 0o600)
+    with os.fdopen(fd, "wb") as out:
         while left > 0:
             chunk = stream.read(min(CHUNK, left))
             if not chunk:
@@ -274,14 +413,14 @@ def _pull_one(stream: BinaryIO, host: str, building: Path, entry: ManifestFile) 
             digest.update(chunk)
             out.write(chunk)
             left -= len(chunk)
-    if digest.hexdigest() != entry.sha256:
-        raise CacheError(f"{host}: {entry.path} arrived with the wrong hash")
-    os.chmod(target, entry.mode)
+        if digest.hexdigest() != entry.sha256:
+            raise CacheError(f"{host}: {entry.path} arrived with the wrong hash")
+        os.fchmod(out.fileno(), entry.mode & 0o777)  # permission bits only, whatever reached here
 
 
 def _remove_tree(path: Path) -> None:
-    import shutil
-
+    if path.is_symlink():
+        return  # never ours: a link is not followed, and not removed either
     shutil.rmtree(path, ignore_errors=True)
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import errno
 import json
+import math
 import os
 import re
 import traceback
@@ -357,9 +358,13 @@ class HostRunner:
     def current_boot(self, agent: AgentClient) -> str:
         out = agent.session.run("cat /proc/sys/kernel/random/boot_id; cut -d' ' -f1 /proc/uptime", timeout=15)
         lines = out.stdout.split()
-        if len(lines) < 2:
-            raise ConnectError(self.host.name, "cannot read boot_id")
-        self._note_boot(lines[0], float(lines[1]))
+        try:
+            uptime_s = float(lines[1]) if len(lines) >= 2 else math.nan
+        except ValueError:
+            uptime_s = math.nan
+        if not math.isfinite(uptime_s):
+            raise ConnectError(self.host.name, f"cannot read boot_id and uptime: {out.stdout[:120]!r}")
+        self._note_boot(lines[0], uptime_s)
         return lines[0]
 
     # -- policy ----------------------------------------------------------------------
@@ -500,9 +505,8 @@ class HostRunner:
                             secret_names=tuple(self.ctx.env_secrets))
         self.state.cache_snapshot = cache_sync.seed_attempt(self.ctx, agent, cell, command.cache_dir)
         prepared = agent.session.run(
-            poc.seed_cache_command(command.cache_dir, self.state.cache_seed)
-            if self.state.cache_seed and not self.state.cache_snapshot
-            else f"mkdir -p '{command.cache_dir}'", timeout=120)
+            poc.prepare_cache_command(command.cache_dir,
+                                      None if self.state.cache_snapshot else self.state.cache_seed), timeout=120)
         if not prepared.ok:
             raise AgentError(self.host.name, f"cannot prepare the cache {command.cache_dir}: {prepared.stderr.strip()}")
         manifest = agent.session.run(poc.cache_manifest_command(command.cache_dir), timeout=60)

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from reprofleet.model import Cell, RuntimeKind
+from reprofleet.runner.cache_sync import CacheError
 from reprofleet.runner.runtimes import venv_python
 
 CONTAINER_CACHE = "/root/.cache/vllm"
@@ -102,17 +103,39 @@ def build(cell: Cell, *, poc_path: str, state_root: str, attempt_id: str, persis
 
 
 def cache_seed_archive(folder: str) -> tuple[bytes, str]:
-    """The playbook's starting cache as a reproducible tar.gz, and its hash (names the upload)."""
+    """The playbook's starting cache as a reproducible tar.gz, and its hash (names the upload).
+
+    As the seeded path's snapshot (cache_sync.build_snapshot): regular files only. A
+    symlink would arrive as a link the PoC writes through (``link -> /etc/hostname``), a
+    device or FIFO as one on the host, so either refuses the campaign before a host is
+    asked; a mode keeps its permission bits only (no setuid, setgid or sticky bit)."""
     buffer = io.BytesIO()
     root = Path(folder)
+    files = []
+    for path in sorted(root.rglob("*")):
+        if path.is_symlink() or not (path.is_file() or path.is_dir()):
+            raise CacheError(f"{path} is not a regular file: a starting cache holds bytes, not links or devices")
+        if path.is_file():
+            files.append(path)
     with tarfile.open(fileobj=buffer, mode="w:gz", compresslevel=6) as archive:
-        for path in sorted(p for p in root.rglob("*") if p.is_file()):
+        for path in files:
             info = archive.gettarinfo(str(path), arcname=str(path.relative_to(root)))
+            if not info.isreg():  # replaced between the walk and here
+                raise CacheError(f"{path} is not a regular file: a starting cache holds bytes, not links or devices")
+            info.mode &= 0o777
             info.mtime, info.uid, info.gid, info.uname, info.gname = 0, 0, 0, "", ""
             with open(path, "rb") as handle:
                 archive.addfile(info, handle)
     content = buffer.getvalue()
     return content, hashlib.sha256(content).hexdigest()[:12]
+
+
+def prepare_cache_command(cache_dir: str, archive_path: str | None) -> str:
+    """The cache folder ready before an attempt: unpacked from the starting cache while it is
+    empty, else just made. Every path is shell-quoted: a host's ``$HOME`` is part of it."""
+    if archive_path:
+        return seed_cache_command(cache_dir, archive_path)
+    return f"mkdir -p {shlex.quote(cache_dir)}"
 
 
 def seed_cache_command(cache_dir: str, archive_path: str) -> str:

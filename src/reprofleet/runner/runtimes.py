@@ -22,6 +22,7 @@ from reprofleet.errors import AgentError, ReprofleetError
 from reprofleet.model import Cell, PipOptions, Runtime, RuntimeKind, frozen_mapping
 from reprofleet.playbook.venv import poc_requirement
 from reprofleet.model.events import CampaignEvent
+from reprofleet.remote import host_bytes
 from reprofleet.remote.agent import AgentClient
 from reprofleet.runner.host_log import HostLog
 from reprofleet.runner.stops import HostStops
@@ -198,8 +199,11 @@ class HostRuntimes:
         digests = agent.session.run(f"docker image inspect --format '{{{{json .RepoDigests}}}}' {quoted}",
                                     timeout=CHECK_TIMEOUT_S)
         try:
-            listed = json.loads(digests.stdout.strip()) if digests.ok else []
-        except ValueError:
+            listed = host_bytes.parse_json(agent.host, digests.stdout.strip(), "docker image inspect") \
+                if digests.ok else []
+        except host_bytes.HostBytesError:
+            listed = []
+        if not isinstance(listed, list):
             listed = []
         new = image_facts(cell.runtime.label, {"image": tag, "id": new_id, "repo_digests": listed or []})
         return Moved(cell.name, tag, old_id, old_digest, new_id, new.image_digest)

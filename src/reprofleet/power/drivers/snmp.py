@@ -57,7 +57,8 @@ from reprofleet.errors import PowerError
 from reprofleet.model import PowerPort
 from reprofleet.power.base import DeviceCycle, DriverSettings, PowerDriver, PowerState, TransientPowerError
 from reprofleet.power.drivers import snmp_chain
-from reprofleet.power.drivers.snmp_oids import GENERIC_MODEL, MODEL_NAMES, OUTLET_MODELS, OutletOids, is_oid
+from reprofleet.power.drivers.snmp_oids import (GENERIC_MODEL, MODEL_NAMES, OUTLET_MODELS, OutletOids, is_oid,
+                                                 is_oid_template)
 from reprofleet.power.log import PowerLog
 from reprofleet.power.options import PowerConfigError
 
@@ -102,9 +103,10 @@ def generic_model(options: Any, where: str) -> OutletOids:
     """The OID row a user describes with control_oid/status_oid/on_value/off_value."""
     control = options.required_text("control_oid", "model generic needs it, with {outlet}")
     status = options.text("status_oid", control)
-    for oid in (control, status):
-        if not is_oid(oid.format(outlet="1", pdu="1")):
-            raise PowerConfigError(f"{where}: {oid!r} is not a numeric OID template")
+    for name, oid in (("control_oid", control), ("status_oid", status)):
+        if not is_oid_template(oid) or not is_oid(oid.format(outlet="1", pdu="1")):
+            raise PowerConfigError(f"{where}: pdu option {name}: {oid[:120]!r} is not a numeric OID template "
+                                   "(numbers, '.', {outlet} and {pdu} only)")
     on, off = options.integer("on_value", 1), options.integer("off_value", 2)
     return OutletOids(model=GENERIC_MODEL, control_oid=control, status_oid=status, set_on=on, set_off=off,
                       state_on=options.integer("state_on_value", on), state_off=options.integer("state_off_value", off))

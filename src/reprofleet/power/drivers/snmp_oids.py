@@ -37,6 +37,8 @@ Sources:
 
 from __future__ import annotations
 
+import re
+
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Mapping
@@ -161,6 +163,18 @@ OUTLET_MODELS: Mapping[str, OutletOids] = MappingProxyType({
 
 GENERIC_MODEL = "generic"
 MODEL_NAMES = (*OUTLET_MODELS, GENERIC_MODEL)
+
+
+_TEMPLATE_PART = r"(?:[0-9]+|\{outlet\}|\{pdu\})"
+OID_TEMPLATE = re.compile(rf"^\.?{_TEMPLATE_PART}(?:\.{_TEMPLATE_PART})+$")
+
+
+def is_oid_template(text: str) -> bool:
+    """A user's OID template: numbers and the placeholders ``{outlet}`` and ``{pdu}`` only,
+    dot-separated. Any other ``{``, ``}`` or ``%`` is refused before ``str.format`` sees it
+    (``{0}`` raised IndexError, ``{outlet.__class__}`` reads attributes, ``{outlet:>9999999}``
+    allocates)."""
+    return bool(OID_TEMPLATE.match(text))
 
 
 def is_oid(text: str) -> bool:
