@@ -58,7 +58,7 @@ from reprofleet.verdicts import Verdict, VerdictKind  # noqa: E402
 ROOT = Path(__file__).resolve().parent.parent
 SEED = load_playbook(ROOT / "playbooks" / "sm120-hostwedge.yml")
 HOSTS = ("ws01", "ws02", "ws03", "ws04")
-PLANNED = 30  # `invoke plan --hosts inventory/blackwell.yml --playbook playbooks/sm120-hostwedge.yml`: 90% power
+PLANNED = 60  # per cell and host: where a tenth-rate cell is called fixed <= 5% and a fixed one >= 90% (at 30, `invoke plan`'s 90%-power size under its simpler truth, this truth gives 60% power and 6.7% false "fixed" at a tenth)
 BASE = 0.3
 TRUTHS = ("fixed", "fixed", "fixed", "a tenth", "a tenth", "a third", "a third", "same", "host-specific")
 RATIO = {"fixed": 0.0, "a tenth": 0.1, "a third": 1 / 3, "same": 1.0, "host-specific": 1.0}

@@ -138,8 +138,8 @@ class HostileSession:
     def exec_channel(self, command: str) -> ExecChannel:
         return ExecChannel(self.host.name, self._channel(command))  # type: ignore[arg-type]
 
-    def stream(self, command: str) -> LineStream:
-        return LineStream(self, self._channel(command))  # type: ignore[arg-type]
+    def stream(self, command: str, stdin: bytes | None = None) -> LineStream:
+        return LineStream(self, self._channel(command))  # type: ignore[arg-type]  # (what stdin carries: no hostile bytes)
 
     def close(self) -> None:
         self.closed = True

@@ -86,12 +86,13 @@ def test_a_task_with_a_variable_that_does_not_parse_runs_nothing_and_says_one_li
 def test_the_console_script_reads_the_project_invoke_yaml(tmp_path: Path) -> None:
     inventory = tmp_path / "hosts.yml"
     inventory.write_text("all:\n  hosts:\n    ws01:\n      ansible_host: 10.213.254.254\n")
-    book = write_playbook(tmp_path / "book", attempts=2)
+    book = write_playbook(tmp_path / "book", attempts=2,
+                          cells="  - name: default\n  - name: lgc\n    graphics_clocks: [180, 2800]\n")
 
     def plan_text(folder: Path) -> str:
         folder.mkdir(exist_ok=True)
         done = subprocess.run([sys.executable, "-m", "reprofleet", "plan", "--hosts", str(inventory), "--playbook",
-                               str(book)], cwd=folder, capture_output=True, text=True, timeout=60)
+                               str(book), "--campaigns", "4"], cwd=folder, capture_output=True, text=True, timeout=120)
         assert done.returncode == 0, done.stderr
         return done.stdout
 
