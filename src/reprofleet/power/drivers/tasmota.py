@@ -135,8 +135,9 @@ class TasmotaDriver(PowerDriver):
     def _answer(self, command: str) -> object:
         reply = self._reply(command)
         if asks_for_credentials(reply) and self._password and self.auth_mode == "basic":
-            raise PowerError(f"{self.where}: the plug ignores basic auth and asks for user=&password= in the URL "
-                             "(old firmware); set 'auth: query' in its pdu block to send the password that way")
+            raise PowerError(f"{self.where}: the plug refused the credentials and asks for user=&password= (a wrong "
+                             "password, or old firmware that ignores basic auth: then set 'auth: query' in its pdu "
+                             "block to send the password that way)")
         return reply
 
     def _command(self, command: str) -> PowerState:
