@@ -338,3 +338,17 @@ def test_the_json_carries_every_new_number() -> None:
     x = next(v for v in data["verdicts"] if v["cell"] == "x")
     assert x["against_reference"]["ratio_upper"] is not None and not math.isinf(x["against_reference"]["ratio_upper"])
     assert x["compared_hosts"] == ["ws01"] and x["anytime"] is False and data["judging"]["fixed_ratio"] == 0.2
+
+
+def test_a_folder_without_its_manifest_compares_with_default_not_the_first_name_and_says_so(tmp_path: Path) -> None:
+    """Was: the alphabetically first cell became the reference in silence (the bench's
+    missing-manifest scenario judged every cell against cuda-launch-blocking)."""
+    folder = tmp_path / "c1"
+    folder.mkdir()
+    records = many(10, "default", "ws01", "wedge") + many(10, "default", "ws01", "clean")
+    records += many(20, "aa-first", "ws01", "clean") + many(20, "x", "ws01", "clean")
+    (folder / "attempts.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+    judgement = judge(load_pool([folder]))
+    assert judgement.reference == "default"
+    assert any("names its reference cell" in w and "'default'" in w and "--reference" in w
+               for w in judgement.warnings)

@@ -134,7 +134,11 @@ def _reference(ids: Sequence[str], pool: Pool, asked: str | None, warnings: list
             known = ", ".join(sorted({cell_name(i) for i in ids}, key=natural_key))
             raise ReferenceCellError(f"--reference {asked!r}: no such cell in these records (cells: {known})")
         warnings.append(f"the reference cell {name!r} has no records; using the first cell instead")
-    return tuple(i for i in ids if cell_name(i) == cell_name(ids[0]))
+    fallback = next((i for i in ids if cell_name(i) == "default"), ids[0])
+    if not wanted:  # no campaign.json names one: say which cell every comparison is with
+        warnings.append(f"no campaign of these records names its reference cell (no campaign.json): every cell is "
+                        f"compared with {cell_name(fallback)!r}; pass --reference CELL to choose")
+    return tuple(i for i in ids if cell_name(i) == cell_name(fallback))
 
 
 def _stopped(pool: Pool, name: str, judged: Sequence[Judged]) -> tuple[str, ...]:
