@@ -17,7 +17,7 @@ def _run(*argv: str) -> None:
     Program(namespace=ns, name="reprofleet", binary="reprofleet").run(["reprofleet", *argv], exit=False)
 
 
-def test_sim_up_with_a_config_keeps_every_host_unless_hosts_is_given(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_sim_up_with_a_config_keeps_every_host_unless_a_count_is_given(monkeypatch: pytest.MonkeyPatch) -> None:
     asked: list[tuple[Any, ...]] = []
 
     def up(hosts: int, config: Any, sim_dir: Path) -> Any:
@@ -26,7 +26,7 @@ def test_sim_up_with_a_config_keeps_every_host_unless_hosts_is_given(monkeypatch
 
     monkeypatch.setattr(simctl, "up", up)
     _run("sim.up", "-c", "fleet.yml")
-    _run("sim.up", "-c", "fleet.yml", "--hosts", "2")
+    _run("sim.up", "-c", "fleet.yml", "--count", "2")
     _run("sim.up")
     assert asked == [(0, "fleet.yml"), (2, "fleet.yml"), (0, None)]  # 0: all of FILE, or the 3 demo hosts
 

@@ -189,7 +189,7 @@ def test_invoke_report_takes_paths_as_words_and_writes_both_files(tmp_path: Path
     assert (tmp_path / "out" / "report.md").read_text() == _render(second)[0].replace("# t\n", "# reprofleet report\n", 1)
 
 
-DEMO_ARGS = ("--hosts", "2", "--attempts", "1")
+DEMO_ARGS = ("--count", "2", "--attempts", "1")
 
 
 @pytest.mark.fleet

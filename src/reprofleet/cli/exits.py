@@ -17,6 +17,7 @@ from invoke import Exit
 
 from reprofleet.errors import InputError, ReprofleetError
 from reprofleet.cli.env_config import environment_problems
+from reprofleet.cli.flags import asks_help, print_task_help
 
 
 class BadArgument(ReprofleetError):
@@ -48,6 +49,9 @@ def handled(body: Callable[..., Any]) -> Callable[..., Any]:
 
     @functools.wraps(body)
     def wrapper(*args: Any, **kwargs: Any) -> None:
+        if asks_help([*args[1:], *kwargs.values()]) and getattr(wrapper, "_task_name", None):
+            print_task_help(wrapper._task_name)  # type: ignore[attr-defined]  # a positional took the -h
+            return
         try:
             problems = environment_problems()
             if problems:  # an INVOKE_REPROFLEET_* value that did not parse: nothing runs

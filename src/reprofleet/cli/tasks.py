@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, cast
 from invoke import Collection, Context, Task, task
 
 from reprofleet.cli.env_config import normalise_environment
+from reprofleet.cli.flags import standardise
 from reprofleet.cli.exits import BadArgument, ExitStatus, handled
 from reprofleet.cli.args import RestTask
 from reprofleet.cli.signals import install_stop_handlers
@@ -274,11 +275,12 @@ def campaign_status(result: Any, err: "Console") -> ExitStatus:
     "limit": "Ansible host pattern: only these hosts run (e.g. 'blackwell:!ws03', 'ws0[1-2]*', '@retry-file')",
 })
 @handled
-def campaign(c: Context, hosts: str, playbook: str = "playbooks/sm120-hostwedge.yml", attempts: str | None = None,
+def campaign(c: Context, hosts: str = "", playbook: str = "playbooks/sm120-hostwedge.yml", attempts: str | None = None,
              dry_run: bool = False, resume: str | None = None, accept_new_host_keys: bool = False,
              break_lease: bool = False, bring_up: bool = False, check_hosts: bool = False,
              limit: str = "") -> ExitStatus:
     """Run a reproduction campaign on every host of an inventory."""
+    hosts = _need_inventory(hosts)
     if check_hosts and not dry_run:
         raise BadArgument("--check-hosts goes with --dry-run (a campaign checks its hosts anyway)")
     overrides = {**({"break_leases": True} if break_lease else {}), **({"bring_up": True} if bring_up else {})}
@@ -291,9 +293,10 @@ def campaign(c: Context, hosts: str, playbook: str = "playbooks/sm120-hostwedge.
             "accept-new-host-keys": "record unknown host keys instead of refusing them",
             "limit": "Ansible host pattern: only these hosts"})
 @handled
-def facts(c: Context, hosts: str, json_: bool = False, accept_new_host_keys: bool = False,
+def facts(c: Context, hosts: str = "", json_: bool = False, accept_new_host_keys: bool = False,
           limit: str = "") -> ExitStatus:
     """Collect and show each host's facts (GPU, driver, OS, BIOS, boot_id)."""
+    hosts = _need_inventory(hosts)
     from reprofleet.campaign.facts import collect_facts
     from reprofleet.cli.tables import facts_table
     from reprofleet.records.facts_cache import cache_facts
@@ -315,18 +318,14 @@ def facts(c: Context, hosts: str, json_: bool = False, accept_new_host_keys: boo
     return ExitStatus.OK if all(isinstance(v, dict) for v in results.values()) else ExitStatus.SOME_HOSTS_FAILED
 
 
-@task(help={"hosts": "number of simulated hosts (default: every host of --config, or 3 demo hosts)",
+@task(help={"count": "number of simulated hosts (default: every host of --config, or 3 demo hosts)",
             "config": "fleet YAML (default: the demo fleet)"})
 @handled
-def sim_up(c: Context, hosts: str = "", config: str | None = None) -> ExitStatus:
+def sim_up(c: Context, count: str = "", config: str | None = None) -> ExitStatus:
     """Start a simulated fleet (real sshd in network namespaces) and write its inventory."""
     from reprofleet.sim import simctl
 
-    try:
-        count = int(hosts) if hosts else 0
-    except ValueError:
-        raise BadArgument(f"--hosts takes a number, not {hosts!r}") from None
-    fleet = simctl.up(count, config, Path(_conf(c)["sim_dir"]))
+    fleet = simctl.up(_count("count", count) or 0, config, Path(_conf(c)["sim_dir"]))
     print(f"fleet up: {len(fleet.hosts)} hosts; inventory: {fleet.inventory_path}")
     return ExitStatus.OK
 
@@ -352,17 +351,18 @@ def sim_down(c: Context) -> ExitStatus:
     return ExitStatus.OK
 
 
-@task(help={"hosts": "number of simulated hosts", "playbook": "demo campaign YAML",
+@task(help={"count": "number of simulated hosts (default 3)", "playbook": "demo campaign YAML",
             "attempts": "attempts per host and cell (default: the playbook's)"})
 @handled
-def demo(c: Context, hosts: int = 3, playbook: str = "playbooks/demo.yml", attempts: int = 0) -> ExitStatus:
+def demo(c: Context, count: str = "3", playbook: str = "playbooks/demo.yml", attempts: str = "") -> ExitStatus:
     """Simulated fleet up, a campaign over it, the summary, fleet down."""
     from reprofleet.sim import simctl
 
     sim_dir = Path(_conf(c)["sim_dir"])
-    fleet = simctl.up(int(hosts), None, sim_dir)
+    hosts_wanted, attempts_wanted = _count("count", count), _count("attempts", attempts)
+    fleet = simctl.up(hosts_wanted or 3, None, sim_dir)
     try:
-        return run_and_report(c, str(fleet.inventory_path), playbook, int(attempts) or None, False, None, None,
+        return run_and_report(c, str(fleet.inventory_path), playbook, attempts_wanted, False, None, None,
                               DEMO_OVERRIDES)
     finally:
         simctl.down(sim_dir)
@@ -418,11 +418,12 @@ def power(c: Context, host: str, action: str, hosts: str = "", yes: bool = False
             "json": "print one JSON line per host instead of tables",
             "accept-new-host-keys": "record unknown host keys instead of refusing them"})
 @handled
-def doctor(c: Context, hosts: str, limit: str = "", playbook: str = "playbooks/sm120-hostwedge.yml",
+def doctor(c: Context, hosts: str = "", limit: str = "", playbook: str = "playbooks/sm120-hostwedge.yml",
            json_: bool = False, accept_new_host_keys: bool = False) -> ExitStatus:
     """Before the first night: per host, what the plan needs, whether it is there, and the fix (changes nothing).
 
     Exit 0 when every host is ready, 3 when one is not (a `missing` item), 2 for bad input."""
+    hosts = _need_inventory(hosts)
     from reprofleet.campaign import doctor as doc
     from reprofleet.cli.tables import doctor_table
     from reprofleet.inventory import load_inventory
@@ -454,12 +455,13 @@ def doctor(c: Context, hosts: str, limit: str = "", playbook: str = "playbooks/s
                            "ignore-lease": "restore even on hosts a campaign holds (it would run on the defaults)",
                            "limit": "Ansible host pattern: only these hosts"})
 @handled
-def policy_task(c: Context, hosts: str, restore: bool = False, read: bool = False,
+def policy_task(c: Context, hosts: str = "", restore: bool = False, read: bool = False,
                 ignore_lease: bool = False, limit: str = "") -> ExitStatus:
     """Read, or restore to defaults, the GPU policy of every host.
 
     A host a live campaign holds is refused (named, with its holder) unless --ignore-lease:
     its attempts would otherwise be credited to a cell whose policy is no longer in force."""
+    hosts = _need_inventory(hosts)
     from reprofleet.campaign.policy_restore import policy_everywhere
     from reprofleet.cli.tables import policy_table
 
@@ -695,6 +697,13 @@ def _confirm(question: str) -> bool:
     return input(question).strip().lower() in ("y", "yes")
 
 
+def _need_inventory(hosts: str) -> str:
+    """The inventory a task needs, or one line saying how to give it."""
+    if not hosts:
+        raise BadArgument("which inventory? -i/--inventory INVENTORY (an Ansible inventory file or source)")
+    return hosts
+
+
 def _count(flag: str, value: str | None, low: int = 1) -> int | None:
     """A whole-number flag (``--attempts``): one line, not a traceback, for ``x`` or ``0``."""
     if value is None or value == "":
@@ -813,3 +822,4 @@ def export(c: Context, paths: list[str] | None = None, format_: str = "csv", out
 
 
 ns.add_task(cast(Task, export))
+standardise(ns)  # one flag table for every task (cli/flags.py), after the last task is added
