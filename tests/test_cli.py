@@ -102,3 +102,21 @@ def test_a_power_action_without_a_terminal_or_yes_does_nothing_and_fails(tmp_pat
     assert result.stderr.strip().splitlines() == [
         "reprofleet: error: power cycle ws01? there is no terminal to ask on: pass --yes to do it"]
     assert not (tmp_path / "reports").exists()
+
+
+def test_a_playbooks_hosts_pattern_chooses_its_hosts_before_the_limit_and_a_typo_names_its_line(tmp_path: Path) -> None:
+    inventory = _inventory(tmp_path, "all:\n  children:\n    lab:\n      hosts:\n"
+                                     "        ws01:\n          ansible_host: 10.213.254.254\n"
+                                     "        ws02:\n          ansible_host: 10.213.254.253\n"
+                                     "    office:\n      hosts:\n        ws03:\n          ansible_host: 10.213.254.252\n")
+    book = write_playbook(tmp_path / "book", attempts=1, extra="hosts: lab\n")
+    both = reprofleet("campaign", "--hosts", str(inventory), "--playbook", str(book), "--dry-run", "--limit", "!ws01",
+                      cwd=tmp_path)
+    assert both.returncode == 0, both.stderr
+    assert "the playbook's hosts: 'lab' and --limit '!ws01' chose 1 of the 3 hosts" in both.stdout
+    assert "hosts (1): ws02" in both.stdout
+    typo = write_playbook(tmp_path / "typo", attempts=1, extra="hosts: labs\n")
+    wrong = reprofleet("campaign", "--hosts", str(inventory), "--playbook", str(typo), "--dry-run", cwd=tmp_path)
+    assert wrong.returncode == 2
+    (line,) = wrong.stderr.strip().splitlines()
+    assert ":hosts:" in line and "'labs' matches no host or group" in line and "did you mean 'lab'" in line

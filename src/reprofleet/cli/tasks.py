@@ -195,7 +195,7 @@ def run_and_report(c: Any, hosts: str, playbook: str, attempts: int | None, dry_
 
     book = load_playbook(playbook, attempts_override=attempts)
     whole = load_inventory(hosts)
-    inventory = limited(whole, limit)
+    inventory = limited(limited(whole, book.hosts, where=_pattern_where(book)), limit)
     _configure_power(c)  # before the preflight builds every driver: its timings are those of invoke.yaml
     report_root = Path(_conf(c)["reports"])
     done: dict[tuple[str, str], int] = {}
@@ -214,8 +214,10 @@ def run_and_report(c: Any, hosts: str, playbook: str, attempts: int | None, dry_
         for line in observe_only_refusals(book, inventory.hosts):
             _stderr_console().print(f"[yellow]{line}[/]")
     if dry_run:
-        if limit:
-            print(f"--limit {limit!r} chose {len(inventory.hosts)} of the {len(whole.hosts)} hosts of {whole.source}")
+        if limit or book.hosts:
+            chosen_by = " and ".join(f"{what} {pattern!r}" for what, pattern in (("the playbook's hosts:", book.hosts),
+                                                                             ("--limit", limit)) if pattern)
+            print(f"{chosen_by} chose {len(inventory.hosts)} of the {len(whole.hosts)} hosts of {whole.source}")
         print(campaign_mod.describe_plan(plan))
         if not check_hosts:
             return ExitStatus.OK
@@ -430,8 +432,8 @@ def doctor(c: Context, hosts: str = "", limit: str = "", playbook: str = "playbo
     from reprofleet.inventory.patterns import limited
     from reprofleet.playbook import load_playbook
 
-    inventory = limited(load_inventory(hosts), limit or None)
     book = load_playbook(playbook)
+    inventory = limited(limited(load_inventory(hosts), book.hosts, where=_pattern_where(book)), limit or None)
     _configure_power(c)
     cells = list(book.cells)
     evidence = doc.examine(inventory.hosts, lambda host: cells, _settings(c, accept_new_host_keys or None),
@@ -695,6 +697,13 @@ def _confirm(question: str) -> bool:
     if not sys.stdin.isatty():
         raise BadArgument(f"{question.split('?')[0].strip()}? there is no terminal to ask on: pass --yes to do it")
     return input(question).strip().lower() in ("y", "yes")
+
+
+def _pattern_where(book: Any) -> Any:
+    """Where a playbook's ``hosts:`` pattern is (file, line, field), for its one-line error."""
+    from reprofleet.errors import Location
+
+    return Location(book.path, book.hosts_line, "hosts") if book.hosts else None
 
 
 def _need_inventory(hosts: str) -> str:

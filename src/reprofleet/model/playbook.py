@@ -72,6 +72,8 @@ class Playbook:
     early_reproductions: EarlyReproductions = EarlyReproductions.COUNT
     env_secrets: tuple[EnvSecret, ...] = ()  # in the PoC's environment only, never in a factor
     env_secrets_identity: bool = False  # a hash of each value joins the cells' identity (a new token: new cells)
+    hosts: str | None = None  # an Ansible host pattern: which of the inventory's hosts this campaign is for
+    hosts_line: int | None = None  # the line of that pattern in the playbook (for its one-line error)
 
     @property
     def judging(self) -> Judging:

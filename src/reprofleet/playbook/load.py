@@ -21,7 +21,7 @@ from reprofleet.playbook.document import MAX_COUNT, Doc, line_of_path, positive,
 
 TOP_KEYS = ("name", "description", "poc", "runtime", "attempts", "timeouts", "order", "seed",
             "reproductions", "reference", "at_risk_phase", "max_excluded_share", "fixed_ratio", "early_reproductions",
-            "stop", "defaults", "matrix", "env_secrets", "env_secrets_identity")
+            "stop", "defaults", "matrix", "env_secrets", "env_secrets_identity", "hosts")
 POC_KEYS = ("script", "cache", "cache_source")
 TIMEOUT_KEYS = ("attempt", "boot", "connect")
 ORDERS = ("blocks", "interleaved", "sequential", "shuffled")  # the first is the default
@@ -98,6 +98,8 @@ def _settings(doc: Doc, top: Any, path: str | Path, file: str, attempts_override
         early_reproductions=judging.early_reproductions(doc, top),
         env_secrets=env_secrets.env_secrets(doc, top, cells),
         env_secrets_identity=env_secrets.identity_flag(doc, top),
+        hosts=_text(doc, top, "hosts", "hosts"),
+        hosts_line=doc.at(top, "hosts", "hosts").line if "hosts" in top else None,
     )
 
 
