@@ -26,3 +26,17 @@ def pytest_terminal_summary(terminalreporter: object, exitstatus: int, config: p
                  if COUNTS["peak_bytes"] else ""))
     if COUNTS["fuzz"]:
         write(f"fuzz: {COUNTS['fuzz']} generated inputs, {COUNTS['fuzz_tracebacks']} tracebacks")
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """On an xdist worker: hand its counts to the controller, which prints the sum."""
+    output = getattr(session.config, "workeroutput", None)
+    if output is not None:
+        output["hostile_counts"] = dict(COUNTS)
+
+
+def pytest_testnodedown(node: object, error: object) -> None:
+    """On the controller: add a finished worker's counts (the peak is the largest, not a sum)."""
+    counts = (getattr(node, "workeroutput", None) or {}).get("hostile_counts") or {}
+    for key, value in counts.items():
+        COUNTS[key] = max(COUNTS[key], value) if key == "peak_bytes" else COUNTS[key] + value
