@@ -4,7 +4,7 @@ A decoder stack of PyTorch modules in bf16 (RMSNorm, fused QKV, attention over a
 cache, gated MLP) is built with random weights, warmed up, then captured as CUDA graphs for
 ~50 batch sizes (vLLM's default ladder 1, 2, 4, 8 .. 384 in steps of 8, largest first, one
 shared memory pool), and the graphs are replayed for a while as a server would. Every step
-prints the line vLLM prints at that point of its start (/work/shared/VLLM-STARTUP.md rows 3
+prints the line vLLM prints at that point of its start (the design notes on vLLM start-up, rows 3
 to 12, the agent's ``vllm_phases`` rules), so the agent's phase parser, the record's last
 phase and the report's freeze figures run on real hardware. One ``REPROFLEET_BENCH {...}``
 line at the end carries the capture's wall and CPU time.

@@ -10,7 +10,6 @@ Each asserts the suspect/probe/clear events its behaviour depends on."""
 from __future__ import annotations
 
 import threading
-import time
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +21,6 @@ from test_fleet_liveness import (
     _events,
     _live_events,
     _liveness,
-    _once_running,
     _plugged,
     _switching_actions,
     _until,
@@ -33,6 +31,19 @@ from reprofleet.records.store import read_stream
 from reprofleet.sim.spec import SimHostSpec
 
 pytestmark = pytest.mark.fleet
+
+
+def _once_at_phase(phase: str, action: Any) -> Any:
+    """A progress callback that starts ``action`` in a thread the first time a host reports
+    ``phase`` (the attempt is under way: evidence, not a guessed sleep)."""
+    started = threading.Event()
+
+    def progress(host: str, **fields: Any) -> None:
+        if fields.get("phase") == phase and not started.is_set():
+            started.set()
+            threading.Thread(target=action, daemon=True).start()
+
+    return progress
 
 
 def test_cutting_every_link_at_the_controller_cycles_nothing(sim_fleet: Any, sim_inventory: Any, tmp_path: Path) -> None:
@@ -89,7 +100,7 @@ def test_a_kernel_that_answers_while_userspace_never_does_is_a_userspace_wedge(
     host = fleet.hosts[0]
     plug, inventory = _plugged(fleet, sim_inventory, tmp_path / "plug")
     book = write_playbook(tmp_path / "book", attempts=2, attempt_timeout=60)
-    progress = _once_running(lambda: (time.sleep(2.0), host.stall(300.0)))
+    progress = _once_at_phase("torch_compile", lambda: host.stall(300.0))
     try:
         result = _campaign(fleet, inventory, book, tmp_path / "reports", progress=progress,
                            settings={"watchdog": WatchdogSettings(userspace_s=8.0)})
@@ -113,13 +124,16 @@ def test_a_stalled_suspect_that_then_freezes_is_a_wedge(sim_fleet: Any, sim_inve
     plug, inventory = _plugged(fleet, sim_inventory, tmp_path / "plug")
     book = write_playbook(tmp_path / "book", attempts=2, attempt_timeout=60)
 
+    def kernel_answered() -> bool:
+        return any(e["event"] == "probe" and e.get("answer") == "KERNEL" and e["host"] == host.name
+                   for e in _live_events(tmp_path / "reports"))
+
     def stall_then_freeze() -> None:
-        time.sleep(2.0)
         host.stall(30.0)
-        time.sleep(4.0)  # a suspect whose kernel answers
+        _until(kernel_answered, 30.0)  # a suspect whose kernel answers (the assertions say if it never did)
         host.freeze()
 
-    progress = _once_running(stall_then_freeze)
+    progress = _once_at_phase("torch_compile", stall_then_freeze)
     try:
         result = _campaign(fleet, inventory, book, tmp_path / "reports", progress=progress)
     finally:
@@ -137,7 +151,7 @@ def test_a_host_without_a_port_that_comes_back_with_the_same_boot_was_never_froz
     host = fleet.hosts[0]
     book = write_playbook(tmp_path / "book", attempts=2, attempt_timeout=40)
     boot = host.boot_id
-    progress = _once_running(lambda: (time.sleep(2.0), host.stall(14.0)))
+    progress = _once_at_phase("torch_compile", lambda: host.stall(14.0))
     result = _campaign(fleet, fleet.inventory_path, book, tmp_path / "reports", progress=progress,
                        settings={"watchdog": WatchdogSettings(userspace_s=5.0)})
     records = sorted(result.records, key=lambda r: r["attempt_index"])
