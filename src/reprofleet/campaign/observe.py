@@ -82,30 +82,28 @@ class _Fanout:
                              f"{type(exc).__name__}: {exc}", traceback=traceback.format_exc()[-2000:])
 
 
-class ObservedEvents(JsonlAppender):
-    """events.jsonl; every line is told to the observers once it is on disk."""
+class _Told:
+    """A log whose every line is told to the observers (method ``TELL``) once it is on disk."""
 
-    def __init__(self, path: Path) -> None:
-        super().__init__(path)
-        self.fanout: _Fanout | None = None
-
-    def append(self, entry: dict[str, Any]) -> None:
-        super().append(entry)
-        if self.fanout is not None:
-            self.fanout.tell("on_event", entry)
-
-
-class ObservedAttempts(AttemptLog):
-    """attempts.jsonl; every record and amendment is told to the observers once it is on disk."""
-
-    def __init__(self, path: Path) -> None:
-        super().__init__(path)
-        self.fanout: _Fanout | None = None
+    TELL = ""
+    fanout: _Fanout | None = None  # set once the watch starts
 
     def append(self, entry: dict[str, Any]) -> None:
-        super().append(entry)
+        super().append(entry)  # type: ignore[misc]
         if self.fanout is not None:
-            self.fanout.tell("on_attempt_line", entry)
+            self.fanout.tell(self.TELL, entry)
+
+
+class ObservedEvents(_Told, JsonlAppender):
+    """events.jsonl, told line by line (``on_event``)."""
+
+    TELL = "on_event"
+
+
+class ObservedAttempts(_Told, AttemptLog):
+    """attempts.jsonl, every record and amendment told (``on_attempt_line``)."""
+
+    TELL = "on_attempt_line"
 
 
 @dataclass
