@@ -7,5 +7,6 @@ at any look), ``comparison`` (a cell against the reference: the numbers verdicts
 rules both decide on), ``interaction`` (does a cell's effect differ between the sides of
 ``invoke compare``: the exact test of equal odds ratios), ``sprt``
 (Wald's sequential test and the fixed-n design it is capped by), ``stop_rules`` (when a
-cell may stop early, from counts).
+cell may stop early, from counts), ``search_contract`` (the probes and results a boundary
+search or a bisection exchanges with the runner and the report).
 """
