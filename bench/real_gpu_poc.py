@@ -110,19 +110,36 @@ def cpu_probe() -> float:
     return best
 
 
-def capture(model: Model, static_in: torch.Tensor, sizes: list[int], progress: bool) -> dict[str, Any]:
+def inline_probe(loops: int) -> float:
+    """Seconds ``loops`` iterations of fixed pure-Python work take, once: run between two
+    sizes of a capture, the probes sum to how fast this thread's CPU was *during* the
+    capture, not around it (a VM's vCPU changes speed within a second)."""
+    t0 = time.perf_counter()
+    total = 0
+    for i in range(loops):
+        total += i * i
+    return time.perf_counter() - t0
+
+
+def capture(model: Model, static_in: torch.Tensor, sizes: list[int], progress: bool,
+            probe_loops: int = 0) -> dict[str, Any]:
     """Capture one graph per size into one pool, as vLLM does: a warm-up run, then the capture.
 
     Returns wall and CPU seconds of the whole capture (the process's CPU time: a capture is
-    launch-bound, so a capture whose wall time runs far past its CPU time was not on a CPU)."""
+    launch-bound, so a capture whose wall time runs far past its CPU time was not on a CPU).
+    With ``probe_loops``, a fixed CPU probe runs before each size's warm-up (its time is
+    summed in ``inline_probe_s`` and left out of ``work_s``, the capture's own seconds)."""
     graphs: list[torch.cuda.CUDAGraph] = []
     pool = None
+    probed = 0.0
     torch.cuda.synchronize()
     probe_before = cpu_probe()
     t0 = time.time()
     wall0, cpu0 = time.perf_counter(), time.process_time()
     with torch.inference_mode():
         for done, size in enumerate(sizes, 1):
+            if probe_loops:
+                probed += inline_probe(probe_loops)
             x = static_in[:size]
             model(x)  # vLLM's warm-up run before each capture
             graph = torch.cuda.CUDAGraph()
@@ -136,7 +153,7 @@ def capture(model: Model, static_in: torch.Tensor, sizes: list[int], progress: b
     wall, cpu = time.perf_counter() - wall0, time.process_time() - cpu0
     t1 = time.time()
     return {"capture_s": wall, "capture_cpu_s": cpu, "graphs": graphs, "sizes": len(sizes), "t0": t0, "t1": t1,
-            "cpu_probe_s": (probe_before + cpu_probe()) / 2}
+            "cpu_probe_s": (probe_before + cpu_probe()) / 2, "inline_probe_s": probed, "work_s": wall - probed}
 
 
 def replay(graphs: list[torch.cuda.CUDAGraph], seconds: float) -> int:
@@ -201,7 +218,7 @@ def serve_commands(args: argparse.Namespace) -> int:
     for line in sys.stdin:
         if line.strip() != "capture":
             break
-        result = capture(model, static_in, sizes, progress=False)
+        result = capture(model, static_in, sizes, progress=False, probe_loops=args.probe_loops)
         del result["graphs"]
         torch.cuda.synchronize()
         print(json.dumps(result), flush=True)
@@ -221,6 +238,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--serve-commands", action="store_true")
     parser.add_argument("--cpu", type=int, help="with --serve-commands: run on this CPU only")
+    parser.add_argument("--probe-loops", type=int, default=0,
+                        help="with --serve-commands: a CPU probe of this many loops before each size (0: none)")
     # the campaign's cell args arrive as --name value pairs; the PoC takes what it knows
     args, _unknown = parser.parse_known_args(argv)
     if not torch.cuda.is_available():
