@@ -28,7 +28,7 @@ campaign does besides (module constant SCENARIOS). A claim is true when:
 Goals (PASS/FAIL): false "fixed" <= 5% in every scenario for every truth that is not
 fixed; power >= 90% for a fixed cell in the plain scenario; the naive engine fails a goal
 the real one meets; false "fixed" <= 5% when a reader looks after every round and stops at
-the first "fixed". The code hash is sha256 of src/reprofleet/verdicts/*.py and stats/*.py.
+the first "fixed". The code hash is sha256 of the verdicts/ and stats/ modules this bench\nimports (followed through every import, module docstrings aside): see ``code_hash``.
 
     nice -n 19 .venv/bin/python bench/verdicts.py --results bench/RESULTS.md
     nice -n 19 .venv/bin/python bench/verdicts.py --quick
@@ -37,6 +37,7 @@ the first "fixed". The code hash is sha256 of src/reprofleet/verdicts/*.py and s
 from __future__ import annotations
 
 import argparse
+import ast
 import hashlib
 import random
 import re
@@ -245,12 +246,57 @@ def run_campaign(scenario: Scenario, book: Playbook, seed: int, index: int, tall
 
 
 def code_hash() -> str:
-    """sha256 of the judging code (verdicts and stats), from the files, so it matches a commit."""
-    files = sorted(p for d in CODE for p in (ROOT / d).glob("*.py"))
+    """sha256 of the judging code this bench runs, from the files, so it matches a commit.
+
+    The files: every module of ``CODE`` (verdicts/, stats/) that this script's imports reach,
+    followed through the whole package (a campaign module that imports a stats module brings
+    it in), each without its module docstring. A new stats module no bench path imports (a
+    boundary search's model) and the package docstring that lists it leave the hash, and so
+    the recorded results, standing; any change to code the bench runs does not."""
+    files = sorted(_reached(ROOT / "bench" / "verdicts.py"))
     digest = hashlib.sha256()
     for path in files:
-        digest.update(path.relative_to(ROOT).as_posix().encode() + b"\0" + path.read_bytes() + b"\0")
+        digest.update(path.relative_to(ROOT).as_posix().encode() + b"\0" + _without_docstring(path) + b"\0")
     return digest.hexdigest()[:16]
+
+
+def _reached(start: Path) -> set[Path]:
+    """Files under ``CODE`` that importing ``start``'s reprofleet modules loads (packages' __init__ too)."""
+    src = ROOT / "src"
+    seen: set[Path] = set()
+    todo = [start]
+    while todo:
+        for name in _imported(todo.pop()):
+            parts = name.split(".")
+            for i in range(1, len(parts) + 1):
+                stem = src.joinpath(*parts[:i])
+                for path in (stem / "__init__.py", stem.with_suffix(".py")):
+                    if path.is_file() and path not in seen:
+                        seen.add(path)
+                        todo.append(path)
+    return {p for p in seen if any(p.is_relative_to(ROOT / d) for d in CODE)}
+
+
+def _imported(path: Path) -> set[str]:
+    """reprofleet modules ``path`` imports (``from a.b import c`` names a.b and a.b.c: c may be a module)."""
+    names: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            names.update(a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names.add(node.module)
+            names.update(f"{node.module}.{a.name}" for a in node.names)
+    return {n for n in names if n == "reprofleet" or n.startswith("reprofleet.")}
+
+
+def _without_docstring(path: Path) -> bytes:
+    source = path.read_text()
+    body = ast.parse(source).body
+    if body and isinstance(body[0], ast.Expr) and isinstance(getattr(body[0], "value", None), ast.Constant) \
+            and isinstance(body[0].value.value, str):
+        lines = source.splitlines(keepends=True)
+        source = "".join(lines[:body[0].lineno - 1] + lines[body[0].end_lineno or body[0].lineno:])
+    return source.encode()
 
 
 def goals(results: Mapping[str, Tallies]) -> list[tuple[str, bool, bool, str]]:

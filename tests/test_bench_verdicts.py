@@ -176,14 +176,35 @@ def test_results_md_names_the_judging_code_that_the_files_hold_now() -> None:
         f"{bench.code_hash()}); refresh it: {REFRESH}")
 
 
-def test_the_code_hash_changes_with_any_judging_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    for folder in bench.CODE:
-        (tmp_path / folder).mkdir(parents=True)
+def _copy_tree(tmp_path: Path) -> None:
+    for folder in (*bench.CODE, "src/reprofleet/campaign", "src/reprofleet/model", "src/reprofleet/playbook",
+                   "src/reprofleet/records"):
+        (tmp_path / folder).mkdir(parents=True, exist_ok=True)
         for path in (ROOT / folder).glob("*.py"):
             (tmp_path / folder / path.name).write_bytes(path.read_bytes())
+    for path in ("bench/verdicts.py", "src/reprofleet/__init__.py"):
+        (tmp_path / path).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / path).write_bytes((ROOT / path).read_bytes())
+
+
+def test_the_code_hash_changes_with_any_judging_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    _copy_tree(tmp_path)
     monkeypatch.setattr(bench, "ROOT", tmp_path)
     before = bench.code_hash()
     assert before == bench.code_hash()
     target = tmp_path / "src" / "reprofleet" / "stats" / "comparison.py"
-    target.write_text(target.read_text() + "\n")
+    target.write_text(target.read_text() + "\nX = 1\n")
     assert bench.code_hash() != before
+
+
+def test_a_stats_module_the_bench_never_imports_and_a_docstring_leave_the_hash(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    _copy_tree(tmp_path)
+    monkeypatch.setattr(bench, "ROOT", tmp_path)
+    before = bench.code_hash()
+    (tmp_path / "src" / "reprofleet" / "stats" / "boundary_new.py").write_text("X = 1\n")
+    init = tmp_path / "src" / "reprofleet" / "stats" / "__init__.py"
+    init.write_text(init.read_text().replace('"""Pure numbers', '"""Pure numbers, and a boundary_new module,', 1))
+    assert bench.code_hash() == before
+    init.write_text(init.read_text() + "\nfrom reprofleet.stats import boundary_new  # noqa\n")
+    assert bench.code_hash() != before  # once the package imports it, the bench runs it
