@@ -17,7 +17,7 @@ from invoke import Collection, Context, Task, task
 
 from reprofleet.cli.env_config import normalise_environment
 from reprofleet.cli.flags import standardise
-from reprofleet.cli.exits import BadArgument, ExitStatus, handled
+from reprofleet.cli.exits import BadArgument, ExitStatus, document_exit_statuses, handled
 from reprofleet.cli.args import RestTask
 from reprofleet.cli.signals import install_stop_handlers
 from reprofleet.errors import HostLeased
@@ -466,9 +466,7 @@ def power(c: Context, host: str, action: str, hosts: str = "", yes: bool = False
 @handled
 def doctor(c: Context, hosts: str = "", limit: str = "", playbook: str = "playbooks/sm120-hostwedge.yml",
            json_: bool = False, accept_new_host_keys: bool = False) -> ExitStatus:
-    """Before the first night: per host, what the plan needs, whether it is there, and the fix (changes nothing).
-
-    Exit 0 when every host is ready, 3 when one is not (a `missing` item), 2 for bad input."""
+    """Before the first night: per host, what the plan needs, whether it is there, and the fix (changes nothing)."""
     hosts = _need_inventory(hosts)
     from reprofleet.campaign import doctor as doc
     from reprofleet.cli.tables import doctor_table
@@ -904,3 +902,4 @@ def export(c: Context, paths: list[str] | None = None, format_: str = "csv", out
 
 ns.add_task(cast(Task, export))
 standardise(ns)  # one flag table for every task (cli/flags.py), after the last task is added
+document_exit_statuses(ns)  # each task's --help ends with its exit statuses (cli/exits.py's table)
