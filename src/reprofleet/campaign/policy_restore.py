@@ -50,6 +50,6 @@ def policy_everywhere(inventory_path: str, settings: Any, action: str,
 def policy_json(host: str, action: str, result: dict[str, Any] | Exception) -> dict[str, Any]:
     """One line of ``invoke policy --json`` (docs/schema/policy.schema.json): what the host's
     GPU and sysctls read (after a restore: read back), or why the host could not say."""
-    failed = isinstance(result, Exception)
-    return {"host": host, "action": action, "ok": not failed,
-            "policy": None if failed else dict(result), "error": str(result) if failed else None}
+    if isinstance(result, Exception):
+        return {"host": host, "action": action, "ok": False, "policy": None, "error": str(result)}
+    return {"host": host, "action": action, "ok": True, "policy": dict(result), "error": None}
