@@ -177,7 +177,7 @@ class CampaignResult:
         """How the campaign ended (``invoke campaign --json``'s ``result``)."""
         return {"campaign": self.campaign_id, "folder": str(self.directory.root),
                 "records": str(self.directory.attempts), "attempts": len(self.records),
-                "interrupted": self.interrupted, "failure": self.failure, "quarantined": dict(self.quarantined),
+                "stopped_by_signal": self.interrupted, "failure": self.failure, "quarantined": dict(self.quarantined),
                 "unjudged": list(self.unjudged)}
 
 
