@@ -186,6 +186,16 @@ def test_export_json_says_what_it_wrote_and_needs_a_file(tmp_path: Path, capsys:
     assert code == 2 and out == "" and "--out" in err
 
 
+def test_the_committed_real_gpu_campaign_validates_for_report_status_compare_and_export(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (real,) = (REPO / "tests" / "fixtures" / "real_gpu" / "campaign").iterdir()
+    for argv in (["report", str(real)], ["status", str(real)], ["compare", str(real), str(_campaign(tmp_path))],
+                 ["export", str(real), "--out", str(tmp_path / "real.csv")]):
+        code, out, _ = run(capsys, *argv, "-j")
+        assert code == 0, argv
+        valid(argv[0], out)
+
+
 def test_plan_json_in_both_modes(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     code, out, _ = run(capsys, "plan", "--baseline", "0.3", "-j")
     (document,) = valid("plan", out)
