@@ -111,6 +111,15 @@ def test_every_schema_is_draft_2020_12_names_its_file_and_describes_every_field(
         assert not list(_described(loaded, path.name))
 
 
+def test_the_schema_files_are_what_docs_schema_generate_py_writes() -> None:
+    import runpy
+
+    written = runpy.run_path(str(SCHEMAS / "generate.py"))["WRITTEN"]
+    assert {p.name for p in SCHEMAS.glob("*.schema.json")} == set(written)
+    for name, text in written.items():
+        assert (SCHEMAS / name).read_text() == text, f"{name}: run python docs/schema/generate.py"
+
+
 def test_every_task_with_a_json_flag_has_a_schema_and_every_schema_is_a_tasks() -> None:
     assert {"campaign", "plan", "compare", "power", "policy", "cache.push", "cache.pull", "export", "sim.status",
             "facts", "doctor", "report", "status"} <= set(JSON_TASKS)
@@ -245,7 +254,8 @@ def test_campaign_json_at_the_end_carries_the_verdicts_and_exits_3_for_a_quarant
     monkeypatch.setattr(tasks, "_install_stop_handlers", lambda stop: None)
     code, out, err = run(capsys, "campaign", "-i", str(_refusing_inventory(tmp_path)), "-p", str(DEMO_BOOK), "-j")
     (document,) = valid("campaign", out)
-    assert code == 3 == document["exit_status"] and document["result"]["quarantined"] == {"ws10": "could not be recovered"}
+    assert code == 3 == document["exit_status"]
+    assert document["result"]["quarantined"] == {"ws10": "could not be recovered"}
     assert {v["cell"] for v in document["judgement"]["verdicts"]} == {"default", "lgc-2800", "pl-350"}
     assert "ws10: quarantined" in err and "report:" in err  # the text went to stderr
 

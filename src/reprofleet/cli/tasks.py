@@ -330,7 +330,8 @@ def campaign(c: Context, hosts: str = "", playbook: str = "playbooks/sm120-hostw
                           limit=limit or None, as_json=json_)
 
 
-@task(help={"hosts": "Ansible inventory", "json": "print JSON lines instead of a table",
+@task(help={"hosts": "Ansible inventory",
+            "json": "print one JSON line per host instead of a table (docs/schema/facts.schema.json)",
             "accept-new-host-keys": "record unknown host keys instead of refusing them",
             "limit": "Ansible host pattern: only these hosts"})
 @handled
@@ -461,7 +462,7 @@ def power(c: Context, host: str, action: str, hosts: str = "", yes: bool = False
 
 @task(help={"hosts": "Ansible inventory", "limit": "Ansible host pattern: only these hosts",
             "playbook": "the campaign the hosts must be ready for (default playbooks/sm120-hostwedge.yml)",
-            "json": "print one JSON line per host instead of tables",
+            "json": "print one JSON line per host instead of tables (docs/schema/doctor.schema.json)",
             "accept-new-host-keys": "record unknown host keys instead of refusing them"})
 @handled
 def doctor(c: Context, hosts: str = "", limit: str = "", playbook: str = "playbooks/sm120-hostwedge.yml",
@@ -547,7 +548,8 @@ def _override_caveat(info: Any, counted: tuple[Any, ...]) -> str:
                      "default: every campaign under reports/)",
             "reproductions": "override the campaigns' own reproductions (comma-separated outcomes)",
             "reference": "compare every cell with this one (default: the campaigns' reference)",
-            "json": "print the verdicts, and each cell's rate per host and pooled (rates), as JSON",
+            "json": "print the verdicts, and each cell's rate per host and pooled (rates), as JSON "
+                    "(docs/schema/report.schema.json)",
             "out": "a folder for report.md and report.html, or FILE.md (report.html beside it); default reports/pooled",
             "issue": "also write the text a bug report asks for: vllm (collect-env, reproducer, results) or nvidia "
                      "(system, steps, how often, logs), as issue-vllm.md / issue-nvidia.md beside report.md"})
@@ -813,7 +815,8 @@ ns.configure({"reprofleet": DEFAULTS})
 
 @task(positional=["folder"],
       help={"folder": "a campaign folder, reports/<campaign-id> (running or finished; read only, its lock untouched)",
-            "json": "print the state and the verdicts so far as JSON (with --watch: one JSON line per refresh)",
+            "json": "print the state and the verdicts so far as JSON (with --watch: one JSON line per refresh; "
+                    "docs/schema/status.schema.json)",
             "watch": "refresh until the campaign is no longer running (Ctrl-C leaves, exit 0)",
             "interval": "seconds between refreshes with --watch (default 5)",
             "count": "at most this many refreshes with --watch (default 720)"})
