@@ -135,7 +135,7 @@ def test_json_is_j_on_every_task_that_has_it() -> None:
 def test_the_verdict_definitions_are_the_same_in_every_schema_that_carries_verdicts() -> None:
     shared = ("interval", "comparison", "split", "verdict", "judging", "judgement")
     carrying = [t for t in JSON_TASKS if "verdict" in (schema(t).get("$defs") or {})]
-    assert set(carrying) == {"campaign", "compare", "report", "status"}
+    assert set(carrying) == {"campaign", "compare", "demo", "report", "status"}
     first = {k: schema(carrying[0])["$defs"][k] for k in shared}
     for task in carrying[1:]:
         assert {k: schema(task)["$defs"][k] for k in shared} == first, task
@@ -258,6 +258,29 @@ def test_campaign_json_at_the_end_carries_the_verdicts_and_exits_3_for_a_quarant
     assert document["result"]["quarantined"] == {"ws10": "could not be recovered"}
     assert {v["cell"] for v in document["judgement"]["verdicts"]} == {"default", "lgc-2800", "pl-350"}
     assert "ws10: quarantined" in err and "report:" in err  # the text went to stderr
+
+
+def test_demo_json_is_the_campaigns_shape_after_a_campaign(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    from types import SimpleNamespace
+
+    from reprofleet.campaign import run as campaign_mod
+    from reprofleet.cli import tasks
+    from reprofleet.records.store import CampaignDir
+    from reprofleet.sim import simctl
+
+    monkeypatch.chdir(tmp_path)
+    folder = _campaign(tmp_path / "reports")
+    inventory = _refusing_inventory(tmp_path)
+    downs: list[Path] = []
+    monkeypatch.setattr(simctl, "up", lambda count, config, sim_dir: SimpleNamespace(hosts=[], inventory_path=inventory))
+    monkeypatch.setattr(simctl, "down", downs.append)
+    monkeypatch.setattr(campaign_mod, "run_campaign", lambda plan, settings, root, **_: campaign_mod.CampaignResult(
+        folder.name, CampaignDir(folder), (), False))
+    monkeypatch.setattr(tasks, "_install_stop_handlers", lambda stop: None)
+    code, out, _ = run(capsys, "demo", "-p", str(DEMO_BOOK), "-j")
+    (document,) = valid("demo", out)
+    assert code == 0 == document["exit_status"] and document["judgement"]["verdicts"] and len(downs) == 1
 
 
 def test_facts_doctor_and_policy_json_fail_per_host_with_the_same_status_as_without(

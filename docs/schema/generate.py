@@ -236,6 +236,12 @@ RESULT = O("How the campaign ended", {
     "unjudged": A(S("cell"), "cells with no judged attempt on any host")})
 EXIT = I("the task's exit status (README, Exit status): 0 ok, 1 error, 2 bad input, 3 a host failed, 4 a cell not judged, 130 interrupted",
          enum=[0, 1, 2, 3, 4, 130])
+RAN = {"type": "object", "description": "invoke campaign --json, after the campaign", "properties": {
+    "dry_run": {"const": False, "description": "the campaign ran"}, "exit_status": EXIT,
+    "result": R("result", "how the campaign ended"), "report": S("report.md"),
+    "html": nul("string", "report.html (null: not written)"),
+    "judgement": NR("judgement", "the verdicts (null: no attempt was recorded)")},
+    "required": ["dry_run", "exit_status", "result", "report", "html", "judgement"]}
 schema("campaign", "invoke campaign --json",
        "At the end of a campaign: how it ended and its verdicts; with --dry-run: the hosts chosen and the plan "
        "(with --check-hosts: each host's answer). The live view, tables and warnings go to stderr." + ONE_DOC,
@@ -252,12 +258,13 @@ schema("campaign", "invoke campaign --json",
                              "anyOf": [{"type": "null"}, O("the hosts' answers", {"ready": B("every host can run its plan"),
                                                                                  "lines": A(S("host: ready, or what it lacks"), "one line per host")})]}},
             "required": ["dry_run", "exit_status", "chosen", "plan", "readiness"]},
-           {"type": "object", "description": "invoke campaign --json, after the campaign", "properties": {
-               "dry_run": {"const": False, "description": "the campaign ran"}, "exit_status": EXIT,
-               "result": R("result", "how the campaign ended"), "report": S("report.md"), "html": nul("string", "report.html (null: not written)"),
-               "judgement": NR("judgement", "the verdicts (null: no attempt was recorded)")},
-            "required": ["dry_run", "exit_status", "result", "report", "html", "judgement"]}]},
+           RAN]},
        {**VERDICT_DEFS, "plan": PLAN, "result": RESULT})
+
+schema("demo", "invoke demo --json",
+       "The demo's campaign on its simulated fleet, as invoke campaign --json gives it after a campaign; the live "
+       "view and tables go to stderr." + ONE_DOC,
+       {k: copy.deepcopy(v) for k, v in RAN.items() if k != "description"}, {**VERDICT_DEFS, "result": RESULT})
 
 # plan
 SPAN = O("a range (low = high when it is one number)", {"low": N("kindest case"), "high": N("harshest case")})

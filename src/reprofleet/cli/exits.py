@@ -64,7 +64,8 @@ TASK_EXITS: Mapping[str, Mapping[ExitStatus, str]] = {
     "doctor": {ExitStatus.OK: "every host is ready",
                ExitStatus.SOME_HOSTS_FAILED: "a host is not ready (a missing item)"},
     "power": {ExitStatus.OK: "the action was done (status: the state was read)",
-              ExitStatus.ERROR: "a person answered no (nothing done), or the device failed",
+              ExitStatus.ERROR: "a person answered no (nothing done), the device failed, or a campaign holds the "
+                                "host (--ignore-lease)",
               ExitStatus.SOME_HOSTS_FAILED: "verify: the wiring was not confirmed"},
     "policy": {ExitStatus.OK: "every host read (or restored) its policy",
                ExitStatus.SOME_HOSTS_FAILED: "a host could not, or a campaign holds it (--ignore-lease)"},

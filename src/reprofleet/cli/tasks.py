@@ -398,9 +398,11 @@ def sim_down(c: Context) -> ExitStatus:
 
 
 @task(help={"count": "number of simulated hosts (default 3)", "playbook": "demo campaign YAML",
-            "attempts": "attempts per host and cell (default: the playbook's)"})
+            "attempts": "attempts per host and cell (default: the playbook's)",
+            "json": "stdout: one JSON document at the end, as campaign --json (docs/schema/demo.schema.json)"})
 @handled
-def demo(c: Context, count: str = "3", playbook: str = "playbooks/demo.yml", attempts: str = "") -> ExitStatus:
+def demo(c: Context, count: str = "3", playbook: str = "playbooks/demo.yml", attempts: str = "",
+         json_: bool = False) -> ExitStatus:
     """Simulated fleet up, a campaign over it, the summary, fleet down."""
     from reprofleet.sim import simctl
 
@@ -409,7 +411,7 @@ def demo(c: Context, count: str = "3", playbook: str = "playbooks/demo.yml", att
     fleet = simctl.up(hosts_wanted or 3, None, sim_dir)
     try:
         return run_and_report(c, str(fleet.inventory_path), playbook, attempts_wanted, False, None, None,
-                              DEMO_OVERRIDES)
+                              DEMO_OVERRIDES, as_json=json_)
     finally:
         simctl.down(sim_dir)
 
