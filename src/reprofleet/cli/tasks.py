@@ -156,7 +156,15 @@ def write_campaign_report(folder: Path, console: Console, title: str) -> tuple[P
 
 def _say(as_json: bool, document: Any, text: Callable[[], str]) -> None:
     """One JSON document on stdout (``--json``: nothing else goes there), or the text."""
-    print(json.dumps(document, default=str, indent=2) if as_json else text(), flush=True)
+    if as_json:
+        _json_document(document)
+    else:
+        print(text(), flush=True)
+
+
+def _json_document(document: Any) -> None:
+    """A task's whole answer as one JSON document (docs/schema/<task>.schema.json)."""
+    print(json.dumps(document, default=str, indent=2), flush=True)
 
 
 def _json_line(document: Any) -> None:
@@ -261,9 +269,9 @@ def run_and_report(c: Any, hosts: str, playbook: str, attempts: int | None, dry_
                   + (f"\nhtml:    {html_path}" if html_path.exists() else ""))
     status = campaign_status(result, _stderr_console())
     if as_json:
-        _say(True, {"dry_run": False, "exit_status": int(status), "result": result.to_json(),
-                    "report": str(report_path), "html": str(html_path) if html_path.exists() else None,
-                    "judgement": judgement.to_json() if judgement is not None else None}, str)
+        _json_document({"dry_run": False, "exit_status": int(status), "result": result.to_json(),
+                        "report": str(report_path), "html": str(html_path) if html_path.exists() else None,
+                        "judgement": judgement.to_json() if judgement is not None else None})
     return status
 
 
@@ -280,8 +288,8 @@ def _dry_run_json(c: Any, plan: Any, whole: Any, book_hosts: str | None, limit: 
         status = ExitStatus.OK if ok else ExitStatus.SOME_HOSTS_FAILED
     chosen = {"inventory": str(whole.source), "of": len(whole.hosts), "chosen": [h.name for h in plan.hosts],
               "playbook_hosts": book_hosts or None, "limit": limit}
-    _say(True, {"dry_run": True, "exit_status": int(status), "chosen": chosen, "plan": plan.to_json(),
-                "readiness": readiness}, str)
+    _json_document({"dry_run": True, "exit_status": int(status), "chosen": chosen, "plan": plan.to_json(),
+                    "readiness": readiness})
     return status
 
 
@@ -636,7 +644,7 @@ def compare(c: Context, paths: list[str] | None = None, by: str = "path", hosts:
         groups = load_inventory(hosts).groups
     side_by_side = build_sides(sources, side_by, reference or None, groups)
     if json_:
-        _say(True, side_by_side.to_json(), str)
+        _json_document(side_by_side.to_json())
     else:
         _console().print(compare_table(side_by_side))
     if html:
@@ -901,7 +909,7 @@ def export(c: Context, paths: list[str] | None = None, format_: str = "csv", out
     if json_:
         from reprofleet.records.export import Exported
 
-        _say(True, Exported(kind, Path(out), len(rows), tuple(map(str, sources))).to_json(), str)
+        _json_document(Exported(kind, Path(out), len(rows), tuple(map(str, sources))).to_json())
     return ExitStatus.OK
 
 
