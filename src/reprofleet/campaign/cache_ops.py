@@ -73,6 +73,12 @@ class Pulled:
     snapshot: cache_sync.Snapshot
     manifest: Path
 
+    def to_json(self) -> dict[str, Any]:
+        """``invoke cache.pull --json`` (docs/schema/cache.pull.schema.json)."""
+        snap = self.snapshot
+        return {"host": self.host, "remote": self.remote, "folder": str(snap.root), "files": len(snap.files),
+                "bytes": snap.total_bytes, "snapshot": snap.snapshot, "manifest": str(self.manifest)}
+
 
 def pull_from(inventory_path: str, settings: Any, host_name: str, name: str, remote: str, into: Path) -> Pulled:
     if not SNAPSHOT_NAME.match(name):
@@ -85,3 +91,12 @@ def pull_from(inventory_path: str, settings: Any, host_name: str, name: str, rem
     if isinstance(result, ReprofleetError):
         raise result
     return Pulled(host_name, remote, result, into / f"{name}.manifest.json")
+
+
+def pushed_json(host: str, result: cache_sync.PushResult | Exception) -> dict[str, Any]:
+    """One line of ``invoke cache.push --json`` (docs/schema/cache.push.schema.json)."""
+    if isinstance(result, Exception):
+        return {"host": host, "ok": False, "error": str(result)}
+    return {"host": host, "ok": True, "snapshot": result.snapshot, "already_there": result.already_there,
+            "sent_objects": result.sent_objects, "sent_bytes": result.sent_bytes, "seconds": result.seconds,
+            "via": result.via}

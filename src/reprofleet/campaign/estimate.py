@@ -19,7 +19,7 @@ import math
 import random
 import statistics
 from dataclasses import dataclass, replace
-from typing import Sequence
+from typing import Any, Sequence
 
 from reprofleet.campaign import simulate
 from reprofleet.model import Playbook, StopKind, StopRule
@@ -50,6 +50,9 @@ class Span:
         low, high = f"{self.low:.{digits}f}", f"{self.high:.{digits}f}"
         return low if low == high else f"{low} to {high}"
 
+    def to_json(self) -> dict[str, float]:
+        return {"low": self.low, "high": self.high}
+
 
 @dataclass(frozen=True)
 class BaselinePlan:
@@ -65,6 +68,16 @@ class BaselinePlan:
     wald_if_fixed: float
     fixed_n: int
     cap: int
+
+    def to_json(self) -> dict[str, Any]:
+        """``invoke plan --baseline R --json`` (docs/schema/plan.schema.json, mode "baseline")."""
+        s = self.sprt
+        return {"mode": "baseline", "baseline": self.baseline, "confidence": self.confidence,
+                "clean_attempts": self.clean_attempts,
+                "sprt": {"p0": s.p0, "p1": s.p1, "alpha": s.alpha, "beta": s.beta, "cap": self.cap,
+                         "exact_if_reproduces": self.exact_if_reproduces, "exact_if_fixed": self.exact_if_fixed,
+                         "wald_if_reproduces": self.wald_if_reproduces, "wald_if_fixed": self.wald_if_fixed},
+                "fixed_n": self.fixed_n}
 
 
 def baseline_plan(baseline: float, confidence: float = 0.95, fixed_rate: float | None = None,
@@ -106,6 +119,11 @@ class CellPlan:
     attempts: Span  # expected attempts, from the kindest to the harshest case the rule allows
     reproductions_at_baseline: float  # expected reproductions if the cell reproduces at the baseline
     reference: bool
+
+    def to_json(self) -> dict[str, Any]:
+        return {"cell": self.cell, "stop_rule": self.rule.kind.value, "slots": self.slots,
+                "attempts": self.attempts.to_json(), "reproductions_at_baseline": self.reproductions_at_baseline,
+                "reference": self.reference}
 
 
 def cell_plan(name: str, rule: StopRule, planned: int, baseline: float, reference: bool) -> CellPlan:
@@ -160,6 +178,18 @@ class CampaignEstimate:
     @property
     def duration_s(self) -> Span:
         return self.attempts.scaled(self.attempt_s) + self.power_cycles.scaled(self.cycle_s)
+
+    def to_json(self) -> dict[str, Any]:
+        """Per host, as :func:`describe_campaign` says it; ``over_budget``: the note that a host
+        may need more power cycles than ``power_cycle_budget`` allows."""
+        cycles = self.power_cycles
+        return {"playbook": self.playbook, "hosts": list(self.hosts), "baseline": self.baseline,
+                "cells": [c.to_json() for c in self.cells], "slots": self.slots, "attempts": self.attempts.to_json(),
+                "attempt_s": self.attempt_s, "attempt_s_is_timeout": self.attempt_s_is_timeout,
+                "dwell_s": self.dwell_s, "boot_s": self.boot_s, "cycle_s": self.cycle_s,
+                "power_cycles": cycles.to_json(), "duration_s": self.duration_s.to_json(),
+                "power_cycle_budget": self.power_cycle_budget,
+                "over_budget": self.power_cycle_budget is not None and cycles.high > self.power_cycle_budget}
 
 
 def campaign_estimate(playbook: Playbook, hosts: Sequence[str], baseline: float, dwell_s: float,
@@ -229,6 +259,9 @@ class Chance:
         digits = 0 if self.half_width >= 0.01 else 1
         return f"{self.p:.{digits}%} ± {self.half_width:.{digits}%}"
 
+    def to_json(self) -> dict[str, Any]:
+        return {"p": self.p, "half_width": self.half_width, "campaigns": self.campaigns}
+
 
 @dataclass(frozen=True)
 class PowerAnswer:
@@ -237,6 +270,9 @@ class PowerAnswer:
     goal: float
     attempts: int | None  # None: not reached by MAX_PLANNED
     chance: Chance | None  # the simulated power there
+
+    def to_json(self) -> dict[str, Any]:
+        return {"goal": self.goal, "attempts": self.attempts, "chance": self.chance.to_json() if self.chance else None}
 
 
 @dataclass(frozen=True)
@@ -252,6 +288,19 @@ class VerdictPlan:
     fixed: Chance  # P(called fixed | the cell's rate is 0)
     false_fixed: tuple[tuple[float, Chance], ...]  # (rate ratio, P(called fixed | the cell reproduces at it))
     power: tuple[PowerAnswer, ...]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"playbook": self.playbook, "hosts": list(self.hosts), "baseline": self.baseline,
+                "attempts": self.attempts, "compared": self.compared, "fixed_ratio": self.fixed_ratio,
+                "rules": list(self.rules), "seed": self.seed, "fixed": self.fixed.to_json(),
+                "false_fixed": [{"ratio": r, **c.to_json()} for r, c in self.false_fixed],
+                "power": [a.to_json() for a in self.power], "max_planned": MAX_PLANNED}
+
+
+def campaign_plan_json(estimate: CampaignEstimate, verdicts: VerdictPlan) -> dict[str, Any]:
+    """``invoke plan -i INV -p BOOK --json``: the length estimate and what the verdicts can show
+    (docs/schema/plan.schema.json, mode "campaign")."""
+    return {"mode": "campaign", "estimate": estimate.to_json(), "verdicts": verdicts.to_json()}
 
 
 def called_fixed(playbook: Playbook, hosts: Sequence[str], baseline: float, ratio: float, campaigns: int,

@@ -45,3 +45,11 @@ def policy_everywhere(inventory_path: str, settings: Any, action: str,
         return dict(zip((h.name for h in hosts), pool.map(lambda h: _one(h, settings, action, ignore_lease), hosts)))
 
 
+
+
+def policy_json(host: str, action: str, result: dict[str, Any] | Exception) -> dict[str, Any]:
+    """One line of ``invoke policy --json`` (docs/schema/policy.schema.json): what the host's
+    GPU and sysctls read (after a restore: read back), or why the host could not say."""
+    if isinstance(result, Exception):
+        return {"host": host, "action": action, "ok": False, "policy": None, "error": str(result)}
+    return {"host": host, "action": action, "ok": True, "policy": dict(result), "error": None}

@@ -66,6 +66,19 @@ def live_lease(inventory_path: str, host_name: str, transport: Any) -> tuple[dic
     return (dict(answer.live) if answer.live else None), None
 
 
+@dataclass(frozen=True)
+class PowerOutcome:
+    """What ``invoke power HOST on|off|status|cycle`` ended with: the state the device reads
+    back (``unknown`` when its outlets disagree)."""
+
+    host: str
+    action: str
+    state: PowerState
+
+    def to_json(self) -> dict[str, Any]:
+        return {"host": self.host, "action": self.action, "state": self.state.value, "ok": True}
+
+
 def power_action(inventory_path: str, host_name: str, action: str, reports: Path, dwell_s: float) -> PowerState:
     hosts, powers = _powers(inventory_path, reports)
     power = _power_of(powers, hosts, host_name)
@@ -107,6 +120,12 @@ class WiringReport:
                    is not None else f"{self.host} did not answer again within the boot deadline")
         out.append("wiring confirmed" if self.ok else "wiring NOT confirmed")
         return out
+
+    def to_json(self) -> dict[str, Any]:
+        """``invoke power HOST verify --json`` (docs/schema/power.schema.json)."""
+        return {"host": self.host, "action": "verify", "ok": self.ok, "silent_after_s": self.silent_after_s,
+                "back_after_s": self.back_after_s, "others_silent": list(self.others_silent),
+                "not_checked": list(self.not_checked), "lines": self.lines()}
 
 
 def verify_wiring(inventory_path: str, host_name: str, reports: Path, *, off_window_s: float = 20.0,

@@ -57,6 +57,23 @@ class CampaignPlan:
         each = typical_attempt_s or self.playbook.timeouts.attempt
         return max((len(v) for v in self.per_host.values()), default=0) * each
 
+    def to_json(self) -> dict[str, Any]:
+        """The dry run as data (``invoke campaign --dry-run --json``, docs/schema/campaign.schema.json):
+        what :func:`describe_plan` says, item by item. Contacts nothing."""
+        book = self.playbook
+        env, args = _shared(book.cells, "env"), _shared(book.cells, "args")
+        cells = [{"name": cell.name, "gpu": cell.gpu.as_dict(), "runtime": runtime_truth.describe(cell.runtime),
+                  "stop_rule": book.stop_rule(cell).kind.value, "reference": cell.name == book.reference_cell.name,
+                  "env": {k: v for k, v in cell.env if k not in env},
+                  "args": {k: v for k, v in cell.args if k not in args}} for cell in book.cells]
+        return {"campaign": self.campaign_id, "playbook": str(book.path), "playbook_name": book.name,
+                "hosts": [{"name": h.name, "address": h.address, "port": h.port} for h in self.hosts],
+                "env": env, "args": args, "cells": cells, "attempts_per_cell": book.attempts, "order": str(book.order),
+                "planned": {h: len(v) for h, v in self.per_host.items()}, "total_attempts": self.total_attempts,
+                "stop_rules_may_end_early": any(c["stop_rule"] != StopKind.FIXED_N.value for c in cells),
+                "attempt_timeout_s": book.timeouts.attempt, "duration_upper_s": self.expected_duration_s(),
+                "refusals": gpu_policy.refusals(book, self.hosts), "transfer": _transfer_lines(self)}
+
 
 def new_campaign_id(playbook: Playbook) -> str:
     stamp = datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S")
@@ -113,10 +130,15 @@ def describe_plan(plan: CampaignPlan) -> str:
     hours = plan.expected_duration_s() / 3600
     lines.append(f"duration: at most {hours:.1f} h if every attempt ran to its {book.timeouts.attempt:g} s timeout "
                  "(plus power cycles and boots)")
-    bundle, poc_file = load_bundle(), Path(book.poc.script)
-    lines += cache_sync.transfer_lines(book, plan.per_host, len(bundle.files), sum(len(b) for _, b in bundle.files),
-                                       poc_file.stat().st_size if poc_file.exists() else 0)
-    return "\n".join(lines)
+    return "\n".join(lines + _transfer_lines(plan))
+
+
+def _transfer_lines(plan: CampaignPlan) -> list[str]:
+    """What travels to each host before its first attempt (the agent bundle, the PoC, a cache)."""
+    bundle, poc_file = load_bundle(), Path(plan.playbook.poc.script)
+    return list(cache_sync.transfer_lines(plan.playbook, plan.per_host, len(bundle.files),
+                                          sum(len(b) for _, b in bundle.files),
+                                          poc_file.stat().st_size if poc_file.exists() else 0))
 
 
 def runs_again(record: Mapping[str, Any]) -> bool:
@@ -150,6 +172,13 @@ class CampaignResult:
     failure: str | None = None  # why the campaign stopped on its own (e.g. the controller's disk is full)
     quarantined: Mapping[str, str] = field(default_factory=dict)  # host -> why it stopped running its plan
     unjudged: tuple[str, ...] = ()  # cells with no judged attempt on any host (every record infra)
+
+    def to_json(self) -> dict[str, Any]:
+        """How the campaign ended (``invoke campaign --json``'s ``result``)."""
+        return {"campaign": self.campaign_id, "folder": str(self.directory.root),
+                "records": str(self.directory.attempts), "attempts": len(self.records),
+                "stopped_by_signal": self.interrupted, "failure": self.failure, "quarantined": dict(self.quarantined),
+                "unjudged": list(self.unjudged)}
 
 
 def earlier_records(directory: CampaignDir) -> dict[str, list[dict[str, Any]]]:

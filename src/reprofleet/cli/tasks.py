@@ -11,13 +11,13 @@ import json
 import sys
 import threading
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any, Callable, cast
 
 from invoke import Collection, Context, Task, task
 
 from reprofleet.cli.env_config import normalise_environment
 from reprofleet.cli.flags import standardise
-from reprofleet.cli.exits import BadArgument, ExitStatus, handled
+from reprofleet.cli.exits import BadArgument, ExitStatus, document_exit_statuses, handled
 from reprofleet.cli.args import RestTask
 from reprofleet.cli.signals import install_stop_handlers
 from reprofleet.errors import HostLeased
@@ -132,8 +132,9 @@ def _install_stop_handlers(stop: threading.Event) -> None:
     install_stop_handlers(stop, lambda text: _stderr_console().print(f"[yellow]{text}[/]"))
 
 
-def write_campaign_report(folder: Path, console: Console, title: str) -> Path:
-    """The summary and verdict tables on the terminal, report.md and report.html beside the records."""
+def write_campaign_report(folder: Path, console: Console, title: str) -> tuple[Path, Any]:
+    """The summary and verdict tables on the terminal, report.md and report.html beside the records;
+    the report's path and the judgement (None: no attempt was recorded)."""
     from reprofleet.records.pooling import load_pool
     from reprofleet.cli.progress import summary_table, verdict_table
     from reprofleet.report import render_markdown
@@ -143,14 +144,32 @@ def write_campaign_report(folder: Path, console: Console, title: str) -> Path:
     report_path = folder / "report.md"
     if pool is None:
         write_atomic(report_path, f"# {title}\n\nNo attempt was recorded.\n")
-        return report_path
+        return report_path, None
     judgement = judge(pool)
     console.print()  # the live table's last line stays apart from the summary's title
     console.print(summary_table(judgement, title))
     console.print(verdict_table(judgement))
     write_atomic(report_path, render_markdown(judgement, pool.records, title.capitalize()))
     _write_html(folder / "report.html", judgement, pool, title.capitalize(), console)
-    return report_path
+    return report_path, judgement
+
+
+def _say(as_json: bool, document: Any, text: Callable[[], str]) -> None:
+    """One JSON document on stdout (``--json``: nothing else goes there), or the text."""
+    if as_json:
+        _json_document(document)
+    else:
+        print(text(), flush=True)
+
+
+def _json_document(document: Any) -> None:
+    """A task's whole answer as one JSON document (docs/schema/<task>.schema.json)."""
+    print(json.dumps(document, default=str, indent=2), flush=True)
+
+
+def _json_line(document: Any) -> None:
+    """One line of a JSON-lines answer (a task that says one thing per host)."""
+    print(json.dumps(document, default=str, sort_keys=True), flush=True)
 
 
 def _write_html(path: Path, judgement: Any, pool: Any, title: str, console: Console) -> Path | None:
@@ -178,10 +197,11 @@ def _notify_observers(c: Any) -> tuple[Any, ...]:
 def run_and_report(c: Any, hosts: str, playbook: str, attempts: int | None, dry_run: bool,
                    resume: str | None, accept_new: bool | None,
                    overrides: dict[str, Any] | None = None, check_hosts: bool = False,
-                   limit: str | None = None) -> ExitStatus:
+                   limit: str | None = None, as_json: bool = False) -> ExitStatus:
     """Load and validate everything, then run (or describe) the campaign and summarize it.
     ``check_hosts`` (with ``dry_run``): also ask every host whether it can run its plan;
-    ``limit``: an Ansible host pattern choosing which of the inventory's hosts run."""
+    ``limit``: an Ansible host pattern choosing which of the inventory's hosts run;
+    ``as_json``: stdout carries one JSON document at the end, the live view and tables go to stderr."""
     from reprofleet.campaign import run as campaign_mod
     from reprofleet.inventory import load_inventory
     from reprofleet.playbook import load_playbook
@@ -207,7 +227,9 @@ def run_and_report(c: Any, hosts: str, playbook: str, attempts: int | None, dry_
         report_root = directory.root.parent
     check_playbook_against_hosts(book, inventory.hosts, report_root)
     plan = campaign_mod.make_plan(book, inventory.hosts, campaign_id, done)
-    console = _console()
+    console = _stderr_console() if as_json else _console()
+    if dry_run and as_json:
+        return _dry_run_json(c, plan, whole, book.hosts, limit, check_hosts, accept_new, overrides)
     if not dry_run:  # the dry run's plan text carries these lines itself
         from reprofleet.campaign.preflight import observe_only_refusals
 
@@ -241,11 +263,34 @@ def run_and_report(c: Any, hosts: str, playbook: str, attempts: int | None, dry_
     with LiveProgress(planned.keys(), planned, console) as progress:
         result = campaign_mod.run_campaign(plan, settings, report_root, progress=progress, stop=stop,
                                            recovery_factory=recovery_factory, observers=observers)
-    report_path = write_campaign_report(result.directory.root, console, f"campaign {result.campaign_id}")
+    report_path, judgement = write_campaign_report(result.directory.root, console, f"campaign {result.campaign_id}")
     html_path = report_path.with_suffix(".html")
     console.print(f"records: {result.directory.attempts}\nreport:  {report_path}"
                   + (f"\nhtml:    {html_path}" if html_path.exists() else ""))
-    return campaign_status(result, _stderr_console())
+    status = campaign_status(result, _stderr_console())
+    if as_json:
+        _json_document({"dry_run": False, "exit_status": int(status), "result": result.to_json(),
+                        "report": str(report_path), "html": str(html_path) if html_path.exists() else None,
+                        "judgement": judgement.to_json() if judgement is not None else None})
+    return status
+
+
+def _dry_run_json(c: Any, plan: Any, whole: Any, book_hosts: str | None, limit: str | None, check_hosts: bool,
+                  accept_new: bool | None, overrides: dict[str, Any] | None) -> ExitStatus:
+    """``--dry-run --json``: the hosts chosen, the plan, and with ``--check-hosts`` each host's answer."""
+    readiness = None
+    status = ExitStatus.OK
+    if check_hosts:
+        from reprofleet.campaign.facts import readiness_lines
+
+        lines, ok = readiness_lines(plan, _settings(c, accept_new, overrides))
+        readiness = {"ready": ok, "lines": lines}
+        status = ExitStatus.OK if ok else ExitStatus.SOME_HOSTS_FAILED
+    chosen = {"inventory": str(whole.source), "of": len(whole.hosts), "chosen": [h.name for h in plan.hosts],
+              "playbook_hosts": book_hosts or None, "limit": limit}
+    _json_document({"dry_run": True, "exit_status": int(status), "chosen": chosen, "plan": plan.to_json(),
+                    "readiness": readiness})
+    return status
 
 
 def campaign_status(result: Any, err: "Console") -> ExitStatus:
@@ -275,12 +320,14 @@ def campaign_status(result: Any, err: "Console") -> ExitStatus:
     "bring-up": "power-cycle hosts that do not answer at the start even if this campaign never saw them answer",
     "check-hosts": "with --dry-run: ask every host (changing nothing) whether it can run its plan",
     "limit": "Ansible host pattern: only these hosts run (e.g. 'blackwell:!ws03', 'ws0[1-2]*', '@retry-file')",
+    "json": "stdout: one JSON document at the end, the summary and verdicts (with --dry-run: the plan); the live "
+            "view goes to stderr (docs/schema/campaign.schema.json)",
 })
 @handled
 def campaign(c: Context, hosts: str = "", playbook: str = "playbooks/sm120-hostwedge.yml", attempts: str | None = None,
              dry_run: bool = False, resume: str | None = None, accept_new_host_keys: bool = False,
              break_lease: bool = False, bring_up: bool = False, check_hosts: bool = False,
-             limit: str = "") -> ExitStatus:
+             limit: str = "", json_: bool = False) -> ExitStatus:
     """Run a reproduction campaign on every host of an inventory."""
     hosts = _need_inventory(hosts)
     if check_hosts and not dry_run:
@@ -288,10 +335,11 @@ def campaign(c: Context, hosts: str = "", playbook: str = "playbooks/sm120-hostw
     overrides = {**({"break_leases": True} if break_lease else {}), **({"bring_up": True} if bring_up else {})}
     return run_and_report(c, hosts, playbook, _count("attempts", attempts), dry_run, resume,
                           accept_new_host_keys or None, overrides or None, check_hosts=check_hosts,
-                          limit=limit or None)
+                          limit=limit or None, as_json=json_)
 
 
-@task(help={"hosts": "Ansible inventory", "json": "print JSON lines instead of a table",
+@task(help={"hosts": "Ansible inventory",
+            "json": "print one JSON line per host instead of a table (docs/schema/facts.schema.json)",
             "accept-new-host-keys": "record unknown host keys instead of refusing them",
             "limit": "Ansible host pattern: only these hosts"})
 @handled
@@ -332,13 +380,17 @@ def sim_up(c: Context, count: str = "", config: str | None = None) -> ExitStatus
     return ExitStatus.OK
 
 
-@task
+@task(help={"json": "print one JSON line per simulated host (docs/schema/sim.status.schema.json)"})
 @handled
-def sim_status(c: Context) -> ExitStatus:
+def sim_status(c: Context, json_: bool = False) -> ExitStatus:
     """Show the simulated fleet's hosts: address, power, frozen, boot_id, GPU policy."""
     from reprofleet.sim import simctl
 
-    _console().print(simctl.status_table(Path(_conf(c)["sim_dir"])))
+    if json_:
+        for row in simctl.status(Path(_conf(c)["sim_dir"])):
+            _json_line(row)
+    else:
+        _console().print(simctl.status_table(Path(_conf(c)["sim_dir"])))
     return ExitStatus.OK
 
 
@@ -354,9 +406,11 @@ def sim_down(c: Context) -> ExitStatus:
 
 
 @task(help={"count": "number of simulated hosts (default 3)", "playbook": "demo campaign YAML",
-            "attempts": "attempts per host and cell (default: the playbook's)"})
+            "attempts": "attempts per host and cell (default: the playbook's)",
+            "json": "stdout: one JSON document at the end, as campaign --json (docs/schema/demo.schema.json)"})
 @handled
-def demo(c: Context, count: str = "3", playbook: str = "playbooks/demo.yml", attempts: str = "") -> ExitStatus:
+def demo(c: Context, count: str = "3", playbook: str = "playbooks/demo.yml", attempts: str = "",
+         json_: bool = False) -> ExitStatus:
     """Simulated fleet up, a campaign over it, the summary, fleet down."""
     from reprofleet.sim import simctl
 
@@ -365,7 +419,7 @@ def demo(c: Context, count: str = "3", playbook: str = "playbooks/demo.yml", att
     fleet = simctl.up(hosts_wanted or 3, None, sim_dir)
     try:
         return run_and_report(c, str(fleet.inventory_path), playbook, attempts_wanted, False, None, None,
-                              DEMO_OVERRIDES)
+                              DEMO_OVERRIDES, as_json=json_)
     finally:
         simctl.down(sim_dir)
 
@@ -375,15 +429,16 @@ def demo(c: Context, count: str = "3", playbook: str = "playbooks/demo.yml", att
             "action": "on | off | status | cycle | verify (or the second word); verify proves the wiring: off, "
                       "this host and no other goes silent, on, it boots",
             "hosts": "Ansible inventory", "yes": "do not ask for confirmation", "dwell": "seconds off in a cycle",
-            "ignore-lease": "switch even a host a running campaign holds"})
+            "ignore-lease": "switch even a host a running campaign holds",
+            "json": "print the result as one JSON document (docs/schema/power.schema.json)"})
 @handled
 def power(c: Context, host: str, action: str, hosts: str = "", yes: bool = False, dwell: str | None = None,
-          ignore_lease: bool = False) -> ExitStatus:
+          ignore_lease: bool = False, json_: bool = False) -> ExitStatus:
     """Switch one host's power through its PDU/BMC: invoke power HOST ACTION --hosts INVENTORY (asks unless --yes).
 
     A host a live campaign holds is refused unless --ignore-lease; one whose lease cannot be
     read (it does not answer) is switched with a warning."""
-    from reprofleet.campaign.power_ops import live_lease, power_action, verify_wiring
+    from reprofleet.campaign.power_ops import PowerOutcome, live_lease, power_action, verify_wiring
 
     if not hosts:
         raise BadArgument("which inventory? invoke power HOST ACTION --hosts INVENTORY")
@@ -399,32 +454,30 @@ def power(c: Context, host: str, action: str, hosts: str = "", yes: bool = False
                                     "hold it[/]")
     if action == "verify":
         if not yes and not _confirm(f"switch {host} off to check its wiring, then on again? [y/N] "):
-            print("nothing done")
+            print("nothing done", file=sys.stderr if json_ else sys.stdout)
             return ExitStatus.ERROR
         report = verify_wiring(hosts, host, Path(_conf(c)["reports"]))
-        print("\n".join(report.lines()))
+        _say(json_, report.to_json(), lambda: "\n".join(report.lines()))
         return ExitStatus.OK if report.ok else ExitStatus.SOME_HOSTS_FAILED
     if action not in ("on", "off", "status", "cycle"):
         raise BadArgument(f"action must be on, off, status, cycle or verify, not {action!r}")
     dwell_s = _seconds("dwell", dwell) if dwell is not None else float(_conf(c)["dwell_s"])
     if action != "status" and not yes and not _confirm(f"power {action} {host}? [y/N] "):
-        print("nothing done")
+        print("nothing done", file=sys.stderr if json_ else sys.stdout)
         return ExitStatus.ERROR
     state = power_action(hosts, host, action, Path(_conf(c)["reports"]), dwell_s)
-    print(f"{host}: {state.value}")
+    _say(json_, PowerOutcome(host, action, state).to_json(), lambda: f"{host}: {state.value}")
     return ExitStatus.OK
 
 
 @task(help={"hosts": "Ansible inventory", "limit": "Ansible host pattern: only these hosts",
             "playbook": "the campaign the hosts must be ready for (default playbooks/sm120-hostwedge.yml)",
-            "json": "print one JSON line per host instead of tables",
+            "json": "print one JSON line per host instead of tables (docs/schema/doctor.schema.json)",
             "accept-new-host-keys": "record unknown host keys instead of refusing them"})
 @handled
 def doctor(c: Context, hosts: str = "", limit: str = "", playbook: str = "playbooks/sm120-hostwedge.yml",
            json_: bool = False, accept_new_host_keys: bool = False) -> ExitStatus:
-    """Before the first night: per host, what the plan needs, whether it is there, and the fix (changes nothing).
-
-    Exit 0 when every host is ready, 3 when one is not (a `missing` item), 2 for bad input."""
+    """Before the first night: per host, what the plan needs, whether it is there, and the fix (changes nothing)."""
     hosts = _need_inventory(hosts)
     from reprofleet.campaign import doctor as doc
     from reprofleet.cli.tables import doctor_table
@@ -455,21 +508,27 @@ def doctor(c: Context, hosts: str = "", limit: str = "", playbook: str = "playbo
 @task(name="policy", help={"hosts": "Ansible inventory", "restore": "put every GPU back to its defaults",
                            "read": "show what each GPU reports (default)",
                            "ignore-lease": "restore even on hosts a campaign holds (it would run on the defaults)",
-                           "limit": "Ansible host pattern: only these hosts"})
+                           "limit": "Ansible host pattern: only these hosts",
+                           "json": "print one JSON line per host instead of the table "
+                                   "(docs/schema/policy.schema.json)"})
 @handled
 def policy_task(c: Context, hosts: str = "", restore: bool = False, read: bool = False,
-                ignore_lease: bool = False, limit: str = "") -> ExitStatus:
+                ignore_lease: bool = False, limit: str = "", json_: bool = False) -> ExitStatus:
     """Read, or restore to defaults, the GPU policy of every host.
 
     A host a live campaign holds is refused (named, with its holder) unless --ignore-lease:
     its attempts would otherwise be credited to a cell whose policy is no longer in force."""
     hosts = _need_inventory(hosts)
-    from reprofleet.campaign.policy_restore import policy_everywhere
+    from reprofleet.campaign.policy_restore import policy_everywhere, policy_json
     from reprofleet.cli.tables import policy_table
 
-    results = policy_everywhere(hosts, _settings(c), "restore" if restore else "read", ignore_lease=ignore_lease,
-                                limit=limit or None)
-    _console().print(policy_table(results))
+    action = "restore" if restore else "read"
+    results = policy_everywhere(hosts, _settings(c), action, ignore_lease=ignore_lease, limit=limit or None)
+    if json_:
+        for name, result in results.items():
+            _json_line(policy_json(name, action, result))
+    else:
+        _console().print(policy_table(results))
     return ExitStatus.OK if all(isinstance(v, dict) for v in results.values()) else ExitStatus.SOME_HOSTS_FAILED
 
 
@@ -499,7 +558,8 @@ def _override_caveat(info: Any, counted: tuple[Any, ...]) -> str:
                      "default: every campaign under reports/)",
             "reproductions": "override the campaigns' own reproductions (comma-separated outcomes)",
             "reference": "compare every cell with this one (default: the campaigns' reference)",
-            "json": "print the verdicts, and each cell's rate per host and pooled (rates), as JSON",
+            "json": "print the verdicts, and each cell's rate per host and pooled (rates), as JSON "
+                    "(docs/schema/report.schema.json)",
             "out": "a folder for report.md and report.html, or FILE.md (report.html beside it); default reports/pooled",
             "issue": "also write the text a bug report asks for: vllm (collect-env, reproducer, results) or nvidia "
                      "(system, steps, how often, logs), as issue-vllm.md / issue-nvidia.md beside report.md"})
@@ -561,10 +621,11 @@ def report(c: Context, paths: list[str] | None = None, reproductions: str = "", 
                   "then split; group: the --hosts inventory's groups)",
             "hosts": "Ansible inventory whose host groups are the sides (with --by group)",
             "reference": "compare every cell with this one on each side (default: the campaigns' reference)",
-            "html": "also write the comparison as an HTML file here"})
+            "html": "also write the comparison as an HTML file here",
+            "json": "print the comparison as one JSON document (docs/schema/compare.schema.json)"})
 @handled
 def compare(c: Context, paths: list[str] | None = None, by: str = "path", hosts: str = "", reference: str = "",
-            html: str = "") -> ExitStatus:
+            html: str = "", json_: bool = False) -> ExitStatus:
     """Campaigns, controllers or hosts side by side: the same cells, each side's rate and verdict, every claim
     Holm-adjusted across sides x cells; by host or group, whether each cell's effect differs between them."""
     from reprofleet.report.compare import SideBy, build_sides, compare_html, compare_table
@@ -582,10 +643,13 @@ def compare(c: Context, paths: list[str] | None = None, by: str = "path", hosts:
 
         groups = load_inventory(hosts).groups
     side_by_side = build_sides(sources, side_by, reference or None, groups)
-    _console().print(compare_table(side_by_side))
+    if json_:
+        _json_document(side_by_side.to_json())
+    else:
+        _console().print(compare_table(side_by_side))
     if html:
         write_atomic(Path(html), compare_html(side_by_side, "reprofleet comparison"))
-        print(f"html:    {html}")
+        print(f"html:    {html}", file=sys.stderr if json_ else sys.stdout)
     return ExitStatus.OK
 
 
@@ -599,12 +663,14 @@ def compare(c: Context, paths: list[str] | None = None, by: str = "path", hosts:
             "attempt-s": "typical seconds per attempt (default: the playbook's attempt timeout, an upper bound)",
             "campaigns": "with --hosts/--playbook: simulated campaigns per number of what the verdicts can show "
                          "(default 100; the power search uses half as many per size)",
+            "json": "print the plan as one JSON document (docs/schema/plan.schema.json)",
             "ratio": "with --hosts/--playbook: rate ratios (cell / reference) whose false 'fixed' is shown, "
                      "comma-separated (default 0.1,0.333)"})
 @handled
 def plan(c: Context, baseline: str | None = None, confidence: str = "0.95", fixed_rate: str | None = None,
          alpha: str = "0.05", beta: str = "0.2", hosts: str | None = None, playbook: str | None = None,
-         attempt_s: str | None = None, campaigns: str | None = None, ratio: str | None = None) -> ExitStatus:
+         attempt_s: str | None = None, campaigns: str | None = None, ratio: str | None = None,
+         json_: bool = False) -> ExitStatus:
     """Clean attempts that rule out a rate, what an SPRT saves, or a campaign's length and power cycles."""
     from reprofleet.campaign import estimate as planning
 
@@ -635,15 +701,16 @@ def plan(c: Context, baseline: str | None = None, confidence: str = "0.95", fixe
             estimate = planning.campaign_estimate(
                 book, names, rate or planning.DEFAULT_BASELINE,
                 float(conf["dwell_s"]), number("attempt-s", attempt_s), int(conf["power_cycle_budget"]))
-            print(planning.describe_campaign(estimate))
-            print(planning.describe_verdicts(planning.verdict_plan(
-                book, names, rate or planning.DEFAULT_BASELINE,
-                planning.DEFAULT_CAMPAIGNS if runs is None else int(runs), ratios)))
+            verdicts = planning.verdict_plan(book, names, rate or planning.DEFAULT_BASELINE,
+                                             planning.DEFAULT_CAMPAIGNS if runs is None else int(runs), ratios)
+            _say(json_, planning.campaign_plan_json(estimate, verdicts),
+                 lambda: planning.describe_campaign(estimate) + "\n" + planning.describe_verdicts(verdicts))
             return ExitStatus.OK
         if rate is None:
             raise BadArgument("give --baseline RATE, or --hosts and --playbook")
-        print(planning.describe_baseline(planning.baseline_plan(
-            rate, level, number("fixed-rate", fixed_rate), number("alpha", alpha) or 0.0, number("beta", beta) or 0.0)))
+        baseline_plan = planning.baseline_plan(
+            rate, level, number("fixed-rate", fixed_rate), number("alpha", alpha) or 0.0, number("beta", beta) or 0.0)
+        _say(json_, baseline_plan.to_json(), lambda: planning.describe_baseline(baseline_plan))
     except ValueError as exc:
         raise BadArgument(str(exc)) from None
     return ExitStatus.OK
@@ -656,10 +723,11 @@ def plan(c: Context, baseline: str | None = None, confidence: str = "0.95", fixe
                        "path, as records show it in runtime.label (e.g. vllm/vllm-openai:v0.25.1)",
             "path": "or harvest this folder on the host (relative paths start at the login's home)",
             "into": "where snapshot folders live on the controller (default: snapshots); the new one is "
-                    "INTO/NAME with INTO/NAME.manifest.json beside it"})
+                    "INTO/NAME with INTO/NAME.manifest.json beside it",
+            "json": "print the snapshot as one JSON document (docs/schema/cache.pull.schema.json)"})
 @handled
 def cache_pull(c: Context, host: str, name: str, hosts: str = "", runtime: str = "", path: str = "",
-               into: str = "snapshots") -> ExitStatus:
+               into: str = "snapshots", json_: bool = False) -> ExitStatus:
     """Harvest a host's cache as a snapshot a playbook can name: poc: {cache: seeded, cache_source: ...}."""
     from reprofleet.campaign.cache_ops import pull_from, remote_cache_folder
 
@@ -667,24 +735,29 @@ def cache_pull(c: Context, host: str, name: str, hosts: str = "", runtime: str =
         raise BadArgument("which inventory? invoke cache.pull HOST NAME --hosts INVENTORY --runtime IMAGE|--path DIR")
     pulled = pull_from(hosts, _settings(c), host, name, remote_cache_folder(runtime or None, path or None), Path(into))
     snap = pulled.snapshot
-    print(f"{host}:{pulled.remote} -> {snap.root}: {len(snap.files)} files, {snap.total_bytes} bytes, "
-          f"snapshot {snap.snapshot[:16]} (manifest {pulled.manifest})")
+    _say(json_, pulled.to_json(), lambda: f"{host}:{pulled.remote} -> {snap.root}: {len(snap.files)} files, "
+                                          f"{snap.total_bytes} bytes, snapshot {snap.snapshot[:16]} "
+                                          f"(manifest {pulled.manifest})")
     return ExitStatus.OK
 
 
 @task(name="push", positional=["folder"],
       help={"folder": "the snapshot folder (a playbook's cache_source)", "hosts": "Ansible inventory",
-            "ignore-lease": "push even to hosts a running campaign holds"})
+            "ignore-lease": "push even to hosts a running campaign holds",
+            "json": "print one JSON line per host (docs/schema/cache.push.schema.json)"})
 @handled
-def cache_push(c: Context, folder: str, hosts: str = "", ignore_lease: bool = False) -> ExitStatus:
+def cache_push(c: Context, folder: str, hosts: str = "", ignore_lease: bool = False, json_: bool = False) -> ExitStatus:
     """Put a snapshot on every host in parallel; only objects a host lacks travel (not to a
     host a live campaign holds unless --ignore-lease)."""
-    from reprofleet.campaign.cache_ops import push_everywhere
+    from reprofleet.campaign.cache_ops import push_everywhere, pushed_json
 
     if not hosts:
         raise BadArgument("which inventory? invoke cache.push FOLDER --hosts INVENTORY")
     results = push_everywhere(hosts, _settings(c), folder, ignore_lease=ignore_lease)
     for name, result in results.items():
+        if json_:
+            _json_line(pushed_json(name, result))
+            continue
         print(f"{name}: error: {result}" if isinstance(result, Exception) else
               f"{name}: {'already there' if result.already_there else 'pushed'} {result.sent_objects} objects, "
               f"{result.sent_bytes} bytes in {result.seconds:.2f} s")
@@ -752,7 +825,8 @@ ns.configure({"reprofleet": DEFAULTS})
 
 @task(positional=["folder"],
       help={"folder": "a campaign folder, reports/<campaign-id> (running or finished; read only, its lock untouched)",
-            "json": "print the state and the verdicts so far as JSON (with --watch: one JSON line per refresh)",
+            "json": "print the state and the verdicts so far as JSON (with --watch: one JSON line per refresh; "
+                    "docs/schema/status.schema.json)",
             "watch": "refresh until the campaign is no longer running (Ctrl-C leaves, exit 0)",
             "interval": "seconds between refreshes with --watch (default 5)",
             "count": "at most this many refreshes with --watch (default 720)"})
@@ -794,9 +868,11 @@ ns.add_task(cast(Task, status))
       help={"paths": "campaign folders or attempts.jsonl files: invoke export PATH [PATH ...] (default: every "
                      "campaign under reports/)",
             "format": "csv (default), parquet (pip install 'reprofleet[export]') or jsonl",
-            "out": "the file to write (default: stdout; parquet needs a file)"})
+            "out": "the file to write (default: stdout; parquet needs a file)",
+            "json": "with --out: print what was written as one JSON document (docs/schema/export.schema.json)"})
 @handled
-def export(c: Context, paths: list[str] | None = None, format_: str = "csv", out: str = "") -> ExitStatus:
+def export(c: Context, paths: list[str] | None = None, format_: str = "csv", out: str = "",
+           json_: bool = False) -> ExitStatus:
     """One row per attempt, amendments folded, with each attempt's role: CSV, Parquet or JSON lines."""
     import io
     import os
@@ -808,7 +884,10 @@ def export(c: Context, paths: list[str] | None = None, format_: str = "csv", out
         kind = ExportFormat(format_)
     except ValueError:
         raise BadArgument(f"--format takes {', '.join(f.value for f in ExportFormat)}, not {format_!r}") from None
-    rows = folded(load_pool(_sources(c, paths)))
+    if json_ and not out:
+        raise BadArgument("--json says what export wrote, and stdout would carry the rows: give --out FILE")
+    sources = _sources(c, paths)
+    rows = folded(load_pool(sources))
     if kind is ExportFormat.PARQUET:
         if not out:
             raise BadArgument("--format parquet writes a file: give --out FILE.parquet")
@@ -827,8 +906,13 @@ def export(c: Context, paths: list[str] | None = None, format_: str = "csv", out
             sys.stdout.write(text.getvalue())
     if out:
         print(f"{len(rows)} attempts -> {out}", file=sys.stderr)
+    if json_:
+        from reprofleet.records.export import Exported
+
+        _json_document(Exported(kind, Path(out), len(rows), tuple(map(str, sources))).to_json())
     return ExitStatus.OK
 
 
 ns.add_task(cast(Task, export))
 standardise(ns)  # one flag table for every task (cli/flags.py), after the last task is added
+document_exit_statuses(ns)  # each task's --help ends with its exit statuses (cli/exits.py's table)

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import csv
 import json
+from dataclasses import dataclass
 from datetime import datetime
 from enum import Enum, unique
 from pathlib import Path
@@ -37,6 +38,20 @@ class ExportFormat(str, Enum):
     CSV = "csv"
     PARQUET = "parquet"
     JSONL = "jsonl"
+
+
+@dataclass(frozen=True)
+class Exported:
+    """What ``invoke export --out FILE`` wrote (``--json``: docs/schema/export.schema.json)."""
+
+    format: ExportFormat
+    out: Path
+    attempts: int  # rows written: one per attempt, its amendments folded
+    sources: tuple[str, ...]  # the folders or attempts files read
+
+    def to_json(self) -> dict[str, Any]:
+        return {"format": self.format.value, "out": str(self.out), "attempts": self.attempts,
+                "columns_leading": list(LEADING), "sources": list(self.sources)}
 
 
 # Columns every row has, in this order; any other key of a record follows, sorted.

@@ -52,6 +52,10 @@ class Side:
     judgement: Judgement  # adjusted across every side's comparisons; its sentences say so
     alone: Judgement | None = None  # this side as ``invoke report`` judges it on its own
 
+    def to_json(self) -> dict[str, Any]:
+        return {"label": self.label, "judgement": self.judgement.to_json(),
+                "alone": self.alone.to_json() if self.alone else None}
+
 
 @dataclass(frozen=True)
 class Effect:
@@ -65,6 +69,11 @@ class Effect:
     @property
     def differs(self) -> bool:
         return self.p_adjusted is not None and self.p_adjusted < ALPHA
+
+    def to_json(self) -> dict[str, Any]:
+        return {"cell": self.cell, "p_value": self.test.p_value, "method": self.test.method,
+                "tested": list(self.test.tested), "left_out": [{"side": s, "why": w} for s, w in self.test.left_out],
+                "p_adjusted": self.p_adjusted, "differs": self.differs, "text": self.text}
 
 
 @dataclass(frozen=True)
@@ -83,6 +92,14 @@ class SideBySide:
         full = self.comparisons == len(self.sides) * self.cells
         count = "" if full else f" ({self.comparisons} comparison{'s' if self.comparisons != 1 else ''})"
         return f"Holm-adjusted across {len(self.sides)} sides x {self.cells} cell{'s' if self.cells != 1 else ''}{count}"
+
+    def to_json(self) -> dict[str, Any]:
+        """``invoke compare --json`` (docs/schema/compare.schema.json): every side's verdicts as
+        ``invoke report --json`` gives them, adjusted across the whole comparison."""
+        return {"by": self.by.value, "family": self.family_words(), "comparisons": self.comparisons,
+                "cells": self.cells, "host_pairs": self.host_pairs, "hosts_differ": self.hosts_differ,
+                "sides": [s.to_json() for s in self.sides], "pooled": self.pooled.to_json() if self.pooled else None,
+                "effects": [e.to_json() for e in self.effects]}
 
 
 def _subset(pool: Pool, keep: Callable[[Mapping[str, Any]], bool]) -> Pool:
