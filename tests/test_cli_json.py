@@ -106,7 +106,7 @@ def test_every_schema_is_draft_2020_12_names_its_file_and_describes_every_field(
         loaded = json.loads(path.read_text())
         Draft202012Validator.check_schema(loaded)
         assert loaded["$schema"] == "https://json-schema.org/draft/2020-12/schema"
-        assert loaded["$id"].endswith("/" + path.name), path
+        assert loaded["$id"]== "urn:reprofleet:schema:" + path.name, path
         assert loaded.get("description"), path
         assert not list(_described(loaded, path.name))
 

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 OUT = Path(__file__).resolve().parent
-BASE = "https://reprofleet.invalid/schema/"
+BASE = "urn:reprofleet:schema:"  # an absolute URI that claims no web host: the files ship in docs/schema/
 
 Node = dict[str, Any]
 
