@@ -1,6 +1,7 @@
 """What a simulated host's file system is made of, and the script that boots it.
 
-The fake tools (``nvidia-smi``, ``docker``, ``journalctl``) and the fake Python modules
+The fake tools (``nvidia-smi``, ``docker``, ``journalctl``, ``nvidia-bug-report.sh``, ``sudo``
+for a host whose login is not root) and the fake Python modules
 (``pynvml``, ``vllm``, and the ``rfsim`` package they share) are package data under
 ``sim/hostfs/`` and ``sim/rfsim/``; they are copied into each host's own tree, so a host's
 tools can be changed or removed without touching the others.
