@@ -101,3 +101,29 @@ def test_options_it_does_not_model_are_refused_not_ignored(sudo_host: Callable[[
     tree = sudo_host("all")
     assert _sudo(tree, "-u", "lab", "true").stderr.startswith("sudo: the simulated sudo runs commands as root only")
     assert "invalid option -- 'E'" in _sudo(tree, "-E", "true").stderr
+
+
+@pytest.mark.parametrize("rule, privilege", [("nvidia-smi", "sudo"), ("none", "none")])
+def test_the_agents_own_privilege_probe_reads_the_rule(sudo_host: Callable[[str], Any], rule: str,
+                                                       privilege: str) -> None:
+    """What doctor and the readiness check see on such a host: the agent's facts, run as the login."""
+    import json
+
+    from reprofleet.remote.agent import load_bundle
+
+    tree = sudo_host(rule)
+    agent = tree.root / "agent"
+    agent.mkdir(mode=0o755)
+    for name, content in load_bundle().files:
+        (agent / name).parent.mkdir(parents=True, exist_ok=True)
+        (agent / name).write_bytes(content)
+        (agent / name).chmod(0o644)
+    state = tree.root / "state"
+    state.mkdir()
+    state.chmod(0o777)
+    done = tree.run(["python3", str(agent / "agent.py"), "--state-dir", str(state), "facts"], user=NOBODY,
+                    timeout_s=60)
+    lines = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
+    facts = next((line for line in lines if line.get("k") == "facts"), None)
+    assert facts is not None, (done.returncode, done.stdout[-2000:], done.stderr[-2000:])
+    assert (facts["privilege"], facts["nvidia_smi"]) == (privilege, str(tree.bin / "nvidia-smi")), done.stderr
