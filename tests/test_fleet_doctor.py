@@ -1,7 +1,7 @@
 """invoke doctor on the simulated fleet, one host broken in each way the simulator can play:
 its journal volatile, no NVIDIA container runtime in docker, the image not pulled, its PDU not
-answering; a healthy host beside them is ready. (No sudo rights needs a non-root login, which
-the simulated hosts do not have: its decision is pinned in tests/test_doctor.py.)"""
+answering, a non-root login with no sudo rights; a healthy host beside them is ready, and so is
+a non-root login whose sudoers lets it run nvidia-smi (the simulated sudo: rfsim/sudo.py)."""
 
 from __future__ import annotations
 
@@ -33,7 +33,9 @@ def _dead_udp_port() -> int:
 def test_doctor_names_each_broken_host_with_its_problem_and_fix(sim_fleet: Any, sim_inventory: Any,
                                                                 tmp_path: Path) -> None:
     fleet = sim_fleet([SimHostSpec("dr-ok"), SimHostSpec("dr-journal", journal_persistent=False),
-                       SimHostSpec("dr-runtime"), SimHostSpec("dr-pdu")])
+                       SimHostSpec("dr-runtime"), SimHostSpec("dr-pdu"),
+                       SimHostSpec("dr-sudo", login_user="lab", sudo="none"),
+                       SimHostSpec("dr-sudo-smi", login_user="lab", sudo="nvidia-smi")])
     by_name = {h.name: h for h in fleet.hosts}
     config = by_name["dr-runtime"].paths.host_config
     config.write_text(json.dumps({**json.loads(config.read_text()), "nvidia_container_runtime": False}))
@@ -63,6 +65,13 @@ def test_doctor_names_each_broken_host_with_its_problem_and_fix(sim_fleet: Any, 
     assert "nvidia-ctk runtime configure" in items("dr-runtime", "missing")["docker"]["fix"]
     assert set(items("dr-pdu", "missing")) == {"power"}
     assert "does not answer" in items("dr-pdu", "missing")["power"]["found"]
+    assert set(items("dr-sudo", "missing")) == {"privilege"}
+    no_sudo = items("dr-sudo", "missing")["privilege"]
+    assert no_sudo["found"].startswith("no passwordless sudo for nvidia-smi: lab may not run"), no_sudo
+    assert "`lab ALL=(root) NOPASSWD: /usr/local/bin/nvidia-smi`" in no_sudo["fix"], no_sudo
+    assert found["dr-sudo-smi"]["ready"], found["dr-sudo-smi"]
+    assert items("dr-sudo-smi", "ok")["privilege"]["found"] == "sudo -n /usr/local/bin/nvidia-smi without a password"
+    assert items("dr-sudo-smi", "ok")["login"]["found"].startswith("lab@")
     image = "image vllm/vllm-openai:v0.25.1"
     for host in by_name:  # nothing pulled yet: a warning with its command, on every host
         assert "docker pull vllm/vllm-openai:v0.25.1" in items(host, "warn")[image]["fix"]

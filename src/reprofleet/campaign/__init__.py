@@ -4,7 +4,8 @@ runners, below the command line.
 Modules: ``run`` (plan, hosts in parallel, resume, stop), ``preflight`` (checks that need
 no host), ``estimate`` (attempts, hours, power cycles and what the verdicts can show, before it
 runs), ``simulate`` (campaigns drawn from a known truth, judged by the real judge: for
-``estimate`` and the benches), ``facts`` (``invoke facts``), ``doctor`` (``invoke doctor``:
+``estimate`` and the benches), ``facts`` (``invoke facts``), ``bug_report``
+(``invoke facts --bug-report``: each host's nvidia-bug-report.sh archive), ``doctor`` (``invoke doctor``:
 what each host needs, and the fix), ``policy_restore`` (``invoke policy``), ``power_ops``
 (``invoke power``), ``cache_ops`` (``invoke cache.push`` / ``cache.pull``), ``observe``
 (every line the campaign writes, told to its watchers), ``notify`` (what a person is told,

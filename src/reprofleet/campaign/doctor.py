@@ -112,7 +112,8 @@ def _privilege(host: Host, facts: Mapping[str, Any], root_features: Sequence[str
         return Check("privilege", Status.WARN if root_features else Status.OK,
                      f"sudo -n {smi} without a password{needs_root}",
                      "log in as root for those, or turn them off in the playbook" if root_features else "")
-    return Check("privilege", Status.MISSING, f"{user} may not run nvidia-smi's setters{needs_root}",
+    return Check("privilege", Status.MISSING, f"no passwordless sudo for nvidia-smi: {user} may not run nvidia-smi's "
+                                              f"setters{needs_root}",
                  f"add to sudoers (visudo -f /etc/sudoers.d/reprofleet): `{user} ALL=(root) NOPASSWD: {smi}`")
 
 

@@ -341,21 +341,30 @@ def campaign(c: Context, hosts: str = "", playbook: str = "playbooks/sm120-hostw
 @task(help={"hosts": "Ansible inventory",
             "json": "print one JSON line per host instead of a table (docs/schema/facts.schema.json)",
             "accept-new-host-keys": "record unknown host keys instead of refusing them",
-            "limit": "Ansible host pattern: only these hosts"})
+            "limit": "Ansible host pattern: only these hosts",
+            "bug-report": "instead of the facts: run nvidia-bug-report.sh on each host (as root or sudo -n) and "
+                          "fetch its nvidia-bug-report.log.gz",
+            "into": "with --bug-report: the folder the archives go to, one folder per host (default: bug-reports)",
+            "bug-report-timeout": "with --bug-report: seconds the script may run on a host (default: 600)"})
 @handled
 def facts(c: Context, hosts: str = "", json_: bool = False, accept_new_host_keys: bool = False,
-          limit: str = "") -> ExitStatus:
-    """Collect and show each host's facts (GPU, driver, OS, BIOS, boot_id)."""
+          limit: str = "", bug_report: bool = False, into: str = "", bug_report_timeout: str = "") -> ExitStatus:
+    """Collect and show each host's facts (GPU, driver, OS, BIOS, boot_id), or with --bug-report their
+    nvidia-bug-report.sh archives."""
     hosts = _need_inventory(hosts)
-    from reprofleet.campaign.facts import collect_facts
-    from reprofleet.cli.tables import facts_table
-    from reprofleet.records.facts_cache import cache_facts
-
+    if (into or bug_report_timeout) and not bug_report:
+        raise BadArgument("--into and --bug-report-timeout go with --bug-report")
     from reprofleet.inventory import load_inventory
 
     from reprofleet.inventory.patterns import limited
 
     inventory_hosts = limited(load_inventory(hosts), limit or None).hosts
+    if bug_report:
+        return _bug_reports(c, inventory_hosts, json_, accept_new_host_keys, into, bug_report_timeout)
+    from reprofleet.campaign.facts import collect_facts
+    from reprofleet.cli.tables import facts_table
+    from reprofleet.records.facts_cache import cache_facts
+
     results = collect_facts(inventory_hosts, _settings(c, accept_new_host_keys or None))
     for name, value in results.items():
         if isinstance(value, dict):
@@ -366,6 +375,20 @@ def facts(c: Context, hosts: str = "", json_: bool = False, accept_new_host_keys
     else:
         _console().print(facts_table(results))
     return ExitStatus.OK if all(isinstance(v, dict) for v in results.values()) else ExitStatus.SOME_HOSTS_FAILED
+
+
+def _bug_reports(c: Context, hosts: Any, json_: bool, accept_new_host_keys: bool, into: str,
+                 timeout: str) -> ExitStatus:
+    """``facts --bug-report``: one line per host (the archive, its size and sha256, or why not)."""
+    from reprofleet.campaign.bug_report import DEFAULT_TIMEOUT_S, collect_bug_reports
+    from reprofleet.remote.transport import connect
+
+    timeout_s = _seconds("bug-report-timeout", timeout) if timeout else DEFAULT_TIMEOUT_S
+    transport = _settings(c, accept_new_host_keys or None).transport
+    reports = collect_bug_reports(hosts, lambda host: connect(host, transport), Path(into or "bug-reports"), timeout_s)
+    for report in reports:
+        print(json.dumps(report.to_json()) if json_ else report.line())
+    return ExitStatus.OK if all(r.ok for r in reports) else ExitStatus.SOME_HOSTS_FAILED
 
 
 @task(help={"count": "number of simulated hosts (default: every host of --config, or 3 demo hosts)",

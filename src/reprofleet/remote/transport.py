@@ -384,6 +384,36 @@ class Session:
         except (paramiko.SSHException, OSError, EOFError) as exc:
             raise ConnectError(self.host.name, f"upload of {remote_path} failed: {exc}") from exc
 
+    def fetch_file(self, remote_path: str, local_path: Path, max_bytes: int) -> tuple[int, str]:
+        """Copy one host file to ``local_path`` through SFTP, at most ``max_bytes`` (a larger one is
+        refused before a byte is copied, and cut off if it grows while read); returns its size
+        and sha256, computed on the bytes as written. Written beside the target, then renamed:
+        an interrupted copy never looks like a whole one."""
+        import hashlib
+
+        partial = local_path.with_name(local_path.name + ".part")
+        digest, size = hashlib.sha256(), 0
+        try:
+            sftp = self._connection.sftp()
+            if (sftp.stat(remote_path).st_size or 0) > max_bytes:
+                raise host_bytes.HostBytesError(self.host.name, f"{remote_path}: larger than {max_bytes} bytes")
+            with sftp.open(remote_path, "rb") as source, partial.open("wb") as target:
+                while chunk := source.read(1 << 16):
+                    size += len(chunk)
+                    if size > max_bytes:
+                        raise host_bytes.HostBytesError(self.host.name, f"{remote_path}: grew past {max_bytes} "
+                                                                        "bytes while read")
+                    digest.update(chunk)
+                    target.write(chunk)
+        except (paramiko.SSHException, OSError, EOFError) as exc:
+            partial.unlink(missing_ok=True)
+            raise ConnectError(self.host.name, f"download of {remote_path} failed: {exc}") from exc
+        except host_bytes.HostBytesError:
+            partial.unlink(missing_ok=True)
+            raise
+        partial.replace(local_path)
+        return size, digest.hexdigest()
+
     def close(self) -> None:
         self._monitor.stop()
         self._reaper.stop()

@@ -1,6 +1,7 @@
 """What a simulated host's file system is made of, and the script that boots it.
 
-The fake tools (``nvidia-smi``, ``docker``, ``journalctl``) and the fake Python modules
+The fake tools (``nvidia-smi``, ``docker``, ``journalctl``, ``nvidia-bug-report.sh``, ``sudo``
+for a host whose login is not root) and the fake Python modules
 (``pynvml``, ``vllm``, and the ``rfsim`` package they share) are package data under
 ``sim/hostfs/`` and ``sim/rfsim/``; they are copied into each host's own tree, so a host's
 tools can be changed or removed without touching the others.
@@ -8,10 +9,14 @@ tools can be changed or removed without touching the others.
 
 from __future__ import annotations
 
+import os
 import shutil
 from pathlib import Path
 
 from reprofleet.sim.layout import HOST_ETC, SHADOWED, TMP, VAR_TMP, HostPaths
+
+LOGIN_UID = 4242  # a non-root login's uid and gid (SimHostSpec.login_user): its own, in the host's /etc/passwd
+LOGIN_HOME = Path("/home")  # shadowed by the host's own folder, only on a host whose login is not root
 
 SIM_DIR = Path(__file__).resolve().parent
 HOSTFS = SIM_DIR / "hostfs"
@@ -30,7 +35,8 @@ def install_tools(bin_dir: Path, dist_packages: Path) -> None:
     shutil.copytree(RFSIM, dist_packages / "rfsim", ignore=IGNORE, dirs_exist_ok=True)
 
 
-def make_host_tree(paths: HostPaths, journal_persistent: bool) -> None:
+def make_host_tree(paths: HostPaths, journal_persistent: bool, login_user: str = "root",
+                   authorized_keys: Path | None = None) -> None:
     """Create the per-host directories that boot.sh bind-mounts over the shadowed paths."""
     for name, _ in SHADOWED:
         paths.fs(name).mkdir(parents=True, exist_ok=True)
@@ -43,16 +49,37 @@ def make_host_tree(paths: HostPaths, journal_persistent: bool) -> None:
     for folder in (paths.ssh, paths.hw, paths.requests, paths.boots, paths.hw / "pstore"):
         folder.mkdir(parents=True, exist_ok=True)
     install_tools(paths.fs("bin"), paths.fs("dist-packages"))
+    if login_user != "root":
+        _make_login(paths, login_user, authorized_keys)
 
 
-def sshd_config_text(paths: HostPaths, address: str, authorized_keys: Path) -> str:
-    """A real host's sshd, reduced to what the controller needs: root by the fleet key."""
+def _make_login(paths: HostPaths, user: str, authorized_keys: Path | None) -> None:
+    """A user of this host's own: /etc/passwd and /etc/group are the machine's plus one line
+    each (bind-mounted over them inside the host only), a home under the host's /home, and the
+    fleet key readable where sshd, as that user, can reach it."""
+    for name, line in (("passwd", f"{user}:x:{LOGIN_UID}:{LOGIN_UID}:reprofleet sim login:{LOGIN_HOME / user}:/bin/bash"),
+                       ("group", f"{user}:x:{LOGIN_UID}:")):
+        kept = [row for row in Path("/etc", name).read_text().splitlines() if not row.startswith(f"{user}:")]
+        (paths.root / "fs" / name).write_text("\n".join([*kept, line, ""]))
+    home = paths.fs("home") / user
+    home.mkdir(parents=True, exist_ok=True)
+    os.chown(home, LOGIN_UID, LOGIN_UID)
+    home.chmod(0o755)
+    if authorized_keys is not None:
+        shutil.copyfile(authorized_keys, paths.etc / "authorized_keys")
+        (paths.etc / "authorized_keys").chmod(0o644)
+
+
+def sshd_config_text(paths: HostPaths, address: str, authorized_keys: Path, login_user: str = "root") -> str:
+    """A real host's sshd, reduced to what the controller needs: root (or the host's own
+    login) by the fleet key."""
+    keys = f"{authorized_keys}" if login_user == "root" else f"{authorized_keys} {HOST_ETC / 'authorized_keys'}"
     return "\n".join(
         [
             f"ListenAddress {address}:22",
             f"HostKey {paths.host_key}",
             f"PidFile {paths.sshd_pid}",
-            f"AuthorizedKeysFile {authorized_keys}",
+            f"AuthorizedKeysFile {keys}",
             "PermitRootLogin prohibit-password",
             "PubkeyAuthentication yes",
             "PasswordAuthentication no",
@@ -77,7 +104,7 @@ def sshd_config_text(paths: HostPaths, address: str, authorized_keys: Path) -> s
     )
 
 
-def boot_script_text(paths: HostPaths, hostname: str, dist_packages: Path) -> str:
+def boot_script_text(paths: HostPaths, hostname: str, dist_packages: Path, login_user: str = "root") -> str:
     """Power on, seen from inside: mount the host's own view of the world, become sshd.
 
     Runs under ``ip netns exec <ns> unshare --mount --uts`` (private propagation, so nothing
@@ -106,9 +133,21 @@ def boot_script_text(paths: HostPaths, hostname: str, dist_packages: Path) -> st
         "mount -o remount,bind,ro /proc/sys/kernel/random/boot_id",
         'mount --bind "$2" /dev/kmsg',
         f"mount --bind {paths.hw / 'pstore'} /sys/fs/pstore",  # what a panic left (ramoops)
+        *(_login_lines(paths, dist_packages) if login_user != "root" else []),
         "mkdir -p /run/sshd",  # sshd's privilege separation dir (systemd's RuntimeDirectory)
         "cd /root",
         f"exec /usr/sbin/sshd -D -e -f {paths.sshd_config}",
         "",
     ]
     return "\n".join(lines)
+
+
+def _login_lines(paths: HostPaths, dist_packages: Path) -> list[str]:
+    """A non-root login's users and home, and the root broker its ``sudo`` asks (rfsim/sudo.py)."""
+    return [
+        f"mount --bind {paths.root / 'fs' / 'passwd'} /etc/passwd",
+        f"mount --bind {paths.root / 'fs' / 'group'} /etc/group",
+        f"mkdir -p {LOGIN_HOME}",
+        f"mount --bind {paths.fs('home')} {LOGIN_HOME}",
+        f"PYTHONPATH={dist_packages} /usr/bin/python3 -m rfsim.sudo_broker </dev/null >>/var/log/sudo-broker.log 2>&1 &",
+    ]

@@ -6,7 +6,7 @@
           hosts:
             sim0:
               ansible_host: 10.213.7.10
-              ansible_user: root
+              ansible_user: root             # or the host's own login (SimHostSpec.login_user)
               ansible_ssh_private_key_file: <fleet>/id_ed25519
               ansible_python_interpreter: /usr/bin/python3
               reprofleet_known_hosts: <fleet>/known_hosts
@@ -36,7 +36,7 @@ def inventory_data(hosts: Sequence["SimHost"], paths: FleetPaths,
     for host in hosts:
         entry: dict[str, Any] = {
             "ansible_host": host.address,
-            "ansible_user": "root",
+            "ansible_user": host.spec.login_user,
             "ansible_ssh_private_key_file": str(paths.key),
             "ansible_python_interpreter": "/usr/bin/python3",
             "reprofleet_known_hosts": str(paths.known_hosts),

@@ -11,6 +11,7 @@ it from the root namespace while the host sees its own view:
     <fleet>/hosts/<name>/boot.sh  what "power on" runs inside the host's namespaces
     <fleet>/hosts/<name>/fs/      per-host trees bind-mounted over /root, /tmp, /var/tmp,
                                   /usr/local/bin, dist-packages, /etc/reprofleet-sim, /var/log
+                                  (and, for a non-root login, /home and /etc/passwd, /etc/group)
     <fleet>/hosts/<name>/hw/      the "hardware": power switch, GPU state, boots, requests
                                   (also visible inside the host at /etc/reprofleet-sim/hw)
 """

@@ -26,6 +26,8 @@ from reprofleet.errors import InputError, Location
 from reprofleet.sim.rfsim.wedge import LOCKUP_KINDS, SCRIPT_ENTRIES, WedgeParams
 
 HOST_NAME = re.compile(r"^[a-z0-9]([a-z0-9-]{0,30}[a-z0-9])?$")
+LOGIN_NAME = re.compile(r"^[a-z_][a-z0-9_-]{0,30}$")
+SUDO_RULES = ("all", "nvidia-smi", "none")  # the login's NOPASSWD rights (rfsim/sudo.py)
 WEDGE_PHASES = (
     "engine_init", "model_load", "torch_compile", "kv_cache", "flashinfer_autotune",
     "attention_warmup", "kernel_warmup", "cuda_graph_capture", "ready",
@@ -67,6 +69,8 @@ class SimHostSpec:
     hang_ignores_sigterm: bool = False  # a hang stuck in a driver call: its SIGTERM handler never runs, only SIGKILL ends it
     gpu_lost_after_wedge: bool = False  # a wedge takes the GPU off the bus for good: no power cycle brings it back
     hardware_watchdog: bool = False  # an armed hardware watchdog: what a ``reboot`` outcome (a reset by itself) is
+    login_user: str = "root"  # who the controller logs in as; another name is a user of the host's own (uid 4242)
+    sudo: str = "all"  # what that user may run through ``sudo`` without a password: all | nvidia-smi | none
 
     def __post_init__(self) -> None:
         problems = _problems(self)
@@ -109,6 +113,8 @@ def _problems(spec: SimHostSpec) -> list[str]:
         problems.append(f"wedge_phase must be one of {', '.join(WEDGE_PHASES)}")
     if (spec.p_reboot > 0 or "reboot" in spec.script) and not spec.hardware_watchdog:
         problems.append("a reboot outcome is the host resetting itself: give it a way to, hardware_watchdog: true")
+    if not LOGIN_NAME.match(spec.login_user) or spec.sudo not in SUDO_RULES:
+        problems.append(f"login_user must be a user name (lowercase, digits, '-', '_'), sudo one of {', '.join(SUDO_RULES)}")
     if spec.time_scale <= 0 or spec.boot_delay_s < 0:
         problems.append("time_scale must be > 0 and boot_delay_s >= 0")
     return problems

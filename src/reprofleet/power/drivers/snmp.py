@@ -19,11 +19,12 @@ Selected by an inventory ``pdu:`` block like::
 
 pysnmp's asyncio API is run synchronously, one request per call, with the request timeout
 enforced twice (pysnmp's own, and an outer ``asyncio.wait_for``). Each driver keeps one
-SNMP engine on one event loop of its own for its lifetime (an engine is costly to build:
-rebuilding it for every read-back poll was most of a poll's time); an engine whose request
-timed out is dropped, so a late reply never meets the next request. An SNMP agent does not
-answer a wrong community at all, so a wrong community reads as "no answer"; the error
-says so.
+SNMP engine for its lifetime (an engine is costly to build: rebuilding it for every
+read-back poll was most of a poll's time), on the process's one SNMP loop (``snmp_loop``:
+closing an engine needs its loop to turn, which a loop per driver could not promise); an
+engine whose request timed out is dropped, so a late reply never meets the next request.
+An SNMP agent does not answer a wrong community at all, so a wrong community reads as
+"no answer"; the error says so.
 
 Daisy-chained PDUs: ``pdu_id`` is part of the outlet's identity (``outlet_key``), its name in
 errors and in the power log. ``apc_rpdu`` with ``pdu_id`` above 1 switches through the rPDU2
@@ -56,7 +57,7 @@ from reprofleet.credentials import Secret
 from reprofleet.errors import PowerError
 from reprofleet.model import PowerPort
 from reprofleet.power.base import DeviceCycle, DriverSettings, PowerDriver, PowerState, TransientPowerError
-from reprofleet.power.drivers import snmp_chain
+from reprofleet.power.drivers import snmp_chain, snmp_loop
 from reprofleet.power.drivers.snmp_oids import (GENERIC_MODEL, MODEL_NAMES, OUTLET_MODELS, OutletOids, is_oid,
                                                  is_oid_template)
 from reprofleet.power.log import PowerLog
@@ -73,15 +74,6 @@ ERROR_HINTS = {
 }
 PRIV_PROTOCOLS = {"none": usmNoPrivProtocol, "des": usmDESPrivProtocol, "aes": usmAesCfb128Protocol,
                   "aes256": usmAesCfb256Protocol}
-
-
-def _loop_running_here() -> bool:
-    """Is an event loop running in this thread (a caller's, or the collector's during __del__)?"""
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        return False
-    return True
 
 
 def split_host_port(address: str, default_port: int) -> tuple[str, int]:
@@ -155,7 +147,6 @@ class SnmpDriver(PowerDriver):
         if secret is None:
             raise PowerConfigError(f"{self.where}: snmp needs credentials (the write community, or a v3 user)")
         self._auth = self._auth_data(secret)
-        self._loop: asyncio.AbstractEventLoop | None = None
         self._engine: SnmpEngine | None = None
         self.engines_built = 0  # how many SNMP engines this driver made (one, unless requests timed out)
 
@@ -198,42 +189,38 @@ class SnmpDriver(PowerDriver):
         return UsmUserData(user, authKey=auth_key, privKey=priv_key,
                            authProtocol=AUTH_PROTOCOLS[str(auth)], privProtocol=PRIV_PROTOCOLS[str(priv)])
 
-    async def _exchange(self, oid: str, value: int | None, following: bool = False) -> Any:
-        if self._engine is None:
-            self._engine = SnmpEngine()
-            self.engines_built += 1
+    async def _exchange(self, engine: SnmpEngine, oid: str, value: int | None, following: bool = False) -> Any:
         target = await UdpTransportTarget.create(self.target, timeout=self.settings.timeout_s, retries=0)
         var_bind = ObjectType(ObjectIdentity(oid)) if value is None else ObjectType(ObjectIdentity(oid), Integer32(value))
         command = next_cmd if following else get_cmd if value is None else set_cmd
-        return await command(self._engine, self._auth, target, ContextData(), var_bind, lookupMib=False)
+        return await command(engine, self._auth, target, ContextData(), var_bind, lookupMib=False)
 
-    def _drop_engine(self) -> None:
-        if self._engine is not None:
-            self._engine.close_dispatcher()
-            self._engine = None
-            if self._loop is not None and not self._loop.is_closed() and not self._loop.is_running() \
-                    and not _loop_running_here():
-                self._loop.run_until_complete(asyncio.sleep(0))  # let the cancelled timer task end
+    def _drop_engine(self, *, wait: bool = True) -> None:
+        """Close the engine on the shared loop (waited for, unless called where nothing may block)."""
+        engine, self._engine = self._engine, None
+        if engine is not None:
+            snmp_loop.shared().close_engine(engine, wait=wait)
 
     def close(self) -> None:
-        """Release the engine and its event loop (also done when the driver is collected)."""
+        """Release the engine now (also done, without waiting, when the driver is collected)."""
         self._drop_engine()
-        if self._loop is not None and not self._loop.is_closed():
-            self._loop.close()
 
     def __del__(self) -> None:
         try:
-            self.close()
-        except Exception:  # noqa: BLE001 (interpreter shutdown: nothing left to release)
+            self._drop_engine(wait=False)  # the collector may run inside any thread's loop: never block it
+        except Exception:  # noqa: BLE001 (interpreter shutdown: the loop's exit hook closes what is left)
             pass
 
     def _exchanged(self, verb: str, oid: str, value: int | None = None, following: bool = False) -> Any:
         """One request, its transport and protocol errors mapped; returns the answer's var-binds."""
-        if self._loop is None or self._loop.is_closed():
-            self._loop = asyncio.new_event_loop()
+        loop = snmp_loop.shared()
+        if self._engine is None:
+            self._engine = loop.new_engine()
+            self.engines_built += 1
+        limit_s = self.settings.timeout_s + 2.0
         try:
-            error_indication, error_status, _, var_binds = self._loop.run_until_complete(
-                asyncio.wait_for(self._exchange(oid, value, following), self.settings.timeout_s + 2.0))
+            error_indication, error_status, _, var_binds = loop.run(
+                asyncio.wait_for(self._exchange(self._engine, oid, value, following), limit_s), limit_s + 1.0)
         except (asyncio.TimeoutError, TimeoutError):
             self._drop_engine()
             raise TransientPowerError(f"{verb} {oid}: no answer within {self.settings.timeout_s:g}s") from None
