@@ -294,6 +294,9 @@ def test_facts_doctor_and_policy_json_fail_per_host_with_the_same_status_as_with
         assert code == 3 and line["host"] == "gone", argv
         assert run(capsys, *argv)[0] == 3, argv  # the same without --json
     assert line["action"] == "restore" and line["ok"] is False and line["error"]
+    code, out, _ = run(capsys, "facts", "-i", inventory, "--bug-report", "-j")
+    (line,) = valid("facts", out)
+    assert code == 3 and line["host"] == "gone" and line["status"] == "failed" and line["path"] is None
 
 
 def test_cache_push_and_pull_json(tmp_path: Path, capsys: pytest.CaptureFixture[str],

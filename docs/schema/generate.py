@@ -373,7 +373,7 @@ schema("doctor", "invoke doctor --json", "Per host, each item its plan needs, wh
                                   "the items")}))
 
 # facts
-schema("facts", "invoke facts --json", "Each host's facts as its agent reports them (GPU, driver, OS, BIOS, boot_id), or why it could not be asked." + JSON_LINES,
+schema("facts", "invoke facts --json", "Each host's facts as its agent reports them (GPU, driver, OS, BIOS, boot_id), or why it could not be asked; with --bug-report, each host's archive." + JSON_LINES,
        {"oneOf": [
            {"type": "object", "description": "a host that could not be asked",
             "properties": {"host": S("host"), "error": S("why")}, "required": ["host", "error"], "additionalProperties": False},
@@ -381,7 +381,15 @@ schema("facts", "invoke facts --json", "Each host's facts as its agent reports t
             "properties": {"host": S("host"), "hostname": S("its hostname"), "kernel": S("kernel release"),
                            "boot_id": S("the boot id"), "driver_version": nul("string", "NVIDIA driver"),
                            "gpus": A({"type": "object"}, "the GPUs"), "journal_persistent": nul("boolean", "journald keeps old boots")},
-            "required": ["host"], "not": {"required": ["error"]}}]})
+            "required": ["host"], "not": {"anyOf": [{"required": ["error"]}, {"required": ["status"]}]}},
+           {"type": "object", "description": "invoke facts --bug-report --json: one host's nvidia-bug-report.sh archive, or why there is none",
+            "properties": {"host": S("host"),
+                           "status": S("fetched, absent (no nvidia-bug-report.sh on the host) or failed",
+                                       enum=["fetched", "absent", "failed"]),
+                           "path": nul("string", "where the archive now lies on the controller"),
+                           "size": nul("integer", "its bytes"), "sha256": nul("string", "sha256 of the bytes written"),
+                           "detail": S("what happened"), "fix": nul("string", "what to do about it")},
+            "required": ["host", "status", "path", "size", "sha256", "detail", "fix"], "additionalProperties": False}]})
 
 
 def main(out: Path = OUT) -> None:

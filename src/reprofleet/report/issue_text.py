@@ -130,6 +130,7 @@ def issue_markdown(tracker: Tracker, judgement: Judgement, records: Sequence[Map
         parts = ["## System", "", *_environment_table(facts, records), "", "## What happens", "", summary, "",
                  "## Steps to reproduce", "", *_reproducers(judgement, records), "## How often", "",
                  *_verdicts(judgement), "", "## Freeze timelines", "", *_freezes(records, html_name), "", "## Logs", "",
-                 "`nvidia-bug-report.log.gz` from each host that froze, taken after its power cycle: run "
-                 "`sudo nvidia-bug-report.sh` there (it writes nvidia-bug-report.log.gz in the current folder)."]
+                 "`nvidia-bug-report.log.gz` from each host that froze, taken after its power cycle: "
+                 "`invoke facts -i INVENTORY -l HOST --bug-report` runs `nvidia-bug-report.sh` there as root and "
+                 "fetches the archive into bug-reports/HOST/ (or run `sudo nvidia-bug-report.sh` on the host)."]
     return "\n".join(parts) + "\n"
