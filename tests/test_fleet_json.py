@@ -35,7 +35,8 @@ def test_json_from_a_real_fleet_validates_and_exits_as_without_json(sim_fleet: A
                                                                    tmp_path: Path) -> None:
     from test_fleet_campaign import write_playbook
 
-    fleet = sim_fleet([SimHostSpec("js-nosmi"), SimHostSpec("js-ok", boot_delay_s=0.3)])
+    # no power port here: a wedge would wait for a person, so the hosts never wedge or hang
+    fleet = sim_fleet([SimHostSpec("js-nosmi"), SimHostSpec("js-ok", boot_delay_s=0.3, susceptible=False, p_hang=0.0)])
     (fleet.hosts[0].paths.fs("bin") / "nvidia-smi").unlink()  # one host that cannot run its plan
     book = write_playbook(tmp_path / "book", attempts=1, attempt_timeout=30)
     env = {**os.environ, "INVOKE_REPROFLEET_REPORTS": str(tmp_path / "reports"),
