@@ -145,20 +145,44 @@ def write_campaign_report(folder: Path, console: Console, title: str) -> Path:
         write_atomic(report_path, f"# {title}\n\nNo attempt was recorded.\n")
         return report_path
     judgement = judge(pool)
+    search = _search_report(pool, console)
     console.print()  # the live table's last line stays apart from the summary's title
     console.print(summary_table(judgement, title))
     console.print(verdict_table(judgement))
-    write_atomic(report_path, render_markdown(judgement, pool.records, title.capitalize()))
-    _write_html(folder / "report.html", judgement, pool, title.capitalize(), console)
+    _print_search(search, console)
+    write_atomic(report_path, render_markdown(judgement, pool.records, title.capitalize(), search))
+    _write_html(folder / "report.html", judgement, pool, title.capitalize(), console, search)
     return report_path
 
 
-def _write_html(path: Path, judgement: Any, pool: Any, title: str, console: Console) -> Path | None:
+def _search_report(pool: Any, console: Console | None) -> Any:
+    """A search's or bisection's result from the pool's folders (report/search.py); a model that
+    fails costs this section, never the report (said on the terminal)."""
+    from reprofleet.report.folders import Folders
+    from reprofleet.report.search import search_report
+
+    try:
+        return search_report(pool, Folders.of(pool).roots)
+    except Exception as exc:  # noqa: BLE001 - the verdicts and records stand without it
+        if console is not None:
+            console.print(f"[yellow]search result not computed: {type(exc).__name__}: {exc}[/]")
+        return None
+
+
+def _print_search(search: Any, console: Console) -> None:
+    if search is not None:
+        from reprofleet.report.search import boundary_lines
+
+        for line in boundary_lines(search):
+            console.print(f"{search.plan.kind}: {line}")
+
+
+def _write_html(path: Path, judgement: Any, pool: Any, title: str, console: Console, search: Any = None) -> Path | None:
     """report.html; a figure that fails to draw costs the HTML file, never report.md or the records."""
     from reprofleet.report import render_html
 
     try:
-        write_atomic(path, render_html(judgement, pool, title))
+        write_atomic(path, render_html(judgement, pool, title, search))
     except Exception as exc:  # noqa: BLE001 - a plotting bug must not lose a campaign's summary
         console.print(f"[yellow]report.html not written: {type(exc).__name__}: {exc}[/]")
         return None
@@ -534,15 +558,19 @@ def report(c: Context, paths: list[str] | None = None, reproductions: str = "", 
     if json_:
         from reprofleet.report.rates import rates_json
 
-        print(json.dumps({**judgement.to_json(), "rates": rates_json(judgement)}, indent=2, default=str))
+        search = _search_report(pool, None)
+        print(json.dumps({**judgement.to_json(), "rates": rates_json(judgement),
+                          **({"search": search.to_json()} if search is not None else {})}, indent=2, default=str))
         return ExitStatus.OK
     console = _console()
+    search = _search_report(pool, console)
     console.print(summary_table(judgement, f"{judgement.attempts} attempts pooled"))
     console.print(verdict_table(judgement))
+    _print_search(search, console)
     markdown_path, html_path = _report_outputs(c, out)
     markdown_path.parent.mkdir(parents=True, exist_ok=True)
-    write_atomic(markdown_path, render_markdown(judgement, pool.records, "reprofleet report"))
-    written = _write_html(html_path, judgement, pool, "reprofleet report", console)
+    write_atomic(markdown_path, render_markdown(judgement, pool.records, "reprofleet report", search))
+    written = _write_html(html_path, judgement, pool, "reprofleet report", console, search)
     console.print(f"report:  {markdown_path}" + (f"\nhtml:    {written}" if written else ""))
     if tracker is not None:
         from reprofleet.report.folders import Folders

@@ -149,3 +149,10 @@ def probe_of(record: Mapping[str, Any], plan: LadderPlan, judging: Judging) -> P
 def probes_of(records: Iterable[Mapping[str, Any]], plan: LadderPlan, judging: Judging) -> list[Probe]:
     """Records in the order given (attempts.jsonl's: the order they were declared) as probes."""
     return [p for p in (probe_of(r, plan, judging) for r in records) if p is not None]
+
+
+def result_json(result: LadderResult) -> Any:
+    """A result as the ``search_done`` event and ``report --json`` carry it (the contract's fields)."""
+    if isinstance(result, tuple):
+        return [asdict(group) for group in result]
+    return asdict(result)

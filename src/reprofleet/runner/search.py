@@ -18,13 +18,12 @@ give it a level), and leaves once nobody runs.
 from __future__ import annotations
 
 import threading
-from dataclasses import asdict
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from reprofleet.model import Cell, Judging, Playbook, Record
 from reprofleet.model.events import CampaignEvent
 from reprofleet.model.reasons import slot_runs_again
-from reprofleet.playbook.ladder import Ladder, LadderPlan, LadderResult, probe_of, probes_of
+from reprofleet.playbook.ladder import Ladder, LadderPlan, LadderResult, probe_of, probes_of, result_json
 from reprofleet.stats.search_contract import Probe
 
 EventSink = Callable[..., None]  # (host, CampaignEvent, **fields), as CampaignContext.event
@@ -123,9 +122,3 @@ class LadderSchedule:
                        probes=len(self.probes))
         self._changed.notify_all()
 
-
-def result_json(result: LadderResult) -> Any:
-    """A result as the event and ``report --json`` carry it (the contract's fields, as they are)."""
-    if isinstance(result, tuple):
-        return [asdict(group) for group in result]
-    return asdict(result)
