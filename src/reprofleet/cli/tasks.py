@@ -583,6 +583,29 @@ def report(c: Context, paths: list[str] | None = None, reproductions: str = "", 
     return ExitStatus.OK
 
 
+def _plan_search(book: Any, hosts: str | None, truths: list[str], campaigns: str | None) -> ExitStatus:
+    """``invoke plan --playbook`` of a search or bisection (campaign/search_estimate.py)."""
+    from reprofleet.campaign import search_estimate as searching
+
+    try:
+        runs = int(campaigns) if campaigns else searching.DEFAULT_RUNS
+    except ValueError:
+        raise BadArgument(f"--campaigns takes a whole number of simulated runs, not {campaigns!r}") from None
+    try:
+        stated = [searching.parse_truth(t, book.ladder) for t in truths] or [searching.default_truth(book.ladder)]
+    except ValueError as exc:
+        raise BadArgument(str(exc)) from None
+    names: list[str] = []
+    if hosts:
+        from reprofleet.inventory import load_inventory
+
+        names = list(load_inventory(hosts).names)
+    if not truths:
+        print(f"no --truth given: simulating the default curve ({stated[0].words})")
+    print(searching.describe_search_estimate(searching.search_estimate(book, stated, runs, book.seed or 0, names)))
+    return ExitStatus.OK
+
+
 @task(klass=RestTask, iterable=["paths"],
       help={"paths": "two or more campaign folders or attempts files: invoke compare A B [C ...]",
             "by": "sides: path (each argument, default), campaign, controller, host or group (all arguments pooled, "
@@ -617,7 +640,8 @@ def compare(c: Context, paths: list[str] | None = None, by: str = "path", hosts:
     return ExitStatus.OK
 
 
-@task(help={"baseline": "reproduction rate to rule out, e.g. 0.3 (with --hosts/--playbook: the rate assumed, default 0.3)",
+@task(iterable=["truth"],
+      help={"baseline": "reproduction rate to rule out, e.g. 0.3 (with --hosts/--playbook: the rate assumed, default 0.3)",
             "confidence": "level of the clean-run bound (default 0.95)",
             "fixed-rate": "SPRT: the rate that counts as fixed (default a tenth of the baseline)",
             "alpha": "SPRT: chance of a false 'fixed' (default 0.05)",
@@ -628,13 +652,26 @@ def compare(c: Context, paths: list[str] | None = None, by: str = "path", hosts:
             "campaigns": "with --hosts/--playbook: simulated campaigns per number of what the verdicts can show "
                          "(default 100; the power search uses half as many per size)",
             "ratio": "with --hosts/--playbook: rate ratios (cell / reference) whose false 'fixed' is shown, "
-                     "comma-separated (default 0.1,0.333)"})
+                     "comma-separated (default 0.1,0.333)",
+            "truth": "a search:/bisect: playbook: a true curve to simulate against, repeatable: onset=2700,slope=0.25,"
+                     "floor=0.01 or p=0/0/0.02/0.3 (per level); a bisection change=0.26.0,bad=0.4,good=0 (default: "
+                     "stated in the output)"})
 @handled
 def plan(c: Context, baseline: str | None = None, confidence: str = "0.95", fixed_rate: str | None = None,
          alpha: str = "0.05", beta: str = "0.2", hosts: str | None = None, playbook: str | None = None,
-         attempt_s: str | None = None, campaigns: str | None = None, ratio: str | None = None) -> ExitStatus:
+         attempt_s: str | None = None, campaigns: str | None = None, ratio: str | None = None,
+         truth: list[str] | None = None) -> ExitStatus:
     """Clean attempts that rule out a rate, what an SPRT saves, or a campaign's length and power cycles."""
     from reprofleet.campaign import estimate as planning
+
+    if playbook and (truth or not hosts):
+        from reprofleet.playbook import load_playbook
+
+        book = load_playbook(playbook)
+        if book.ladder is not None:
+            return _plan_search(book, hosts, truth or [], campaigns)
+        if truth:
+            raise BadArgument(f"--truth is for a playbook with search: or bisect:, and {playbook} has neither")
 
     def number(flag: str, value: str | None) -> float | None:
         try:
