@@ -13,6 +13,7 @@ the same guarantee and a fixed-run rule) is imported when asked, the seam a test
 from __future__ import annotations
 
 import dataclasses
+import importlib
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Sequence
 
@@ -59,12 +60,13 @@ def parse_truth(text: str, block: SearchBlock | BisectBlock) -> Truth:
     slope = _rate(fields.get("slope", str(DEFAULT_SLOPE)), "slope")
     floor = _rate(fields.get("floor", str(DEFAULT_FLOOR)), "floor")
     risky = [(v >= onset) if block.riskier == "higher" else (v <= onset) for v in block.values]
-    p, step = [], 0
+    rates: list[float] = []
+    step = 0
     for is_risky in risky:
         step = step + 1 if is_risky else 0
-        p.append(min(1.0, floor + slope * step) if is_risky else floor)
+        rates.append(min(1.0, floor + slope * step) if is_risky else floor)
     unit = block.unit.strip() or ""
-    return Truth(tuple(p), f"onset {onset:g}{(' ' + unit) if unit else ''}, +{slope:g} per level from it, "
+    return Truth(tuple(rates), f"onset {onset:g}{(' ' + unit) if unit else ''}, +{slope:g} per level from it, "
                            f"false-wedge floor {floor:g}")
 
 
@@ -133,9 +135,8 @@ def search_estimate(book: Playbook, truths: Sequence[Truth], runs: int = DEFAULT
 
 
 def _model(name: str) -> Simulate:
-    from reprofleet.campaign import search_sim  # type: ignore[attr-defined]  # lands with issue 23's models
-
-    return getattr(search_sim, name)  # type: ignore[no-any-return]
+    search_sim = importlib.import_module("reprofleet.campaign.search_sim")  # lands with issue 23's models
+    return getattr(search_sim, name)
 
 
 def describe_search_estimate(estimate: SearchEstimate) -> str:

@@ -16,6 +16,7 @@ only the campaign folder to compute the same result the runner did.
 from __future__ import annotations
 
 import fnmatch
+import importlib
 from dataclasses import asdict, dataclass
 from typing import Any, Iterable, Mapping, Protocol, Sequence
 
@@ -37,6 +38,11 @@ class Ladder(Protocol):
         """The answer so far: one SearchResult per host group, or the BisectResult."""
 
 
+def _model(name: str) -> Any:
+    """``stats.boundary`` / ``stats.changepoint``, imported when first asked (issue 23's models)."""
+    return importlib.import_module(f"reprofleet.stats.{name}")
+
+
 class SearchLadder:
     """The boundary model (``stats.boundary``), imported when first asked."""
 
@@ -44,14 +50,11 @@ class SearchLadder:
         self.spec = spec
 
     def next(self, host: str, probes: Sequence[Probe], running: Mapping[str, int]) -> int | None:
-        from reprofleet.stats import boundary  # type: ignore[attr-defined]  # lands with issue 23's models
-
-        return boundary.next_search_level(self.spec, list(probes), host, dict(running))  # type: ignore[no-any-return]
+        boundary = _model("boundary")
+        return boundary.next_search_level(self.spec, list(probes), host, dict(running))
 
     def results(self, probes: Sequence[Probe]) -> LadderResult:
-        from reprofleet.stats import boundary  # type: ignore[attr-defined]
-
-        return tuple(boundary.search_results(self.spec, list(probes)))
+        return tuple(_model("boundary").search_results(self.spec, list(probes)))
 
 
 class BisectLadder:
@@ -61,14 +64,11 @@ class BisectLadder:
         self.spec = spec
 
     def next(self, host: str, probes: Sequence[Probe], running: Mapping[str, int]) -> int | None:
-        from reprofleet.stats import changepoint  # type: ignore[attr-defined]
-
-        return changepoint.next_bisect_version(self.spec, list(probes), host, dict(running))  # type: ignore[no-any-return]
+        changepoint = _model("changepoint")
+        return changepoint.next_bisect_version(self.spec, list(probes), host, dict(running))
 
     def results(self, probes: Sequence[Probe]) -> LadderResult:
-        from reprofleet.stats import changepoint  # type: ignore[attr-defined]
-
-        return changepoint.bisect_result(self.spec, list(probes))  # type: ignore[no-any-return]
+        return _model("changepoint").bisect_result(self.spec, list(probes))
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from reprofleet.errors import Location, PlaybookError
-from reprofleet.model import CACHE_MODES, DEFAULT_MAX_EXCLUDED_SHARE, Cell, Playbook, Poc, StopRule, Timeouts, frozen_mapping
+from reprofleet.model import CACHE_MODES, BisectBlock, DEFAULT_MAX_EXCLUDED_SHARE, Cell, Playbook, Poc, StopRule, Timeouts, frozen_mapping
 from reprofleet.suggest import did_you_mean, line_of, load_located_yaml
 
 from reprofleet.playbook import env_secrets, judging, search as ladders
@@ -120,7 +120,7 @@ def _ladder_cells(doc: Doc, top: Any, key: str, poc: Poc) -> tuple[tuple[Cell, .
     except PlaybookError as exc:
         raise ladders.located_error(exc, key, top[key]) from None
     names = tuple(cell.name for cell in cells)
-    default = names[0] if key == "search" or block.bad_first else names[-1]
+    default = names[-1] if isinstance(block, BisectBlock) and not block.bad_first else names[0]
     if top.get("reference") is not None and top["reference"] not in names:
         raise doc.fail(top, "reference", "reference", f"must name a level's cell, got {top['reference']!r}"
                                                       f"{did_you_mean(top['reference'], names)}")

@@ -17,7 +17,7 @@ from typing import Any, Callable, Mapping, Sequence
 from reprofleet.model import Judging
 from reprofleet.playbook.ladder import Ladder, LadderPlan, LadderResult, ladder_from_json, probe_of, result_json
 from reprofleet.records.pooling import Pool
-from reprofleet.stats.search_contract import BisectResult, Probe, ProbeOutcome, SearchResult
+from reprofleet.stats.search_contract import BisectResult, BisectSpec, Probe, ProbeOutcome, SearchResult
 
 _MARKS = {ProbeOutcome.REPRODUCED: ("wedge", "X"), ProbeOutcome.CLEAN: ("clean", "o"),
           ProbeOutcome.UNUSABLE: ("infra", "s")}  # colour (plots.OUTCOME_COLOURS) and marker per outcome
@@ -197,14 +197,15 @@ def posterior_svg(report: SearchReport) -> str:
         if isinstance(result, BisectResult):
             values = [v.p_good for v in result.versions]
             ax.bar(range(len(values)), values, color="#1565c0")
-            ax.axhline(plan.spec.posterior, color="#c62828", linewidth=0.8, linestyle="--")  # type: ignore[union-attr]
+            stop_at = plan.spec.posterior if isinstance(plan.spec, BisectSpec) else 0.95
+            ax.axhline(stop_at, color="#c62828", linewidth=0.8, linestyle="--")
             ax.set_ylabel("Pr(on the good side)")
         else:
             width = 0.8 / max(1, len(result))
             for g, group in enumerate(result):
                 ax.bar([lv.level + (g - (len(result) - 1) / 2) * width for lv in group.levels],
                        [lv.p_bad for lv in group.levels], width=width, label=f"group {group.group}")
-            ax.axhline(plan.spec.delta, color="#c62828", linewidth=0.8, linestyle="--")  # type: ignore[union-attr]
+            ax.axhline(plan.spec.delta, color="#c62828", linewidth=0.8, linestyle="--")
             ax.set_ylabel("Pr(P > ε)")
             ax.legend(fontsize=6, frameon=False)
         ax.set_xticks(range(len(labels)), labels, fontsize=7)
