@@ -97,6 +97,7 @@ def test_the_spec_round_trips_through_the_manifest_with_host_groups(tmp_path: Pa
          "not both"),
         ("search: {factor: args.x, levels: [1]}\nmatrix: [{name: a}]\n", "6:matrix", "cannot sit beside"),
         ("bisect: {factor: vars.vllm, versions: ['0.25.1']}\n", "5:bisect.versions", "at least two"),
+        ("stop: {rule: sprt, p0: 0.3, p1: 0.03}\nsearch: {factor: args.x, levels: [1]}\n", "5:stop", "cannot sit beside"),
         ("bisect:\n  factor: vars.vllm\n  versions:\n    - '0.25.1'\n    - 0.26\n", "9:bisect.versions[1]", "quote it"),
         ("bisect: {factor: vars.vllm, versions: ['1', '1']}\n", "5:bisect.versions[1]", "repeats"),
         ("bisect: {factor: vars.torch, versions: ['1', '2']}\n", "5:bisect.factor", "no runtime field says {torch}"),

@@ -138,6 +138,17 @@ def test_the_schedule_stops_a_host_at_the_attempt_budget_whatever_the_model_says
     assert len(list(read_records(result.directory.attempts))) == 40
 
 
+def test_an_observe_only_host_runs_no_clock_level_and_leaves_the_ladder(tmp_path: Path) -> None:
+    from reprofleet.model import GpuAccess
+
+    book, clock = search_book(tmp_path / "book"), VirtualClock()
+    fake = ClockHost(clock)
+    fake.host = replace(fake.host, gpu_access=GpuAccess.OBSERVE)
+    result = run_search(book, tmp_path, fake, StepLadder(len(LEVELS)), clock)
+    assert not result.directory.attempts.exists() or not list(read_records(result.directory.attempts))
+    assert fake.ceilings == [] and fake.policy_calls.count("apply") == 0
+
+
 def test_riskier_lower_puts_the_highest_value_first_on_the_ladder(tmp_path: Path) -> None:
     book = search_book(tmp_path / "book", riskier="lower")
     assert book.search is not None and book.search.values == tuple(reversed(LEVELS))

@@ -40,6 +40,9 @@ def ladder_key(doc: Doc, top: Any) -> str | None:
     present = [key for key in ("search", "bisect") if key in top]
     if len(present) == 2:
         raise doc.fail(top, "bisect", "bisect", "a playbook has one of search: and bisect:, not both")
+    if present and top.get("stop") is not None:
+        raise doc.fail(top, "stop", "stop", f"{present[0]}: decides itself when to stop (its target and budget): "
+                                            "a stop: rule cannot sit beside it")
     if present and "matrix" in top:
         raise doc.fail(top, "matrix", "matrix", f"{present[0]}: makes the cells (one per level); matrix: cannot sit "
                                             "beside it (put settings every level shares in defaults:)")

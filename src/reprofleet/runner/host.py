@@ -96,6 +96,7 @@ class HostRunner:
         self.streak: list[str] = []  # the shapes of the last infra reasons in a row
         self.fenced: str | None = None  # another controller took the lease: this runner must not act again
         self.schedule = schedule
+        self.may_run = {cell.name for cell, _ in plan}  # a ladder's cells this host may run (observe-only: no settings)
 
     # -- connection ------------------------------------------------------------------
     def connect(self) -> AgentClient:
@@ -675,7 +676,7 @@ class HostRunner:
             return
         while not (self.ctx.stop.is_set() or self.fenced or self.state.quarantined):
             slot = self.schedule.next_slot(self.host.name)
-            if slot is None:
+            if slot is None or slot[0].name not in self.may_run:  # a level this host refuses: it leaves the ladder
                 return
             yield slot
 
