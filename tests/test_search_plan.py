@@ -71,6 +71,16 @@ def test_without_a_truth_the_default_curve_is_stated(monkeypatch: pytest.MonkeyP
     assert calls[0][1] == pytest.approx((0.01, 0.01, 0.26, 0.51, 0.76))
 
 
+def test_with_an_inventory_its_hosts_probe_in_parallel(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                       capsys: pytest.CaptureFixture[str]) -> None:
+    calls: list[tuple[Any, ...]] = []
+    monkeypatch.setattr(search_estimate, "_model", lambda name: _recorder(calls))
+    inventory = tmp_path / "hosts.yml"
+    inventory.write_text("all:\n  hosts:\n    ws01: {ansible_host: 10.0.0.1}\n    ws02: {ansible_host: 10.0.0.2}\n")
+    _plan("--hosts", str(inventory), "--playbook", str(EXAMPLE), "--truth", "onset=2800")
+    assert calls[0][-1] == {"hosts_parallel": 2} and "2 hosts in parallel" in capsys.readouterr().out
+
+
 def test_a_bisection_truth_names_the_first_good_version(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     calls: list[tuple[Any, ...]] = []
     monkeypatch.setattr(search_estimate, "_model", lambda name: (calls.append((name,)), _recorder(calls))[1])

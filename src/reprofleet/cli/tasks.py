@@ -664,7 +664,7 @@ def plan(c: Context, baseline: str | None = None, confidence: str = "0.95", fixe
     """Clean attempts that rule out a rate, what an SPRT saves, or a campaign's length and power cycles."""
     from reprofleet.campaign import estimate as planning
 
-    if playbook and (truth or not hosts):
+    if playbook:  # a search's or bisection's plan is a simulation of its own (campaign/search_estimate.py)
         from reprofleet.playbook import load_playbook
 
         book = load_playbook(playbook)
