@@ -44,6 +44,7 @@ def test_report_md_says_the_boundary_and_the_level_above_with_its_evidence(searc
     assert "| search boundary | hosts h1: highest clean level" in verdicts
     assert "| 2600 MHz | 2 | 0 |" in text  # the evidence per level
     assert "does not claim the level never wedges" in text
+    assert "anytime-valid, as this is not the planned end: a search chose how often each level ran" in text
 
 
 def test_report_html_has_the_ladder_and_posterior_figures(searched: Path) -> None:
