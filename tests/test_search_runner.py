@@ -149,6 +149,22 @@ def test_an_observe_only_host_runs_no_clock_level_and_leaves_the_ladder(tmp_path
     assert fake.ceilings == [] and fake.policy_calls.count("apply") == 0
 
 
+def test_a_model_that_fails_quarantines_the_host_with_its_words_and_the_campaign_ends(tmp_path: Path) -> None:
+    class Broken(StepLadder):
+        def next(self, host: str, probes: Any, running: Any) -> int | None:
+            raise ImportError("No module named 'reprofleet.stats.boundary'")
+
+        def results(self, probes: Any) -> Any:
+            raise ImportError("No module named 'reprofleet.stats.boundary'")
+
+    book, clock = search_book(tmp_path / "book"), VirtualClock()
+    result = run_search(book, tmp_path, ClockHost(clock), Broken(len(LEVELS)), clock)
+    assert result.quarantined == {"h1": "the search model failed: ImportError: No module named "
+                                        "'reprofleet.stats.boundary'"}
+    (done,) = [e for e in read_log_lines(result.directory.events) if e["event"] == "search_done"]
+    assert done["result"] is None and "ImportError" in done["error"]
+
+
 def test_riskier_lower_puts_the_highest_value_first_on_the_ladder(tmp_path: Path) -> None:
     book = search_book(tmp_path / "book", riskier="lower")
     assert book.search is not None and book.search.values == tuple(reversed(LEVELS))

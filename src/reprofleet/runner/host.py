@@ -675,7 +675,12 @@ class HostRunner:
             yield from self.plan
             return
         while not (self.ctx.stop.is_set() or self.fenced or self.state.quarantined):
-            slot = self.schedule.next_slot(self.host.name)
+            try:
+                slot = self.schedule.next_slot(self.host.name)
+            except Exception as exc:  # the model's bug (or a model not installed): this host stops, says why
+                self.quarantine(f"the {self.schedule.plan.kind} model failed: {type(exc).__name__}: {exc}",
+                                traceback.format_exc())
+                return
             if slot is None or slot[0].name not in self.may_run:  # a level this host refuses: it leaves the ladder
                 return
             yield slot

@@ -117,8 +117,13 @@ class LadderSchedule:
     def _leave(self, host: str) -> None:
         self.active.discard(host)
         if not self.active and self.done is None and not self.stop.is_set():
-            self.done = self.ladder.results(tuple(self.probes))
-            self.event("", CampaignEvent.SEARCH_DONE, kind=self.plan.kind, result=result_json(self.done),
-                       probes=len(self.probes))
+            try:
+                self.done = self.ladder.results(tuple(self.probes))
+            except Exception as exc:  # noqa: BLE001 - the records stand; the report can compute it again
+                self.event("", CampaignEvent.SEARCH_DONE, kind=self.plan.kind, result=None, probes=len(self.probes),
+                           error=f"{type(exc).__name__}: {exc}")
+            else:
+                self.event("", CampaignEvent.SEARCH_DONE, kind=self.plan.kind, result=result_json(self.done),
+                           probes=len(self.probes))
         self._changed.notify_all()
 
