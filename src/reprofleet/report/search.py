@@ -38,7 +38,7 @@ class SearchReport:
     campaign: str
     plan: LadderPlan
     result: LadderResult
-    steps: tuple[LadderStep, ...]
+    steps: tuple[LadderStep, ...]  # in the order the attempts started (the ladder figure's x axis)
 
     def to_json(self) -> dict[str, Any]:
         return {"campaign": self.campaign, "kind": self.plan.kind, "factor": self.plan.factor,
@@ -57,11 +57,11 @@ def search_report(pool: Pool, folders: Sequence[Path],
         plan = ladder_from_json(manifest["search"])
         judging = Judging.from_json(manifest.get("judging"))
         campaign = str(manifest.get("campaign"))
-        records = sorted((r for r in pool.records if str(r.get("campaign")) == campaign),
-                         key=lambda r: (str(r.get("started")), str(r.get("attempt"))))
-        steps = _steps(records, plan, judging)
+        records = [r for r in pool.records if str(r.get("campaign")) == campaign]  # attempts.jsonl's order, as the runner read it
         ladder = (ladder_for or LadderPlan.ladder)(plan)
-        return SearchReport(campaign, plan, ladder.results(tuple(s.probe for s in steps)), tuple(steps))
+        result = ladder.results(tuple(s.probe for s in _steps(records, plan, judging)))
+        in_time = sorted(records, key=lambda r: (str(r.get("started")), str(r.get("attempt"))))
+        return SearchReport(campaign, plan, result, tuple(_steps(in_time, plan, judging)))
     return None
 
 
