@@ -132,3 +132,14 @@ def test_the_shipped_search_playbook_passes_a_dry_run(tmp_path: Path) -> None:
     assert result.returncode == 0, result.stderr
     assert "search over graphics_clocks (safest first: 2200 MHz, 2400 MHz" in result.stdout
     assert "search-graphics_clocks-3000: gpu {'graphics_clocks': [180, 3000]}" in result.stdout
+
+
+def test_a_bisections_dry_run_says_its_versions_the_known_bad_and_where_it_stops(tmp_path: Path) -> None:
+    from reprofleet.campaign.run import describe_plan, make_plan
+
+    book = load_playbook(write(tmp_path, "bisect: {factor: vars.vllm, versions: ['0.25.1', '0.26.0'], "
+                                         "known: {bad: last}, budget: {attempts: 30}}\n"))
+    text = describe_plan(make_plan(book, [Host("ws1", "10.0.0.1")], "dry"))
+    assert ("bisect over vars.vllm (0.25.1, 0.26.0; the newest is the known bad): versions chosen at run time until "
+            "the change point's posterior reaches 0.95; budget 30 attempts") in text
+    assert "attempts planned: 2" in text  # one per version: what a host is prepared for, not the plan
