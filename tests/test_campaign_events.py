@@ -27,6 +27,7 @@ WRITTEN_NAMES = {
     "policy_changed", "start_refused", "attempt_killed",  # issue 17
     "self_reset_grace",  # issue 18
     "notify_failed",  # issue 21: a notification that could not be sent
+    "search_probe", "search_done",  # issue 23: a search's choices and its result
 }
 
 

@@ -10,5 +10,6 @@ what each host needs, and the fix), ``policy_restore`` (``invoke policy``), ``po
 (``invoke power``), ``cache_ops`` (``invoke cache.push`` / ``cache.pull``), ``observe``
 (every line the campaign writes, told to its watchers), ``notify`` (what a person is told,
 once each), ``notify_senders`` (invoke.yaml's ``notify:``: Apprise URLs and a command),
-``metrics`` (metrics.prom, the Prometheus textfile kept while it runs).
+``metrics`` (metrics.prom, the Prometheus textfile kept while it runs), ``search_estimate``
+(``invoke plan`` of a search or bisection: simulated against stated true curves).
 """

@@ -25,8 +25,10 @@ from reprofleet.errors import ReprofleetError
 from reprofleet.runner.context import CampaignContext, RunSettings, cell_identity
 from reprofleet.runner.host import HostRunner
 from reprofleet.runner.port import HostPort
-from reprofleet.model import Cell, Host, Outcome, Playbook, StopKind
+from reprofleet.model import Cell, Host, Outcome, Playbook, SearchBlock, StopKind
 from reprofleet.playbook import plan_order
+from reprofleet.playbook.ladder import Ladder, LadderPlan, ladder_json, ladder_plan
+from reprofleet.runner.search import LadderSchedule
 from reprofleet.records.store import (CampaignDir, CampaignLock, read_log_lines,
                                      read_records, write_atomic)
 from reprofleet.power import PowerLog
@@ -86,6 +88,10 @@ def make_plan(playbook: Playbook, hosts: Sequence[Host], campaign_id: str | None
     so are the cells an observe-only host refuses (``gpu_policy.refusal``: they ask for a setting)."""
     done = done or {}
     per_host: dict[str, tuple[tuple[Cell, int], ...]] = {}
+    if playbook.ladder is not None:  # a search's slots are chosen at run time: a host is prepared for every level
+        return CampaignPlan(campaign_id or new_campaign_id(playbook), playbook, tuple(hosts),
+                            {h.name: tuple((c, 0) for c in playbook.cells if gpu_policy.refusal(h, c) is None)
+                             for h in hosts})
     for host in hosts:
         order = plan_order(playbook, host.name)
         per_host[host.name] = tuple(
@@ -122,6 +128,8 @@ def describe_plan(plan: CampaignPlan) -> str:
         parts += [f"env {own_env}"] if own_env else []
         parts += [f"args {own_args}"] if own_args else []
         lines.append(f"  - {cell.name}: " + "; ".join(parts))
+    if book.ladder is not None:
+        lines.append(search_lines(book))
     early = any(book.stop_rule(cell).kind is not StopKind.FIXED_N for cell in book.cells)
     lines.append(f"attempts planned: {plan.total_attempts} "
                  f"({', '.join(f'{h}: {len(v)}' for h, v in plan.per_host.items())})"
@@ -139,6 +147,24 @@ def _transfer_lines(plan: CampaignPlan) -> list[str]:
     return list(cache_sync.transfer_lines(plan.playbook, plan.per_host, len(bundle.files),
                                           sum(len(b) for _, b in bundle.files),
                                           poc_file.stat().st_size if poc_file.exists() else 0))
+
+
+def search_lines(book: Playbook) -> str:
+    """What a dry run says of a search's or bisection's ladder (its slots are not known in advance)."""
+    block = book.ladder
+    assert block is not None
+    budget = ", ".join(f"{n} {what}" for n, what in ((block.budget_attempts, "attempts"),
+                                                     (block.budget_power_cycles, "power cycles")) if n) or "none"
+    if isinstance(block, SearchBlock):
+        levels = ", ".join(block.label(i) for i in range(len(block.cells)))
+        return (f"search over {block.factor} (safest first: {levels}): each host's next level is chosen at run time "
+                f"from every record so far; target P <= {block.epsilon:g} with probability >= {1 - block.delta:g}, "
+                f"never probing a level likely above {block.epsilon_high:g}; budget {budget}; "
+                "the counts below are one attempt per level, not the plan")
+    bad = "oldest" if block.bad_first else "newest"
+    return (f"bisect over {block.factor} ({', '.join(block.versions)}; the {bad} is the known bad): versions chosen at "
+            f"run time until the change point's posterior reaches {block.posterior:g}; budget {budget}; "
+            "the counts below are one attempt per version, not the plan")
 
 
 def runs_again(record: Mapping[str, Any]) -> bool:
@@ -252,6 +278,8 @@ def _write_manifest(directory: CampaignDir, plan: CampaignPlan, settings: RunSet
         "poc": poc_digest,
         "reproductions": [o.value for o in book.reproductions],  # for readers older than ``judging``
     }
+    if book.ladder is not None:  # the report computes the search's result from the folder alone
+        manifest["search"] = ladder_json(ladder_plan(book.ladder, plan.hosts, book.seed))
     write_atomic(directory.manifest, json.dumps(manifest, indent=2, default=str) + "\n")
 
 
@@ -279,6 +307,7 @@ def run_campaign(
     clock: Clock | None = None,
     network_ok: Callable[[], bool] | None = None,
     observers: Sequence[Observer] = (),
+    ladder_for: Callable[[LadderPlan], Ladder] | None = None,
 ) -> CampaignResult:
     """Run every host's plan in parallel and return the records this run appended.
 
@@ -286,7 +315,8 @@ def run_campaign(
     (fake hosts, virtual time, a partition guard it scripts); by default the hosts are reached
     over SSH, time is the system's, and the guard asks carrier, witnesses and power devices.
     ``observers`` (notifications) are told every event and record as it is written, beside
-    the metrics.prom writer every campaign has.
+    the metrics.prom writer every campaign has. ``ladder_for``: a search's model (default: the
+    real one, ``LadderPlan.ladder``), the seam a test scripts a search through.
     """
     # The playbook's connect timeout governs every connection of this campaign.
     settings = replace(settings, transport=replace(settings.transport,
@@ -332,10 +362,11 @@ def run_campaign(
         earlier, stopped = earlier_records(directory), stopped_cells(directory)
         resolved = resolved_runtimes(directory)
         ctx.netconsole = netconsole_setup.start_receiver(plan.hosts, directory.root / "netconsole")  # before the runners: each host's netconsole holds it
+        schedule = _schedule(ctx, plan, ladder_for)
         runners = [HostRunner(ctx, host, list(plan.per_host[host.name]), earlier=earlier.get(host.name, []),
                               stopped={cell for h, cell in stopped if h == host.name},
                               port=port_for(ctx, host) if port_for is not None else None,
-                              resolved_before=resolved.get(host.name, []))
+                              resolved_before=resolved.get(host.name, []), schedule=schedule)
                    for host in plan.hosts]
         threads = [threading.Thread(target=r.run, name=f"host-{r.host.name}", daemon=True) for r in runners]
         try:
@@ -354,6 +385,18 @@ def run_campaign(
                                 unjudged=tuple(c.name for c in plan.playbook.cells if c.name not in judged))
         watch.ended = Ended(result.interrupted, result.failure, result.quarantined)
     return result
+
+
+def _schedule(ctx: CampaignContext, plan: CampaignPlan,
+              ladder_for: Callable[[LadderPlan], Ladder] | None) -> LadderSchedule | None:
+    """A search's shared ladder, fed this folder's records so far (a resume continues from them)."""
+    book = plan.playbook
+    if book.ladder is None:
+        return None
+    ladder_plan_ = ladder_plan(book.ladder, plan.hosts, book.seed)
+    ladder = (ladder_for or LadderPlan.ladder)(ladder_plan_)
+    earlier = list(read_records(ctx.directory.attempts)) if ctx.directory.attempts.exists() else []
+    return LadderSchedule(book, ladder_plan_, ladder, [h.name for h in plan.hosts], earlier, ctx.event, ctx.stop)
 
 
 def default_controller_name() -> str:

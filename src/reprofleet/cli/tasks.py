@@ -146,11 +146,13 @@ def write_campaign_report(folder: Path, console: Console, title: str) -> tuple[P
         write_atomic(report_path, f"# {title}\n\nNo attempt was recorded.\n")
         return report_path, None
     judgement = judge(pool)
+    search = _search_report(pool, console)
     console.print()  # the live table's last line stays apart from the summary's title
     console.print(summary_table(judgement, title))
     console.print(verdict_table(judgement))
-    write_atomic(report_path, render_markdown(judgement, pool.records, title.capitalize()))
-    _write_html(folder / "report.html", judgement, pool, title.capitalize(), console)
+    _print_search(search, console)
+    write_atomic(report_path, render_markdown(judgement, pool.records, title.capitalize(), search))
+    _write_html(folder / "report.html", judgement, pool, title.capitalize(), console, search)
     return report_path, judgement
 
 
@@ -172,12 +174,34 @@ def _json_line(document: Any) -> None:
     print(json.dumps(document, default=str, sort_keys=True), flush=True)
 
 
-def _write_html(path: Path, judgement: Any, pool: Any, title: str, console: Console) -> Path | None:
+def _search_report(pool: Any, console: Console | None) -> Any:
+    """A search's or bisection's result from the pool's folders (report/search.py); a model that
+    fails costs this section, never the report (said on the terminal)."""
+    from reprofleet.report.folders import Folders
+    from reprofleet.report.search import search_report
+
+    try:
+        return search_report(pool, Folders.of(pool).roots)
+    except Exception as exc:  # noqa: BLE001 - the verdicts and records stand without it
+        if console is not None:
+            console.print(f"[yellow]search result not computed: {type(exc).__name__}: {exc}[/]")
+        return None
+
+
+def _print_search(search: Any, console: Console) -> None:
+    if search is not None:
+        from reprofleet.report.search import boundary_lines
+
+        for line in boundary_lines(search):
+            console.print(f"{search.plan.kind}: {line}")
+
+
+def _write_html(path: Path, judgement: Any, pool: Any, title: str, console: Console, search: Any = None) -> Path | None:
     """report.html; a figure that fails to draw costs the HTML file, never report.md or the records."""
     from reprofleet.report import render_html
 
     try:
-        write_atomic(path, render_html(judgement, pool, title))
+        write_atomic(path, render_html(judgement, pool, title, search))
     except Exception as exc:  # noqa: BLE001 - a plotting bug must not lose a campaign's summary
         console.print(f"[yellow]report.html not written: {type(exc).__name__}: {exc}[/]")
         return None
@@ -617,15 +641,19 @@ def report(c: Context, paths: list[str] | None = None, reproductions: str = "", 
     if json_:
         from reprofleet.report.rates import rates_json
 
-        print(json.dumps({**judgement.to_json(), "rates": rates_json(judgement)}, indent=2, default=str))
+        search = _search_report(pool, None)
+        print(json.dumps({**judgement.to_json(), "rates": rates_json(judgement),
+                          **({"search": search.to_json()} if search is not None else {})}, indent=2, default=str))
         return ExitStatus.OK
     console = _console()
+    search = _search_report(pool, console)
     console.print(summary_table(judgement, f"{judgement.attempts} attempts pooled"))
     console.print(verdict_table(judgement))
+    _print_search(search, console)
     markdown_path, html_path = _report_outputs(c, out)
     markdown_path.parent.mkdir(parents=True, exist_ok=True)
-    write_atomic(markdown_path, render_markdown(judgement, pool.records, "reprofleet report"))
-    written = _write_html(html_path, judgement, pool, "reprofleet report", console)
+    write_atomic(markdown_path, render_markdown(judgement, pool.records, "reprofleet report", search))
+    written = _write_html(html_path, judgement, pool, "reprofleet report", console, search)
     console.print(f"report:  {markdown_path}" + (f"\nhtml:    {written}" if written else ""))
     if tracker is not None:
         from reprofleet.report.folders import Folders
@@ -635,6 +663,29 @@ def report(c: Context, paths: list[str] | None = None, reproductions: str = "", 
         write_atomic(issue_path, issue_markdown(tracker, judgement, pool.records,
                                                 Folders.of(pool).facts(pool.records), html_path.name))
         console.print(f"issue:   {issue_path}")
+    return ExitStatus.OK
+
+
+def _plan_search(book: Any, hosts: str | None, truths: list[str], campaigns: str | None) -> ExitStatus:
+    """``invoke plan --playbook`` of a search or bisection (campaign/search_estimate.py)."""
+    from reprofleet.campaign import search_estimate as searching
+
+    try:
+        runs = int(campaigns) if campaigns else searching.DEFAULT_RUNS
+    except ValueError:
+        raise BadArgument(f"--campaigns takes a whole number of simulated runs, not {campaigns!r}") from None
+    try:
+        stated = [searching.parse_truth(t, book.ladder) for t in truths] or [searching.default_truth(book.ladder)]
+    except ValueError as exc:
+        raise BadArgument(str(exc)) from None
+    names: list[str] = []
+    if hosts:
+        from reprofleet.inventory import load_inventory
+
+        names = list(load_inventory(hosts).names)
+    if not truths:
+        print(f"no --truth given: simulating the default curve ({stated[0].words})")
+    print(searching.describe_search_estimate(searching.search_estimate(book, stated, runs, book.seed or 0, names)))
     return ExitStatus.OK
 
 
@@ -676,7 +727,8 @@ def compare(c: Context, paths: list[str] | None = None, by: str = "path", hosts:
     return ExitStatus.OK
 
 
-@task(help={"baseline": "reproduction rate to rule out, e.g. 0.3 (with --hosts/--playbook: the rate assumed, default 0.3)",
+@task(iterable=["truth"],
+      help={"baseline": "reproduction rate to rule out, e.g. 0.3 (with --hosts/--playbook: the rate assumed, default 0.3)",
             "confidence": "level of the clean-run bound (default 0.95)",
             "fixed-rate": "SPRT: the rate that counts as fixed (default a tenth of the baseline)",
             "alpha": "SPRT: chance of a false 'fixed' (default 0.05)",
@@ -688,14 +740,26 @@ def compare(c: Context, paths: list[str] | None = None, by: str = "path", hosts:
                          "(default 100; the power search uses half as many per size)",
             "json": "print the plan as one JSON document (docs/schema/plan.schema.json)",
             "ratio": "with --hosts/--playbook: rate ratios (cell / reference) whose false 'fixed' is shown, "
-                     "comma-separated (default 0.1,0.333)"})
+                     "comma-separated (default 0.1,0.333)",
+            "truth": "a search:/bisect: playbook: a true curve to simulate against, repeatable: onset=2700,slope=0.25,"
+                     "floor=0.01 or p=0/0/0.02/0.3 (per level); a bisection change=0.26.0,bad=0.4,good=0 (default: "
+                     "stated in the output)"})
 @handled
 def plan(c: Context, baseline: str | None = None, confidence: str = "0.95", fixed_rate: str | None = None,
          alpha: str = "0.05", beta: str = "0.2", hosts: str | None = None, playbook: str | None = None,
          attempt_s: str | None = None, campaigns: str | None = None, ratio: str | None = None,
-         json_: bool = False) -> ExitStatus:
+         json_: bool = False, truth: list[str] | None = None) -> ExitStatus:
     """Clean attempts that rule out a rate, what an SPRT saves, or a campaign's length and power cycles."""
     from reprofleet.campaign import estimate as planning
+
+    if playbook:  # a search's or bisection's plan is a simulation of its own (campaign/search_estimate.py)
+        from reprofleet.playbook import load_playbook
+
+        book = load_playbook(playbook)
+        if book.ladder is not None:
+            return _plan_search(book, hosts, truth or [], campaigns)
+        if truth:
+            raise BadArgument(f"--truth is for a playbook with search: or bisect:, and {playbook} has neither")
 
     def number(flag: str, value: str | None) -> float | None:
         try:

@@ -9,7 +9,8 @@ Modules: ``values`` (read-only mappings), ``outcomes`` (Outcome, Phase, Role), `
 ``judging`` (Judging, StopRule), ``stream`` (the kinds of stream line), ``hosts`` (Host, PowerPort,
 CredentialRef, NetconsoleSetting, GpuAccess), ``cells`` (Cell, GpuPolicy, HostDebug, Runtime),
 ``playbook`` (Playbook, Poc, Timeouts), ``records`` (Record, the schema version),
-``events`` (the campaign's event names), ``reasons`` (typed reasons an attempt was not judged).
+``events`` (the campaign's event names), ``reasons`` (typed reasons an attempt was not judged),
+``search`` (a playbook's ``search:`` and ``bisect:`` blocks).
 """
 
 from __future__ import annotations
@@ -22,12 +23,15 @@ from reprofleet.model.judging import (DEFAULT_FIXED_RATIO, DEFAULT_MAX_EXCLUDED_
 from reprofleet.model.stream import EventKind
 from reprofleet.model.hosts import CredentialRef, GpuAccess, Host, NetconsoleSetting, PowerPort
 from reprofleet.model.cells import Cell, GpuPolicy, HostDebug, PipOptions, Runtime, RuntimeKind
+from reprofleet.model.search import BisectBlock, SearchBlock
 from reprofleet.model.playbook import CACHE_MODES, EnvSecret, Playbook, Poc, Timeouts
 from reprofleet.model.records import Record, SCHEMA_VERSION
 from reprofleet.model.events import CampaignEvent, event_of
 from reprofleet.model.reasons import ReasonCode, reason_code
 
 __all__ = [
+    "BisectBlock",
+    "SearchBlock",
     "CACHE_MODES",
     "CampaignEvent",
     "Cell",

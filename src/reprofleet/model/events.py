@@ -53,6 +53,9 @@ class CampaignEvent(str, Enum):
     REBOOT = "reboot"
     WEDGE = "wedge"
     CUT_BY_NEIGHBOUR = "cut_by_neighbour"  # a shared outlet went off with another host's cycle (attempt: infra)
+    # a search or bisection (runner/search.py)
+    SEARCH_PROBE = "search_probe"  # the ladder chose a host's next level (host, level, cell, index, why)
+    SEARCH_DONE = "search_done"  # every host left the ladder: the result as the model computed it
     # liveness (the watchdogs and the partition guard)
     SUSPECT = "suspect"
     PROBE = "probe"

@@ -9,6 +9,7 @@ from reprofleet.model.hosts import CredentialRef
 from reprofleet.model.judging import (DEFAULT_FIXED_RATIO, DEFAULT_MAX_EXCLUDED_SHARE, DEFAULT_REPRODUCTIONS,
                                       EarlyReproductions, Judging, StopRule)
 from reprofleet.model.outcomes import Outcome, Phase
+from reprofleet.model.search import BisectBlock, SearchBlock
 
 
 @dataclass(frozen=True)
@@ -74,6 +75,13 @@ class Playbook:
     env_secrets_identity: bool = False  # a hash of each value joins the cells' identity (a new token: new cells)
     hosts: str | None = None  # an Ansible host pattern: which of the inventory's hosts this campaign is for
     hosts_line: int | None = None  # the line of that pattern in the playbook (for its one-line error)
+    search: SearchBlock | None = None  # the cells are a search's levels, chosen at run time (model/search.py)
+    bisect: BisectBlock | None = None  # the cells are a bisection's versions, chosen at run time
+
+    @property
+    def ladder(self) -> SearchBlock | BisectBlock | None:
+        """The search or bisection whose ladder picks each host's next cell; None: a fixed plan."""
+        return self.search or self.bisect
 
     @property
     def judging(self) -> Judging:

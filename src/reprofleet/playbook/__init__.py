@@ -18,7 +18,9 @@ Modules: ``load`` (the file and its top-level settings), ``cells`` (the matrix),
 the reference cell, the phase at risk, ``stop:`` rules), ``order`` (attempt order on one
 host, with each cell's slots), ``document`` (locations and the checks they share),
 ``host_debug`` (the ``host_debug:`` factor), ``venv`` (the venv runtime and the ``poc`` pin),
-``env_secrets`` (secrets in the PoC's environment, never in a factor).
+``env_secrets`` (secrets in the PoC's environment, never in a factor), ``search`` (``search:``
+and ``bisect:`` blocks: one ordinary cell per level), ``ladder`` (the seam from a search's
+records to its model: probes by the outcome roles, the spec, the manifest's copy of it).
 """
 
 from __future__ import annotations

@@ -12,16 +12,16 @@ from pathlib import Path
 from typing import Any
 
 from reprofleet.errors import Location, PlaybookError
-from reprofleet.model import CACHE_MODES, DEFAULT_MAX_EXCLUDED_SHARE, Cell, Playbook, Poc, StopRule, Timeouts, frozen_mapping
+from reprofleet.model import CACHE_MODES, BisectBlock, DEFAULT_MAX_EXCLUDED_SHARE, Cell, Playbook, Poc, StopRule, Timeouts, frozen_mapping
 from reprofleet.suggest import did_you_mean, line_of, load_located_yaml
 
-from reprofleet.playbook import env_secrets, judging
+from reprofleet.playbook import env_secrets, judging, search as ladders
 from reprofleet.playbook.cells import parse_cells
 from reprofleet.playbook.document import MAX_COUNT, Doc, line_of_path, positive, shown, valid_name
 
 TOP_KEYS = ("name", "description", "poc", "runtime", "attempts", "timeouts", "order", "seed",
             "reproductions", "reference", "at_risk_phase", "max_excluded_share", "fixed_ratio", "early_reproductions",
-            "stop", "defaults", "matrix", "env_secrets", "env_secrets_identity", "hosts")
+            "stop", "defaults", "matrix", "env_secrets", "env_secrets_identity", "hosts", "search", "bisect")
 POC_KEYS = ("script", "cache", "cache_source")
 TIMEOUT_KEYS = ("attempt", "boot", "connect")
 ORDERS = ("blocks", "interleaved", "sequential", "shuffled")  # the first is the default
@@ -65,7 +65,9 @@ def _settings(doc: Doc, top: Any, path: str | Path, file: str, attempts_override
     doc.check_keys(top, TOP_KEYS, "")
     if attempts_override is not None and (isinstance(attempts_override, bool) or attempts_override < 1):
         raise PlaybookError(Location(file, None, "attempts"), f"attempts override must be >= 1, got {attempts_override}")
-    for required in ("name", "poc", "matrix") + (("attempts",) if attempts_override is None else ()):
+    ladder = ladders.ladder_key(doc, top)
+    needed = ("name", "poc") + (("matrix",) if ladder is None else ())
+    for required in needed + (("attempts",) if attempts_override is None and ladder is None else ()):
         if required not in top:
             raise PlaybookError(Location(file, line_of(top), required), f"'{required}' is required")
     folder = Path(path).resolve().parent
@@ -74,11 +76,16 @@ def _settings(doc: Doc, top: Any, path: str | Path, file: str, attempts_override
         raise doc.fail(top, "seed", "seed", f"must be a 64-bit integer, got {shown(seed)}")
     name = valid_name(doc, top, "name", "name")
     poc = _poc(doc, top["poc"], folder)
-    attempts = attempts_override or _count(doc, top, "attempts", "attempts")
+    # a search's attempts per cell are the ladder's to choose: ``attempts`` (default 1) is only the fixed plan's
+    attempts = attempts_override or (_count(doc, top, "attempts", "attempts") if ladder is None or "attempts" in top else 1)
     timeouts = _timeouts(doc, top.get("timeouts"))
-    cells = _cache_modes(doc, top["matrix"], parse_cells(doc, top), poc)
-    reference = judging.reference(doc, top, cells)
-    judging.check_reference_runs_every_attempt(doc, top, reference)
+    blocks: dict[str, Any] = {}
+    if ladder is None:
+        cells = _cache_modes(doc, top["matrix"], parse_cells(doc, top), poc)
+        reference = judging.reference(doc, top, cells)
+        judging.check_reference_runs_every_attempt(doc, top, reference)
+    else:
+        cells, reference, blocks[ladder] = _ladder_cells(doc, top, ladder, poc)
     return Playbook(
         name=name,
         path=str(Path(path).resolve()),
@@ -100,7 +107,24 @@ def _settings(doc: Doc, top: Any, path: str | Path, file: str, attempts_override
         env_secrets_identity=env_secrets.identity_flag(doc, top),
         hosts=_text(doc, top, "hosts", "hosts"),
         hosts_line=doc.at(top, "hosts", "hosts").line if "hosts" in top else None,
+        **blocks,
     )
+
+
+def _ladder_cells(doc: Doc, top: Any, key: str, poc: Poc) -> tuple[tuple[Cell, ...], str, Any]:
+    """A search's or bisection's cells (one per level, built by the matrix's own code) and its
+    reference: the safest level, or the known bad end (what a "fixed" verdict is measured against)."""
+    block, entries = ladders.search_block(doc, top) if key == "search" else ladders.bisect_block(doc, top)
+    try:
+        cells = _cache_modes(doc, entries, parse_cells(doc, {**top, "matrix": entries}), poc)
+    except PlaybookError as exc:
+        raise ladders.located_error(exc, key, top[key]) from None
+    names = tuple(cell.name for cell in cells)
+    default = names[-1] if isinstance(block, BisectBlock) and not block.bad_first else names[0]
+    if top.get("reference") is not None and top["reference"] not in names:
+        raise doc.fail(top, "reference", "reference", f"must name a level's cell, got {top['reference']!r}"
+                                                      f"{did_you_mean(top['reference'], names)}")
+    return cells, str(top.get("reference") or default), block
 
 
 def _text(doc: Doc, mapping: Any, key: str, path: str) -> Any:

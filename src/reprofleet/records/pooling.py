@@ -62,6 +62,7 @@ class CampaignInfo:
     plan: Plan | None = None
     running: bool = False
     caveat: str = ""
+    adaptive: str = ""  # "search" | "bisect": a ladder chose how often each cell ran (never a fixed-n design)
 
 
 @dataclass(frozen=True)
@@ -138,6 +139,7 @@ def read_manifest(path: Path, running: Running = CampaignLock.held) -> CampaignI
                         judging=Judging.from_json(judging_data),
                         reference=data.get("reference") or (cells[0] if cells else None),
                         cells=cells, source=str(path), plan=plan, running=running(path.parent),
+                        adaptive=str((data.get("search") or {}).get("kind") or "") if isinstance(data.get("search"), dict) else "",
                         caveat="" if plan else f"campaign {name}'s campaign.json records no plan (attempts_per_cell, "
                                                "hosts): its records are taken as the whole design")
 

@@ -10,7 +10,8 @@ far attempts got), ``evidence`` (wall power and BMC logs in words), ``host_debug
 that reproduce a cell by hand), ``issue_text`` (``--issue``: the text a vLLM or NVIDIA bug report
 asks for), ``compare`` (sides side by side), ``folders`` (the files
 beside a pool's records), ``status`` (``invoke status``: a campaign's state and verdicts so far), ``rates`` (each
-cell's rate per host and pooled, for ``invoke report --json``).
+cell's rate per host and pooled, for ``invoke report --json``), ``search`` (a search's boundary
+or a bisection's change point: its lines, the ladder and posterior figures).
 
 The two renderers load on first use (PEP 562): importing one module of this package, such
 as ``report.compare``, does not pull in matplotlib through ``report.html``.

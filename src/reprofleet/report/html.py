@@ -24,6 +24,7 @@ from reprofleet.report.host_debug import html_section as host_debug_html
 from reprofleet.report.hostfacts import facts_html
 from reprofleet.report.markdown import OUTCOMES, verdict_rows
 from reprofleet.report.phases import phase_histogram_svg, time_to_wedge_svg
+from reprofleet.report.search import SearchReport, boundary_lines, ladder_svg, posterior_svg, verdict_rows as search_rows
 from reprofleet.report.style import CSS
 from reprofleet.report.timeline import build_timeline, timeline_svg
 
@@ -34,10 +35,10 @@ def _e(value: Any) -> str:
     return html.escape(str(value))
 
 
-def verdict_table(judgement: Judgement) -> str:
+def verdict_table(judgement: Judgement, extra: Sequence[tuple[str, str]] = ()) -> str:
     kinds = {(f"{v.cell} (reference)" if v.reference else v.cell): v.kind.value for v in judgement.verdicts}
     rows = "".join(f'<tr class="v-{_e(kinds.get(cell, "")).replace(" ", "-")}"><td>{_e(cell)}</td><td>{_e(text)}</td></tr>'
-                   for cell, text in verdict_rows(judgement))
+                   for cell, text in [*verdict_rows(judgement), *extra])
     notes = "".join(f'<p class="warning">Note: {_e(w)}</p>' for w in judgement.warnings)
     return (f'<table class="verdicts" id="verdict-table"><thead><tr><th>cell</th><th>verdict</th></tr></thead>'
             f"<tbody>{rows}</tbody></table>{notes}")
@@ -116,13 +117,25 @@ SECTIONS = (("verdicts", "Verdicts"), ("forest", "Rates per cell and host"), ("t
             ("hosts", "The machines"), ("commands", "Reproduce one attempt by hand"), ("not-judged", "Not judged"))
 
 
-def render_html(judgement: Judgement, pool: Pool, title: str) -> str:
-    """The whole report as one string (deterministic: same records, same bytes)."""
+def _search(search: SearchReport) -> str:
+    lines = "".join(f"<li>{_e(line)}</li>" for line in boundary_lines(search))
+    return (f"<ul>{lines}</ul>"
+            + _figure(ladder_svg(search), "The ladder: each probe at its level, in the order attempts started, per host "
+                      "group; crosses reproduced, circles clean, squares said nothing (infra, or an error before the "
+                      "phase at risk).")
+            + _figure(posterior_svg(search), "Pr(P > ε) per level and group; a level is clean when its bar is below "
+                      "the dashed line at δ." if search.plan.kind == "search" else
+                      "Pr(on the good side) per version; the dashed line is the posterior the bisection stops at."))
+
+
+def render_html(judgement: Judgement, pool: Pool, title: str, search: SearchReport | None = None) -> str:
+    """The whole report as one string (deterministic: same records, same bytes); ``search``: a
+    search's or bisection's result, its own section (the ladder and the posterior) and verdict rows."""
     folders = Folders.of(pool)
     records = sorted(pool.records, key=lambda r: (str(r.get("started")), str(r.get("attempt"))))
     cell_names = list(dict.fromkeys(cell_name(v.cell_id) for v in judgement.verdicts))
     body = {
-        "verdicts": _summary(judgement, pool) + verdict_table(judgement),
+        "verdicts": _summary(judgement, pool) + verdict_table(judgement, search_rows(search) if search else ()),
         "forest": _figure(forest_svg(judgement), "Each cell on each host and pooled over hosts (diamonds): the rate "
                           "and its exact interval. The reference cell is shaded.") + rate_table(judgement),
         "timeline": _figure(timeline_svg(build_timeline(records, folders.lines("power.jsonl"),
@@ -138,8 +151,12 @@ def render_html(judgement: Judgement, pool: Pool, title: str) -> str:
         "commands": commands_html(judgement, records),
         "not-judged": not_judged(judgement, records),
     }
-    toc = "".join(f'<li><a href="#{key}">{_e(label)}</a></li>' for key, label in SECTIONS)
-    sections = "".join(f'<section id="{key}"><h2>{_e(label)}</h2>{body[key]}</section>' for key, label in SECTIONS)
+    shown = list(SECTIONS)
+    if search is not None:
+        body["search"] = _search(search)
+        shown.insert(1, ("search", "Boundary search" if search.plan.kind == "search" else "Bisection"))
+    toc = "".join(f'<li><a href="#{key}">{_e(label)}</a></li>' for key, label in shown)
+    sections = "".join(f'<section id="{key}"><h2>{_e(label)}</h2>{body[key]}</section>' for key, label in shown)
     return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
             "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">"
             "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; style-src 'unsafe-inline'; "

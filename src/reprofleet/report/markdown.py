@@ -20,6 +20,7 @@ from reprofleet.verdicts import ALL_HOSTS, Judgement, fmt_p, pct
 from reprofleet.verdicts.words import ratio
 from reprofleet.report.host_debug import markdown_section as host_debug_section
 from reprofleet.report.evidence import bmc_words, wall_at_freeze, wall_words
+from reprofleet.report.search import SearchReport, markdown_section as search_section, verdict_rows as search_rows
 
 OUTCOMES = ("clean", "error", "hang", "wedge", "reboot", "infra")
 
@@ -131,8 +132,10 @@ def verdict_rows(judgement: Judgement) -> list[tuple[str, str]]:
     return [(_cell(verdict.cell, verdict.reference), verdict.text) for verdict in judgement.verdicts]
 
 
-def verdict_lines(judgement: Judgement) -> list[str]:
-    return ["| cell | verdict |", "| --- | --- |", *(f"| {cell} | {text} |" for cell, text in verdict_rows(judgement))]
+def verdict_lines(judgement: Judgement, extra: Sequence[tuple[str, str]] = ()) -> list[str]:
+    """The verdict table; ``extra``: rows that are no cell's (a search's boundary line)."""
+    rows = [*verdict_rows(judgement), *extra]
+    return ["| cell | verdict |", "| --- | --- |", *(f"| {cell} | {text} |" for cell, text in rows)]
 
 
 def _header(judgement: Judgement) -> list[str]:
@@ -168,8 +171,13 @@ def sensitivity_lines(judgement: Judgement) -> list[str]:
     return lines
 
 
-def render_markdown(judgement: Judgement, records: Sequence[Mapping[str, Any]], title: str) -> str:
+def render_markdown(judgement: Judgement, records: Sequence[Mapping[str, Any]], title: str,
+                    search: SearchReport | None = None) -> str:
+    """``search``: a search's or bisection's result (report/search.py), its own section and verdict rows."""
     parts = [f"# {title}", "", *_header(judgement), "", "## Rates", "", *_rate_table(judgement)]
+    if search is not None:
+        parts += ["", "## Boundary" if search.plan.kind == "search" else "## Change point", "",
+                  *search_section(search)]
     for heading, section in (("Against the reference cell", _comparisons(judgement)),
                              ("Does the order of attempts matter?", _splits(judgement)),
                              ("Every wedge and reboot", _wedges(records)),
@@ -183,7 +191,7 @@ def render_markdown(judgement: Judgement, records: Sequence[Mapping[str, Any]], 
     if judgement.not_run:
         parts += ["", "## Slots not run (in no rate and no share; a resume runs them)", ""]
         parts += [f"- {n}× {reason}" for reason, n in judgement.not_run.items()]
-    parts += ["", "## Verdicts", "", *verdict_lines(judgement)]
+    parts += ["", "## Verdicts", "", *verdict_lines(judgement, search_rows(search) if search else ())]
     return "\n".join(parts) + "\n"
 
 

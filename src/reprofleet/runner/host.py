@@ -14,7 +14,7 @@ import re
 import traceback
 import uuid
 from dataclasses import dataclass, field, replace
-from typing import Any, Iterable, Mapping
+from typing import Any, Iterable, Iterator, Mapping
 
 from reprofleet.runner import cache_sync, host_debug, netconsole as netconsole_setup, poc, gpu_policy as policy, readiness, runtimes as runtime_truth
 from reprofleet.records import identity
@@ -36,6 +36,7 @@ from reprofleet.liveness.watchdog import Verdict, Watchdog
 from reprofleet.model.events import CampaignEvent
 from reprofleet.model.reasons import ReasonCode, reason_code, slot_runs_again
 from reprofleet.runner.host_log import HostLog
+from reprofleet.runner.search import LadderSchedule
 
 CONTROLLER_DISK_ERRORS = (errno.ENOSPC, errno.EDQUOT, errno.EROFS)  # the controller cannot write: stop all
 
@@ -71,11 +72,14 @@ class HostState:
 class HostRunner:
     def __init__(self, ctx: CampaignContext, host: Host, plan: list[tuple[Cell, int]],
                  earlier: Iterable[Mapping[str, Any]] = (), stopped: Iterable[str] = (),
-                 port: HostPort | None = None, resolved_before: Iterable[Mapping[str, Any]] = ()) -> None:
+                 port: HostPort | None = None, resolved_before: Iterable[Mapping[str, Any]] = (),
+                 schedule: LadderSchedule | None = None) -> None:
         """``earlier``: this host's records from attempts.jsonl; ``stopped``: its cells that
         already have a ``stopped`` event (a resumed campaign rebuilds its stop state from them);
         ``resolved_before``: its ``runtime_resolved`` events of earlier controllers;
-        ``port``: how it reaches its host (SSH, probes, power drivers unless a test fakes the host)."""
+        ``port``: how it reaches its host (SSH, probes, power drivers unless a test fakes the host);
+        ``schedule``: a search's or bisection's shared ladder, which picks each next slot at run
+        time (``plan`` then only lists the cells the host must be prepared for)."""
         self.ctx = ctx
         self.host = host
         self.plan = plan
@@ -91,6 +95,8 @@ class HostRunner:
         self.failed_attempt: str | None = None  # an attempt a bug or a full disk interrupted
         self.streak: list[str] = []  # the shapes of the last infra reasons in a row
         self.fenced: str | None = None  # another controller took the lease: this runner must not act again
+        self.schedule = schedule
+        self.may_run = {cell.name for cell, _ in plan}  # a ladder's cells this host may run (observe-only: no settings)
 
     # -- connection ------------------------------------------------------------------
     def connect(self) -> AgentClient:
@@ -638,17 +644,21 @@ class HostRunner:
         except Exception as exc:  # not one of ours: a bug; this host stops, the campaign goes on
             self.quarantine(f"could not prepare the host: {type(exc).__name__}: {exc}", traceback.format_exc())
         try:
-            for cell, index in self.plan:
+            for cell, index in self._slots():
                 if self.ctx.stop.is_set() or self.fenced:
                     break
                 if self.stopped_early(cell, index) or self.runtimes.moved(self.agent, self.stops, cell, index,
                                                                           bool(self.state.quarantined)):
                     self.ctx.progress(name, stopped_early=1)  # the plan shrinks: n/n at the end
+                    if self.schedule is not None:  # a ladder would offer the same level again: this host is done
+                        break
                     continue
                 self.run_slot(cell, index)
         except ControllerDiskError as exc:
             self.ctx.fail(str(exc))
         finally:
+            if self.schedule is not None:
+                self.schedule.leave(name)
             give_back = self.may_restore()
             self.restore_policy(give_back)
             self.sysctls.restore_at_end(self.agent, not give_back, self.state.prepared)
@@ -657,6 +667,23 @@ class HostRunner:
             if self.state.session is not None:
                 self.state.session.close()
             self.ctx.progress(name, status="quarantined" if self.state.quarantined else "done")
+
+    def _slots(self) -> Iterator[tuple[Cell, int]]:
+        """The fixed plan, or a search's slots as its ladder picks them; a quarantined, fenced or
+        stopped host asks the ladder nothing more (a fixed plan records its slots as not run)."""
+        if self.schedule is None:
+            yield from self.plan
+            return
+        while not (self.ctx.stop.is_set() or self.fenced or self.state.quarantined):
+            try:
+                slot = self.schedule.next_slot(self.host.name)
+            except Exception as exc:  # the model's bug (or a model not installed): this host stops, says why
+                self.quarantine(f"the {self.schedule.plan.kind} model failed: {type(exc).__name__}: {exc}",
+                                traceback.format_exc())
+                return
+            if slot is None or slot[0].name not in self.may_run:  # a level this host refuses: it leaves the ladder
+                return
+            yield slot
 
     def run_slot(self, cell: Cell, index: int, resume: AttemptListing | None = None) -> Record | None:
         """One slot: its record is written the moment its outcome is known (a wedge at its
@@ -728,6 +755,8 @@ class HostRunner:
         return declared
 
     def _count(self, record: Record) -> None:
+        if self.schedule is not None:
+            self.schedule.observe(self.host.name, record)
         self._note_infra_streak(record)
         self.stops.add(record.cell, record.outcome.value, record.last_phase, record.phases, record.reason)
         self.state.counts[record.outcome.value] = self.state.counts.get(record.outcome.value, 0) + 1

@@ -46,12 +46,14 @@ class SimHostSpec:
     susceptible: bool = True
     p_wedge: float = 0.35
     safe_clock_mhz: int = 2800
+    wedge_ramp_mhz: float = 0.0  # 0: a step at safe_clock_mhz; else P(wedge) rises linearly to p_wedge over it
     p_error: float = 0.03
     p_hang: float = 0.02
     p_reboot: float = 0.0
     spec_tokens_factor: float = 0.0
     cuda_launch_blocking_factor: float = 0.0
     enforce_eager_factor: float = 0.0
+    vllm_fixed_in: str = "0.26.0"  # versions from this one on get vllm_factors / vllm_fixed_factor
     vllm_fixed_factor: float = 0.0
     vllm_factors: tuple[tuple[str, float], ...] = (("0.26", 0.2),)  # version prefix -> factor
     script: tuple[str, ...] = ()
@@ -115,6 +117,8 @@ def _problems(spec: SimHostSpec) -> list[str]:
         problems.append("a reboot outcome is the host resetting itself: give it a way to, hardware_watchdog: true")
     if not LOGIN_NAME.match(spec.login_user) or spec.sudo not in SUDO_RULES:
         problems.append(f"login_user must be a user name (lowercase, digits, '-', '_'), sudo one of {', '.join(SUDO_RULES)}")
+    if spec.wedge_ramp_mhz < 0:
+        problems.append("wedge_ramp_mhz must be >= 0 (0: a step at safe_clock_mhz)")
     if spec.time_scale <= 0 or spec.boot_delay_s < 0:
         problems.append("time_scale must be > 0 and boot_delay_s >= 0")
     return problems

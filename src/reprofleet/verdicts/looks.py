@@ -5,7 +5,8 @@ needs anytime-valid numbers (``stats.anytime``): a campaign still running (a con
 holds its folder's lock), a cell a stop rule ended early, a plan with slots not run yet
 (a resume will add them), a cell run more often than planned (extended after its verdict
 was seen), or a cell pooled from several campaigns (the later one may have been started
-because of the earlier one's verdict). The judge learns the plan from ``campaign.json``
+because of the earlier one's verdict), or any cell of a search or bisection (its ladder
+chose how often each level ran from what the level showed). The judge learns the plan from ``campaign.json``
 (``attempts_per_cell`` and the hosts) and what ran from the records; slots that run again
 are not attempts that ran. A campaign with no plan on record is taken as the whole design,
 and its caveat (``CampaignInfo.caveat``) says so in the sentence.
@@ -76,6 +77,8 @@ class Looks:
         if info is None:
             return []
         why = ["the campaign is still running"] if info.running else []
+        if info.adaptive:  # optional stopping by design: which level ran how often depended on what it showed
+            return [*why, f"a {info.adaptive} chose how often each level ran from what it saw"]
         if info.plan is None:
             return why
         planned = info.plan.of(name)

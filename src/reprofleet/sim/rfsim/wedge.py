@@ -5,7 +5,9 @@ reprofleet's statistics against a known truth:
 
 * only *susceptible* hosts wedge, with ``p_wedge`` per attempt at the default policy;
 * a graphics-clock ceiling at or below ``safe_clock_mhz`` (seed: ``-lgc 180,2800``) makes a
-  wedge impossible;
+  wedge impossible; above it ``p_wedge`` applies at once (a step), or, with ``wedge_ramp_mhz``,
+  rises linearly from 0 at the safe clock to ``p_wedge`` at ``safe_clock_mhz + wedge_ramp_mhz``
+  (a known P(wedge | ceiling) for a boundary search to find);
 * the power limit has NO protective effect (seed: ``-pl 350`` alone still wedges), even
   though it lowers the clocks actually reached;
 * the other clean controls of the seed (spec_tokens <= 8, CUDA_LAUNCH_BLOCKING=1,
@@ -37,6 +39,7 @@ class WedgeParams:
     susceptible: bool = True
     p_wedge: float = 0.35
     safe_clock_mhz: int = 2800
+    wedge_ramp_mhz: float = 0.0  # 0: a step at safe_clock_mhz; else P rises linearly over this many MHz above it
     p_error: float = 0.03
     p_hang: float = 0.02
     p_reboot: float = 0.0
@@ -90,10 +93,17 @@ def vllm_factor(params: WedgeParams, version: str) -> float:
     return params.vllm_fixed_factor
 
 
+def clock_share(params: WedgeParams, ceiling_mhz: int) -> float:
+    """The share of ``p_wedge`` a ceiling above the safe clock gets: 1 (a step), or the ramp's."""
+    if params.wedge_ramp_mhz <= 0:
+        return 1.0
+    return min(1.0, (ceiling_mhz - params.safe_clock_mhz) / params.wedge_ramp_mhz)
+
+
 def wedge_probability(params: WedgeParams, cond: Conditions) -> float:
     if not params.susceptible or cond.graphics_ceiling_mhz <= params.safe_clock_mhz:
         return 0.0
-    p = params.p_wedge
+    p = params.p_wedge * clock_share(params, cond.graphics_ceiling_mhz)
     if cond.spec_tokens is not None and cond.spec_tokens <= 8:
         p *= params.spec_tokens_factor
     if cond.cuda_launch_blocking:
