@@ -233,8 +233,9 @@ def _state(spec: SearchSpec, p_bad: np.ndarray, p_high: np.ndarray) -> _State:
         return _State(p_bad, capped, boundary, True, "the riskiest level meets the target")
     above = boundary + 1
     if p_bad[above] >= shown_bad or capped[above]:
+        said = "shown bad" if p_bad[above] >= shown_bad else f"too risky to probe (Pr(P > {spec.epsilon_high:g}) >= {CAP_LIKELY:g})"
         return _State(p_bad, capped, boundary, True, f"level {boundary} meets the target and level {above} is "
-                      f"shown bad (Pr(P > {spec.epsilon:g}) = {p_bad[above]:.3f})")
+                      f"{said}, Pr(P > {spec.epsilon:g}) = {p_bad[above]:.3f}")
     return _State(p_bad, capped, boundary, False, f"waiting: level {boundary} meets the target, level {above} is "
                   f"undecided (Pr(P > {spec.epsilon:g}) = {p_bad[above]:.3f})")
 

@@ -49,8 +49,8 @@ from reprofleet.stats.search_contract import BisectResult, BisectSpec, Probe, Pr
 
 SKIP_AFTER = 3  # unusable attempts, with none counted, before a version is skipped
 MIN_BAD_RATE = 0.2  # the flaky band's low end: sizes the bad end's re-check
-BAD_MEANS = np.linspace(0.1, 0.9, 9)  # the bad side's mean rate m
-BAD_SPREADS = (2.0, 8.0, 32.0, 256.0)  # its concentration kappa: 2 the versions differ wildly, 256 alike
+BAD_MEANS = np.linspace(0.15, 0.85, 8)  # the bad side's mean rate m
+BAD_SPREADS = (6.0, 24.0, 256.0)  # its concentration kappa: 6 the versions differ widely, 256 alike
 _HYPER = np.array([(m * k, (1.0 - m) * k) for m in BAD_MEANS for k in BAD_SPREADS])
 GOOD_RATES = np.array([0.0, 0.0025, 0.005, 0.01, 0.02, 0.04])
 
