@@ -44,12 +44,13 @@ from reprofleet.stats.intervals import clean_attempts_to_rule_out
 from reprofleet.stats.search_contract import BisectSpec, Probe, ProbeOutcome, SearchSpec
 
 GRID_CAP = 400  # attempts after which the full grid calls a level undecided (not met)
-FIXED_MAX = 60  # the largest N the fixed-run rule is tried with for a bisection
+FIXED_MAX = 60
+PLAN_CAP = 3000  # attempts a simulated search may spend where its spec states no budget  # the largest N the fixed-run rule is tried with for a bisection
 
 
 @dataclass(frozen=True)
 class MethodFigures:
-    """One method's figures over the simulated runs."""
+    """One method's figures over the simulated runs (the raw tallies kept, so plans can be pooled)."""
 
     method: str
     mean_attempts: float
@@ -58,6 +59,24 @@ class MethodFigures:
     p90_power_cycles: float
     share_meets: float  # search: answer truly meets the target; bisection: the true change point found
     share_within_one: float  # search: and at most one level below the best; bisection: first good off by <= 1
+    attempts: tuple[int, ...] = ()  # per run
+    power_cycles: tuple[int, ...] = ()  # per run
+    meets: tuple[bool, ...] = ()  # per answer (a search's run has one per group)
+    within_one: tuple[bool, ...] = ()
+
+
+def figures(method: str, attempts: Sequence[int], cycles: Sequence[int], meets: Sequence[bool],
+            within: Sequence[bool]) -> MethodFigures:
+    """The figures of raw per-run tallies."""
+    return MethodFigures(method, float(np.mean(attempts)), float(np.percentile(attempts, 90)), float(np.mean(cycles)),
+                         float(np.percentile(cycles, 90)), float(np.mean(meets)), float(np.mean(within)),
+                         tuple(attempts), tuple(cycles), tuple(meets), tuple(within))
+
+
+def pooled(parts: Sequence[MethodFigures]) -> MethodFigures:
+    """One method's figures over several plans (several drawn truths), from their raw tallies."""
+    return figures(parts[0].method, [a for p in parts for a in p.attempts], [c for p in parts for c in p.power_cycles],
+                   [m for p in parts for m in p.meets], [w for p in parts for w in p.within_one])
 
 
 @dataclass(frozen=True)
@@ -68,6 +87,7 @@ class SearchRun:
     attempts: int
     power_cycles: int
     done: bool
+    budget_spent: bool  # it ended by spending budget_attempts (or PLAN_CAP where the spec has none)
     wall_s: float
 
 
@@ -124,12 +144,6 @@ def _drive(hosts: Sequence[str], parallel: int, choose: Next, chance: Callable[[
         idle.append(host)
         start()
     return probes, now
-
-
-def _figures(method: str, attempts: Sequence[int], cycles: Sequence[int], meets: Sequence[bool],
-             within: Sequence[bool]) -> MethodFigures:
-    return MethodFigures(method, float(np.mean(attempts)), float(np.percentile(attempts, 90)), float(np.mean(cycles)),
-                         float(np.percentile(cycles, 90)), float(np.mean(meets)), float(np.mean(within)))
 
 
 def _true_best(spec: SearchSpec, curves: Sequence[Sequence[float]]) -> int:
@@ -213,6 +227,11 @@ def _fixed_search(spec: SearchSpec, hosts: Sequence[str], truths: Mapping[str, S
     return low, attempts, wedges
 
 
+def fixed_n(spec: SearchSpec) -> int:
+    """The fixed-run rule's N for a search: the clean runs that rule out epsilon at 1 - delta."""
+    return clean_attempts_to_rule_out(spec.epsilon, 1.0 - spec.delta) or 1
+
+
 def _groups(spec: SearchSpec, hosts: Sequence[str]) -> dict[str, list[str]]:
     groups: dict[str, list[str]] = {}
     for host in hosts:
@@ -225,10 +244,12 @@ def plan_search(spec: SearchSpec, truths: Mapping[str, Sequence[float]], runs: i
     """Simulate ``runs`` searches of ``spec`` on hosts whose P(reproduce) per level is ``truths``."""
     if runs < 1 or not truths or any(len(c) != spec.levels for c in truths.values()):
         raise ValueError(f"need runs >= 1 and one curve of {spec.levels} levels per host")
+    if spec.budget_attempts is None:
+        spec = replace(spec, budget_attempts=PLAN_CAP)
     hosts = sorted(truths)
     groups = _groups(spec, hosts)
     best = {g: _true_best(spec, [truths[h] for h in members]) for g, members in groups.items()}
-    fixed_n = clean_attempts_to_rule_out(spec.epsilon, 1.0 - spec.delta) or 1
+    runs_per_level = fixed_n(spec)
     tallies: dict[str, tuple[list[int], list[int], list[bool], list[bool]]] = {
         m: ([], [], [], []) for m in ("ours", "grid", "fixed")}
     outs: list[SearchRun] = []
@@ -253,14 +274,14 @@ def plan_search(spec: SearchSpec, truths: Mapping[str, Sequence[float]], runs: i
         cycles = sum(1 for p in probes if p.power_cycled)
         score("ours", answers, len(probes), cycles)
         outs.append(SearchRun(tuple((g, answers[g], best[g]) for g in answers), len(probes), cycles,
-                              all(r.done for r in results), wall))
+                              all(r.done for r in results), len(probes) >= (run_spec.budget_attempts or 0), wall))
         for method, rule in (("grid", lambda m: _grid_search(spec, m, truths, rng)),
-                             ("fixed", lambda m: _fixed_search(spec, m, truths, fixed_n, rng))):
+                             ("fixed", lambda m: _fixed_search(spec, m, truths, runs_per_level, rng))):
             found = {g: rule(members) for g, members in groups.items()}
             score(method, {g: f[0] for g, f in found.items()}, sum(f[1] for f in found.values()),
                   sum(f[2] for f in found.values()))
-    figures = {m: _figures(m, *t) for m, t in tallies.items()}
-    return SearchPlan(figures["ours"], figures["grid"], figures["fixed"], fixed_n, tuple(outs),
+    made = {m: figures(m, *t) for m, t in tallies.items()}
+    return SearchPlan(made["ours"], made["grid"], made["fixed"], runs_per_level, tuple(outs),
                       float(np.mean([r.wall_s for r in outs])))
 
 
@@ -296,8 +317,37 @@ def _fixed_bisect(spec: BisectSpec, truth: Sequence[float], n: int, rng: random.
     return order[high], attempts, wedges
 
 
-def plan_bisect(spec: BisectSpec, truth: Sequence[float], hosts: int, runs: int, seed: int) -> BisectPlan:
-    """Simulate ``runs`` bisections on ``hosts`` parallel hosts; beside it the fixed-run rule at matched accuracy."""
+def fixed_bisect(spec: BisectSpec, truths: Sequence[Sequence[float]], n: int, runs: int, seed: int) -> MethodFigures:
+    """The fixed-run rule at N = ``n``, ``runs`` times on each truth."""
+    rows, good = [], []
+    for index, truth in enumerate(truths):
+        rng = random.Random(f"fixed:{seed}:{index}:{n}")
+        true_good = _true_first_good(spec, truth)
+        for _ in range(runs):
+            rows.append(_fixed_bisect(spec, truth, n, rng))
+            good.append(true_good)
+    return figures("fixed", [r[1] for r in rows], [r[2] for r in rows], [r[0] == g for r, g in zip(rows, good)],
+                   [r[0] is not None and abs(r[0] - g) <= 1 for r, g in zip(rows, good)])
+
+
+def matched_fixed(spec: BisectSpec, truths: Sequence[Sequence[float]], share: float, runs: int,
+                  seed: int) -> tuple[int, MethodFigures, bool]:
+    """(N, its figures, reached): the smallest N whose share of true answers reaches ``share``;
+    where none up to FIXED_MAX does, the N of the highest share (reached False)."""
+    best: tuple[int, MethodFigures] | None = None
+    for n in range(1, FIXED_MAX + 1):
+        made = fixed_bisect(spec, truths, n, runs, seed)
+        if made.share_meets >= share:
+            return n, made, True
+        if best is None or made.share_meets > best[1].share_meets:
+            best = (n, made)
+    assert best is not None
+    return best[0], best[1], False
+
+
+def bisect_figures(spec: BisectSpec, truth: Sequence[float], hosts: int, runs: int,
+                   seed: int) -> tuple[MethodFigures, float]:
+    """Our bisection ``runs`` times on one truth: its figures and its mean attempts on the known good."""
     if runs < 1 or hosts < 1 or len(truth) != spec.versions:
         raise ValueError(f"need runs >= 1, hosts >= 1 and one rate per version ({spec.versions})")
     names = [f"h{i:02d}" for i in range(hosts)]
@@ -312,23 +362,14 @@ def plan_bisect(spec: BisectSpec, truth: Sequence[float], hosts: int, runs: int,
         result = bisect_result(run_spec, probes)
         a.append(len(probes))
         c.append(result.power_cycles)
-        found = result.done and bool(result.endpoints_ok) and result.first_good == true_good
-        meets.append(found)
+        meets.append(result.done and bool(result.endpoints_ok) and result.first_good == true_good)
         within.append(result.first_good is not None and abs(result.first_good - true_good) <= 1)
         at_good.append(sum(1 for p in probes if p.level == good_end))
-    ours = _figures("ours", a, c, meets, within)
-    chosen: tuple[int, MethodFigures] | None = None
-    best: tuple[int, MethodFigures] | None = None
-    for n in range(1, FIXED_MAX + 1):
-        rng = random.Random(f"fixed:{seed}:{n}")
-        rows = [_fixed_bisect(spec, truth, n, rng) for _ in range(runs)]
-        figures = _figures("fixed", [r[1] for r in rows], [r[2] for r in rows], [r[0] == true_good for r in rows],
-                           [r[0] is not None and abs(r[0] - true_good) <= 1 for r in rows])
-        if best is None or figures.share_meets > best[1].share_meets:
-            best = (n, figures)
-        if figures.share_meets >= ours.share_meets:
-            chosen = (n, figures)
-            break
-    assert best is not None
-    n, fixed = chosen or best
-    return BisectPlan(ours, fixed, n, chosen is not None, true_good, float(np.mean(at_good)))
+    return figures("ours", a, c, meets, within), float(np.mean(at_good))
+
+
+def plan_bisect(spec: BisectSpec, truth: Sequence[float], hosts: int, runs: int, seed: int) -> BisectPlan:
+    """Simulate ``runs`` bisections on ``hosts`` parallel hosts; beside it the fixed-run rule at matched accuracy."""
+    ours, at_good = bisect_figures(spec, truth, hosts, runs, seed)
+    n, fixed, reached = matched_fixed(spec, [truth], ours.share_meets, runs, seed)
+    return BisectPlan(ours, fixed, n, reached, _true_first_good(spec, truth), at_good)

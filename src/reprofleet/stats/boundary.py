@@ -62,7 +62,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 import numpy as np
-from scipy.special import gammaln, logsumexp
+from scipy.special import gammaln
 
 from reprofleet.stats.search_contract import LevelPosterior, Probe, ProbeOutcome, SearchResult, SearchSpec
 
@@ -70,7 +70,7 @@ STAY = 0.5  # chance the rate stays the same from one level to the next
 FLOOR = (0.0, 0.0025, 0.005, 0.01, 0.02)  # false-wedge rates integrated over, equal prior weight
 CAP_LIKELY = 0.5  # a level with Pr(P > epsilon_high) >= this is never probed
 UPPER = 0.95  # LevelPosterior.upper's credible level
-POINTS = 40  # log-spaced grid points between 1e-3 and 0.999 (plus 0, epsilon and epsilon_high)
+POINTS = 30  # log-spaced grid points between 1e-3 and 0.999 (plus 0, epsilon and epsilon_high)
 DEFAULT_GROUP = "all"
 
 
@@ -105,8 +105,8 @@ def _grid(epsilon: float, epsilon_high: float) -> _Grid:
         step[x, x + 1:] = (1.0 - STAY) * above / above.sum()
     floor = np.array(FLOOR)
     q = floor[:, None] + (1.0 - floor[:, None]) * rates[None, :]
-    with np.errstate(divide="ignore"):
-        return _Grid(rates, prior, step, floor, np.log(q), np.log1p(-q), q)
+    # log(0) (no floor, rate 0) as a finite -690: a wedge there weighs exp(-690) = 0, with no NaN from 0 * -inf
+    return _Grid(rates, prior, step, floor, np.log(np.maximum(q, 1e-300)), np.log1p(-q), q)
 
 
 @dataclass(frozen=True)
@@ -123,35 +123,41 @@ def _posterior(grid: _Grid, wedges: np.ndarray, cleans: np.ndarray) -> _Posterio
 
     ``wedges``/``cleans``: (B, L) counts. Each level's likelihood is scaled by one constant
     shared by every floor value, so the evidence still weighs the floor values correctly."""
-    w = wedges[:, None, :, None].astype(float)
-    k = cleans[:, None, :, None].astype(float)
-    log_q, log_not = grid.log_q[None, :, None, :], grid.log_not_q[None, :, None, :]
-    with np.errstate(invalid="ignore"):  # 0 * log(0): masked by the where
-        ll = np.where(w > 0, w * log_q, 0.0) + np.where(k > 0, k * log_not, 0.0)  # (B, F, L, G)
-    top = ll.max(axis=(1, 3), keepdims=True)
-    emit = np.exp(ll - top)
-    batch, floors, levels, size = emit.shape
+    batch, levels = wedges.shape
+    floors, size = grid.log_q.shape
+    w = wedges.T[:, :, None, None].astype(float)  # levels first: each level's slice is one contiguous matrix
+    k = cleans.T[:, :, None, None].astype(float)
+    ll = w * grid.log_q[None, None] + k * grid.log_not_q[None, None]  # (L, B, F, G)
+    top = ll.max(axis=(2, 3), keepdims=True)
+    emit = np.exp(ll - top).reshape(levels, batch * floors, size)
     alpha = np.empty_like(emit)
-    log_scale = np.zeros((batch, floors))
-    a = grid.prior[None, None, :] * emit[:, :, 0, :]
+    log_scale = np.zeros(batch * floors)
+    a = grid.prior[None, :] * emit[0]
     for c in range(levels):
         if c:
-            a = (a @ grid.step) * emit[:, :, c, :]
-        s = a.sum(axis=-1, keepdims=True)
-        a = a / s
-        log_scale += np.log(s[..., 0])
-        alpha[:, :, c, :] = a
-    beta = np.ones_like(emit)
+            a = (a @ grid.step) * emit[c]
+        s = a.sum(axis=-1)
+        a = a / s[:, None]
+        log_scale += np.log(s)
+        alpha[c] = a
+    beta = np.empty_like(emit)
+    beta[levels - 1] = 1.0
     for c in range(levels - 2, -1, -1):
-        b = (emit[:, :, c + 1, :] * beta[:, :, c + 1, :]) @ grid.step.T
-        beta[:, :, c, :] = b / b.sum(axis=-1, keepdims=True)
+        b = (emit[c + 1] * beta[c + 1]) @ grid.step.T
+        beta[c] = b / b.sum(axis=-1, keepdims=True)
     gamma = alpha * beta
     gamma /= gamma.sum(axis=-1, keepdims=True)
-    log_z = log_scale + top[:, 0, :, 0].sum(axis=-1)[:, None] - math.log(floors)  # (B, F)
-    log_evidence = logsumexp(log_z, axis=1)
-    weight = np.exp(log_z - log_evidence[:, None])  # (B, F)
-    marginal = np.einsum("bf,bflg->blg", weight, gamma)
-    chance = np.einsum("bf,bflg,fg->bl", weight, gamma, grid.q)
+    gamma = gamma.reshape(levels, batch, floors, size)
+    log_scale = log_scale.reshape(batch, floors)
+    top = top[:, :, 0, 0].sum(axis=0)[:, None]  # (B, 1)
+    log_z = log_scale + top - math.log(floors)  # (B, F)
+    peak = log_z.max(axis=1, keepdims=True)
+    weight = np.exp(log_z - peak)
+    total = weight.sum(axis=1, keepdims=True)
+    log_evidence = (peak + np.log(total))[:, 0]
+    weight /= total  # (B, F)
+    marginal = np.einsum("bf,lbfg->blg", weight, gamma)
+    chance = np.einsum("bf,lbfg,fg->bl", weight, gamma, grid.q)
     return _Posterior(marginal, log_evidence, chance)
 
 
@@ -280,10 +286,10 @@ def _jitter(spec: SearchSpec, host: str, probes: int, level: int) -> float:
 
 
 def _gains(grid: _Grid, spec: SearchSpec, wedges: np.ndarray, cleans: np.ndarray,
-           pending: Sequence[int]) -> np.ndarray:
-    """Per level, the expected entropy drop of B from one more outcome beyond ``pending[c]``."""
+           pending: Sequence[int], candidates: Sequence[int]) -> np.ndarray:
+    """Per level, the expected entropy drop of B from one more outcome beyond ``pending[c]`` (0 off ``candidates``)."""
     rows_w, rows_k, index = [wedges], [cleans], []
-    for c in range(spec.levels):
+    for c in candidates:
         for n in (pending[c], pending[c] + 1):
             for w in range(n + 1):
                 row_w, row_k = wedges.copy(), cleans.copy()
@@ -321,7 +327,7 @@ def next_search_level(spec: SearchSpec, probes: Sequence[Probe], host: str, runn
     for other, level in others.items():
         if group_of(spec, other) == group and 0 <= level < spec.levels:
             pending[level] += 1
-    gains = _gains(grid, spec, wedges, cleans, pending)
+    gains = _gains(grid, spec, wedges, cleans, pending, [c for c in range(spec.levels) if not state.capped[c]])
     chance = base.wedge_chance[0]
     cost = chance * spec.wedge_cost_s + (1.0 - chance) * spec.clean_cost_s
     best: tuple[float, float, int] | None = None
