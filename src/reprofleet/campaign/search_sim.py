@@ -33,7 +33,7 @@ import math
 import random
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
-from functools import lru_cache
+from functools import lru_cache, partial
 
 import numpy as np
 from scipy.stats import beta
@@ -183,15 +183,20 @@ def _target_check(epsilon: float, delta: float, rate: Callable[[int], float],
     return False, GRID_CAP, wedges
 
 
+def _round_robin(rates: Sequence[float], start: int, index: int) -> float:
+    """The rate of the index-th run of a level whose runs go to the hosts in turn."""
+    return rates[(start + index) % len(rates)]
+
+
 def _grid_search(spec: SearchSpec, hosts: Sequence[str], truths: Mapping[str, Sequence[float]],
                  rng: random.Random) -> tuple[int, int, int]:
     """(boundary, attempts, wedges) of the full grid for one group."""
     attempts = wedges = 0
     boundary, broken = -1, False
     for level in range(spec.levels):
-        start = attempts
+        on_host = [truths[h][level] for h in hosts]
         met, n, w = _target_check(spec.epsilon, spec.delta,
-                                  lambda i: truths[hosts[(start + i) % len(hosts)]][level], rng)
+                                  partial(_round_robin, on_host, attempts), rng)
         attempts += n
         wedges += w
         broken = broken or not met
@@ -266,7 +271,7 @@ def plan_search(spec: SearchSpec, truths: Mapping[str, Sequence[float]], runs: i
         rng = random.Random(f"search:{seed}:{run}")
         run_spec = replace(spec, seed=spec.seed + run)
         probes, wall = _drive(hosts, hosts_parallel or len(hosts),
-                              lambda p, h, r: next_search_level(run_spec, p, h, r),
+                              partial(next_search_level, run_spec),
                               lambda h, lvl: truths[h][lvl],
                               lambda wedge: spec.wedge_cost_s if wedge else spec.clean_cost_s, rng)
         results = search_results(run_spec, probes)
@@ -275,9 +280,9 @@ def plan_search(spec: SearchSpec, truths: Mapping[str, Sequence[float]], runs: i
         score("ours", answers, len(probes), cycles)
         outs.append(SearchRun(tuple((g, answers[g], best[g]) for g in answers), len(probes), cycles,
                               all(r.done for r in results), len(probes) >= (run_spec.budget_attempts or 0), wall))
-        for method, rule in (("grid", lambda m: _grid_search(spec, m, truths, rng)),
-                             ("fixed", lambda m: _fixed_search(spec, m, truths, runs_per_level, rng))):
-            found = {g: rule(members) for g, members in groups.items()}
+        grid = {g: _grid_search(spec, members, truths, rng) for g, members in groups.items()}
+        fixed = {g: _fixed_search(spec, members, truths, runs_per_level, rng) for g, members in groups.items()}
+        for method, found in (("grid", grid), ("fixed", fixed)):
             score(method, {g: f[0] for g, f in found.items()}, sum(f[1] for f in found.values()),
                   sum(f[2] for f in found.values()))
     made = {m: figures(m, *t) for m, t in tallies.items()}
@@ -357,7 +362,7 @@ def bisect_figures(spec: BisectSpec, truth: Sequence[float], hosts: int, runs: i
     for run in range(runs):
         rng = random.Random(f"bisect:{seed}:{run}")
         run_spec = replace(spec, seed=spec.seed + run)
-        probes, _ = _drive(names, hosts, lambda p, h, r: next_bisect_version(run_spec, p, h, r),
+        probes, _ = _drive(names, hosts, partial(next_bisect_version, run_spec),
                            lambda h, v: truth[v], lambda wedge: 1.0, rng)
         result = bisect_result(run_spec, probes)
         a.append(len(probes))

@@ -64,7 +64,13 @@ from functools import lru_cache
 import numpy as np
 from scipy.special import gammaln
 
-from reprofleet.stats.search_contract import LevelPosterior, Probe, ProbeOutcome, SearchResult, SearchSpec
+from reprofleet.stats.search_contract import (
+    LevelPosterior,
+    Probe,
+    ProbeOutcome,
+    SearchResult,
+    SearchSpec,
+)
 
 STAY = 0.5  # chance the rate stays the same from one level to the next
 FLOOR = (0.0, 0.0025, 0.005, 0.01, 0.02)  # false-wedge rates integrated over, equal prior weight

@@ -40,12 +40,19 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from enum import Enum, unique
+from itertools import pairwise
 
 import numpy as np
 from scipy.special import betaln, gammaln, logsumexp
 
 from reprofleet.stats.intervals import lower_bound, upper_bound
-from reprofleet.stats.search_contract import BisectResult, BisectSpec, Probe, ProbeOutcome, VersionEvidence
+from reprofleet.stats.search_contract import (
+    BisectResult,
+    BisectSpec,
+    Probe,
+    ProbeOutcome,
+    VersionEvidence,
+)
 
 SKIP_AFTER = 3  # unusable attempts, with none counted, before a version is skipped
 MIN_BAD_RATE = 0.2  # the flaky band's low end: sizes the bad end's re-check
@@ -134,7 +141,7 @@ def _span(post: np.ndarray, tally: _Tally) -> tuple[int, int, float]:
     """The most probable (last bad, first good) pair of neighbouring non-skipped versions (internal)."""
     kept = np.flatnonzero(~tally.skipped())
     best = (0, 1, -1.0)
-    for low, high in zip(kept[:-1], kept[1:]):
+    for low, high in pairwise(kept):
         mass = float(post[low:high].sum())  # k in low+1..high sits at post[k-1]
         if mass > best[2]:
             best = (int(low), int(high), mass)
@@ -259,7 +266,7 @@ def next_bisect_version(spec: BisectSpec, probes: Sequence[Probe], host: str,
         return _external(spec, 0)
     if good is _Check.PENDING and last not in others:
         return _external(spec, last)
-    low, high, mass = _span(_change_posterior(tally), tally)
+    _, _, mass = _span(_change_posterior(tally), tally)
     if mass >= spec.posterior:  # only an endpoint check is left: more hosts on it
         return _external(spec, 0 if bad is _Check.PENDING else last)
     pending = np.bincount(np.array(others, dtype=int), minlength=spec.versions)
