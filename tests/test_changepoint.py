@@ -86,6 +86,14 @@ def test_a_version_that_never_starts_is_skipped_and_the_answer_spans_it() -> Non
     assert not mixed.versions[2].skipped and mixed.versions[2].attempts == 1
 
 
+def test_while_the_known_good_is_owed_its_runs_one_host_bisects_and_the_rest_run_the_known_good() -> None:
+    spec = BisectSpec(versions=16)
+    probes = _runs((0, 2, R), (15, 20, C))
+    first = changepoint.next_bisect_version(spec, probes, "h1", {"h0": 15})
+    assert first is not None and 0 < first < 15
+    assert changepoint.next_bisect_version(spec, probes, "h2", {"h0": 15, "h1": first}) == 15
+
+
 def test_parallel_hosts_get_different_versions() -> None:
     spec = BisectSpec(versions=16)
     probes = _runs((0, 2, R), (15, 59, C))

@@ -28,7 +28,10 @@ skipped versions between them, their posterior summed).
 **The batch.** Each free host gets the version with the largest expected drop in the entropy
 of k from one more counted outcome, given the outcomes other hosts are running now (the gain
 of a version that j hosts run already is that of its (j+1)-th outcome), so parallel hosts
-take different versions: speculative midpoints. Ties break by a hash of seed, host and probe
+take different versions: speculative midpoints. While the known good's target check is
+still owed, only ``INTERIOR_WHILE_OWED`` (1) host bisects the interior and every other host
+runs the known good: those runs are spent anyway, so a spare host wastes no attempt on a
+speculative guess while there is owed work. Ties break by a hash of seed, host and probe
 count. **Stop** when the most probable span between two neighbouring counted versions holds
 ``spec.posterior`` (default 0.95) and both endpoints passed, or when the budget is spent.
 """
@@ -55,6 +58,7 @@ from reprofleet.stats.search_contract import (
 )
 
 SKIP_AFTER = 3  # unusable attempts, with none counted, before a version is skipped
+INTERIOR_WHILE_OWED = 1  # hosts bisecting the interior while the known good's target check is still owed
 MIN_BAD_RATE = 0.2  # the flaky band's low end: sizes the bad end's re-check
 BAD_MEANS = np.linspace(0.15, 0.85, 8)  # the bad side's mean rate m
 BAD_SPREADS = (6.0, 24.0, 256.0)  # its concentration kappa: 6 the versions differ widely, 256 alike
@@ -254,7 +258,8 @@ def next_bisect_version(spec: BisectSpec, probes: Sequence[Probe], host: str,
     """The version ``host`` should run next, or None when the bisection is done or its budget spent.
 
     Order: the known bad while it has not reproduced and the known good while it has not met
-    its target, each on one host at a time; then the version of most information."""
+    its target, each on one host at a time; then the version of most information (or the
+    known good, where a speculative probe is worth little)."""
     _check(spec, probes)
     others = [_internal(spec, v) for h, v in running.items() if h != host and 0 <= v < spec.versions]
     if _budget_spent(spec, probes, len(others)) is not None or bisect_result(spec, probes).done:
@@ -273,4 +278,7 @@ def next_bisect_version(spec: BisectSpec, probes: Sequence[Probe], host: str,
     candidates = [int(i) for i in np.flatnonzero(~tally.skipped())]
     gains = _gains(tally, pending, candidates)
     best = max(candidates, key=lambda i: (gains[i], _jitter(spec, host, len(probes), i)))
+    interior = sum(1 for i in others if 0 < i < last)
+    if good is _Check.PENDING and interior >= INTERIOR_WHILE_OWED:
+        return _external(spec, last)  # the known good's runs are owed anyway: never a wasted attempt
     return _external(spec, best)
