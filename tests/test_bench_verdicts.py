@@ -187,3 +187,19 @@ def test_the_code_hash_changes_with_any_judging_file(tmp_path: Path, monkeypatch
     target = tmp_path / "src" / "reprofleet" / "stats" / "comparison.py"
     target.write_text(target.read_text() + "\n")
     assert bench.code_hash() != before
+
+
+def test_the_code_hash_leaves_out_the_search_modules_and_docstring_only_files(tmp_path: Path,
+                                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    for folder in bench.CODE:
+        (tmp_path / folder).mkdir(parents=True)
+        for path in (ROOT / folder).glob("*.py"):
+            (tmp_path / folder / path.name).write_bytes(path.read_bytes())
+    monkeypatch.setattr(bench, "ROOT", tmp_path)
+    before = bench.code_hash()
+    stats_dir = tmp_path / "src" / "reprofleet" / "stats"
+    for name in ("__init__.py", *bench.NOT_JUDGING):
+        (stats_dir / name).write_text((stats_dir / name).read_text() + "\n# edited\n")
+    assert bench.code_hash() == before
+    (stats_dir / "__init__.py").write_text('"""Docs."""\nVALUE = 1\n')  # code, not only a docstring: hashed
+    assert bench.code_hash() != before
