@@ -10,6 +10,8 @@ what each host needs, and the fix), ``policy_restore`` (``invoke policy``), ``po
 (``invoke power``), ``cache_ops`` (``invoke cache.push`` / ``cache.pull``), ``observe``
 (every line the campaign writes, told to its watchers), ``notify`` (what a person is told,
 once each), ``notify_senders`` (invoke.yaml's ``notify:``: Apprise URLs and a command),
-``metrics`` (metrics.prom, the Prometheus textfile kept while it runs), ``search_estimate``
-(``invoke plan`` of a search or bisection: simulated against stated true curves).
+``metrics`` (metrics.prom, the Prometheus textfile kept while it runs), ``search_sim`` (a
+boundary search or bisection simulated against known true curves, beside a full grid and a
+fixed-run rule: for ``invoke plan`` and bench/search.py), ``search_estimate`` (``invoke plan``
+of a search or bisection: simulated against stated true curves).
 """

@@ -8,5 +8,7 @@ rules both decide on), ``interaction`` (does a cell's effect differ between the 
 ``invoke compare``: the exact test of equal odds ratios), ``sprt``
 (Wald's sequential test and the fixed-n design it is capped by), ``stop_rules`` (when a
 cell may stop early, from counts), ``search_contract`` (the probes and results a boundary
-search or a bisection exchanges with the runner and the report).
+search or a bisection exchanges with the runner and the report), ``boundary`` (the monotone
+model over ordered levels and the next probe of a boundary search), ``changepoint`` (the
+change-point posterior and the next version of a bisection).
 """

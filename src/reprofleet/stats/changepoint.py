@@ -1,0 +1,284 @@
+"""Which runtime fixed it (or broke it): a change-point posterior for a flaky, host-killing bug.
+
+Versions are ordered (0 the oldest). Read from the bad end (the oldest when
+``spec.bad_first``, else the newest), there is one change point k: the first k versions are
+bad, the rest good. A bad version reproduces at an unknown rate r_bad (a miss is likely:
+flaky bugs reproduce 20-60% of the time), a good one at an unknown small rate r_good (a
+false wedge: infra, a stray hang). Both are shared by their side and integrated on grids
+(r_bad uniform on 0.05..0.95 in 19 steps, r_good uniform on {0, 0.25, 0.5, 1, 2, 4}%); k is
+uniform a priori over the V - 1 places. This is git-bayesect's model (Beta-Bernoulli, both
+rates unknown, a posterior over the change point) with the rates on a grid instead of
+conjugate; ktest's BISECT_TRIES and syzkaller's fixed runs per commit, by contrast, call a
+point bad at any failure, so one false wedge sends them the wrong way (issue 23).
+
+**Endpoints first.** The known bad must reproduce: it is re-checked until its first
+reproduction and fails after ``bad_check_attempts`` counted clean runs (the n with
+(1 - 0.2)^n <= 1 - spec.posterior: 14 at 0.95, so a bad end reproducing at the flaky band's
+low end, 20%, is missed less often than the posterior allows). The known good must meet the
+target on its own counts: its exact one-sided (1 - delta) upper bound at most epsilon
+(59 clean runs at 5%/5%); it fails once its exact lower bound is above epsilon. Either
+failing ends the bisection with ``endpoints_ok=False``. Each endpoint check holds one host at
+a time; the other hosts bisect meanwhile, but no result is done before both checks pass.
+
+**Skips.** A version whose first ``SKIP_AFTER`` (3) attempts are all unusable (it did not
+start, or failed before the risky phase) is skipped: it has no counted attempt, so it is
+never evidence either way, and the answer spans it ("first good X, last bad Y" with the
+skipped versions between them, their posterior summed).
+
+**The batch.** Each free host gets the version with the largest expected drop in the entropy
+of k from one more counted outcome, given the outcomes other hosts are running now (the gain
+of a version that j hosts run already is that of its (j+1)-th outcome), so parallel hosts
+take different versions: speculative midpoints. While the known good's target check is
+still owed, only ``INTERIOR_WHILE_OWED`` (1) host bisects the interior and every other host
+runs the known good: those runs are spent anyway, so a spare host wastes no attempt on a
+speculative guess while there is owed work. Ties break by a hash of seed, host and probe
+count. **Stop** when the most probable span between two neighbouring counted versions holds
+``spec.posterior`` (default 0.95) and both endpoints passed, or when the budget is spent.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from enum import Enum, unique
+from itertools import pairwise
+
+import numpy as np
+from scipy.special import betaln, gammaln, logsumexp
+
+from reprofleet.stats.intervals import lower_bound, upper_bound
+from reprofleet.stats.search_contract import (
+    BisectResult,
+    BisectSpec,
+    Probe,
+    ProbeOutcome,
+    VersionEvidence,
+)
+
+SKIP_AFTER = 3  # unusable attempts, with none counted, before a version is skipped
+INTERIOR_WHILE_OWED = 1  # hosts bisecting the interior while the known good's target check is still owed
+MIN_BAD_RATE = 0.2  # the flaky band's low end: sizes the bad end's re-check
+BAD_MEANS = np.linspace(0.15, 0.85, 8)  # the bad side's mean rate m
+BAD_SPREADS = (6.0, 24.0, 256.0)  # its concentration kappa: 6 the versions differ widely, 256 alike
+_HYPER = np.array([(m * k, (1.0 - m) * k) for m in BAD_MEANS for k in BAD_SPREADS])
+GOOD_RATES = np.array([0.0, 0.0025, 0.005, 0.01, 0.02, 0.04])
+
+
+def bad_check_attempts(posterior: float) -> int:
+    """Clean runs after which the known bad is called 'never reproduced'."""
+    return math.ceil(math.log1p(-posterior) / math.log1p(-MIN_BAD_RATE))
+
+
+@unique
+class _Check(str, Enum):
+    PENDING = "pending"
+    OK = "ok"
+    FAILED = "failed"
+
+
+@dataclass(frozen=True)
+class _Tally:
+    """Counts per version in the internal order (bad end at 0)."""
+
+    wedges: np.ndarray
+    cleans: np.ndarray
+    unusable: np.ndarray
+
+    def skipped(self) -> np.ndarray:
+        return (self.wedges + self.cleans == 0) & (self.unusable >= SKIP_AFTER)
+
+
+def _internal(spec: BisectSpec, version: int) -> int:
+    return version if spec.bad_first else spec.versions - 1 - version
+
+
+def _check(spec: BisectSpec, probes: Sequence[Probe]) -> None:
+    if spec.versions < 2:
+        raise ValueError(f"a bisection needs at least two versions, got {spec.versions}")
+    if not 0.5 < spec.posterior < 1.0 or not 0.0 < spec.epsilon < 1.0 or not 0.0 < spec.delta < 0.5:
+        raise ValueError(f"need 0.5 < posterior < 1, 0 < epsilon < 1, 0 < delta < 0.5, got {spec}")
+    for probe in probes:
+        if not 0 <= probe.level < spec.versions:
+            raise ValueError(f"probe version {probe.level} of host {probe.host} is outside 0..{spec.versions - 1}")
+
+
+def _tally(spec: BisectSpec, probes: Sequence[Probe]) -> _Tally:
+    counts = {outcome: np.zeros(spec.versions, dtype=int) for outcome in ProbeOutcome}
+    for probe in probes:
+        counts[probe.outcome][_internal(spec, probe.level)] += 1
+    return _Tally(counts[ProbeOutcome.REPRODUCED], counts[ProbeOutcome.CLEAN], counts[ProbeOutcome.UNUSABLE])
+
+
+def _log_joint(wedges: np.ndarray, cleans: np.ndarray) -> np.ndarray:
+    """(B, V) counts -> (B, V - 1) log Pr(data, k) for k = 1..V-1 (k: the first good, internal).
+
+    Bad versions: each its own rate from Beta(m kappa, (1 - m) kappa), (m, kappa) shared and
+    integrated; good versions: one shared false-wedge rate, integrated."""
+    w, c = wedges[:, :, None].astype(float), cleans[:, :, None].astype(float)
+    a, b = _HYPER[None, None, :, 0], _HYPER[None, None, :, 1]
+    per_version = betaln(w + a, c + b) - betaln(a, b)  # (B, V, H)
+    bad = logsumexp(np.cumsum(per_version, axis=1)[:, :-1, :], axis=2) - math.log(len(_HYPER))
+    w_post = (wedges.sum(axis=1)[:, None] - np.cumsum(wedges, axis=1)[:, :-1])[:, :, None].astype(float)
+    c_post = (cleans.sum(axis=1)[:, None] - np.cumsum(cleans, axis=1)[:, :-1])[:, :, None].astype(float)
+    rg = GOOD_RATES[None, None, :]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        good_ll = np.where(w_post > 0, w_post * np.log(rg), 0.0) + c_post * np.log1p(-rg)
+    good = logsumexp(good_ll, axis=2) - math.log(len(GOOD_RATES))
+    return bad + good - math.log(wedges.shape[1] - 1)
+
+
+def _change_posterior(tally: _Tally) -> np.ndarray:
+    joint = _log_joint(tally.wedges[None, :], tally.cleans[None, :])[0]
+    return np.exp(joint - logsumexp(joint))
+
+
+def _entropy(log_joint: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    log_evidence = logsumexp(log_joint, axis=1)
+    post = np.exp(log_joint - log_evidence[:, None])
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return -np.where(post > 0, post * np.log(post), 0.0).sum(axis=1), log_evidence
+
+
+def _span(post: np.ndarray, tally: _Tally) -> tuple[int, int, float]:
+    """The most probable (last bad, first good) pair of neighbouring non-skipped versions (internal)."""
+    kept = np.flatnonzero(~tally.skipped())
+    best = (0, 1, -1.0)
+    for low, high in pairwise(kept):
+        mass = float(post[low:high].sum())  # k in low+1..high sits at post[k-1]
+        if mass > best[2]:
+            best = (int(low), int(high), mass)
+    return best
+
+
+def _endpoint_checks(spec: BisectSpec, tally: _Tally) -> tuple[_Check, _Check]:
+    last = spec.versions - 1
+    skipped = tally.skipped()
+    if tally.wedges[0] > 0:
+        bad = _Check.OK
+    elif skipped[0] or tally.cleans[0] >= bad_check_attempts(spec.posterior):
+        bad = _Check.FAILED
+    else:
+        bad = _Check.PENDING
+    w, n = int(tally.wedges[last]), int(tally.wedges[last] + tally.cleans[last])
+    if skipped[last] or (n and lower_bound(w, n, 1.0 - spec.delta).low > spec.epsilon):
+        good = _Check.FAILED
+    elif n and upper_bound(w, n, 1.0 - spec.delta).high <= spec.epsilon:
+        good = _Check.OK
+    else:
+        good = _Check.PENDING
+    return bad, good
+
+
+def _budget_spent(spec: BisectSpec, probes: Sequence[Probe], running: int = 0) -> str | None:
+    cycles = sum(1 for p in probes if p.outcome is ProbeOutcome.REPRODUCED or p.power_cycled)
+    if spec.budget_attempts is not None and len(probes) + running >= spec.budget_attempts:
+        return f"the budget of {spec.budget_attempts} attempts is spent"
+    if spec.budget_power_cycles is not None and cycles >= spec.budget_power_cycles:
+        return f"the budget of {spec.budget_power_cycles} power cycles is spent"
+    return None
+
+
+def _external(spec: BisectSpec, internal: int) -> int:
+    return internal if spec.bad_first else spec.versions - 1 - internal
+
+
+def _why_endpoints(spec: BisectSpec, bad: _Check, good: _Check, tally: _Tally) -> str:
+    last = spec.versions - 1
+    if bad is _Check.FAILED:
+        return (f"the known bad (version {_external(spec, 0)}) never reproduced in {int(tally.cleans[0])} counted "
+                f"attempts ({int(tally.unusable[0])} unusable)")
+    return (f"the known good (version {_external(spec, last)}) fails the target: {int(tally.wedges[last])} "
+            f"reproductions in {int(tally.wedges[last] + tally.cleans[last])} counted attempts "
+            f"({int(tally.unusable[last])} unusable)")
+
+
+def bisect_result(spec: BisectSpec, probes: Sequence[Probe]) -> BisectResult:
+    """The change point's posterior, the endpoint checks and whether the bisection is done."""
+    _check(spec, probes)
+    tally = _tally(spec, probes)
+    bad, good = _endpoint_checks(spec, tally)
+    post = _change_posterior(tally)
+    p_good = np.concatenate(([0.0], np.cumsum(post)))  # internal i is good when k <= i
+    skipped = tally.skipped()
+    versions = tuple(VersionEvidence(
+        version=v, attempts=int(tally.wedges[i] + tally.cleans[i]), reproductions=int(tally.wedges[i]),
+        unusable=int(tally.unusable[i]), skipped=bool(skipped[i]), p_good=float(min(p_good[i], 1.0)))
+        for v in range(spec.versions) for i in (_internal(spec, v),))
+    cycles = sum(1 for p in probes if p.outcome is ProbeOutcome.REPRODUCED or p.power_cycled)
+    failed = _Check.FAILED in (bad, good)
+    ok: bool | None = False if failed else (True if bad is good is _Check.OK else None)
+    low, high, mass = _span(post, tally)
+    first_good, last_bad = (None, None) if failed else (_external(spec, high), _external(spec, low))
+    spent = _budget_spent(spec, probes)
+    if failed:
+        done, why = True, _why_endpoints(spec, bad, good, tally)
+    elif ok and mass >= spec.posterior:
+        done, why = True, f"first good: {first_good} (posterior {mass:.3f}), last bad: {last_bad}"
+    else:
+        checks = ", ".join(f"the known {name} is still being re-checked" for name, check in
+                           (("bad", bad), ("good", good)) if check is _Check.PENDING)
+        done, why = spent is not None, spent or (f"waiting: first good {first_good}, last bad {last_bad} at posterior "
+                                                 f"{mass:.3f} of {spec.posterior:g}" + (f"; {checks}" if checks else ""))
+        if spent:
+            why = f"{spent}: first good {first_good}, last bad {last_bad} at posterior {mass:.3f}"
+    return BisectResult(first_good=first_good, last_bad=last_bad, posterior=mass, endpoints_ok=ok,
+                        versions=versions, attempts=len(probes), power_cycles=cycles, done=done, why=why)
+
+
+def _gains(tally: _Tally, pending: np.ndarray, candidates: Sequence[int]) -> dict[int, float]:
+    """Per candidate (internal), the expected entropy drop of k from one more outcome beyond pending."""
+    rows_w, rows_c, index = [tally.wedges], [tally.cleans], []
+    for i in candidates:
+        for n in (int(pending[i]), int(pending[i]) + 1):
+            for w in range(n + 1):
+                row_w, row_c = tally.wedges.copy(), tally.cleans.copy()
+                row_w[i] += w
+                row_c[i] += n - w
+                rows_w.append(row_w)
+                rows_c.append(row_c)
+                index.append((i, n, w))
+    entropy, log_evidence = _entropy(_log_joint(np.array(rows_w), np.array(rows_c)))
+    expected: dict[tuple[int, int], float] = {}
+    for row, (i, n, w) in enumerate(index, start=1):
+        log_p = gammaln(n + 1) - gammaln(w + 1) - gammaln(n - w + 1) + log_evidence[row] - log_evidence[0]
+        key = (i, n - int(pending[i]))
+        expected[key] = expected.get(key, 0.0) + math.exp(log_p) * float(entropy[row])
+    return {i: max(expected[(i, 0)] - expected[(i, 1)], 0.0) for i in candidates}
+
+
+def _jitter(spec: BisectSpec, host: str, probes: int, version: int) -> float:
+    digest = hashlib.sha256(f"{spec.seed}\0{host}\0{probes}\0{version}".encode()).digest()
+    return int.from_bytes(digest[:8], "big") / 2.0 ** 64
+
+
+def next_bisect_version(spec: BisectSpec, probes: Sequence[Probe], host: str,
+                        running: Mapping[str, int]) -> int | None:
+    """The version ``host`` should run next, or None when the bisection is done or its budget spent.
+
+    Order: the known bad while it has not reproduced and the known good while it has not met
+    its target, each on one host at a time; then the version of most information (or the
+    known good, where a speculative probe is worth little)."""
+    _check(spec, probes)
+    others = [_internal(spec, v) for h, v in running.items() if h != host and 0 <= v < spec.versions]
+    if _budget_spent(spec, probes, len(others)) is not None or bisect_result(spec, probes).done:
+        return None
+    tally = _tally(spec, probes)
+    bad, good = _endpoint_checks(spec, tally)
+    last = spec.versions - 1
+    if bad is _Check.PENDING and 0 not in others:
+        return _external(spec, 0)
+    if good is _Check.PENDING and last not in others:
+        return _external(spec, last)
+    _, _, mass = _span(_change_posterior(tally), tally)
+    if mass >= spec.posterior:  # only an endpoint check is left: more hosts on it
+        return _external(spec, 0 if bad is _Check.PENDING else last)
+    pending = np.bincount(np.array(others, dtype=int), minlength=spec.versions)
+    candidates = [int(i) for i in np.flatnonzero(~tally.skipped())]
+    gains = _gains(tally, pending, candidates)
+    best = max(candidates, key=lambda i: (gains[i], _jitter(spec, host, len(probes), i)))
+    interior = sum(1 for i in others if 0 < i < last)
+    if good is _Check.PENDING and interior >= INTERIOR_WHILE_OWED:
+        return _external(spec, last)  # the known good's runs are owed anyway: never a wasted attempt
+    return _external(spec, best)

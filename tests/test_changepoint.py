@@ -1,0 +1,133 @@
+"""The bisection's change-point posterior and version choice (stats/changepoint.py):
+endpoints first, both error kinds modelled, skips, the stop at the stated posterior."""
+
+from __future__ import annotations
+
+import random
+
+import numpy as np
+import pytest
+
+from reprofleet.stats import changepoint
+from reprofleet.stats.search_contract import BisectSpec, Probe, ProbeOutcome
+
+C, R, U = ProbeOutcome.CLEAN, ProbeOutcome.REPRODUCED, ProbeOutcome.UNUSABLE
+SPEC = BisectSpec(versions=4)
+CHECKED = [(0, 1, R), (3, 59, C)]  # both endpoints pass: the bad reproduced, the good met 5%/5%
+
+
+def _runs(*blocks: tuple[int, int, ProbeOutcome], host: str = "h1") -> list[Probe]:
+    out: list[Probe] = []
+    for version, n, outcome in blocks:
+        out += [Probe(version, host, outcome, outcome is R)] * n
+    return out
+
+
+def test_the_endpoints_are_rechecked_before_anything_else() -> None:
+    assert changepoint.next_bisect_version(SPEC, [], "h1", {}) == 0
+    assert changepoint.next_bisect_version(SPEC, [], "h2", {"h1": 0}) == 3
+    assert changepoint.next_bisect_version(SPEC, [], "h3", {"h1": 0, "h2": 3}) in (1, 2)
+    unchecked = changepoint.bisect_result(SPEC, _runs((1, 1, R), (2, 30, C)))
+    assert unchecked.endpoints_ok is None and not unchecked.done and "re-checked" in unchecked.why
+    regression = BisectSpec(versions=4, bad_first=False)  # the newest is the known bad
+    assert changepoint.next_bisect_version(regression, [], "h1", {}) == 3
+
+
+def test_a_known_bad_that_never_reproduces_stops_the_bisection() -> None:
+    n = changepoint.bad_check_attempts(0.95)
+    assert n == 14 and 0.8 ** n <= 0.05 < 0.8 ** (n - 1)
+    short = changepoint.bisect_result(SPEC, _runs((0, n - 1, C), (3, 59, C)))
+    assert short.endpoints_ok is True or short.endpoints_ok is None
+    failed = changepoint.bisect_result(SPEC, _runs((0, n, C), (3, 59, C)))
+    assert failed.endpoints_ok is False and failed.done and "never reproduced in 14" in failed.why
+    assert failed.first_good is None and failed.last_bad is None
+    assert changepoint.next_bisect_version(SPEC, _runs((0, n, C)), "h1", {}) is None
+
+
+def test_a_known_good_that_fails_its_target_stops_the_bisection() -> None:
+    failed = changepoint.bisect_result(SPEC, _runs((0, 1, R), (3, 10, C), (3, 4, R)))
+    assert failed.endpoints_ok is False and failed.done and "known good (version 3) fails the target" in failed.why
+    one_stray = changepoint.bisect_result(SPEC, _runs((0, 1, R), (3, 59, C), (3, 1, R)))
+    assert one_stray.endpoints_ok is None  # one wedge in 60: not yet met (needs 93), not failed
+
+
+def test_the_stop_is_at_the_stated_posterior() -> None:
+    probes = _runs(*CHECKED, (1, 1, R), (2, 5, C))
+    result = changepoint.bisect_result(SPEC, probes)
+    assert 0.95 <= result.posterior < 0.96
+    assert result.done and result.endpoints_ok and (result.first_good, result.last_bad) == (2, 1)
+    assert result.why == f"first good: 2 (posterior {result.posterior:.3f}), last bad: 1"
+    stricter = BisectSpec(versions=4, posterior=0.96)
+    assert not changepoint.bisect_result(stricter, probes).done
+    assert changepoint.next_bisect_version(stricter, probes, "h1", {}) is not None
+    assert changepoint.next_bisect_version(SPEC, probes, "h1", {}) is None
+
+
+def test_a_miss_is_expected_of_a_bad_version_and_a_false_wedge_of_a_good_one() -> None:
+    # version 1 reproduced once; clean runs there are misses, not proof of a fix
+    missed = changepoint.bisect_result(SPEC, _runs(*CHECKED, (1, 1, R), (1, 4, C), (2, 8, C)))
+    assert (missed.first_good, missed.last_bad) == (2, 1) and missed.versions[1].p_good < 0.5
+    # one wedge at version 2 among 40 clean runs: a false wedge, the answer stays
+    stray = changepoint.bisect_result(SPEC, _runs(*CHECKED, (1, 2, R), (2, 40, C), (2, 1, R)))
+    assert (stray.first_good, stray.last_bad) == (2, 1) and stray.posterior > 0.95
+    assert stray.versions[2].p_good > 0.95 and stray.versions[1].p_good < 0.05
+
+
+def test_a_version_that_never_starts_is_skipped_and_the_answer_spans_it() -> None:
+    spec = BisectSpec(versions=5)
+    probes = _runs((0, 1, R), (4, 59, C), (1, 2, R), (2, 3, U), (3, 10, C))
+    result = changepoint.bisect_result(spec, probes)
+    assert result.versions[2].skipped and result.versions[2].attempts == 0 and result.versions[2].unusable == 3
+    assert (result.first_good, result.last_bad) == (3, 1) and result.done
+    assert all(changepoint.next_bisect_version(spec, probes[:-10], f"h{i}", {}) != 2 for i in range(4))
+    two = changepoint.bisect_result(spec, _runs((2, 2, U)))
+    assert not two.versions[2].skipped  # two unusable are not yet a skip
+    mixed = changepoint.bisect_result(spec, _runs((2, 5, U), (2, 1, C)))
+    assert not mixed.versions[2].skipped and mixed.versions[2].attempts == 1
+
+
+def test_while_the_known_good_is_owed_its_runs_one_host_bisects_and_the_rest_run_the_known_good() -> None:
+    spec = BisectSpec(versions=16)
+    probes = _runs((0, 2, R), (15, 20, C))
+    first = changepoint.next_bisect_version(spec, probes, "h1", {"h0": 15})
+    assert first is not None and 0 < first < 15
+    assert changepoint.next_bisect_version(spec, probes, "h2", {"h0": 15, "h1": first}) == 15
+
+
+def test_parallel_hosts_get_different_versions() -> None:
+    spec = BisectSpec(versions=16)
+    probes = _runs((0, 2, R), (15, 59, C))
+    chosen: dict[str, int] = {}
+    for host in ("h1", "h2", "h3"):
+        version = changepoint.next_bisect_version(spec, probes, host, chosen)
+        assert version is not None
+        chosen[host] = version
+    assert len(set(chosen.values())) == 3 and all(0 < v < 15 for v in chosen.values())
+
+
+def test_the_choice_is_the_same_for_the_same_records_whatever_the_global_random_state() -> None:
+    spec = BisectSpec(versions=9, seed=3)
+    probes = _runs((0, 1, R), (8, 59, C), (4, 2, C))
+    random.seed(1)
+    np.random.seed(1)
+    first = [changepoint.next_bisect_version(spec, probes, h, {}) for h in ("a", "b")]
+    random.seed(2)
+    np.random.seed(2)
+    assert [changepoint.next_bisect_version(spec, probes, h, {}) for h in ("a", "b")] == first
+
+
+def test_the_budget_ends_the_bisection() -> None:
+    spec = BisectSpec(versions=4, budget_attempts=3)
+    probes = _runs((0, 1, R), (3, 2, C))
+    result = changepoint.bisect_result(spec, probes)
+    assert result.done and "budget of 3 attempts" in result.why and result.attempts == 3
+    assert changepoint.next_bisect_version(spec, probes, "h1", {}) is None
+    cycles = BisectSpec(versions=4, budget_power_cycles=1)
+    assert changepoint.next_bisect_version(cycles, _runs((0, 1, R)), "h1", {}) is None
+
+
+def test_a_probe_outside_the_versions_is_refused() -> None:
+    with pytest.raises(ValueError, match="outside 0..3"):
+        changepoint.bisect_result(SPEC, [Probe(4, "h1", C)])
+    with pytest.raises(ValueError, match="two versions"):
+        changepoint.bisect_result(BisectSpec(versions=1), [])
