@@ -218,6 +218,26 @@ def test_plan_json_in_both_modes(tmp_path: Path, capsys: pytest.CaptureFixture[s
     assert code == 2 and out == ""
 
 
+def test_plan_json_of_a_search_and_a_bisection(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(capsys, "plan", "-p", str(REPO / "playbooks" / "search-clock.yml"), "--truth", "onset=2700",
+                       "--campaigns", "4", "-j")
+    (document,) = valid("plan", out)
+    assert code == 0 and document["mode"] == "search" and document["runs"] == 4
+    (truth,) = document["truths"]
+    assert [d["design"] for d in truth["designs"]] == ["ours", "grid", "fixed"] and len(truth["p"]) == 5
+    book = tmp_path / "bisect.yml"
+    poc = REPO / "playbooks" / "poc" / "sm120_hostwedge.py"
+    book.write_text((REPO / "playbooks" / "search-clock.yml").read_text().split("search:")[0]
+                    .replace("script: poc/sm120_hostwedge.py", f"script: {poc}")
+                    + "bisect:\n  factor: vars.vllm\n  versions: ['0.24.0', '0.25.1', '0.26.0', '0.27.0']\n"
+                      "  known: {bad: first}\n  budget: {attempts: 200}\n")
+    code, out, _ = run(capsys, "plan", "-p", str(book), "--truth", "change=0.26.0,bad=0.4,good=0", "--campaigns", "4",
+                       "-j")
+    (document,) = valid("plan", out)
+    assert code == 0 and document["mode"] == "bisect"
+    assert [d["design"] for d in document["truths"][0]["designs"]] == ["ours", "fixed"]
+
+
 def test_campaign_dry_run_json_names_the_hosts_chosen_and_check_hosts_fails_as_without_json(
         tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(tmp_path)

@@ -9,9 +9,6 @@ under δ, a ``search_done`` event whose result is the one the report computes fr
 records, and a report with the ladder and posterior figures. (b) A ``bisect:`` over
 0.24.0, 0.25.1, 0.26.0, 0.27.0 must report first good 0.26.0, last bad 0.25.1, posterior
 >= 0.95.
-
-Both need issue 23's models (``stats.boundary``, ``stats.changepoint``): until they are
-merged the tests skip.
 """
 
 from __future__ import annotations
@@ -59,8 +56,6 @@ BISECT = ("bisect:\n  factor: vars.vllm\n  versions: ['0.24.0', '0.25.1', '0.26.
 
 @pytest.fixture(scope="module")
 def search_fleet(sim_ready: None) -> Iterator[Any]:
-    pytest.importorskip("reprofleet.stats.boundary")
-    pytest.importorskip("reprofleet.stats.changepoint")
     from reprofleet.sim import Fleet
     from reprofleet.sim.spec import spec_from_mapping
 

@@ -8,7 +8,6 @@ playbook's, and every figure it returns is printed.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -16,30 +15,24 @@ import pytest
 from invoke import Program
 
 from reprofleet.campaign import search_estimate
+from reprofleet.campaign.search_sim import BisectPlan, MethodFigures, SearchPlan
 from reprofleet.cli.tasks import ns
 from reprofleet.playbook import load_playbook
 from reprofleet.stats.search_contract import BisectSpec, SearchSpec
 from test_search_playbook import EXAMPLE, write
 
 
-@dataclass(frozen=True)
-class Design:
-    attempts: float
-    power_cycles: float
-
-
-@dataclass(frozen=True)
-class FakePlan:
-    ours: Design
-    grid: Design
-    fixed_run: Design
-    correct: float
+def _figures(method: str, attempts: float, cycles: float) -> MethodFigures:
+    return MethodFigures(method, attempts, attempts * 1.5, cycles, cycles * 2, 0.97, 0.91)
 
 
 def _recorder(calls: list[tuple[Any, ...]]) -> Any:
-    def simulate(*args: Any, **kwargs: Any) -> FakePlan:
+    def simulate(*args: Any, **kwargs: Any) -> Any:
         calls.append((*args, kwargs))
-        return FakePlan(Design(41.5, 3.25), Design(120.0, 9.0), Design(80.0, 6.0), 0.97)
+        if isinstance(args[0], BisectSpec):
+            return BisectPlan(_figures("ours", 41.5, 3.25), _figures("fixed", 80.0, 6.0), 14, False, 2, 12.0)
+        return SearchPlan(_figures("ours", 41.5, 3.25), _figures("grid", 120.0, 9.0), _figures("fixed", 80.0, 6.0),
+                          59, (), 3600.0)
     return simulate
 
 
@@ -56,10 +49,13 @@ def test_an_onset_truth_becomes_p_per_level_and_every_design_is_printed(
     out = capsys.readouterr().out
     (spec, p, runs, seed, kwargs), (_, p2, *_rest) = calls
     assert isinstance(spec, SearchSpec) and spec.levels == 5 and spec.epsilon == 0.05 and spec.budget_attempts == 200
-    assert p == pytest.approx((0.01, 0.01, 0.31, 0.61, 0.91)) and p2 == (0, 0, 0, 0, 0.5) and runs == 50
+    assert p == {"host": pytest.approx((0.01, 0.01, 0.31, 0.61, 0.91))} and p2 == {"host": (0, 0, 0, 0, 0.5)}
+    assert runs == 50
     assert "truth: onset 2600 MHz, +0.3 per level from it, false-wedge floor 0.01" in out
-    assert "ours: attempts 41.5, power_cycles 3.25" in out and "grid: attempts 120, power_cycles 9" in out
-    assert "fixed_run: attempts 80" in out and "correct: 0.97" in out
+    rows = {line.strip().split("  ")[0]: " ".join(line.split()) for line in out.splitlines() if " / " in line}
+    assert rows["ours (monotone model, value of information)"].endswith("42 / 62 3.2 / 6 97.0% 91.0%")
+    assert rows["full grid (each level to its own bound)"].endswith("120 / 180 9.0 / 18 97.0% 91.0%")
+    assert rows["fixed-run rule (59 runs a point, any wedge is bad)"].endswith("80 / 120 6.0 / 12 97.0% 91.0%")
 
 
 def test_without_a_truth_the_default_curve_is_stated(monkeypatch: pytest.MonkeyPatch,
@@ -68,7 +64,7 @@ def test_without_a_truth_the_default_curve_is_stated(monkeypatch: pytest.MonkeyP
     monkeypatch.setattr(search_estimate, "_model", lambda name: _recorder(calls))
     _plan("--playbook", str(EXAMPLE))
     assert "no --truth given: simulating the default curve (onset 2600 MHz" in capsys.readouterr().out
-    assert calls[0][1] == pytest.approx((0.01, 0.01, 0.26, 0.51, 0.76))
+    assert calls[0][1]["host"] == pytest.approx((0.01, 0.01, 0.26, 0.51, 0.76))
 
 
 def test_with_an_inventory_its_hosts_probe_in_parallel(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
@@ -79,6 +75,7 @@ def test_with_an_inventory_its_hosts_probe_in_parallel(tmp_path: Path, monkeypat
     inventory.write_text("all:\n  hosts:\n    ws01: {ansible_host: 10.0.0.1}\n    ws02: {ansible_host: 10.0.0.2}\n")
     _plan("--hosts", str(inventory), "--playbook", str(EXAMPLE), "--truth", "onset=2800")
     assert calls[0][-1] == {"hosts_parallel": 2} and "2 hosts in parallel" in capsys.readouterr().out
+    assert sorted(calls[0][1]) == ["ws01", "ws02"]  # every host on the stated curve
 
 
 def test_a_bisection_truth_names_the_first_good_version(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

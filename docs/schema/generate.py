@@ -272,7 +272,7 @@ CHANCE = O("a probability counted over simulated campaigns", {"p": N("the share"
           "half_width": N("its 95% half-width"), "campaigns": I("simulated campaigns", minimum=2)})
 schema("plan", "invoke plan --json",
        "What ruling out a rate costs (mode baseline), or a campaign's length, power cycles and what its verdicts "
-       "can show (mode campaign)." + ONE_DOC,
+       "can show (mode campaign), or what a search or bisection spends beside a full grid and a fixed-run rule (mode search, bisect)." + ONE_DOC,
        {"oneOf": [
            {"type": "object", "description": "invoke plan --baseline RATE --json", "properties": {
                "mode": {"const": "baseline", "description": "--baseline"}, "baseline": N("the rate to rule out"),
@@ -312,7 +312,23 @@ schema("plan", "invoke plan --json",
                                  "attempts": nul("integer", "attempts per cell and host (null: not reached by max_planned)"),
                                  "chance": NR("chance", "the simulated power there")}), "per goal"),
                    "max_planned": I("attempts per cell and host the power search goes up to")})},
-            "required": ["mode", "estimate", "verdicts"]}]},
+            "required": ["mode", "estimate", "verdicts"]},
+           {"type": "object", "description": "invoke plan -p PLAYBOOK [--truth ...] --json, the playbook holding search: or bisect:",
+            "properties": {
+               "mode": S("search or bisect", enum=["search", "bisect"]), "runs": I("simulated runs per truth", minimum=1),
+               "hosts": nul("integer", "hosts probing in parallel (null: one host)"),
+               "truths": A(O("one true curve and what each design spent against it", {
+                   "p": A(N("P(reproduction)", minimum=0, maximum=1), "per level, safest (or oldest) first"),
+                   "words": S("the truth as stated"),
+                   "designs": A(O("one design's figures over the simulated runs", {
+                       "design": S("ours, grid (each level to its own bound) or fixed (N runs a point, any wedge is bad)"),
+                       "mean_attempts": N("attempts, mean"), "p90_attempts": N("attempts, 90th percentile"),
+                       "mean_power_cycles": N("power cycles, mean"), "p90_power_cycles": N("power cycles, 90th percentile"),
+                       "share_meets": N("search: the answer truly meets the target; bisection: the true change point found",
+                                        minimum=0, maximum=1),
+                       "share_within_one": N("search: and at most one level below the best; bisection: off by at most one",
+                                             minimum=0, maximum=1)}), "ours first, then the baselines")}), "one per --truth")},
+            "required": ["mode", "runs", "hosts", "truths"]}]},
        {"span": SPAN, "chance": CHANCE})
 
 # power

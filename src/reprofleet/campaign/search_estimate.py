@@ -12,7 +12,6 @@ the same guarantee and a fixed-run rule) is imported when asked, the seam a test
 
 from __future__ import annotations
 
-import dataclasses
 import importlib
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Sequence
@@ -126,12 +125,16 @@ def search_estimate(book: Playbook, truths: Sequence[Truth], runs: int = DEFAULT
     for truth in truths:
         if isinstance(block, SearchBlock):
             run = simulate or _model("plan_search")
-            plans.append(run(spec, truth.p, runs, seed, hosts_parallel=len(hosts) or None))
+            curves = {host: truth.p for host in hosts} or {SIMULATED_HOST: truth.p}  # every host on the stated curve
+            plans.append(run(spec, curves, runs, seed, hosts_parallel=len(hosts) or None))
         else:
             run = simulate or _model("plan_bisect")
             plans.append(run(spec, truth.p, max(1, len(hosts)), runs, seed))
     kind = "search" if isinstance(block, SearchBlock) else "bisect"
     return SearchEstimate(kind, tuple(truths), tuple(plans), runs, len(hosts) or None)
+
+
+SIMULATED_HOST = "host"  # the one host a plan without --hosts simulates
 
 
 def _model(name: str) -> Simulate:
@@ -140,8 +143,8 @@ def _model(name: str) -> Simulate:
 
 
 def describe_search_estimate(estimate: SearchEstimate) -> str:
-    """One block per truth: the truth in words, then each design the simulation compared."""
-    hosts = f"{estimate.hosts} hosts in parallel" if estimate.hosts else "hosts as the simulation assumes"
+    """One table per truth: each design the simulation compared, side by side."""
+    hosts = f"{estimate.hosts} hosts in parallel" if estimate.hosts else "one host"
     lines = [f"{estimate.kind}: {estimate.runs} simulated runs per truth, {hosts}"]
     for truth, plan in zip(estimate.truths, estimate.plans):
         lines.append(f"truth: {truth.words}")
@@ -149,22 +152,39 @@ def describe_search_estimate(estimate: SearchEstimate) -> str:
     return "\n".join(lines)
 
 
+FIGURES = ("mean_attempts", "p90_attempts", "mean_power_cycles", "p90_power_cycles", "share_meets", "share_within_one")
+
+
+def _designs(plan: Any) -> list[tuple[str, Any]]:
+    """(what the row is, its MethodFigures): ours, then the baselines the plan carries."""
+    rows = [("ours (monotone model, value of information)", plan.ours)]
+    if getattr(plan, "grid", None) is not None:
+        rows.append(("full grid (each level to its own bound)", plan.grid))
+    rows.append((f"fixed-run rule ({plan.fixed_n} runs a point, any wedge is bad)", plan.fixed))
+    return rows
+
+
 def _plan_lines(plan: Any) -> list[str]:
-    """The simulation's figures as it names them: each design's row, then its other numbers."""
-    if hasattr(plan, "describe"):
-        return str(plan.describe()).splitlines()
-    if not dataclasses.is_dataclass(plan):
+    if not hasattr(plan, "ours"):  # a simulation a test put in its place
         return [str(plan)]
-    lines = []
-    for field in dataclasses.fields(plan):
-        value = getattr(plan, field.name)
-        if dataclasses.is_dataclass(value) and not isinstance(value, type):
-            shown = ", ".join(f"{f.name} {_num(getattr(value, f.name))}" for f in dataclasses.fields(value))
-            lines.append(f"{field.name}: {shown}")
-        else:
-            lines.append(f"{field.name}: {_num(value)}")
+    bisect = not hasattr(plan, "grid")
+    meets, within = ("finds the true change", "first good off by <= 1") if bisect else \
+        ("answer truly meets target", "within one level of best")
+    head = f"{'design':<52} {'attempts mean / p90':>20} {'power cycles mean / p90':>24} {meets:>26} {within:>24}"
+    lines = [head]
+    for name, row in _designs(plan):
+        lines.append(f"{name:<52} {row.mean_attempts:>11.0f} / {row.p90_attempts:<6.0f} "
+                     f"{row.mean_power_cycles:>14.1f} / {row.p90_power_cycles:<6.0f} "
+                     f"{row.share_meets:>26.1%} {row.share_within_one:>24.1%}")
+    if bisect and not plan.fixed_reaches:
+        lines.append("the fixed-run rule reaches our share of true answers at no N tried: its best is shown")
     return lines
 
 
-def _num(value: Any) -> str:
-    return f"{value:.3g}" if isinstance(value, float) else str(value)
+def search_estimate_json(estimate: SearchEstimate) -> dict[str, Any]:
+    """``invoke plan --json`` of a search or bisection (docs/schema/plan.schema.json)."""
+    return {"mode": estimate.kind, "runs": estimate.runs, "hosts": estimate.hosts,
+            "truths": [{"p": list(truth.p), "words": truth.words,
+                        "designs": [{"design": row.method, **{k: getattr(row, k) for k in FIGURES}}
+                                    for _name, row in _designs(plan)] if hasattr(plan, "ours") else []}
+                       for truth, plan in zip(estimate.truths, estimate.plans)]}

@@ -666,7 +666,8 @@ def report(c: Context, paths: list[str] | None = None, reproductions: str = "", 
     return ExitStatus.OK
 
 
-def _plan_search(book: Any, hosts: str | None, truths: list[str], campaigns: str | None) -> ExitStatus:
+def _plan_search(book: Any, hosts: str | None, truths: list[str], campaigns: str | None,
+                 as_json: bool = False) -> ExitStatus:
     """``invoke plan --playbook`` of a search or bisection (campaign/search_estimate.py)."""
     from reprofleet.campaign import search_estimate as searching
 
@@ -684,8 +685,10 @@ def _plan_search(book: Any, hosts: str | None, truths: list[str], campaigns: str
 
         names = list(load_inventory(hosts).names)
     if not truths:
-        print(f"no --truth given: simulating the default curve ({stated[0].words})")
-    print(searching.describe_search_estimate(searching.search_estimate(book, stated, runs, book.seed or 0, names)))
+        print(f"no --truth given: simulating the default curve ({stated[0].words})",
+              file=sys.stderr if as_json else sys.stdout)
+    estimate = searching.search_estimate(book, stated, runs, book.seed or 0, names)
+    _say(as_json, searching.search_estimate_json(estimate), lambda: searching.describe_search_estimate(estimate))
     return ExitStatus.OK
 
 
@@ -757,7 +760,7 @@ def plan(c: Context, baseline: str | None = None, confidence: str = "0.95", fixe
 
         book = load_playbook(playbook)
         if book.ladder is not None:
-            return _plan_search(book, hosts, truth or [], campaigns)
+            return _plan_search(book, hosts, truth or [], campaigns, json_)
         if truth:
             raise BadArgument(f"--truth is for a playbook with search: or bisect:, and {playbook} has neither")
 
