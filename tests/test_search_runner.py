@@ -96,6 +96,19 @@ def test_a_search_runs_the_cells_its_ladder_chooses_with_indexes_counted_per_cel
     assert len(done) == 1 and done[0]["result"][0]["boundary"] == 2 and done[0]["kind"] == "search"
     manifest = (result.directory.root / "campaign.json").read_text()
     assert '"search"' in manifest and "search-graphics_clocks-3000" in manifest
+    assert result.unjudged == ()  # 3000 MHz never ran: the ladder had its answer (exit 0, not "no verdict")
+
+
+def test_only_a_level_that_ran_and_was_all_infra_is_unjudged_while_a_matrix_cell_without_records_is(
+        tmp_path: Path) -> None:
+    from reprofleet.campaign.run import unjudged_cells
+
+    book = search_book(tmp_path / "book")
+    records = [{"cell": "search-graphics_clocks-2200", "outcome": "clean"},
+               {"cell": "search-graphics_clocks-2400", "outcome": "infra"}]
+    assert unjudged_cells(book, records) == ("search-graphics_clocks-2400",)
+    matrix = replace(book, search=None)
+    assert unjudged_cells(matrix, records) == tuple(c.name for c in book.cells if c.name != "search-graphics_clocks-2200")
 
 
 def test_a_search_stopped_mid_way_and_resumed_ends_as_an_uninterrupted_one(tmp_path: Path) -> None:

@@ -295,6 +295,16 @@ def fleet_liveness(hosts: Sequence[Host], settings: RunSettings, power_log: Powe
                          host_witnesses={h.name: named_witnesses(h) for h in hosts}, hosts_side=hosts_side.peek)
 
 
+def unjudged_cells(book: Playbook, records: Sequence[Mapping[str, Any]]) -> tuple[str, ...]:
+    """Cells with no judged attempt on any host. A search's or bisection's level that the ladder
+    never chose has no record by design (a clean run above it spoke for it, or the change point
+    was decided without it): only a level that ran and was all infra counts."""
+    judged = {str(r.get("cell")) for r in records if r.get("outcome") != Outcome.INFRA.value}
+    ran = {str(r.get("cell")) for r in records}
+    return tuple(c.name for c in book.cells
+                 if c.name not in judged and (book.ladder is None or c.name in ran))
+
+
 def run_campaign(
     plan: CampaignPlan,
     settings: RunSettings,
@@ -379,10 +389,9 @@ def run_campaign(
             if ctx.netconsole is not None:
                 ctx.netconsole.close()
         records = tuple(read_records(directory.attempts)) if directory.attempts.exists() else ()
-        judged = {str(r.get("cell")) for r in records if r.get("outcome") != Outcome.INFRA.value}
         result = CampaignResult(plan.campaign_id, directory, records[before:], stop.is_set(), ctx.failure,
                                 quarantined={r.host.name: str(r.state.quarantined) for r in runners if r.state.quarantined},
-                                unjudged=tuple(c.name for c in plan.playbook.cells if c.name not in judged))
+                                unjudged=unjudged_cells(plan.playbook, records))
         watch.ended = Ended(result.interrupted, result.failure, result.quarantined)
     return result
 
