@@ -24,7 +24,7 @@ from reprofleet.model import Cell, Judging, Playbook, Record
 from reprofleet.model.events import CampaignEvent
 from reprofleet.model.reasons import slot_runs_again
 from reprofleet.playbook.ladder import Ladder, LadderPlan, LadderResult, probe_of, probes_of, result_json
-from reprofleet.stats.search_contract import Probe
+from reprofleet.stats.search_contract import Probe, ProbeOutcome
 
 EventSink = Callable[..., None]  # (host, CampaignEvent, **fields), as CampaignContext.event
 
@@ -109,8 +109,8 @@ class LadderSchedule:
         return cell, index
 
     def _why(self, level: int) -> str:
-        counted = [p for p in self.probes if p.level == level and p.outcome.value != "unusable"]
-        reproduced = sum(p.outcome.value == "reproduced" for p in counted)
+        counted = [p for p in self.probes if p.level == level and p.outcome is not ProbeOutcome.UNUSABLE]
+        reproduced = sum(p.outcome is ProbeOutcome.REPRODUCED for p in counted)
         return (f"the {self.plan.kind} model chose {self.plan.labels[level]} "
                 f"({reproduced}/{len(counted)} reproduced there so far, {len(self.probes)} probes in all)")
 

@@ -70,6 +70,7 @@ from reprofleet.stats.search_contract import (
     ProbeOutcome,
     SearchResult,
     SearchSpec,
+    budget_spent,
 )
 
 STAY = 0.5  # chance the rate stays the same from one level to the next
@@ -210,12 +211,7 @@ def _counts(spec: SearchSpec, probes: Sequence[Probe], group: str) -> tuple[np.n
 
 
 def _budget_spent(spec: SearchSpec, probes: Sequence[Probe], running: int = 0) -> str | None:
-    cycles = sum(1 for p in probes if p.outcome is ProbeOutcome.REPRODUCED or p.power_cycled)
-    if spec.budget_attempts is not None and len(probes) + running >= spec.budget_attempts:
-        return f"the budget of {spec.budget_attempts} attempts is spent"
-    if spec.budget_power_cycles is not None and cycles >= spec.budget_power_cycles:
-        return f"the budget of {spec.budget_power_cycles} power cycles is spent"
-    return None
+    return budget_spent(spec.budget_attempts, spec.budget_power_cycles, probes, running)
 
 
 @dataclass(frozen=True)

@@ -55,6 +55,7 @@ from reprofleet.stats.search_contract import (
     Probe,
     ProbeOutcome,
     VersionEvidence,
+    budget_spent,
 )
 
 SKIP_AFTER = 3  # unusable attempts, with none counted, before a version is skipped
@@ -172,12 +173,7 @@ def _endpoint_checks(spec: BisectSpec, tally: _Tally) -> tuple[_Check, _Check]:
 
 
 def _budget_spent(spec: BisectSpec, probes: Sequence[Probe], running: int = 0) -> str | None:
-    cycles = sum(1 for p in probes if p.outcome is ProbeOutcome.REPRODUCED or p.power_cycled)
-    if spec.budget_attempts is not None and len(probes) + running >= spec.budget_attempts:
-        return f"the budget of {spec.budget_attempts} attempts is spent"
-    if spec.budget_power_cycles is not None and cycles >= spec.budget_power_cycles:
-        return f"the budget of {spec.budget_power_cycles} power cycles is spent"
-    return None
+    return budget_spent(spec.budget_attempts, spec.budget_power_cycles, probes, running)
 
 
 def _external(spec: BisectSpec, internal: int) -> int:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import Enum
+from typing import Sequence
 
 
 class ProbeOutcome(str, Enum):
@@ -132,3 +133,17 @@ class BisectResult:
     power_cycles: int
     done: bool
     why: str
+
+
+def budget_spent(attempts: int | None, power_cycles: int | None, probes: Sequence[Probe],
+                 running: int = 0) -> str | None:
+    """Why a search's or bisection's budget ends it (None: it does not), one rule for both models.
+
+    Every probe counts as an attempt (unusable ones too, and the ``running`` ones other hosts have
+    started); a reproduction, or a probe that needed a power cycle, counts as a power cycle."""
+    cycles = sum(1 for p in probes if p.outcome is ProbeOutcome.REPRODUCED or p.power_cycled)
+    if attempts is not None and len(probes) + running >= attempts:
+        return f"the budget of {attempts} attempts is spent"
+    if power_cycles is not None and cycles >= power_cycles:
+        return f"the budget of {power_cycles} power cycles is spent"
+    return None
