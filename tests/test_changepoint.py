@@ -45,10 +45,16 @@ def test_a_known_bad_that_never_reproduces_stops_the_bisection() -> None:
 
 
 def test_a_known_good_that_fails_its_target_stops_the_bisection() -> None:
-    failed = changepoint.bisect_result(SPEC, _runs((0, 1, R), (3, 10, C), (3, 4, R)))
+    failed = changepoint.bisect_result(SPEC, _runs((0, 1, R), (3, 10, C), (3, 5, R)))
     assert failed.endpoints_ok is False and failed.done and "known good (version 3) fails the target" in failed.why
+    first_run_stray = changepoint.bisect_result(SPEC, _runs((0, 1, R), (3, 1, R)))
+    assert first_run_stray.endpoints_ok is None and not first_run_stray.done  # 1 of 1: a false wedge is likely
+    assert changepoint.good_end_check(1, 1, 0.05, 0.05) is changepoint.EndCheck.PENDING
+    assert changepoint.good_end_check(2, 3, 0.05, 0.05) is changepoint.EndCheck.FAILED
     one_stray = changepoint.bisect_result(SPEC, _runs((0, 1, R), (3, 59, C), (3, 1, R)))
     assert one_stray.endpoints_ok is None  # one wedge in 60: not yet met (needs 93), not failed
+    assert changepoint.good_end_runs_left(1, 60, 0.05, 0.05) == 33
+    assert changepoint.good_end_runs_left(0, 0, 0.05, 0.05) == 59 and changepoint.good_end_runs_left(0, 59, 0.05, 0.05) == 0
 
 
 def test_the_stop_is_at_the_stated_posterior() -> None:
@@ -131,3 +137,35 @@ def test_a_probe_outside_the_versions_is_refused() -> None:
         changepoint.bisect_result(SPEC, [Probe(4, "h1", C)])
     with pytest.raises(ValueError, match="two versions"):
         changepoint.bisect_result(BisectSpec(versions=1), [])
+
+
+def test_a_speculative_probe_is_weighed_against_the_attempts_already_running() -> None:
+    spec = BisectSpec(versions=16)
+    tally = changepoint._tally(spec, _runs((0, 2, R), (15, 59, C)))
+    candidates = list(range(1, 15))
+    fresh = changepoint._gains(tally, np.zeros(16, dtype=int), candidates)
+    running = np.zeros(16, dtype=int)
+    running[7] = 1
+    after = changepoint._gains(tally, running, candidates)
+    assert after[7] < fresh[7]  # a second attempt at the same midpoint tells less than the first
+    assert after[8] < fresh[8] and after[6] < fresh[6]  # and so does one at its neighbour
+    assert sum(after.values()) < sum(fresh.values())
+
+
+def test_a_host_waits_rather_than_spend_an_attempt_worth_less_than_its_share(monkeypatch: pytest.MonkeyPatch) -> None:
+    spec = BisectSpec(versions=16)
+    probes = _runs((0, 2, R), (15, 59, C))  # both endpoints passed: only the interior is left
+    monkeypatch.setattr(changepoint, "SPECULATE_SHARE", 1.01)  # nothing speculative is worth an attempt
+    assert changepoint.next_bisect_version(spec, probes, "h2", {"h1": 7}) is None
+    assert changepoint.next_bisect_version(spec, probes, "h1", {}) is not None  # nobody running: never waits
+    monkeypatch.setattr(changepoint, "SPECULATE_SHARE", 0.0)
+    assert changepoint.next_bisect_version(spec, probes, "h2", {"h1": 7}) not in (None, 7)
+
+
+def test_the_known_good_gets_no_more_hosts_than_the_clean_runs_it_still_needs() -> None:
+    spec = BisectSpec(versions=4)
+    probes = _runs((0, 1, R), (1, 3, R), (2, 20, C), (3, 57, C))  # the change point is sure; 2 runs owed
+    running = {"h1": 3, "h2": 3}
+    assert changepoint.good_end_runs_left(0, 57, 0.05, 0.05) == 2
+    assert changepoint.next_bisect_version(spec, probes, "h3", running) is None
+    assert changepoint.next_bisect_version(spec, probes, "h3", {"h1": 3}) == 3

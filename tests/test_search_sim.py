@@ -62,11 +62,11 @@ def test_a_bisection_plan_finds_the_change_and_matches_the_fixed_rule_to_our_sha
 
 def test_the_fixed_run_rule_calls_a_point_bad_at_any_reproduction() -> None:
     spec = BisectSpec(versions=5)
-    found, _, wedges = search_sim._fixed_bisect(spec, (1.0, 1.0, 0.0, 0.0, 0.0), 3, random.Random(1))
+    found, _, wedges, _ = search_sim._fixed_bisect(spec, (1.0, 1.0, 0.0, 0.0, 0.0), 3, random.Random(1))
     assert found == 2 and wedges == 2
-    lost, _, _ = search_sim._fixed_bisect(spec, (1.0, 0.0, 0.0, 0.0, 0.0), 3, random.Random(1))
+    lost, _, _, _ = search_sim._fixed_bisect(spec, (1.0, 0.0, 0.0, 0.0, 0.0), 3, random.Random(1))
     assert lost == 1
-    failed_good, spent, _ = search_sim._fixed_bisect(spec, (1.0, 1.0, 0.0, 0.0, 0.5), 3, random.Random(1))
+    failed_good, spent, _, _ = search_sim._fixed_bisect(spec, (1.0, 1.0, 0.0, 0.0, 0.5), 3, random.Random(1))
     assert failed_good is None and spent >= 2  # its known good fails the same target check as ours
     regression = BisectSpec(versions=3, bad_first=False)
     assert search_sim._true_first_good(regression, (0.0, 0.0, 0.5)) == 1
@@ -77,3 +77,28 @@ def test_bad_plans_are_refused() -> None:
         search_sim.plan_search(SearchSpec(levels=3), {"a": (0.0, 0.1)}, runs=1, seed=1)
     with pytest.raises(ValueError):
         search_sim.plan_bisect(BisectSpec(versions=3), (0.5, 0.0), hosts=1, runs=1, seed=1)
+
+
+def test_a_host_answered_none_while_others_run_waits_and_is_asked_again() -> None:
+    asked: list[tuple[str, int]] = []
+
+    def choose(probes, host, running):  # type: ignore[no-untyped-def]
+        asked.append((host, len(probes)))
+        if len(probes) >= 3:
+            return None
+        if host == "b" and not probes:
+            return None  # nothing worth an attempt until a's first outcome: b waits, as the runner's ladder does
+        return 0
+
+    probes, _ = search_sim._drive(["a", "b"], 2, choose, lambda h, lvl: 0.0, lambda wedge: 1.0, random.Random(1))
+    assert ("b", 0) in asked and any(p.host == "b" for p in probes)  # before: b retired at its first None
+
+
+def test_on_several_hosts_the_fixed_rule_pays_for_the_whole_round_of_its_first_reproduction() -> None:
+    spec = BisectSpec(versions=3)
+    truth = (1.0, 1.0, 0.0)  # the middle version reproduces on its first run
+    _, one, _, rounds_one = search_sim._fixed_bisect(spec, truth, 10, random.Random(1), hosts=1)
+    _, four, _, rounds_four = search_sim._fixed_bisect(spec, truth, 10, random.Random(1), hosts=4)
+    # known good: 59 clean runs (60 in 15 rounds of 4); known bad and middle: 1 run alone, a round of 4 on 4 hosts
+    assert (one, rounds_one) == (59 + 1 + 1, 61)
+    assert (four, rounds_four) == (60 + 4 + 4, 15 + 1 + 1)

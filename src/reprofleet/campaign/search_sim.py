@@ -12,13 +12,14 @@ through a small event loop (hosts run in parallel; an attempt lasts ``clean_cost
   bad; ``GRID_CAP`` attempts undecided: not met); no monotonicity. Its answer: the
   riskiest level with every level at or below it met. The same guarantee, level by level.
 * **fixed-run rule** (syzkaller-like, ktest's BISECT_TRIES): N runs per point, a point is
-  bad if any reproduces (it stops at the first), binary search. For a search N is the
-  guarantee's own size (the clean runs that rule out epsilon at 1 - delta: 59 at 5%/5%);
-  for a bisection N is the smallest whose share of true answers reaches ours on the same
+  bad if any reproduces (it stops at the first), binary search; on several hosts a point's
+  runs go out one per host at a time and the round of the first reproduction counts whole.
+  For a search N is the guarantee's own size (the clean runs that rule out epsilon at
+  1 - delta: 59 at 5%/5%); for a bisection N is the smallest whose share of true answers reaches ours on the same
   truth (scanned 1..``FIXED_MAX``; where none does, the best N, and the plan says so). Its
   known bad gets N runs and must reproduce; its known good gets the same target check as
-  ours (run until its exact bound decides), so both make the same claim about the good end
-  and their attempts compare.
+  ours (``changepoint.good_end_check``: met at its exact bound, failed at its anytime-valid
+  one), so both make the same claim about the good end and their attempts compare.
 
 A run's answer **meets the target** when every host of its group has P <= epsilon at every
 level up to the reported one (None: always); it is **within one** when it also lies at most
@@ -39,7 +40,7 @@ import numpy as np
 from scipy.stats import beta
 
 from reprofleet.stats.boundary import group_of, next_search_level, search_results
-from reprofleet.stats.changepoint import bisect_result, next_bisect_version
+from reprofleet.stats.changepoint import EndCheck, bisect_result, good_end_check, next_bisect_version
 from reprofleet.stats.intervals import clean_attempts_to_rule_out
 from reprofleet.stats.search_contract import BisectSpec, Probe, ProbeOutcome, SearchSpec
 
@@ -63,20 +64,24 @@ class MethodFigures:
     power_cycles: tuple[int, ...] = ()  # per run
     meets: tuple[bool, ...] = ()  # per answer (a search's run has one per group)
     within_one: tuple[bool, ...] = ()
+    mean_wall: float = 0.0  # a bisection's wall time in attempt lengths, hosts in parallel (0: not simulated)
+    walls: tuple[float, ...] = ()  # per run
 
 
 def figures(method: str, attempts: Sequence[int], cycles: Sequence[int], meets: Sequence[bool],
-            within: Sequence[bool]) -> MethodFigures:
+            within: Sequence[bool], walls: Sequence[float] = ()) -> MethodFigures:
     """The figures of raw per-run tallies."""
     return MethodFigures(method, float(np.mean(attempts)), float(np.percentile(attempts, 90)), float(np.mean(cycles)),
                          float(np.percentile(cycles, 90)), float(np.mean(meets)), float(np.mean(within)),
-                         tuple(attempts), tuple(cycles), tuple(meets), tuple(within))
+                         tuple(attempts), tuple(cycles), tuple(meets), tuple(within),
+                         float(np.mean(walls)) if len(walls) else 0.0, tuple(walls))
 
 
 def pooled(parts: Sequence[MethodFigures]) -> MethodFigures:
     """One method's figures over several plans (several drawn truths), from their raw tallies."""
     return figures(parts[0].method, [a for p in parts for a in p.attempts], [c for p in parts for c in p.power_cycles],
-                   [m for p in parts for m in p.meets], [w for p in parts for w in p.within_one])
+                   [m for p in parts for m in p.meets], [w for p in parts for w in p.within_one],
+                   [t for p in parts for t in p.walls])
 
 
 @dataclass(frozen=True)
@@ -116,11 +121,16 @@ Next = Callable[[Sequence[Probe], str, Mapping[str, int]], "int | None"]
 
 def _drive(hosts: Sequence[str], parallel: int, choose: Next, chance: Callable[[str, int], float],
            cost: Callable[[bool], float], rng: random.Random) -> tuple[list[Probe], float]:
-    """An event loop: up to ``parallel`` hosts run at once; a host asked and answered None retires."""
+    """An event loop: up to ``parallel`` hosts run at once.
+
+    As the runner's ladder does (``runner.search.LadderSchedule``): a host answered None
+    while others still run waits and is asked again when the next attempt ends; it retires
+    only when it is answered None with nobody running."""
     probes: list[Probe] = []
     running: dict[str, int] = {}
     busy: list[tuple[float, int, str, int, bool]] = []
     idle = list(hosts)
+    waiting: list[str] = []
     now, order = 0.0, 0
 
     def start() -> None:
@@ -131,6 +141,8 @@ def _drive(hosts: Sequence[str], parallel: int, choose: Next, chance: Callable[[
             idle.remove(host)
             level = choose(probes, host, running)
             if level is None:
+                if running:
+                    waiting.append(host)
                 continue
             wedge = rng.random() < chance(host, level)
             running[host] = level
@@ -142,6 +154,8 @@ def _drive(hosts: Sequence[str], parallel: int, choose: Next, chance: Callable[[
         del running[host]
         probes.append(Probe(level, host, ProbeOutcome.REPRODUCED if wedge else ProbeOutcome.CLEAN, wedge))
         idle.append(host)
+        idle.extend(waiting)
+        waiting.clear()
         start()
     return probes, now
 
@@ -179,6 +193,32 @@ def _target_check(epsilon: float, delta: float, rate: Callable[[int], float],
     for n in range(1, GRID_CAP + 1):
         wedges += rng.random() < rate(n)
         if wedges <= meet_max[n] or wedges >= bad_min[n]:
+            return bool(wedges <= meet_max[n]), n, wedges
+    return False, GRID_CAP, wedges
+
+
+@lru_cache(maxsize=8)
+def _good_end_rule(epsilon: float, delta: float) -> tuple[np.ndarray, np.ndarray]:
+    """``changepoint.good_end_check`` as tables over n = 0..GRID_CAP: the most wedges that meet, the fewest that fail."""
+    meet_max = np.full(GRID_CAP + 1, -1)
+    fail_min = np.full(GRID_CAP + 1, GRID_CAP + 2)
+    meets = fails = 0
+    for n in range(1, GRID_CAP + 1):
+        while meets <= n and good_end_check(meets, n, epsilon, delta) is EndCheck.OK:
+            meets += 1
+        while fails <= n and good_end_check(fails, n, epsilon, delta) is not EndCheck.FAILED:
+            fails += 1
+        meet_max[n], fail_min[n] = meets - 1, fails if fails <= n else GRID_CAP + 2
+    return meet_max, fail_min
+
+
+def _good_end_check(epsilon: float, delta: float, rate: float, rng: random.Random) -> tuple[bool, int, int]:
+    """(met, attempts, wedges): the known good run until the bisection's own check decides."""
+    meet_max, fail_min = _good_end_rule(epsilon, delta)
+    wedges = 0
+    for n in range(1, GRID_CAP + 1):
+        wedges += rng.random() < rate
+        if wedges <= meet_max[n] or wedges >= fail_min[n]:
             return bool(wedges <= meet_max[n]), n, wedges
     return False, GRID_CAP, wedges
 
@@ -296,22 +336,47 @@ def _true_first_good(spec: BisectSpec, truth: Sequence[float]) -> int:
     return good[0] if good else order[-1]
 
 
-def _fixed_bisect(spec: BisectSpec, truth: Sequence[float], n: int, rng: random.Random) -> tuple[int | None, int, int]:
-    """(first good or None when an endpoint failed, attempts, wedges) of the fixed-run rule."""
+def _good_end_rounds(epsilon: float, delta: float, rate: float, hosts: int,
+                     rng: random.Random) -> tuple[bool, int, int, int]:
+    """(met, attempts, wedges, rounds): the known good's check with ``hosts`` runs at a time; the
+    runs of the round in which it decides were started, so they count."""
+    meet_max, fail_min = _good_end_rule(epsilon, delta)
+    wedges = n = rounds = 0
+    decided: bool | None = None
+    while decided is None and n < GRID_CAP:
+        rounds += 1
+        for _ in range(min(hosts, GRID_CAP - n)):
+            n += 1
+            wedges += rng.random() < rate
+            if decided is None and (wedges <= meet_max[n] or wedges >= fail_min[n]):
+                decided = bool(wedges <= meet_max[n])
+    return bool(decided), n, wedges, rounds
+
+
+def _fixed_bisect(spec: BisectSpec, truth: Sequence[float], n: int, rng: random.Random,
+                  hosts: int = 1) -> tuple[int | None, int, int, int]:
+    """(first good or None when an endpoint failed, attempts, wedges, rounds) of the fixed-run rule.
+
+    With ``hosts`` > 1 a point's N runs go out ``hosts`` at a time, as a lab with that many
+    machines would run them: a bad point stops after the round with its first reproduction,
+    and every run of that round counts."""
     order = list(range(spec.versions)) if spec.bad_first else list(range(spec.versions - 1, -1, -1))
-    attempts = wedges = 0
+    attempts = wedges = rounds = 0
 
     def bad(index: int) -> bool:
-        nonlocal attempts, wedges
+        nonlocal attempts, wedges, rounds
         first = _runs_until_wedge(truth[order[index]], n, rng)
-        attempts += n if first is None else first
+        ran = n if first is None else min(n, math.ceil(first / hosts) * hosts)
+        attempts += ran
+        rounds += math.ceil(ran / hosts)
         wedges += first is not None
         return first is not None
-    met, n_good, w_good = _target_check(spec.epsilon, spec.delta, lambda _: truth[order[-1]], rng)
+    met, n_good, w_good, r_good = _good_end_rounds(spec.epsilon, spec.delta, truth[order[-1]], hosts, rng)
     attempts += n_good
     wedges += w_good
+    rounds += r_good
     if not bad(0) or not met:
-        return None, attempts, wedges
+        return None, attempts, wedges, rounds
     low, high = 0, len(order) - 1
     while high - low > 1:
         mid = (low + high) // 2
@@ -319,29 +384,30 @@ def _fixed_bisect(spec: BisectSpec, truth: Sequence[float], n: int, rng: random.
             low = mid
         else:
             high = mid
-    return order[high], attempts, wedges
+    return order[high], attempts, wedges, rounds
 
 
-def fixed_bisect(spec: BisectSpec, truths: Sequence[Sequence[float]], n: int, runs: int, seed: int) -> MethodFigures:
-    """The fixed-run rule at N = ``n``, ``runs`` times on each truth."""
+def fixed_bisect(spec: BisectSpec, truths: Sequence[Sequence[float]], n: int, runs: int, seed: int,
+                 hosts: int = 1) -> MethodFigures:
+    """The fixed-run rule at N = ``n`` on ``hosts`` hosts, ``runs`` times on each truth."""
     rows, good = [], []
     for index, truth in enumerate(truths):
         rng = random.Random(f"fixed:{seed}:{index}:{n}")
         true_good = _true_first_good(spec, truth)
         for _ in range(runs):
-            rows.append(_fixed_bisect(spec, truth, n, rng))
+            rows.append(_fixed_bisect(spec, truth, n, rng, hosts))
             good.append(true_good)
     return figures("fixed", [r[1] for r in rows], [r[2] for r in rows], [r[0] == g for r, g in zip(rows, good)],
-                   [r[0] is not None and abs(r[0] - g) <= 1 for r, g in zip(rows, good)])
+                   [r[0] is not None and abs(r[0] - g) <= 1 for r, g in zip(rows, good)], [r[3] for r in rows])
 
 
 def matched_fixed(spec: BisectSpec, truths: Sequence[Sequence[float]], share: float, runs: int,
-                  seed: int) -> tuple[int, MethodFigures, bool]:
+                  seed: int, hosts: int = 1) -> tuple[int, MethodFigures, bool]:
     """(N, its figures, reached): the smallest N whose share of true answers reaches ``share``;
     where none up to FIXED_MAX does, the N of the highest share (reached False)."""
     best: tuple[int, MethodFigures] | None = None
     for n in range(1, FIXED_MAX + 1):
-        made = fixed_bisect(spec, truths, n, runs, seed)
+        made = fixed_bisect(spec, truths, n, runs, seed, hosts)
         if made.share_meets >= share:
             return n, made, True
         if best is None or made.share_meets > best[1].share_meets:
@@ -358,11 +424,11 @@ def bisect_figures(spec: BisectSpec, truth: Sequence[float], hosts: int, runs: i
     names = [f"h{i:02d}" for i in range(hosts)]
     true_good = _true_first_good(spec, truth)
     good_end = spec.versions - 1 if spec.bad_first else 0
-    a, c, meets, within, at_good = [], [], [], [], []
+    a, c, meets, within, at_good, walls = [], [], [], [], [], []
     for run in range(runs):
         rng = random.Random(f"bisect:{seed}:{run}")
         run_spec = replace(spec, seed=spec.seed + run)
-        probes, _ = _drive(names, hosts, partial(next_bisect_version, run_spec),
+        probes, wall = _drive(names, hosts, partial(next_bisect_version, run_spec),
                            lambda h, v: truth[v], lambda wedge: 1.0, rng)
         result = bisect_result(run_spec, probes)
         a.append(len(probes))
@@ -370,11 +436,12 @@ def bisect_figures(spec: BisectSpec, truth: Sequence[float], hosts: int, runs: i
         meets.append(result.done and bool(result.endpoints_ok) and result.first_good == true_good)
         within.append(result.first_good is not None and abs(result.first_good - true_good) <= 1)
         at_good.append(sum(1 for p in probes if p.level == good_end))
-    return figures("ours", a, c, meets, within), float(np.mean(at_good))
+        walls.append(wall)
+    return figures("ours", a, c, meets, within, walls), float(np.mean(at_good))
 
 
 def plan_bisect(spec: BisectSpec, truth: Sequence[float], hosts: int, runs: int, seed: int) -> BisectPlan:
     """Simulate ``runs`` bisections on ``hosts`` parallel hosts; beside it the fixed-run rule at matched accuracy."""
     ours, at_good = bisect_figures(spec, truth, hosts, runs, seed)
-    n, fixed, reached = matched_fixed(spec, [truth], ours.share_meets, runs, seed)
+    n, fixed, reached = matched_fixed(spec, [truth], ours.share_meets, runs, seed, hosts)
     return BisectPlan(ours, fixed, n, reached, _true_first_good(spec, truth), at_good)

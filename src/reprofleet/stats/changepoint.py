@@ -2,11 +2,11 @@
 
 Versions are ordered (0 the oldest). Read from the bad end (the oldest when
 ``spec.bad_first``, else the newest), there is one change point k: the first k versions are
-bad, the rest good. A bad version reproduces at an unknown rate r_bad (a miss is likely:
-flaky bugs reproduce 20-60% of the time), a good one at an unknown small rate r_good (a
-false wedge: infra, a stray hang). Both are shared by their side and integrated on grids
-(r_bad uniform on 0.05..0.95 in 19 steps, r_good uniform on {0, 0.25, 0.5, 1, 2, 4}%); k is
-uniform a priori over the V - 1 places. This is git-bayesect's model (Beta-Bernoulli, both
+bad, the rest good. Each bad version reproduces at its own unknown rate (a miss is likely:
+flaky bugs reproduce 20-60% of the time), drawn from a Beta whose mean (0.15..0.85) and
+concentration (6 or 24) its side shares; the good versions share one unknown small rate
+r_good (a false wedge: infra, a stray hang), uniform on {0, 0.25, 0.5, 1, 2, 4}%. All are
+integrated on grids; k is uniform a priori over the V - 1 places. This is git-bayesect's model (Beta-Bernoulli, both
 rates unknown, a posterior over the change point) with the rates on a grid instead of
 conjugate; ktest's BISECT_TRIES and syzkaller's fixed runs per commit, by contrast, call a
 point bad at any failure, so one false wedge sends them the wrong way (issue 23).
@@ -15,25 +15,36 @@ point bad at any failure, so one false wedge sends them the wrong way (issue 23)
 reproduction and fails after ``bad_check_attempts`` counted clean runs (the n with
 (1 - 0.2)^n <= 1 - spec.posterior: 14 at 0.95, so a bad end reproducing at the flaky band's
 low end, 20%, is missed less often than the posterior allows). The known good must meet the
-target on its own counts: its exact one-sided (1 - delta) upper bound at most epsilon
-(59 clean runs at 5%/5%); it fails once its exact lower bound is above epsilon. Either
-failing ends the bisection with ``endpoints_ok=False``. Each endpoint check holds one host at
-a time; the other hosts bisect meanwhile, but no result is done before both checks pass.
+target on its own counts (:func:`good_end_check`): its exact one-sided (1 - delta) upper
+bound at most epsilon (59 clean runs at 5%/5%); it fails once an anytime-valid lower bound
+is above epsilon (an exact one, looked at after every attempt, failed a good end on its
+first false wedge). Either failing ends the bisection with ``endpoints_ok=False``. No
+result is done before both checks pass.
 
 **Skips.** A version whose first ``SKIP_AFTER`` (3) attempts are all unusable (it did not
 start, or failed before the risky phase) is skipped: it has no counted attempt, so it is
 never evidence either way, and the answer spans it ("first good X, last bad Y" with the
 skipped versions between them, their posterior summed).
 
+**The bad side's spread.** The concentration of the bad side's rates is 6 (versions differ
+widely) or 24 (they are close), never "all alike" (256 was): a bisection stops probing a
+version at its first reproduction, so bad versions show 1 of 1, 1 of 2; read as alike, a
+few such versions convinced the model that every bad version reproduces often, and 6 clean
+runs then "proved" a version good that reproduced at 25% (with 4 hosts, whose speculative
+probes leave more such versions, 4.3% of answers were wrong at a mean stated posterior of
+0.966; bench/search.py).
+
 **The batch.** Each free host gets the version with the largest expected drop in the entropy
-of k from one more counted outcome, given the outcomes other hosts are running now (the gain
-of a version that j hosts run already is that of its (j+1)-th outcome), so parallel hosts
-take different versions: speculative midpoints. While the known good's target check is
-still owed, only ``INTERIOR_WHILE_OWED`` (1) host bisects the interior and every other host
-runs the known good: those runs are spent anyway, so a spare host wastes no attempt on a
-speculative guess while there is owed work. Ties break by a hash of seed, host and probe
-count. **Stop** when the most probable span between two neighbouring counted versions holds
-``spec.posterior`` (default 0.95) and both endpoints passed, or when the budget is spent.
+of k from one more counted outcome, after the outcomes other hosts are running now (exact
+over their combinations, :func:`_gains`), so parallel hosts take different versions:
+speculative midpoints. A speculative probe must add at least ``SPECULATE_SHARE`` of what a
+fresh attempt would tell; below that the host waits for a running attempt to end (the
+runner asks it again), which costs wall time and no attempt. The known good never gets more
+hosts than the clean runs it still needs, and while its check is owed only
+``INTERIOR_WHILE_OWED`` (1) host bisects the interior and the others run it: those runs are
+owed anyway. Ties break by a hash of seed, host and probe count. **Stop** when the most
+probable span between two neighbouring counted versions holds ``spec.posterior`` (default
+0.95) and both endpoints passed, or when the budget is spent.
 """
 
 from __future__ import annotations
@@ -43,12 +54,13 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from enum import Enum, unique
-from itertools import pairwise
+from itertools import pairwise, product
 
 import numpy as np
 from scipy.special import betaln, gammaln, logsumexp
 
-from reprofleet.stats.intervals import lower_bound, upper_bound
+from reprofleet.stats.anytime import rate_lower
+from reprofleet.stats.intervals import upper_bound
 from reprofleet.stats.search_contract import (
     BisectResult,
     BisectSpec,
@@ -60,9 +72,11 @@ from reprofleet.stats.search_contract import (
 
 SKIP_AFTER = 3  # unusable attempts, with none counted, before a version is skipped
 INTERIOR_WHILE_OWED = 1  # hosts bisecting the interior while the known good's target check is still owed
+SPECULATE_SHARE = 0.5  # a speculative probe must add this share of a fresh attempt's information, or the host waits
+PENDING_CAP = 256  # combinations of running attempts' outcomes enumerated when weighing a speculative probe
 MIN_BAD_RATE = 0.2  # the flaky band's low end: sizes the bad end's re-check
 BAD_MEANS = np.linspace(0.15, 0.85, 8)  # the bad side's mean rate m
-BAD_SPREADS = (6.0, 24.0, 256.0)  # its concentration kappa: 6 the versions differ widely, 256 alike
+BAD_SPREADS = (6.0, 24.0)  # its concentration kappa: 6 the versions differ widely, 24 they are close
 _HYPER = np.array([(m * k, (1.0 - m) * k) for m in BAD_MEANS for k in BAD_SPREADS])
 GOOD_RATES = np.array([0.0, 0.0025, 0.005, 0.01, 0.02, 0.04])
 
@@ -73,7 +87,9 @@ def bad_check_attempts(posterior: float) -> int:
 
 
 @unique
-class _Check(str, Enum):
+class EndCheck(str, Enum):
+    """Where an endpoint's re-check stands (the known bad's too)."""
+
     PENDING = "pending"
     OK = "ok"
     FAILED = "failed"
@@ -153,22 +169,46 @@ def _span(post: np.ndarray, tally: _Tally) -> tuple[int, int, float]:
     return best
 
 
-def _endpoint_checks(spec: BisectSpec, tally: _Tally) -> tuple[_Check, _Check]:
+def good_end_check(wedges: int, attempts: int, epsilon: float, delta: float) -> EndCheck:
+    """The known good's target check on its own counts.
+
+    OK once its exact one-sided (1 - delta) upper bound is at most epsilon (59 clean runs at
+    5%/5%). FAILED once the anytime-valid lower bound (a confidence sequence, valid however
+    often it is looked at) is above epsilon: the check is looked at after every attempt, and
+    an exact bound looked at that often fails a known good on its first false wedge (1 of 1
+    has an exact 95% lower bound of 5%), which ended 1 in 40 bisections with a 1% false-wedge
+    rate (bench/search.py). The confidence sequence needs 2 of 3, 3 of 5, 4 of 10 or 5 of 15."""
+    if attempts and rate_lower(wedges, attempts, delta) > epsilon:
+        return EndCheck.FAILED
+    if attempts and upper_bound(wedges, attempts, 1.0 - delta).high <= epsilon:
+        return EndCheck.OK
+    return EndCheck.PENDING
+
+
+def good_end_runs_left(wedges: int, attempts: int, epsilon: float, delta: float) -> int:
+    """Clean runs the known good still needs to meet its target if none of them reproduces."""
+    if good_end_check(wedges, attempts, epsilon, delta) is not EndCheck.PENDING:
+        return 0
+    low, high = 0, 1
+    while upper_bound(wedges, attempts + high, 1.0 - delta).high > epsilon:
+        low, high = high, high * 2
+    while high - low > 1:  # the bound falls as clean runs are added: the first n that meets it
+        middle = (low + high) // 2
+        low, high = (middle, high) if upper_bound(wedges, attempts + middle, 1.0 - delta).high > epsilon else (low, middle)
+    return high
+
+
+def _endpoint_checks(spec: BisectSpec, tally: _Tally) -> tuple[EndCheck, EndCheck]:
     last = spec.versions - 1
     skipped = tally.skipped()
     if tally.wedges[0] > 0:
-        bad = _Check.OK
+        bad = EndCheck.OK
     elif skipped[0] or tally.cleans[0] >= bad_check_attempts(spec.posterior):
-        bad = _Check.FAILED
+        bad = EndCheck.FAILED
     else:
-        bad = _Check.PENDING
+        bad = EndCheck.PENDING
     w, n = int(tally.wedges[last]), int(tally.wedges[last] + tally.cleans[last])
-    if skipped[last] or (n and lower_bound(w, n, 1.0 - spec.delta).low > spec.epsilon):
-        good = _Check.FAILED
-    elif n and upper_bound(w, n, 1.0 - spec.delta).high <= spec.epsilon:
-        good = _Check.OK
-    else:
-        good = _Check.PENDING
+    good = EndCheck.FAILED if skipped[last] else good_end_check(w, n, spec.epsilon, spec.delta)
     return bad, good
 
 
@@ -180,9 +220,9 @@ def _external(spec: BisectSpec, internal: int) -> int:
     return internal if spec.bad_first else spec.versions - 1 - internal
 
 
-def _why_endpoints(spec: BisectSpec, bad: _Check, good: _Check, tally: _Tally) -> str:
+def _why_endpoints(spec: BisectSpec, bad: EndCheck, good: EndCheck, tally: _Tally) -> str:
     last = spec.versions - 1
-    if bad is _Check.FAILED:
+    if bad is EndCheck.FAILED:
         return (f"the known bad (version {_external(spec, 0)}) never reproduced in {int(tally.cleans[0])} counted "
                 f"attempts ({int(tally.unusable[0])} unusable)")
     return (f"the known good (version {_external(spec, last)}) fails the target: {int(tally.wedges[last])} "
@@ -203,8 +243,8 @@ def bisect_result(spec: BisectSpec, probes: Sequence[Probe]) -> BisectResult:
         unusable=int(tally.unusable[i]), skipped=bool(skipped[i]), p_good=float(min(p_good[i], 1.0)))
         for v in range(spec.versions) for i in (_internal(spec, v),))
     cycles = sum(1 for p in probes if p.outcome is ProbeOutcome.REPRODUCED or p.power_cycled)
-    failed = _Check.FAILED in (bad, good)
-    ok: bool | None = False if failed else (True if bad is good is _Check.OK else None)
+    failed = EndCheck.FAILED in (bad, good)
+    ok: bool | None = False if failed else (True if bad is good is EndCheck.OK else None)
     low, high, mass = _span(post, tally)
     first_good, last_bad = (None, None) if failed else (_external(spec, high), _external(spec, low))
     spent = _budget_spent(spec, probes)
@@ -214,7 +254,7 @@ def bisect_result(spec: BisectSpec, probes: Sequence[Probe]) -> BisectResult:
         done, why = True, f"first good: {first_good} (posterior {mass:.3f}), last bad: {last_bad}"
     else:
         checks = ", ".join(f"the known {name} is still being re-checked" for name, check in
-                           (("bad", bad), ("good", good)) if check is _Check.PENDING)
+                           (("bad", bad), ("good", good)) if check is EndCheck.PENDING)
         done, why = spent is not None, spent or (f"waiting: first good {first_good}, last bad {last_bad} at posterior "
                                                  f"{mass:.3f} of {spec.posterior:g}" + (f"; {checks}" if checks else ""))
         if spent:
@@ -223,25 +263,59 @@ def bisect_result(spec: BisectSpec, probes: Sequence[Probe]) -> BisectResult:
                         versions=versions, attempts=len(probes), power_cycles=cycles, done=done, why=why)
 
 
+def _pending_outcomes(pending: np.ndarray) -> tuple[list[tuple[int, int]], list[tuple[int, ...]]]:
+    """The versions with attempts running now (at most PENDING_CAP combinations of their
+    wedge counts; beyond it the versions with the fewest running are left out) and every
+    combination of wedge counts they can end with."""
+    kept: list[tuple[int, int]] = []
+    combos = 1
+    for version in sorted(np.flatnonzero(pending), key=lambda v: (-int(pending[v]), int(v))):
+        n = int(pending[version])
+        if combos * (n + 1) > PENDING_CAP:
+            continue
+        kept.append((int(version), n))
+        combos *= n + 1
+    return kept, list(product(*(range(n + 1) for _, n in kept)))
+
+
 def _gains(tally: _Tally, pending: np.ndarray, candidates: Sequence[int]) -> dict[int, float]:
-    """Per candidate (internal), the expected entropy drop of k from one more outcome beyond pending."""
-    rows_w, rows_c, index = [tally.wedges], [tally.cleans], []
-    for i in candidates:
-        for n in (int(pending[i]), int(pending[i]) + 1):
-            for w in range(n + 1):
-                row_w, row_c = tally.wedges.copy(), tally.cleans.copy()
-                row_w[i] += w
-                row_c[i] += n - w
+    """Per candidate (internal), the expected entropy drop of k from one more outcome there,
+    after the attempts other hosts run now (``pending`` per version) have ended.
+
+    Exact over the outcomes of those attempts: E over them of H(k | data, them) minus
+    H(k | data, them, the candidate's outcome). Two hosts on neighbouring midpoints thus learn
+    less than two fresh midpoints would: the gain of a speculative probe is what it adds to
+    the probes already under way, which is what decides whether it is worth an attempt."""
+    kept, combos = _pending_outcomes(pending)
+    rows_w, rows_c, layout = [tally.wedges], [tally.cleans], []
+    for combo in combos:
+        base_w, base_c = tally.wedges.copy(), tally.cleans.copy()
+        log_ways = 0.0
+        for (version, n), w in zip(kept, combo):
+            base_w[version] += w
+            base_c[version] += n - w
+            log_ways += float(gammaln(n + 1) - gammaln(w + 1) - gammaln(n - w + 1))
+        rows_w.append(base_w)
+        rows_c.append(base_c)
+        for i in candidates:
+            for wedge in (1, 0):
+                row_w, row_c = base_w.copy(), base_c.copy()
+                row_w[i] += wedge
+                row_c[i] += 1 - wedge
                 rows_w.append(row_w)
                 rows_c.append(row_c)
-                index.append((i, n, w))
+        layout.append(log_ways)
     entropy, log_evidence = _entropy(_log_joint(np.array(rows_w), np.array(rows_c)))
-    expected: dict[tuple[int, int], float] = {}
-    for row, (i, n, w) in enumerate(index, start=1):
-        log_p = gammaln(n + 1) - gammaln(w + 1) - gammaln(n - w + 1) + log_evidence[row] - log_evidence[0]
-        key = (i, n - int(pending[i]))
-        expected[key] = expected.get(key, 0.0) + math.exp(log_p) * float(entropy[row])
-    return {i: max(expected[(i, 0)] - expected[(i, 1)], 0.0) for i in candidates}
+    width = 1 + 2 * len(candidates)
+    gains = dict.fromkeys(candidates, 0.0)
+    for j, log_ways in enumerate(layout):
+        at = 1 + j * width
+        weight = math.exp(log_ways + log_evidence[at] - log_evidence[0])  # Pr(this combination)
+        for c, i in enumerate(candidates):
+            wedge, clean = at + 1 + 2 * c, at + 2 + 2 * c
+            after = sum(math.exp(log_evidence[row] - log_evidence[at]) * float(entropy[row]) for row in (wedge, clean))
+            gains[i] += weight * (float(entropy[at]) - after)
+    return {i: max(g, 0.0) for i, g in gains.items()}
 
 
 def _jitter(spec: BisectSpec, host: str, probes: int, version: int) -> float:
@@ -251,11 +325,17 @@ def _jitter(spec: BisectSpec, host: str, probes: int, version: int) -> float:
 
 def next_bisect_version(spec: BisectSpec, probes: Sequence[Probe], host: str,
                         running: Mapping[str, int]) -> int | None:
-    """The version ``host`` should run next, or None when the bisection is done or its budget spent.
+    """The version ``host`` should run next, or None: the bisection is done, its budget
+    spent, or nothing is worth an attempt until a running one ends (the runner then asks
+    again).
 
     Order: the known bad while it has not reproduced and the known good while it has not met
-    its target, each on one host at a time; then the version of most information (or the
-    known good, where a speculative probe is worth little)."""
+    its target, each on one host at a time; then the version of most information, or the
+    known good's owed runs where a speculative probe is worth little. The known good never
+    gets more hosts than the clean runs it still needs, and a speculative probe (others are
+    running) is started only when it adds at least ``SPECULATE_SHARE`` of what one attempt
+    would tell with nothing running: below that, waiting for the running ones costs wall
+    time but no attempt."""
     _check(spec, probes)
     others = [_internal(spec, v) for h, v in running.items() if h != host and 0 <= v < spec.versions]
     if _budget_spent(spec, probes, len(others)) is not None or bisect_result(spec, probes).done:
@@ -263,18 +343,25 @@ def next_bisect_version(spec: BisectSpec, probes: Sequence[Probe], host: str,
     tally = _tally(spec, probes)
     bad, good = _endpoint_checks(spec, tally)
     last = spec.versions - 1
-    if bad is _Check.PENDING and 0 not in others:
+    at_good = others.count(last)
+    good_owed = good is EndCheck.PENDING and at_good < good_end_runs_left(
+        int(tally.wedges[last]), int(tally.wedges[last] + tally.cleans[last]), spec.epsilon, spec.delta)
+    if bad is EndCheck.PENDING and 0 not in others:
         return _external(spec, 0)
-    if good is _Check.PENDING and last not in others:
+    if good is EndCheck.PENDING and at_good == 0:
         return _external(spec, last)
     _, _, mass = _span(_change_posterior(tally), tally)
     if mass >= spec.posterior:  # only an endpoint check is left: more hosts on it
-        return _external(spec, 0 if bad is _Check.PENDING else last)
+        if bad is EndCheck.PENDING:
+            return _external(spec, 0)
+        return _external(spec, last) if good_owed else None
+    interior = sum(1 for i in others if 0 < i < last)
+    if good_owed and interior >= INTERIOR_WHILE_OWED:
+        return _external(spec, last)  # the known good's runs are owed anyway: never a wasted attempt
     pending = np.bincount(np.array(others, dtype=int), minlength=spec.versions)
     candidates = [int(i) for i in np.flatnonzero(~tally.skipped())]
     gains = _gains(tally, pending, candidates)
     best = max(candidates, key=lambda i: (gains[i], _jitter(spec, host, len(probes), i)))
-    interior = sum(1 for i in others if 0 < i < last)
-    if good is _Check.PENDING and interior >= INTERIOR_WHILE_OWED:
-        return _external(spec, last)  # the known good's runs are owed anyway: never a wasted attempt
+    if others and gains[best] < SPECULATE_SHARE * max(_gains(tally, np.zeros_like(pending), candidates).values()):
+        return _external(spec, last) if good_owed else None
     return _external(spec, best)
