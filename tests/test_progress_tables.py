@@ -79,3 +79,11 @@ def test_outside_a_terminal_each_change_is_one_plain_line_and_a_summary_comes_ev
     assert not [line for line in lines if "\x1b" in line or "┃" in line]  # no table, no colour codes
     assert lines[-1] == "[61 s] summary: 1/4 attempts done; outcomes: wedge 1; hosts: 1 running, 1 waiting"
     assert sum("summary:" in line for line in lines) >= 2  # the minute's line, and the last one at the end
+
+
+def test_a_search_host_shows_what_it_has_done_and_the_summary_the_budget() -> None:
+    progress = LiveProgress(["ws1"], {"ws1": None}, Console(width=120, record=True), budget=40)
+    progress("ws1", outcome="clean", counts={"clean": 1})
+    row = next(line for line in _text(progress.render()).splitlines() if "ws1" in line)
+    assert "1 (chosen at run time)" in row
+    assert "summary: 1 of a budget of 40 attempts done" in progress.summary_line()

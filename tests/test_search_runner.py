@@ -136,6 +136,9 @@ def test_a_search_stopped_mid_way_and_resumed_ends_as_an_uninterrupted_one(tmp_p
     assert shape(resumed) == shape(whole)
     done = [e["result"] for e in read_log_lines(resumed.directory.events) if e["event"] == "search_done"]
     assert done == [e["result"] for e in read_log_lines(whole.directory.events) if e["event"] == "search_done"]
+    again = run_search(book, tmp_path / "split", ClockHost(clock), StepLadder(len(LEVELS)), clock)
+    assert shape(again) == shape(whole)  # a finished search resumed runs nothing and tells its result once
+    assert [e["result"] for e in read_log_lines(again.directory.events) if e["event"] == "search_done"] == done
 
 
 def test_the_schedule_stops_a_host_at_the_attempt_budget_whatever_the_model_says(tmp_path: Path) -> None:

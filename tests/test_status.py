@@ -223,3 +223,18 @@ def test_the_controller_keeps_metrics_prom_current_and_says_running_0_at_its_end
     assert held.read() == first_text  # ... never rewritten in place under a reader
     held.close()
     assert not [p for p in os.listdir(directory.root) if p.endswith(".tmp")]
+
+
+def test_a_search_has_no_plan_to_count_down_and_shows_its_budget_instead(tmp_path: Path) -> None:
+    folder = _campaign(tmp_path, running=True)
+    manifest = json.loads((folder / "campaign.json").read_text())
+    manifest["search"] = {"kind": "search", "factor": "graphics_clocks", "cells": [], "labels": [],
+                          "spec": {"levels": 3, "budget_attempts": 40}}
+    (folder / "campaign.json").write_text(json.dumps(manifest))
+    state = read_state(folder)
+    assert state.adaptive == "search" and state.budget == 40
+    assert all(h.planned is None for h in state.hosts) and state.planned is None and state.eta_s() is None
+    lines = status_lines(read_status(folder, now=NOW))
+    assert f"attempts {state.done} of a budget of 40 done" in lines[1]
+    assert "no ETA: a search ends when its model decides or its budget of 40 attempts is spent" in lines[1]
+    assert "its next level chosen at run time" in lines[2] and "/30" not in lines[2]

@@ -405,7 +405,18 @@ def _schedule(ctx: CampaignContext, plan: CampaignPlan,
     ladder_plan_ = ladder_plan(book.ladder, plan.hosts, book.seed)
     ladder = (ladder_for or LadderPlan.ladder)(ladder_plan_)
     earlier = list(read_records(ctx.directory.attempts)) if ctx.directory.attempts.exists() else []
-    return LadderSchedule(book, ladder_plan_, ladder, [h.name for h in plan.hosts], earlier, ctx.event, ctx.stop)
+    return LadderSchedule(book, ladder_plan_, ladder, [h.name for h in plan.hosts], earlier, ctx.event, ctx.stop,
+                          told=told_search_done(ctx.directory))
+
+
+def told_search_done(directory: CampaignDir) -> int | None:
+    """The probe count of this campaign's last ``search_done`` event (None: it has none): a
+    resume of a finished search that runs nothing new must not tell it again."""
+    told: int | None = None
+    for e in read_log_lines(directory.events):
+        if event_of(e) is CampaignEvent.SEARCH_DONE and isinstance(e.get("probes"), int):
+            told = int(e["probes"])
+    return told
 
 
 def default_controller_name() -> str:

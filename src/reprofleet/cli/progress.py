@@ -32,10 +32,13 @@ class LiveProgress:
     prints nothing until the end: one plain line per change of a host's status, cell, phase
     or outcome, and a summary line every ``summary_every_s`` (a minute)."""
 
-    def __init__(self, hosts: Iterable[str], planned: Mapping[str, int], console: Console | None = None,
+    def __init__(self, hosts: Iterable[str], planned: Mapping[str, int | None], console: Console | None = None,
                  *, plain: bool | None = None, summary_every_s: float = 60.0,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Callable[[], float] = time.monotonic, budget: int | None = None) -> None:
+        """``planned``: each host's slots; None for a search or bisection, whose slots its
+        ladder chooses at run time (``budget``: its attempt budget, if it states one)."""
         self._lock = threading.Lock()
+        self._budget = budget
         self._rows: dict[str, dict[str, Any]] = {h: {"status": "waiting", "done": 0} for h in hosts}
         self._planned = dict(planned)
         self._console = console or Console()
@@ -73,14 +76,15 @@ class LiveProgress:
         for key in ("status", "phase"):
             if key in changed and row.get(key):
                 parts.append(f"{key} {row.get(key)}")
-        parts.append(f"(cell {shown(row.get('cell'))}, attempt {_attempts(row, self._planned.get(host, 0))})")
+        parts.append(f"(cell {shown(row.get('cell'))}, attempt {_attempts(row, self._planned.get(host))})")
         return " ".join(parts)
 
     def summary_line(self) -> str:
         """Attempts done of planned, outcomes so far, hosts by status: one line."""
         with self._lock:
             done = sum(int(r.get("done", 0)) for r in self._rows.values())
-            planned = sum(self._planned.get(h, 0) - int(r.get("stopped", 0)) for h, r in self._rows.items())
+            adaptive = any(self._planned.get(h) is None for h in self._rows)
+            planned = sum((self._planned.get(h) or 0) - int(r.get("stopped", 0)) for h, r in self._rows.items())
             outcomes: dict[str, int] = {}
             statuses: dict[str, int] = {}
             for row in self._rows.values():
@@ -90,7 +94,8 @@ class LiveProgress:
                 statuses[status] = statuses.get(status, 0) + 1
         said = ", ".join(f"{k} {v}" for k, v in sorted(outcomes.items())) or "none yet"
         hosts = ", ".join(f"{v} {k}" for k, v in sorted(statuses.items()))
-        return f"{self._stamp()} summary: {done}/{planned} attempts done; outcomes: {said}; hosts: {hosts}"
+        of = (f" of a budget of {self._budget}" if self._budget is not None else "") if adaptive else f"/{planned}"
+        return f"{self._stamp()} summary: {done}{of} attempts done; outcomes: {said}; hosts: {hosts}"
 
     def _write(self, line: str) -> None:
         self._console.file.write(line + "\n")
@@ -113,7 +118,7 @@ class LiveProgress:
                 )
                 table.add_row(
                     host, shown(row.get("status")), shown(row.get("cell")),
-                    _attempts(row, self._planned.get(host, 0)),
+                    _attempts(row, self._planned.get(host)),
                     shown(row.get("phase")), outcomes,
                 )
         return table
@@ -139,8 +144,11 @@ class LiveProgress:
             self._live = None
 
 
-def _attempts(row: Mapping[str, Any], planned: int) -> str:
-    """``done/n``, where n leaves out the slots that stopping early made unnecessary."""
+def _attempts(row: Mapping[str, Any], planned: int | None) -> str:
+    """``done/n``, where n leaves out the slots that stopping early made unnecessary; a
+    search's host (no plan: its ladder chooses each next level) shows what it has done."""
+    if planned is None:
+        return f"{row.get('done', 0)} (chosen at run time)"
     stopped = int(row.get("stopped", 0))
     text = f"{row.get('done', 0)}/{planned - stopped}"
     return f"{text} ({stopped} not needed)" if stopped else text

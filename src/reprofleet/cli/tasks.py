@@ -283,8 +283,9 @@ def run_and_report(c: Any, hosts: str, playbook: str, attempts: int | None, dry_
     observers = _notify_observers(c)
     stop = threading.Event()
     _install_stop_handlers(stop)
-    planned = {h: len(v) for h, v in plan.per_host.items()}
-    with LiveProgress(planned.keys(), planned, console) as progress:
+    ladder = plan.playbook.ladder  # a search's slots are chosen at run time: no per-host plan to count down
+    planned: dict[str, int | None] = {h: None if ladder else len(v) for h, v in plan.per_host.items()}
+    with LiveProgress(planned.keys(), planned, console, budget=ladder.budget_attempts if ladder else None) as progress:
         result = campaign_mod.run_campaign(plan, settings, report_root, progress=progress, stop=stop,
                                            recovery_factory=recovery_factory, observers=observers)
     report_path, judgement = write_campaign_report(result.directory.root, console, f"campaign {result.campaign_id}")

@@ -56,6 +56,8 @@ class FolderState:
     heartbeat: Heartbeat | None  # metrics.prom's running flag and time; None: never written
     stopped: tuple[tuple[str, str], ...] = ()  # (host, cell) a stop rule ended
     warnings: tuple[str, ...] = field(default_factory=tuple)
+    adaptive: str = ""  # "search" | "bisect": its ladder chooses each slot at run time (no plan to count down)
+    budget: int | None = None  # such a campaign's attempt budget, where its playbook states one
 
     @property
     def done(self) -> int:
@@ -73,6 +75,8 @@ class FolderState:
     def eta_s(self) -> float | None:
         """Seconds until the last host is through its plan, at each host's pace so far (hosts run
         in parallel); a host with no attempt yet goes at the fleet's mean pace. None: no pace yet."""
+        if self.adaptive:  # a search ends when its model decides, not at a count of slots
+            return None
         paces = [h.seconds_per_slot for h in self.hosts if h.seconds_per_slot is not None]
         if not paces:
             return None if any(h.remaining for h in self.hosts) else 0.0
@@ -160,12 +164,25 @@ def read_state(folder: Path) -> FolderState:
     for entry in read_log_lines(directory.power):
         if entry.get("action") == "off" and entry.get("result") == "ok":
             cycles[str(entry.get("host"))] = cycles.get(str(entry.get("host")), 0) + 1
+    adaptive = info.adaptive if info else ""
     hosts = tuple(_host(name, [r for r in records if str(r.get("host")) == name], events,
-                        _planned(plan, name, cells), {c for h, c in stopped if h == name}, cycles.get(name, 0))
+                        None if adaptive else _planned(plan, name, cells), {c for h, c in stopped if h == name},
+                        cycles.get(name, 0))
                   for name in names)
     return FolderState(info.campaign if info else Path(folder).name, Path(folder), hosts, tuple(cells),
                        plan.attempts_per_cell if plan else None, read_heartbeat(directory.root / METRICS_FILE),
-                       stopped, (info.caveat,) if info and info.caveat else ())
+                       stopped, (info.caveat,) if info and info.caveat else (), adaptive,
+                       _budget(directory.manifest) if adaptive else None)
+
+
+def _budget(manifest: Path) -> int | None:
+    """A search's or bisection's attempt budget, from campaign.json's ``search`` block."""
+    try:
+        spec = (json.loads(manifest.read_text()).get("search") or {}).get("spec") or {}
+    except (OSError, ValueError, AttributeError):
+        return None
+    budget = spec.get("budget_attempts") if isinstance(spec, dict) else None
+    return budget if isinstance(budget, int) and not isinstance(budget, bool) else None
 
 
 def _host(name: str, records: list[dict[str, Any]], events: list[dict[str, Any]], planned: dict[str, int] | None,
@@ -206,4 +223,5 @@ def state_json(state: FolderState) -> dict[str, Any]:
                    "quarantined": h.quarantined, "needs_person": h.needs_person,
                    "seconds_per_slot": h.seconds_per_slot} for h in state.hosts],
         "stopped": [{"host": h, "cell": c} for h, c in state.stopped], "warnings": list(state.warnings),
+        "adaptive": state.adaptive or None, "budget": state.budget,
     }

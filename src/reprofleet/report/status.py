@@ -68,17 +68,23 @@ def _eta(status: CampaignStatus) -> str:
     if not state.running:
         return "no ETA: no controller runs it"
     eta = state.eta_s()
+    if state.adaptive:
+        return f"no ETA: a {state.adaptive} ends when its model decides" + (
+            f" or its budget of {state.budget} attempts is spent" if state.budget is not None else "")
     if eta is None:
         return "ETA unknown until a first attempt ends"
     at = datetime.fromtimestamp(status.now + eta, timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     return f"ETA {_duration(eta)} (about {at}; at most, where a stop rule may end a cell early)"
 
 
-def _host_line(host: Any) -> str:
+def _host_line(host: Any, adaptive: str = "") -> str:
     planned = f"{host.done}/{host.planned}" if host.planned is not None else f"{host.done}/?"
     outcomes = ", ".join(f"{n} {o}" for o, n in sorted(host.outcomes.items())) or "no attempt yet"
     state = f"quarantined: {host.quarantined}" if host.quarantined else (
-        f"NEEDS A PERSON: {host.needs_person}" if host.needs_person else f"{host.remaining} to run")
+        f"NEEDS A PERSON: {host.needs_person}" if host.needs_person else
+        "its next level chosen at run time" if adaptive else f"{host.remaining} to run")
+    if adaptive:
+        planned = str(host.done)
     return f"  {host.name}: {planned} done ({outcomes}); {host.power_cycles} power cycles; {state}"
 
 
@@ -86,12 +92,13 @@ def status_lines(status: CampaignStatus) -> list[str]:
     """The status as plain lines (the terminal, a log, a watch refresh)."""
     state = status.state
     planned = state.planned
+    of = (f" of a budget of {state.budget}" if state.budget is not None else " (a search: no fixed plan)") \
+        if state.adaptive else f"/{planned if planned is not None else '?'}"
     lines = [f"campaign {state.campaign} ({state.folder}): {status.controller()}",
-             f"hosts {len(state.hosts)}, cells {len(state.cells)}, attempts {state.done}/"
-             f"{planned if planned is not None else '?'} done, "
+             f"hosts {len(state.hosts)}, cells {len(state.cells)}, attempts {state.done}{of} done, "
              f"{sum(h.wedges for h in state.hosts)} wedges, {sum(1 for h in state.hosts if h.quarantined)} quarantined; "
              f"{_eta(status)}"]
-    lines += [_host_line(host) for host in state.hosts]
+    lines += [_host_line(host, state.adaptive) for host in state.hosts]
     lines += [f"  stopped by its rule: {cell} on {host}" for host, cell in state.stopped]
     if status.verdicts:
         lines.append("verdicts so far (anytime-valid: this look is not the planned end, and each says why):"

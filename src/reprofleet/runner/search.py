@@ -10,7 +10,8 @@ The model is deterministic given the probes, so a killed and resumed search cont
 its records and ends where an uninterrupted one would.
 
 Every choice is a ``search_probe`` event (host, level, cell, attempt index, why); when the
-last host leaves the ladder, one ``search_done`` event carries the result. A host with
+last host leaves the ladder, one ``search_done`` event carries the result (not again on a
+resume that adds no probe to the one an earlier run told). A host with
 nothing to run while others still run waits for their next record (their evidence may
 give it a level), and leaves once nobody runs.
 """
@@ -34,8 +35,9 @@ class LadderSchedule:
 
     def __init__(self, playbook: Playbook, plan: LadderPlan, ladder: Ladder, hosts: Iterable[str],
                  earlier: Sequence[Mapping[str, Any]] = (), event: EventSink = lambda host, what, **fields: None,
-                 stop: threading.Event | None = None) -> None:
-        """``earlier``: this campaign's records so far, in attempts.jsonl's order (a resume)."""
+                 stop: threading.Event | None = None, told: int | None = None) -> None:
+        """``earlier``: this campaign's records so far, in attempts.jsonl's order (a resume);
+        ``told``: the probe count of the ``search_done`` an earlier run already wrote, if any."""
         self.plan = plan
         self.ladder = ladder
         self.judging: Judging = playbook.judging
@@ -54,6 +56,7 @@ class LadderSchedule:
         self.budget = getattr(plan.spec, "budget_attempts", None)  # enforced here too: a model that never says
         # "done" must not run a fleet for ever
         self.done: LadderResult | None = None
+        self.told = told
         self._changed = threading.Condition()
 
     def next_slot(self, host: str) -> tuple[Cell, int] | None:
@@ -117,6 +120,10 @@ class LadderSchedule:
     def _leave(self, host: str) -> None:
         self.active.discard(host)
         if not self.active and self.done is None and not self.stop.is_set():
+            if self.told == len(self.probes):  # a resume that added nothing: the result was told already
+                self.done = self.ladder.results(tuple(self.probes))
+                self._changed.notify_all()
+                return
             try:
                 self.done = self.ladder.results(tuple(self.probes))
             except Exception as exc:  # noqa: BLE001 - the records stand; the report can compute it again
