@@ -25,7 +25,10 @@ many hosts (a point's N runs go out one per host at a time; the round of its fir
 reproduction counts whole). Its N for the goal is the smallest whose share of true answers,
 on the same truths, reaches ours (1..60), chosen knowing the truth (an advantage no real run
 has); beside it the rule at syzkaller's own N, 10 and 20. Its known good gets the same
-target check as ours.
+target check as ours. Ours runs at its defaults: a probe's information weighed per expected
+second (a reproduction 900 s, a clean run 120 s: a wedge is a power cycle), speculation
+share 0.5; attempts are what the goals count, so the cost weighting (fewer power cycles)
+can only cost ours there.
 
 Goals (PASS/FAIL), per scenario: search answers meet the target >= 95%; above the true onset
 <= delta; within one level of the best >= 90%; mean attempts <= 50% of the full grid's;

@@ -101,7 +101,7 @@ def test_while_the_known_good_is_owed_its_runs_one_host_bisects_and_the_rest_run
 
 
 def test_parallel_hosts_get_different_versions() -> None:
-    spec = BisectSpec(versions=16)
+    spec = BisectSpec(versions=16, speculate=0.0)  # every host runs: speculative midpoints
     probes = _runs((0, 2, R), (15, 59, C))
     chosen: dict[str, int] = {}
     for host in ("h1", "h2", "h3"):
@@ -143,23 +143,34 @@ def test_a_speculative_probe_is_weighed_against_the_attempts_already_running() -
     spec = BisectSpec(versions=16)
     tally = changepoint._tally(spec, _runs((0, 2, R), (15, 59, C)))
     candidates = list(range(1, 15))
-    fresh = changepoint._gains(tally, np.zeros(16, dtype=int), candidates)
+    fresh, chance = changepoint._gains(tally, np.zeros(16, dtype=int), candidates)
     running = np.zeros(16, dtype=int)
     running[7] = 1
-    after = changepoint._gains(tally, running, candidates)
+    after, chance_after = changepoint._gains(tally, running, candidates)
     assert after[7] < fresh[7]  # a second attempt at the same midpoint tells less than the first
     assert after[8] < fresh[8] and after[6] < fresh[6]  # and so does one at its neighbour
     assert sum(after.values()) < sum(fresh.values())
+    assert chance[1] > chance[14] and chance_after == pytest.approx(chance)  # running outcomes, averaged out
 
 
-def test_a_host_waits_rather_than_spend_an_attempt_worth_less_than_its_share(monkeypatch: pytest.MonkeyPatch) -> None:
-    spec = BisectSpec(versions=16)
+def test_a_host_waits_rather_than_spend_an_attempt_worth_less_than_its_share() -> None:
     probes = _runs((0, 2, R), (15, 59, C))  # both endpoints passed: only the interior is left
-    monkeypatch.setattr(changepoint, "SPECULATE_SHARE", 1.01)  # nothing speculative is worth an attempt
-    assert changepoint.next_bisect_version(spec, probes, "h2", {"h1": 7}) is None
-    assert changepoint.next_bisect_version(spec, probes, "h1", {}) is not None  # nobody running: never waits
-    monkeypatch.setattr(changepoint, "SPECULATE_SHARE", 0.0)
-    assert changepoint.next_bisect_version(spec, probes, "h2", {"h1": 7}) not in (None, 7)
+    never = BisectSpec(versions=16, speculate=1.0)  # no speculative probe is worth a whole fresh attempt
+    assert changepoint.next_bisect_version(never, probes, "h2", {"h1": 7}) is None
+    assert changepoint.next_bisect_version(never, probes, "h1", {}) is not None  # nobody running: never waits
+    always = BisectSpec(versions=16, speculate=0.0)
+    assert changepoint.next_bisect_version(always, probes, "h2", {"h1": 7}) not in (None, 7)
+
+
+def test_a_likely_reproduction_costs_a_power_cycle_so_the_likelier_clean_version_goes_first() -> None:
+    probes = _runs((0, 2, R), (15, 59, C))
+    flat = BisectSpec(versions=16, clean_cost_s=1.0, wedge_cost_s=1.0)
+    costly = BisectSpec(versions=16)  # 900 s a wedge, 120 s a clean run
+    assert changepoint.next_bisect_version(costly, probes, "h1", {}) > changepoint.next_bisect_version(flat, probes, "h1", {})
+    worth = changepoint._worth(costly, {3: 1.0, 12: 1.0}, {3: 0.4, 12: 0.1})
+    assert worth[12] > worth[3]
+    with pytest.raises(ValueError, match="speculate"):
+        changepoint.bisect_result(BisectSpec(versions=3, speculate=1.5), [])
 
 
 def test_the_known_good_gets_no_more_hosts_than_the_clean_runs_it_still_needs() -> None:

@@ -105,6 +105,8 @@ def test_the_spec_round_trips_through_the_manifest_with_host_groups(tmp_path: Pa
         ("bisect: {factor: vars.vllm, versions: ['1', '2'], known: {bad: middle}}\n", "5:bisect.known.bad",
          "first or last"),
         ("bisect: {factor: vars.vllm, versions: ['1', '2'], posterior: 1.2}\n", "5:bisect.posterior", "(0.5, 1)"),
+        ("bisect: {factor: vars.vllm, versions: ['1', '2'], speculate: 2}\n", "5:bisect.speculate", "[0, 1]"),
+        ("bisect: {factor: vars.vllm, versions: ['1', '2'], speculate: yes}\n", "5:bisect.speculate", "got True"),
         ("search:\n  factor: env.X\n  levels: [1, 2]\n  levls: [3]\n", "8:search.levls", "did you mean 'levels'?"),
     ],
 )
@@ -141,5 +143,6 @@ def test_a_bisections_dry_run_says_its_versions_the_known_bad_and_where_it_stops
                                          "known: {bad: last}, budget: {attempts: 30}}\n"))
     text = describe_plan(make_plan(book, [Host("ws1", "10.0.0.1")], "dry"))
     assert ("bisect over vars.vllm (0.25.1, 0.26.0; the newest is the known bad): versions chosen at run time until "
-            "the change point's posterior reaches 0.95; budget 30 attempts") in text
+            "the change point's posterior reaches 0.95; budget 30 attempts; a parallel host waits rather than run a "
+            "probe worth under 0.5 of a fresh one") in text
     assert "attempts planned: 2" in text  # one per version: what a host is prepared for, not the plan

@@ -164,6 +164,7 @@ def search_lines(book: Playbook) -> str:
     bad = "oldest" if block.bad_first else "newest"
     return (f"bisect over {block.factor} ({', '.join(block.versions)}; the {bad} is the known bad): versions chosen at "
             f"run time until the change point's posterior reaches {block.posterior:g}; budget {budget}; "
+            f"a parallel host waits rather than run a probe worth under {block.speculate:g} of a fresh one; "
             "the counts below are one attempt per version, not the plan")
 
 

@@ -63,6 +63,9 @@ class BisectBlock:
     delta: float = 0.05
     budget_attempts: int | None = None
     budget_power_cycles: int | None = None
+    speculate: float = 0.5  # a parallel host's probe must add this share of a fresh attempt's information, or it waits
+    clean_cost_s: float = 120.0
+    wedge_cost_s: float = 900.0
 
     def label(self, version: int) -> str:
         return str(self.versions[version])

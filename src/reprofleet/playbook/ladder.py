@@ -111,7 +111,8 @@ def ladder_plan(block: SearchBlock | BisectBlock, hosts: Iterable[Host | str], s
         return LadderPlan("search", block.factor, block.cells, tuple(block.label(i) for i in range(len(block.cells))), spec)
     spec = BisectSpec(versions=len(block.cells), bad_first=block.bad_first, posterior=block.posterior,
                       epsilon=block.epsilon, delta=block.delta, budget_attempts=block.budget_attempts,
-                      budget_power_cycles=block.budget_power_cycles, seed=seed or 0)
+                      budget_power_cycles=block.budget_power_cycles, clean_cost_s=block.clean_cost_s,
+                      wedge_cost_s=block.wedge_cost_s, speculate=block.speculate, seed=seed or 0)
     return LadderPlan("bisect", block.factor, block.cells, block.versions, spec)
 
 

@@ -25,7 +25,7 @@ from reprofleet.playbook.document import MAX_COUNT, MAX_MHZ, Doc, finite, positi
 from reprofleet.playbook.factors import IDENTIFIER
 
 SEARCH_KEYS = ("factor", "levels", "riskier", "floor", "target", "epsilon_high", "budget", "groups", "costs")
-BISECT_KEYS = ("factor", "versions", "known", "posterior", "target", "budget")
+BISECT_KEYS = ("factor", "versions", "known", "posterior", "target", "budget", "speculate", "costs")
 TARGET_KEYS = ("epsilon", "delta")
 BUDGET_KEYS = ("attempts", "power_cycles")
 COST_KEYS = ("clean_s", "wedge_s")
@@ -73,7 +73,7 @@ def search_block(doc: Doc, top: Any) -> tuple[SearchBlock, list[Any]]:
     entries = [_entry(names[k], factor, values[k], raw, order[k], floor) for k in range(len(values))]
     epsilon, delta = _target(doc, block, "search")
     attempts, cycles = _budget(doc, block, "search")
-    clean_s, wedge_s = _costs(doc, block)
+    clean_s, wedge_s = _costs(doc, block, "search")
     high = block.get("epsilon_high", 0.5)
     if not finite(high, 0, 1) or not epsilon < high < 1:
         raise doc.fail(block, "epsilon_high", "search.epsilon_high",
@@ -111,10 +111,15 @@ def bisect_block(doc: Doc, top: Any) -> tuple[BisectBlock, list[Any]]:
     posterior = block.get("posterior", 0.95)
     if not finite(posterior, 0, 1) or not 0.5 < posterior < 1:
         raise doc.fail(block, "posterior", "bisect.posterior", f"must be a probability in (0.5, 1), got {shown(posterior)}")
+    speculate = block.get("speculate", 0.5)
+    if not finite(speculate, 0, 1):
+        raise doc.fail(block, "speculate", "bisect.speculate",
+                       f"must be a share in [0, 1] (0: every host always runs, 1: fewest attempts), got {shown(speculate)}")
     epsilon, delta = _target(doc, block, "bisect")
     attempts, cycles = _budget(doc, block, "bisect")
+    clean_s, wedge_s = _costs(doc, block, "bisect")
     return BisectBlock(factor, tuple(raw), names, known["bad"] == "first", float(posterior), epsilon, delta,
-                       attempts, cycles), entries
+                       attempts, cycles, float(speculate), clean_s, wedge_s), entries
 
 
 def located_error(exc: PlaybookError, key: str, block: Any) -> PlaybookError:
@@ -230,11 +235,11 @@ def _budget(doc: Doc, block: Any, key: str) -> tuple[int | None, int | None]:
     return out[0], out[1]
 
 
-def _costs(doc: Doc, block: Any) -> tuple[float, float]:
+def _costs(doc: Doc, block: Any, key: str) -> tuple[float, float]:
     costs = block.get("costs", {})
-    doc.check_keys(costs, COST_KEYS, "search.costs")
-    clean = positive(doc, costs, "clean_s", "search.costs.clean_s") if "clean_s" in costs else 120.0
-    wedge = positive(doc, costs, "wedge_s", "search.costs.wedge_s") if "wedge_s" in costs else 900.0
+    doc.check_keys(costs, COST_KEYS, f"{key}.costs")
+    clean = positive(doc, costs, "clean_s", f"{key}.costs.clean_s") if "clean_s" in costs else 120.0
+    wedge = positive(doc, costs, "wedge_s", f"{key}.costs.wedge_s") if "wedge_s" in costs else 900.0
     return clean, wedge
 
 

@@ -37,8 +37,10 @@ probes leave more such versions, 4.3% of answers were wrong at a mean stated pos
 **The batch.** Each free host gets the version with the largest expected drop in the entropy
 of k from one more counted outcome, after the outcomes other hosts are running now (exact
 over their combinations, :func:`_gains`), so parallel hosts take different versions:
-speculative midpoints. A speculative probe must add at least ``SPECULATE_SHARE`` of what a
-fresh attempt would tell; below that the host waits for a running attempt to end (the
+speculative midpoints. Each gain is per expected second (a reproduction costs
+``spec.wedge_cost_s``, a clean run ``spec.clean_cost_s``), so of two versions that tell as
+much the one likelier clean goes first. A speculative probe must add at least
+``spec.speculate`` of what a fresh attempt would tell; below that the host waits for a running attempt to end (the
 runner asks it again), which costs wall time and no attempt. The known good never gets more
 hosts than the clean runs it still needs, and while its check is owed only
 ``INTERIOR_WHILE_OWED`` (1) host bisects the interior and the others run it: those runs are
@@ -72,7 +74,6 @@ from reprofleet.stats.search_contract import (
 
 SKIP_AFTER = 3  # unusable attempts, with none counted, before a version is skipped
 INTERIOR_WHILE_OWED = 1  # hosts bisecting the interior while the known good's target check is still owed
-SPECULATE_SHARE = 0.5  # a speculative probe must add this share of a fresh attempt's information, or the host waits
 PENDING_CAP = 256  # combinations of running attempts' outcomes enumerated when weighing a speculative probe
 MIN_BAD_RATE = 0.2  # the flaky band's low end: sizes the bad end's re-check
 BAD_MEANS = np.linspace(0.15, 0.85, 8)  # the bad side's mean rate m
@@ -116,6 +117,8 @@ def _check(spec: BisectSpec, probes: Sequence[Probe]) -> None:
         raise ValueError(f"a bisection needs at least two versions, got {spec.versions}")
     if not 0.5 < spec.posterior < 1.0 or not 0.0 < spec.epsilon < 1.0 or not 0.0 < spec.delta < 0.5:
         raise ValueError(f"need 0.5 < posterior < 1, 0 < epsilon < 1, 0 < delta < 0.5, got {spec}")
+    if not 0.0 <= spec.speculate <= 1.0 or not spec.clean_cost_s > 0 or not spec.wedge_cost_s > 0:
+        raise ValueError(f"need 0 <= speculate <= 1 and positive costs, got {spec}")
     for probe in probes:
         if not 0 <= probe.level < spec.versions:
             raise ValueError(f"probe version {probe.level} of host {probe.host} is outside 0..{spec.versions - 1}")
@@ -278,14 +281,15 @@ def _pending_outcomes(pending: np.ndarray) -> tuple[list[tuple[int, int]], list[
     return kept, list(product(*(range(n + 1) for _, n in kept)))
 
 
-def _gains(tally: _Tally, pending: np.ndarray, candidates: Sequence[int]) -> dict[int, float]:
+def _gains(tally: _Tally, pending: np.ndarray, candidates: Sequence[int]) -> tuple[dict[int, float], dict[int, float]]:
     """Per candidate (internal), the expected entropy drop of k from one more outcome there,
     after the attempts other hosts run now (``pending`` per version) have ended.
 
     Exact over the outcomes of those attempts: E over them of H(k | data, them) minus
     H(k | data, them, the candidate's outcome). Two hosts on neighbouring midpoints thus learn
     less than two fresh midpoints would: the gain of a speculative probe is what it adds to
-    the probes already under way, which is what decides whether it is worth an attempt."""
+    the probes already under way, which is what decides whether it is worth an attempt.
+    Second: per candidate, the chance its outcome is a reproduction (its expected cost)."""
     kept, combos = _pending_outcomes(pending)
     rows_w, rows_c, layout = [tally.wedges], [tally.cleans], []
     for combo in combos:
@@ -308,14 +312,17 @@ def _gains(tally: _Tally, pending: np.ndarray, candidates: Sequence[int]) -> dic
     entropy, log_evidence = _entropy(_log_joint(np.array(rows_w), np.array(rows_c)))
     width = 1 + 2 * len(candidates)
     gains = dict.fromkeys(candidates, 0.0)
+    chance = dict.fromkeys(candidates, 0.0)
     for j, log_ways in enumerate(layout):
         at = 1 + j * width
         weight = math.exp(log_ways + log_evidence[at] - log_evidence[0])  # Pr(this combination)
         for c, i in enumerate(candidates):
             wedge, clean = at + 1 + 2 * c, at + 2 + 2 * c
-            after = sum(math.exp(log_evidence[row] - log_evidence[at]) * float(entropy[row]) for row in (wedge, clean))
+            p_wedge = math.exp(log_evidence[wedge] - log_evidence[at])
+            after = p_wedge * float(entropy[wedge]) + math.exp(log_evidence[clean] - log_evidence[at]) * float(entropy[clean])
             gains[i] += weight * (float(entropy[at]) - after)
-    return {i: max(g, 0.0) for i, g in gains.items()}
+            chance[i] += weight * p_wedge
+    return {i: max(g, 0.0) for i, g in gains.items()}, chance
 
 
 def _jitter(spec: BisectSpec, host: str, probes: int, version: int) -> float:
@@ -333,7 +340,7 @@ def next_bisect_version(spec: BisectSpec, probes: Sequence[Probe], host: str,
     its target, each on one host at a time; then the version of most information, or the
     known good's owed runs where a speculative probe is worth little. The known good never
     gets more hosts than the clean runs it still needs, and a speculative probe (others are
-    running) is started only when it adds at least ``SPECULATE_SHARE`` of what one attempt
+    running) is started only when it adds at least ``spec.speculate`` of what one attempt
     would tell with nothing running: below that, waiting for the running ones costs wall
     time but no attempt."""
     _check(spec, probes)
@@ -360,8 +367,16 @@ def next_bisect_version(spec: BisectSpec, probes: Sequence[Probe], host: str,
         return _external(spec, last)  # the known good's runs are owed anyway: never a wasted attempt
     pending = np.bincount(np.array(others, dtype=int), minlength=spec.versions)
     candidates = [int(i) for i in np.flatnonzero(~tally.skipped())]
-    gains = _gains(tally, pending, candidates)
-    best = max(candidates, key=lambda i: (gains[i], _jitter(spec, host, len(probes), i)))
-    if others and gains[best] < SPECULATE_SHARE * max(_gains(tally, np.zeros_like(pending), candidates).values()):
+    worth = _worth(spec, *_gains(tally, pending, candidates))
+    best = max(candidates, key=lambda i: (worth[i], _jitter(spec, host, len(probes), i)))
+    if others and worth[best] < spec.speculate * max(_worth(spec, *_gains(tally, np.zeros_like(pending),
+                                                                          candidates)).values()):
         return _external(spec, last) if good_owed else None
     return _external(spec, best)
+
+
+def _worth(spec: BisectSpec, gains: Mapping[int, float], chance: Mapping[int, float]) -> dict[int, float]:
+    """Information per expected second: a likely reproduction costs a power cycle and minutes,
+    so between two versions that tell as much, the one more likely clean goes first (fewer
+    host freezes for the same answer; bench/search.py)."""
+    return {i: g / (chance[i] * spec.wedge_cost_s + (1.0 - chance[i]) * spec.clean_cost_s) for i, g in gains.items()}

@@ -100,7 +100,11 @@ class BisectSpec:
     ``bad_first``: the oldest is the known bad and the newest the known good (the search for
     the first fixed release); False: the other way round (a regression). The change point is
     decided when its posterior reaches ``posterior``; the good side must meet the target
-    (epsilon, delta) at the endpoint re-check."""
+    (epsilon, delta) at the endpoint re-check. Costs weigh each probe's information by what
+    it is expected to cost (a reproduction a power cycle and minutes, a clean run one
+    attempt); ``speculate``: the share of a fresh attempt's information (per cost) a probe
+    started beside running ones must add, or the host waits (0: hosts never wait, 1: no
+    speculative probe, the fewest attempts)."""
 
     versions: int
     bad_first: bool = True
@@ -109,6 +113,9 @@ class BisectSpec:
     delta: float = 0.05
     budget_attempts: int | None = None
     budget_power_cycles: int | None = None
+    clean_cost_s: float = 120.0
+    wedge_cost_s: float = 900.0
+    speculate: float = 0.5
     seed: int = 0
 
 
