@@ -33,6 +33,7 @@ import threading
 import time
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, replace
+from functools import partial
 from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
 
@@ -183,9 +184,9 @@ def build_witnesses(hosts: Sequence[Host], log: PowerLog, timeout: float = WITNE
     witnesses and gateways, and one per physical power device (hosts sharing a PDU share it)."""
     found: list[Witness] = []
     for address in dict.fromkeys(h.address for h in hosts[:3]):
-        found.append(Witness(f"carrier towards {address}", lambda a=address: local_link_up(a), carrier=True))
+        found.append(Witness(f"carrier towards {address}", partial(local_link_up, address), carrier=True))
     for address in witnesses(hosts):
-        found.append(Witness(f"witness {address}", lambda a=address: witness_answers(a, timeout)))
+        found.append(Witness(f"witness {address}", partial(witness_answers, address, timeout)))
     devices: dict[tuple[str, str], Witness] = {}
     for host in hosts:
         for port in host.power_ports:
@@ -347,7 +348,7 @@ class HostsSideWitness:
         with self._lock:
             guard = self._guards.get(key)
             if guard is None:
-                asks = [Witness(f"witness {a}", lambda a=a: self._answers(a, self._timeout)) for a in key]
+                asks = [Witness(f"witness {a}", partial(self._answers, a, self._timeout)) for a in key]
                 guard = self._guards[key] = PartitionGuard(asks, period_s=self._period, budget_s=self._timeout,
                                                            clock=self._clock, workers=len(key))
         return guard.peek()

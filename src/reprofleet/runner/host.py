@@ -253,8 +253,8 @@ class HostRunner:
                 self.ctx.recorded_ids.add(attempt_id)
                 continue
             self.ctx.event(self.host.name, CampaignEvent.ATTEMPT_RESUMED, attempt=attempt_id, status=listed.status)
-            record = self.run_slot(cell, index, resume=listed)
-            if record is not None and not slot_runs_again(record.outcome.value, record.reason):
+            resumed = self.run_slot(cell, index, resume=listed)
+            if resumed is not None and not slot_runs_again(resumed.outcome.value, resumed.reason):
                 self._drop_from_plan(cell, index)
 
     def switch_on_if_off(self) -> bool:
