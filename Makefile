@@ -44,6 +44,7 @@ demo: system-deps $(VENV)/.installed
 # Each phase prints its wall time, so CI's log shows the figures the 15-minute budget is held to.
 test: system-deps $(VENV)/.installed
 	$(VENV)/bin/lint-imports
+	$(VENV)/bin/mypy src/reprofleet
 	$(VENV)/bin/bandit -q -c pyproject.toml -r src collectors --severity-level high
 	@t0=$$(date +%s); $(VENV)/bin/python -m pytest -q -m "not fleet" -n auto $(PYTEST_ARGS); rc=$$?; \
 	  echo "make test: unit phase $$(( $$(date +%s) - t0 )) s"; exit $$rc
