@@ -15,8 +15,9 @@ through a small event loop (hosts run in parallel; an attempt lasts ``clean_cost
   bad if any reproduces (it stops at the first), binary search; on several hosts a point's
   runs go out one per host at a time and the round of the first reproduction counts whole.
   For a search N is the guarantee's own size (the clean runs that rule out epsilon at
-  1 - delta: 59 at 5%/5%); for a bisection N is the smallest whose share of true answers reaches ours on the same
-  truth (scanned 1..``FIXED_MAX``; where none does, the best N, and the plan says so). Its
+  1 - delta: 59 at 5%/5%); for a bisection N is the smallest whose share of true answers
+  reaches ours on the same truth (scanned 1..``FIXED_MAX``; where none does, the best N,
+  and the plan says so). Its
   known bad gets N runs and must reproduce; its known good gets the same target check as
   ours (``changepoint.good_end_check``: met at its exact bound, failed at its anytime-valid
   one), so both make the same claim about the good end and their attempts compare.
@@ -210,17 +211,6 @@ def _good_end_rule(epsilon: float, delta: float) -> tuple[np.ndarray, np.ndarray
             fails += 1
         meet_max[n], fail_min[n] = meets - 1, fails if fails <= n else GRID_CAP + 2
     return meet_max, fail_min
-
-
-def _good_end_check(epsilon: float, delta: float, rate: float, rng: random.Random) -> tuple[bool, int, int]:
-    """(met, attempts, wedges): the known good run until the bisection's own check decides."""
-    meet_max, fail_min = _good_end_rule(epsilon, delta)
-    wedges = 0
-    for n in range(1, GRID_CAP + 1):
-        wedges += rng.random() < rate
-        if wedges <= meet_max[n] or wedges >= fail_min[n]:
-            return bool(wedges <= meet_max[n]), n, wedges
-    return False, GRID_CAP, wedges
 
 
 def _round_robin(rates: Sequence[float], start: int, index: int) -> float:

@@ -172,17 +172,7 @@ def read_state(folder: Path) -> FolderState:
     return FolderState(info.campaign if info else Path(folder).name, Path(folder), hosts, tuple(cells),
                        plan.attempts_per_cell if plan else None, read_heartbeat(directory.root / METRICS_FILE),
                        stopped, (info.caveat,) if info and info.caveat else (), adaptive,
-                       _budget(directory.manifest) if adaptive else None)
-
-
-def _budget(manifest: Path) -> int | None:
-    """A search's or bisection's attempt budget, from campaign.json's ``search`` block."""
-    try:
-        spec = (json.loads(manifest.read_text()).get("search") or {}).get("spec") or {}
-    except (OSError, ValueError, AttributeError):
-        return None
-    budget = spec.get("budget_attempts") if isinstance(spec, dict) else None
-    return budget if isinstance(budget, int) and not isinstance(budget, bool) else None
+                       info.budget if info else None)
 
 
 def _host(name: str, records: list[dict[str, Any]], events: list[dict[str, Any]], planned: dict[str, int] | None,

@@ -63,6 +63,7 @@ class CampaignInfo:
     running: bool = False
     caveat: str = ""
     adaptive: str = ""  # "search" | "bisect": a ladder chose how often each cell ran (never a fixed-n design)
+    budget: int | None = None  # such a campaign's attempt budget, where its playbook stated one
 
 
 @dataclass(frozen=True)
@@ -134,14 +135,22 @@ def read_manifest(path: Path, running: Running = CampaignLock.held) -> CampaignI
         judging_data = {"reproductions": data["reproductions"]}  # written before roles existed
     cells = tuple(str(c.get("name")) for c in data.get("cells") or [] if isinstance(c, dict))
     plan = _plan(data)
+    ladder = data.get("search") if isinstance(data.get("search"), dict) else {}
     name = str(data.get("campaign") or path.parent.name)
     return CampaignInfo(campaign=name,
                         judging=Judging.from_json(judging_data),
                         reference=data.get("reference") or (cells[0] if cells else None),
                         cells=cells, source=str(path), plan=plan, running=running(path.parent),
-                        adaptive=str((data.get("search") or {}).get("kind") or "") if isinstance(data.get("search"), dict) else "",
+                        adaptive=str(ladder.get("kind") or ""), budget=_ladder_budget(ladder),
                         caveat="" if plan else f"campaign {name}'s campaign.json records no plan (attempts_per_cell, "
                                                "hosts): its records are taken as the whole design")
+
+
+def _ladder_budget(ladder: Mapping[str, Any]) -> int | None:
+    """A search's or bisection's attempt budget from the manifest's ``search`` block."""
+    spec = ladder.get("spec")
+    budget = spec.get("budget_attempts") if isinstance(spec, dict) else None
+    return budget if isinstance(budget, int) and not isinstance(budget, bool) else None
 
 
 def _stop_events(folder: Path) -> list[dict[str, Any]]:
