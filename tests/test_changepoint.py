@@ -34,7 +34,7 @@ def test_the_endpoints_are_rechecked_before_anything_else() -> None:
 
 
 def test_a_known_bad_that_never_reproduces_stops_the_bisection() -> None:
-    n = changepoint.bad_check_attempts(0.95)
+    n = changepoint.bad_check_attempts(0.95, 0.2)
     assert n == 14 and 0.8 ** n <= 0.05 < 0.8 ** (n - 1)
     short = changepoint.bisect_result(SPEC, _runs((0, n - 1, C), (3, 59, C)))
     assert short.endpoints_ok is True or short.endpoints_ok is None
@@ -58,15 +58,50 @@ def test_a_known_good_that_fails_its_target_stops_the_bisection() -> None:
 
 
 def test_the_stop_is_at_the_stated_posterior() -> None:
-    probes = _runs(*CHECKED, (1, 1, R), (2, 5, C))
-    result = changepoint.bisect_result(SPEC, probes)
-    assert 0.95 <= result.posterior < 0.96
+    spec = BisectSpec(versions=4, posterior=0.99, min_bad_rate=0.45)  # the first good needs 8 clean runs
+    probes = _runs(*CHECKED, (1, 1, R), (2, 9, C))
+    result = changepoint.bisect_result(spec, probes)
+    assert 0.99 <= result.posterior < 0.992
     assert result.done and result.endpoints_ok and (result.first_good, result.last_bad) == (2, 1)
     assert result.why == f"first good: 2 (posterior {result.posterior:.3f}), last bad: 1"
-    stricter = BisectSpec(versions=4, posterior=0.96)
+    stricter = BisectSpec(versions=4, posterior=0.995, min_bad_rate=0.45)  # 9 clean runs: the floor is met
+    assert changepoint.bad_check_attempts(0.995, 0.45) == 9
     assert not changepoint.bisect_result(stricter, probes).done
     assert changepoint.next_bisect_version(stricter, probes, "h1", {}) is not None
-    assert changepoint.next_bisect_version(SPEC, probes, "h1", {}) is None
+    assert changepoint.next_bisect_version(spec, probes, "h1", {}) is None
+
+
+def test_the_first_good_needs_the_clean_runs_that_a_version_at_the_rate_floor_rarely_passes() -> None:
+    # one reproduction at version 1 and 5 clean runs at 2: the posterior says 0.956, but a bad
+    # version at 20% passes 5 clean runs a third of the time; 14 (0.8^14 < 5%) are needed
+    five = _runs(*CHECKED, (1, 1, R), (2, 5, C))
+    result = changepoint.bisect_result(SPEC, five)
+    assert result.posterior >= 0.95 and (result.first_good, result.last_bad) == (2, 1)
+    assert not result.done and "the first good needs 9 more clean runs" in result.why
+    assert changepoint.next_bisect_version(SPEC, five, "h1", {}) == 2
+    assert changepoint.next_bisect_version(SPEC, five, "h2", {f"r{i}": 2 for i in range(8)}) == 2
+    assert changepoint.next_bisect_version(SPEC, five, "h2", {f"r{i}": 2 for i in range(9)}) is None
+    fourteen = changepoint.bisect_result(SPEC, _runs(*CHECKED, (1, 1, R), (2, 14, C)))
+    assert fourteen.done and fourteen.first_good == 2
+    with pytest.raises(ValueError, match="min_bad_rate"):
+        changepoint.bisect_result(BisectSpec(versions=3, min_bad_rate=0.0), [])
+
+
+def test_a_bad_versions_rate_is_a_beta_cut_at_the_rate_floor() -> None:
+    from scipy.integrate import quad
+    from scipy.stats import beta
+
+    wedges, cleans = np.array([[0, 1, 2]]), np.array([[5, 0, 7]])
+    terms = changepoint._bad_terms(0.2, wedges, cleans)[0]
+    for h, (a, b) in enumerate(changepoint._HYPER):
+        for v in range(3):
+            w, c = int(wedges[0, v]), int(cleans[0, v])
+            cut, _ = quad(lambda p: p ** w * (1 - p) ** c * beta.pdf(p, a, b), 0.2, 1.0, epsabs=0, epsrel=1e-10)
+            assert terms[v, h] == pytest.approx(np.log(cut / beta.sf(0.2, a, b)), rel=1e-6)
+    # the cut is why 14 clean runs suffice: an uncut Beta keeps "a bad version at 3%" in play
+    fourteen = _runs(*CHECKED, (1, 1, R), (2, 14, C))
+    uncut = BisectSpec(versions=4, min_bad_rate=1e-9)
+    assert changepoint.bisect_result(SPEC, fourteen).posterior > changepoint.bisect_result(uncut, fourteen).posterior
 
 
 def test_a_miss_is_expected_of_a_bad_version_and_a_false_wedge_of_a_good_one() -> None:
@@ -81,11 +116,11 @@ def test_a_miss_is_expected_of_a_bad_version_and_a_false_wedge_of_a_good_one() -
 
 def test_a_version_that_never_starts_is_skipped_and_the_answer_spans_it() -> None:
     spec = BisectSpec(versions=5)
-    probes = _runs((0, 1, R), (4, 59, C), (1, 2, R), (2, 3, U), (3, 10, C))
+    probes = _runs((0, 1, R), (4, 59, C), (1, 2, R), (2, 3, U), (3, 14, C))
     result = changepoint.bisect_result(spec, probes)
     assert result.versions[2].skipped and result.versions[2].attempts == 0 and result.versions[2].unusable == 3
     assert (result.first_good, result.last_bad) == (3, 1) and result.done
-    assert all(changepoint.next_bisect_version(spec, probes[:-10], f"h{i}", {}) != 2 for i in range(4))
+    assert all(changepoint.next_bisect_version(spec, probes[:-14], f"h{i}", {}) != 2 for i in range(4))
     two = changepoint.bisect_result(spec, _runs((2, 2, U)))
     assert not two.versions[2].skipped  # two unusable are not yet a skip
     mixed = changepoint.bisect_result(spec, _runs((2, 5, U), (2, 1, C)))
@@ -143,10 +178,10 @@ def test_a_speculative_probe_is_weighed_against_the_attempts_already_running() -
     spec = BisectSpec(versions=16)
     tally = changepoint._tally(spec, _runs((0, 2, R), (15, 59, C)))
     candidates = list(range(1, 15))
-    fresh, chance = changepoint._gains(tally, np.zeros(16, dtype=int), candidates)
+    fresh, chance = changepoint._gains(tally, np.zeros(16, dtype=int), candidates, 0.2)
     running = np.zeros(16, dtype=int)
     running[7] = 1
-    after, chance_after = changepoint._gains(tally, running, candidates)
+    after, chance_after = changepoint._gains(tally, running, candidates, 0.2)
     assert after[7] < fresh[7]  # a second attempt at the same midpoint tells less than the first
     assert after[8] < fresh[8] and after[6] < fresh[6]  # and so does one at its neighbour
     assert sum(after.values()) < sum(fresh.values())

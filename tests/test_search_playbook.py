@@ -14,6 +14,7 @@ from reprofleet.model import GpuPolicy, RuntimeKind
 from reprofleet.playbook import load_playbook
 from reprofleet.playbook.ladder import host_groups, ladder_from_json, ladder_json, ladder_plan
 from reprofleet.model import Host
+from reprofleet.stats.search_contract import BisectSpec
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "playbooks" / "search-clock.yml"
 HEAD = "name: t\npoc: {script: poc.py}\nruntime: {kind: docker, image: \"vllm/vllm-openai:v{vllm}\"}\ndefaults: {vars: {vllm: \"0.25.1\"}}\n"
@@ -107,6 +108,8 @@ def test_the_spec_round_trips_through_the_manifest_with_host_groups(tmp_path: Pa
         ("bisect: {factor: vars.vllm, versions: ['1', '2'], posterior: 1.2}\n", "5:bisect.posterior", "(0.5, 1)"),
         ("bisect: {factor: vars.vllm, versions: ['1', '2'], speculate: 2}\n", "5:bisect.speculate", "[0, 1]"),
         ("bisect: {factor: vars.vllm, versions: ['1', '2'], speculate: yes}\n", "5:bisect.speculate", "got True"),
+        ("bisect: {factor: vars.vllm, versions: ['1', '2'], min_rate: 0}\n", "5:bisect.min_rate", "(0, 1)"),
+        ("bisect: {factor: vars.vllm, versions: ['1', '2'], min_rate: 20%}\n", "5:bisect.min_rate", "got '20%'"),
         ("search:\n  factor: env.X\n  levels: [1, 2]\n  levls: [3]\n", "8:search.levls", "did you mean 'levels'?"),
     ],
 )
@@ -143,6 +146,12 @@ def test_a_bisections_dry_run_says_its_versions_the_known_bad_and_where_it_stops
                                          "known: {bad: last}, budget: {attempts: 30}}\n"))
     text = describe_plan(make_plan(book, [Host("ws1", "10.0.0.1")], "dry"))
     assert ("bisect over vars.vllm (0.25.1, 0.26.0; the newest is the known bad): versions chosen at run time until "
-            "the change point's posterior reaches 0.95; budget 30 attempts; a parallel host waits rather than run a "
-            "probe worth under 0.5 of a fresh one") in text
+            "the change point's posterior reaches 0.95; budget 30 attempts; a bad version is assumed to reproduce at "
+            ">= 0.2 (the known bad fails and the first good passes after 14 clean runs); a parallel host waits rather "
+            "than run a probe worth under 0.5 of a fresh one") in text
+    rarer = load_playbook(write(tmp_path, "bisect: {factor: vars.vllm, versions: ['0.25.1', '0.26.0'], min_rate: 0.1}\n"))
+    assert "at >= 0.1 (the known bad fails and the first good passes after 29 clean runs)" in describe_plan(
+        make_plan(rarer, [Host("ws1", "10.0.0.1")], "dry"))
+    spec = ladder_plan(rarer.ladder, ["ws1"]).spec
+    assert isinstance(spec, BisectSpec) and spec.min_bad_rate == 0.1
     assert "attempts planned: 2" in text  # one per version: what a host is prepared for, not the plan

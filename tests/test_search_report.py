@@ -88,6 +88,9 @@ def test_a_bisection_says_first_good_and_last_bad_with_the_posterior(tmp_path: P
     report = SearchReport("c", plan, fake.results([]), ())
     assert boundary_lines(report)[0].startswith("first good: 0.26.0 (posterior 0.97), last bad: 0.25.1")
     assert any("| 0.26.0 |" in line for line in markdown_section(report))
+    assert ("It assumes a bad version reproduces at least 0.2 of the time (`bisect.min_rate`): the first good is called "
+            "good after 14 clean runs, which a version at that rate passes at most 0.05 of the time") in "\n".join(
+        markdown_section(report))
 
 
 def test_a_model_that_fails_costs_the_search_section_not_the_report(searched: Path, monkeypatch: pytest.MonkeyPatch,

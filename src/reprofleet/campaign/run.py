@@ -29,6 +29,7 @@ from reprofleet.model import Cell, Host, Outcome, Playbook, SearchBlock, StopKin
 from reprofleet.playbook import plan_order
 from reprofleet.playbook.ladder import Ladder, LadderPlan, ladder_json, ladder_plan
 from reprofleet.runner.search import LadderSchedule
+from reprofleet.stats.changepoint import bad_check_attempts
 from reprofleet.records.store import (CampaignDir, CampaignLock, read_log_lines,
                                      read_records, write_atomic)
 from reprofleet.power import PowerLog
@@ -164,6 +165,8 @@ def search_lines(book: Playbook) -> str:
     bad = "oldest" if block.bad_first else "newest"
     return (f"bisect over {block.factor} ({', '.join(block.versions)}; the {bad} is the known bad): versions chosen at "
             f"run time until the change point's posterior reaches {block.posterior:g}; budget {budget}; "
+            f"a bad version is assumed to reproduce at >= {block.min_bad_rate:g} (the known bad fails and the first "
+            f"good passes after {bad_check_attempts(block.posterior, block.min_bad_rate)} clean runs); "
             f"a parallel host waits rather than run a probe worth under {block.speculate:g} of a fresh one; "
             "the counts below are one attempt per version, not the plan")
 

@@ -66,6 +66,7 @@ class BisectBlock:
     speculate: float = 0.5  # a parallel host's probe must add this share of a fresh attempt's information, or it waits
     clean_cost_s: float = 120.0
     wedge_cost_s: float = 900.0
+    min_bad_rate: float = 0.2  # the lowest rate at which a bad version is assumed to reproduce (bisect.min_rate)
 
     def label(self, version: int) -> str:
         return str(self.versions[version])

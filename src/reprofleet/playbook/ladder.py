@@ -112,7 +112,8 @@ def ladder_plan(block: SearchBlock | BisectBlock, hosts: Iterable[Host | str], s
     spec = BisectSpec(versions=len(block.cells), bad_first=block.bad_first, posterior=block.posterior,
                       epsilon=block.epsilon, delta=block.delta, budget_attempts=block.budget_attempts,
                       budget_power_cycles=block.budget_power_cycles, clean_cost_s=block.clean_cost_s,
-                      wedge_cost_s=block.wedge_cost_s, speculate=block.speculate, seed=seed or 0)
+                      wedge_cost_s=block.wedge_cost_s, speculate=block.speculate,
+                      min_bad_rate=block.min_bad_rate, seed=seed or 0)
     return LadderPlan("bisect", block.factor, block.cells, block.versions, spec)
 
 

@@ -25,7 +25,7 @@ from reprofleet.playbook.document import MAX_COUNT, MAX_MHZ, Doc, finite, positi
 from reprofleet.playbook.factors import IDENTIFIER
 
 SEARCH_KEYS = ("factor", "levels", "riskier", "floor", "target", "epsilon_high", "budget", "groups", "costs")
-BISECT_KEYS = ("factor", "versions", "known", "posterior", "target", "budget", "speculate", "costs")
+BISECT_KEYS = ("factor", "versions", "known", "posterior", "target", "budget", "speculate", "costs", "min_rate")
 TARGET_KEYS = ("epsilon", "delta")
 BUDGET_KEYS = ("attempts", "power_cycles")
 COST_KEYS = ("clean_s", "wedge_s")
@@ -115,11 +115,15 @@ def bisect_block(doc: Doc, top: Any) -> tuple[BisectBlock, list[Any]]:
     if not finite(speculate, 0, 1):
         raise doc.fail(block, "speculate", "bisect.speculate",
                        f"must be a share in [0, 1] (0: every host always runs, 1: fewest attempts), got {shown(speculate)}")
+    min_rate = block.get("min_rate", 0.2)
+    if not finite(min_rate, 0, 1) or not 0 < min_rate < 1:
+        raise doc.fail(block, "min_rate", "bisect.min_rate",
+                       f"must be a rate in (0, 1): the lowest at which a bad version reproduces, got {shown(min_rate)}")
     epsilon, delta = _target(doc, block, "bisect")
     attempts, cycles = _budget(doc, block, "bisect")
     clean_s, wedge_s = _costs(doc, block, "bisect")
     return BisectBlock(factor, tuple(raw), names, known["bad"] == "first", float(posterior), epsilon, delta,
-                       attempts, cycles, float(speculate), clean_s, wedge_s), entries
+                       attempts, cycles, float(speculate), clean_s, wedge_s, float(min_rate)), entries
 
 
 def located_error(exc: PlaybookError, key: str, block: Any) -> PlaybookError:

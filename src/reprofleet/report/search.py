@@ -17,6 +17,7 @@ from typing import Any, Callable, Mapping, Sequence
 from reprofleet.model import Judging
 from reprofleet.playbook.ladder import Ladder, LadderPlan, LadderResult, ladder_from_json, probe_of, result_json
 from reprofleet.records.pooling import Pool
+from reprofleet.stats.changepoint import bad_check_attempts
 from reprofleet.stats.search_contract import BisectResult, BisectSpec, Probe, ProbeOutcome, SearchResult
 
 _MARKS = {ProbeOutcome.REPRODUCED: ("wedge", "X"), ProbeOutcome.CLEAN: ("clean", "o"),
@@ -149,8 +150,13 @@ def _claim(plan: LadderPlan) -> str:
         return ("A clean level claims P(reproduction) ≤ ε with probability ≥ 1-δ under the monotone model (a riskier "
                 "level is never safer), for the hosts of its group, the software and settings of these cells; it "
                 "does not claim the level never wedges.")
+    spec = plan.spec
+    assert isinstance(spec, BisectSpec)
     return ("The change point is where the model puts the switch from bad to good with the stated posterior; versions "
-            "whose attempts were all unusable are skipped, never counted as either side.")
+            "whose attempts were all unusable are skipped, never counted as either side. It assumes a bad version "
+            f"reproduces at least {spec.min_bad_rate:g} of the time (`bisect.min_rate`): the first good is called good "
+            f"after {bad_check_attempts(spec.posterior, spec.min_bad_rate)} clean runs, which a version at that rate "
+            f"passes at most {1 - spec.posterior:.2g} of the time; a rarer bad version is not ruled out.")
 
 
 def verdict_rows(report: SearchReport) -> list[tuple[str, str]]:

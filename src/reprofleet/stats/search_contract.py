@@ -104,7 +104,11 @@ class BisectSpec:
     it is expected to cost (a reproduction a power cycle and minutes, a clean run one
     attempt); ``speculate``: the share of a fresh attempt's information (per cost) a probe
     started beside running ones must add, or the host waits (0: hosts never wait, 1: no
-    speculative probe, the fewest attempts)."""
+    speculative probe, the fewest attempts). ``min_bad_rate``: the lowest rate at which a bad
+    version is assumed to reproduce (the bug report's "reproduces in under 6 tries" is about
+    20%); it sizes the known bad's re-check and the clean runs the first good needs, and
+    bounds the bad side's rates from below, so the result claims nothing about a bad version
+    that reproduces less often."""
 
     versions: int
     bad_first: bool = True
@@ -116,6 +120,7 @@ class BisectSpec:
     clean_cost_s: float = 120.0
     wedge_cost_s: float = 900.0
     speculate: float = 0.5
+    min_bad_rate: float = 0.2
     seed: int = 0
 
 
