@@ -78,6 +78,8 @@ def test_the_first_good_needs_the_clean_runs_that_a_version_at_the_rate_floor_ra
     result = changepoint.bisect_result(SPEC, five)
     assert result.posterior >= 0.95 and (result.first_good, result.last_bad) == (2, 1)
     assert not result.done and "the first good needs 9 more clean runs" in result.why
+    spent = changepoint.bisect_result(BisectSpec(versions=4, budget_attempts=len(five)), five)
+    assert spent.done and "budget of 66 attempts" in spent.why and "the first good needs 9 more clean runs" in spent.why
     assert changepoint.next_bisect_version(SPEC, five, "h1", {}) == 2
     assert changepoint.next_bisect_version(SPEC, five, "h2", {f"r{i}": 2 for i in range(8)}) == 2
     assert changepoint.next_bisect_version(SPEC, five, "h2", {f"r{i}": 2 for i in range(9)}) is None

@@ -309,14 +309,14 @@ def bisect_result(spec: BisectSpec, probes: Sequence[Probe]) -> BisectResult:
     else:
         checks = ", ".join(f"the known {name} is still being re-checked" for name, check in
                            (("bad", bad), ("good", good)) if check is EndCheck.PENDING)
-        if owed:
-            checks = ", ".join(filter(None, (checks, f"the first good needs {owed} more clean runs (a version "
-                                                     f"reproducing at {spec.min_bad_rate:g} passes fewer more often "
-                                                     f"than {1 - spec.posterior:g})")))
+        floor = (f"the first good needs {owed} more clean runs (fewer pass a version reproducing at "
+                 f"{spec.min_bad_rate:g} more than {1 - spec.posterior:.2g} of the time)") if owed else ""
+        checks = "; ".join(filter(None, (checks, floor)))
         done, why = spent is not None, spent or (f"waiting: first good {first_good}, last bad {last_bad} at posterior "
                                                  f"{mass:.3f} of {spec.posterior:g}" + (f"; {checks}" if checks else ""))
         if spent:
-            why = f"{spent}: first good {first_good}, last bad {last_bad} at posterior {mass:.3f}"
+            why = f"{spent}: first good {first_good}, last bad {last_bad} at posterior {mass:.3f}" + (
+                f"; {floor}" if floor else "")
     return BisectResult(first_good=first_good, last_bad=last_bad, posterior=mass, endpoints_ok=ok,
                         versions=versions, attempts=len(probes), power_cycles=cycles, done=done, why=why)
 
