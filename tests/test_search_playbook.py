@@ -139,6 +139,18 @@ def test_the_shipped_search_playbook_passes_a_dry_run(tmp_path: Path) -> None:
     assert "search-graphics_clocks-3000: gpu {'graphics_clocks': [180, 3000]}" in result.stdout
 
 
+def test_the_shipped_bisect_playbook_passes_a_dry_run(tmp_path: Path) -> None:
+    inventory = tmp_path / "hosts.yml"
+    inventory.write_text("all:\n  hosts:\n    ws01:\n      ansible_host: 10.213.254.254\n")
+    result = subprocess.run([sys.executable, "-m", "reprofleet", "campaign", "--hosts", str(inventory), "--playbook",
+                             str(EXAMPLE.with_name("bisect-vllm.yml")), "--dry-run"], cwd=tmp_path, capture_output=True,
+                            text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert "bisect over vars.vllm (0.25.1, 0.26.0; the oldest is the known bad)" in result.stdout
+    assert "a bad version is assumed to reproduce at >= 0.2" in result.stdout
+    assert "bisect-vllm-0.26.0" in result.stdout
+
+
 def test_a_bisections_dry_run_says_its_versions_the_known_bad_and_where_it_stops(tmp_path: Path) -> None:
     from reprofleet.campaign.run import describe_plan, make_plan
 
