@@ -155,7 +155,7 @@ def _bad_terms(min_bad_rate: float, wedges: np.ndarray, cleans: np.ndarray) -> n
     incomplete beta. The cut is the assumption the known bad's re-check already makes; without
     it a Beta's tail near 0 kept the first good waiting for 20-30 clean runs ("it may be a bad
     version at 3%"). Counts are small integers, so the terms are one table per rate, grown by
-    doubling: betaincc costs about 40 times betaln."""
+    doubling: betaincc costs about 60 times betaln (200,000 calls: 1.30 s against 0.022 s)."""
     table = _BAD_TERMS.get(min_bad_rate)
     need_w, need_c = int(wedges.max(initial=0)) + 1, int(cleans.max(initial=0)) + 1
     if table is None or table.shape[0] < need_w or table.shape[1] < need_c:
