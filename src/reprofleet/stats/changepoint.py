@@ -402,8 +402,9 @@ def next_bisect_version(spec: BisectSpec, probes: Sequence[Probe], host: str,
     time but no attempt."""
     _check(spec, probes)
     others = [_internal(spec, v) for h, v in running.items() if h != host and 0 <= v < spec.versions]
-    if _budget_spent(spec, probes, len(others)) is not None or bisect_result(spec, probes).done:
-        return None
+    result = bisect_result(spec, probes)
+    if _budget_spent(spec, probes, len(others)) is not None or result.done or result.first_good is None:
+        return None  # not done: no endpoint failed, so the span is named
     tally = _tally(spec, probes)
     bad, good = _endpoint_checks(spec, tally)
     last = spec.versions - 1
@@ -414,7 +415,7 @@ def next_bisect_version(spec: BisectSpec, probes: Sequence[Probe], host: str,
         return _external(spec, 0)
     if good is EndCheck.PENDING and at_good == 0:
         return _external(spec, last)
-    _, first_good, mass = _span(_change_posterior(tally, spec.min_bad_rate), tally)
+    first_good, mass = _internal(spec, result.first_good), result.posterior  # the span bisect_result found
     if mass >= spec.posterior:  # only the first good's clean runs or an endpoint check is left: more hosts on it
         if first_good_runs_left(spec, tally, first_good) > others.count(first_good):
             return _external(spec, first_good)
