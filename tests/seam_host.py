@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import shlex
 import threading
 import time
 from dataclasses import dataclass, field, replace
@@ -36,7 +37,8 @@ from reprofleet.remote.agent import AgentBundle, StreamEvent, parse_event
 from reprofleet.remote.transport import CommandResult, TransportSettings
 from reprofleet.runner.context import CampaignContext, RunSettings
 from reprofleet.runner.host import HostRunner
-from reprofleet.runner.recovery import recovery_factory
+from reprofleet.remote import host_commands
+from reprofleet.runner.recovery import announce_power_control, recovery_factory
 from reprofleet.sim.rfsim.kernel_panic import SYSCTL_DEFAULTS
 
 POC_BYTES = b"print('the reproducer')\n"
@@ -266,23 +268,37 @@ class FakeSession:
         self.closed = True
 
     def run(self, command: str, timeout: float = 60.0) -> CommandResult:
+        """Exactly the commands of ``remote/host_commands.py``; any other fails the test (a
+        BaseException, so no ``except Exception`` of the runner turns it into an infra record)."""
         self.fake.require_up()
         fake = self.fake
-        if command.startswith("printf %s"):
+        if command == host_commands.home_folder().command:
             out = "/home/fake"
-        elif "boot_id" in command:
+        elif command == host_commands.boot_now().command:
             uptime = fake.clock.monotonic() - (fake.up_at or 0.0)
             out = f"{fake.boot_id}\n{uptime:.1f}\n"
-        elif command.startswith("journalctl --list-boots"):
+        elif command == host_commands.boots_listed().command:
             out = "IDX BOOT ID FIRST ENTRY LAST ENTRY\n" + "".join(
                 f"{i - len(fake.boot_ids) + 1} {b.replace('-', '')} x y\n" for i, b in enumerate(fake.boot_ids))
-        elif command.startswith("docker image inspect") and "json .RepoDigests" in command:
+        elif command.startswith("docker image inspect") and command in (
+                host_commands.image_digests(_tag_of(command)).command,):
             out = json.dumps([f"vllm/vllm-openai@{fake.image_now().replace('sha256:img', 'sha256:digest')}"])
-        elif command.startswith("docker image inspect"):
+        elif command.startswith("docker image inspect") and command == host_commands.image_id(_tag_of(command)).command:
             out = fake.image_now()
+        elif command.startswith("mkdir -p ") or " && find . -mindepth 1 " in command:
+            out = ""  # prepare_cache / cache_manifest: nothing to say on a fake host
         else:
-            out = ""
+            raise UnknownHostCommand(f"the runner sent a command the seam does not know: {command!r}")
         return CommandResult(command, 0, out, "")
+
+
+class UnknownHostCommand(BaseException):
+    """A command outside remote/host_commands.py reached the fake host: a test must fail."""
+
+
+def _tag_of(command: str) -> str:
+    """The image tag a ``docker image inspect`` command names (its last word, shell-unquoted)."""
+    return shlex.split(command)[-1]
 
 
 class FakeAgent:
@@ -579,8 +595,9 @@ def seam_context(playbook: Playbook, root: Path, clock: VirtualClock, timings: T
         settings=replace(run_settings, **settings), bundle=AgentBundle((), "fakeagent01"),
         poc_script=POC_BYTES, attempt_log=AttemptLog(directory.attempts), events=JsonlAppender(directory.events),
         fleet=FleetLiveness(timings.fleet_window_s), stop=threading.Event(), clock=clock,
+        power=recovery_factory(directory),
     )
-    ctx.recovery = recovery_factory(ctx)
+    announce_power_control(ctx.fleet, ctx.event)
     return ctx
 
 

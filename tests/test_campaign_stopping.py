@@ -20,6 +20,7 @@ from reprofleet.campaign import run as campaign
 from reprofleet.records import identity
 from reprofleet.stats import stop_rules as stopping
 from reprofleet.runner.attempt import AttemptEnd
+from reprofleet.runner.recovery import Recovered
 from reprofleet.runner.host import CampaignContext, HostRunner, RunSettings, cell_identity, record_runtime
 from reprofleet.runner.stops import HostStops
 from reprofleet.model import (Cell, Host, Outcome, Phase, Playbook, Poc, Record, Runtime, RuntimeKind, StopKind,
@@ -98,10 +99,10 @@ class ScriptedRunner(HostRunner):
         if self.interrupt_after is not None and len(self.ran) > self.interrupt_after:
             self.ctx.stop.set()
             end = AttemptEnd(Outcome.INFRA, "interrupted: the campaign was stopped", None)
-            return self._record(cell, index, str(uuid.uuid4()), utc_now(), end, None, None, "")
+            return self.recorder.attempt(cell, index, str(uuid.uuid4()), utc_now(), end, None, None, followed=False)
         outcome, phase = self.script(cell.name, index)
-        record = self._record(cell, index, str(uuid.uuid4()), utc_now(), AttemptEnd(outcome, "scripted", None),
-                              None, None, "")
+        record = self.recorder.attempt(cell, index, str(uuid.uuid4()), utc_now(), AttemptEnd(outcome, "scripted", None),
+                                       None, None, followed=False)
         return dataclasses.replace(record, last_phase=phase)
 
     def after_wedge(self, record: Record) -> Record:
@@ -310,7 +311,7 @@ def test_skipped_records_of_a_quarantined_host_carry_the_same_identity(tmp_path:
     ctx = context(playbook, tmp_path)
     runner = HostRunner(ctx, HOST, [])
     runner.state.quarantined = "could not prepare the host"
-    skipped = runner._skipped(playbook.cells[0], 0)
+    skipped = runner.skipped_record(playbook.cells[0], 0)
     assert skipped.poc == hashlib.sha256(POC_BYTES).hexdigest()
     assert skipped.cell_id == cell_identity(playbook.cells[0], skipped.poc)
     assert dict(skipped.runtime) == record_runtime(playbook.cells[0])
@@ -395,23 +396,24 @@ class FakeRecovery:
     def __init__(self) -> None:
         self.recovered: list[Record] = []
 
-    def recover(self, runner: HostRunner, record: Record) -> Record:
+    def recover(self, record: Record) -> Recovered:
         self.recovered.append(record)
-        return dataclasses.replace(record, forensics={"previous_boot_available": True, "findings": []})
+        return Recovered(dataclasses.replace(record, forensics={"previous_boot_available": True, "findings": []}))
 
 
 def test_a_reboot_found_on_re_attach_goes_through_recovery_and_gets_forensics(tmp_path: Path) -> None:
     playbook = book(tmp_path, cell("ref", 0), attempts=2)
     ctx = context(playbook, tmp_path)
-    ctx.recovery = FakeRecovery()
+    recovery = FakeRecovery()
     script: Script = lambda name, index: ((Outcome.REBOOT if index == 0 else Outcome.CLEAN), None)
     runner = ScriptedRunner(ctx, [(playbook.cells[0], 0), (playbook.cells[0], 1)], script)
+    runner.recovery = recovery  # type: ignore[assignment]
     runner.run()
     records = records_of(ctx.directory)
     assert [r["outcome"] for r in records] == ["reboot", "clean"]
     assert records[0]["forensics"] == {"previous_boot_available": True, "findings": []}
     assert records[1]["forensics"] is None
-    assert len(ctx.recovery.recovered) == 1 and not runner.state.quarantined
+    assert len(recovery.recovered) == 1 and not runner.state.quarantined
 
 
 def test_a_reboot_without_recovery_is_recorded_and_the_host_goes_on(tmp_path: Path) -> None:

@@ -135,7 +135,7 @@ def test_a_card_its_owner_changed_between_attempts_is_said_and_left_alone(tmp_pa
     ctx = seam_context(seam_book(tmp_path, attempts=1), tmp_path, clock)
     runner = run_host(fake, ctx)
     fake.policy = {**OWNER_SETTINGS, "graphics_clocks": [1500, 1500]}  # the owner locked it meanwhile
-    now = runner.ensure_policy(runner.agent(), GpuPolicy())
+    now = runner.policy.ensure(runner.link.agent(), GpuPolicy())
     assert now["graphics_clocks"] == [1500, 1500]
     (changed,) = events(ctx, "policy_changed")
     assert "observe-only" in changed["message"] and any("graphics_clocks" in c for c in changed["changes"])

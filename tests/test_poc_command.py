@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from reprofleet.remote import host_commands
 from reprofleet.runner import poc
 from reprofleet.model import Cell, Runtime, RuntimeKind
 
@@ -126,8 +127,8 @@ def test_a_cache_folder_with_a_quote_in_it_stays_one_word_on_the_shell_line(tmp_
     home.mkdir()
     (home / "seed.tar.gz").write_bytes(archive)
     plain, seeded = home / "plain", home / "seeded"
-    for line in (poc.prepare_cache_command(str(plain), None),
-                 poc.prepare_cache_command(str(seeded), str(home / "seed.tar.gz"))):
+    for line in (host_commands.prepare_cache(str(plain), None).command,
+                 host_commands.prepare_cache(str(seeded), str(home / "seed.tar.gz")).command):
         done = subprocess.run(["bash", "-c", line], cwd=tmp_path, capture_output=True, text=True, timeout=30)
         assert done.returncode == 0, done.stderr
     assert plain.is_dir() and (seeded / "graph.py").read_text() == "print(1)\n"
@@ -135,5 +136,5 @@ def test_a_cache_folder_with_a_quote_in_it_stays_one_word_on_the_shell_line(tmp_
 
 
 def test_seeding_never_overwrites_a_warm_cache() -> None:
-    command = poc.seed_cache_command("/c/key", "/s/seed.tar.gz")
+    command = host_commands.prepare_cache("/c/key", "/s/seed.tar.gz").command
     assert command.startswith("mkdir -p /c/key && if [ -z \"$(ls -A /c/key)\" ]; then tar -xzf /s/seed.tar.gz")

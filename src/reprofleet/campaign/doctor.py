@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
 from reprofleet.errors import ReprofleetError
+from reprofleet.remote import host_commands
 from reprofleet.model import Cell, Host, RuntimeKind
 from reprofleet.runner import readiness
 
@@ -255,12 +256,8 @@ def examine(hosts: Sequence[Host], cells_of: Callable[[Host], Sequence[Cell]], s
             after = time.time()
             found: dict[str, str | None] = {}
             if facts.get("docker"):
-                import shlex
-
                 for tag in images:
-                    done = agent.session.run(f"docker image inspect --format '{{{{.Id}}}}' {shlex.quote(tag)}",
-                                             timeout=30)
-                    found[tag] = done.stdout.strip() if done.ok and done.stdout.strip() else None
+                    found[tag] = host_commands.run_command(agent, host_commands.image_id(tag))
             return facts, after, found
 
         answer = with_agent(host, settings.transport, ask)

@@ -14,6 +14,7 @@ import socket
 import threading
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
+from types import MappingProxyType
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
@@ -22,7 +23,9 @@ from reprofleet.credentials import resolve_env_secrets, secret_digest
 from reprofleet.runner import cache_sync, gpu_policy, netconsole as netconsole_setup, poc, runtimes as runtime_truth
 from reprofleet.remote.agent import load_bundle
 from reprofleet.errors import ReprofleetError
-from reprofleet.runner.context import CampaignContext, RunSettings, cell_identity
+from reprofleet.runner.context import CampaignContext, CampaignLedger, RunSettings, cell_identity
+from reprofleet.runner.recovery import announce_power_control
+from reprofleet.power.control import PowerControl
 from reprofleet.runner.host import HostRunner
 from reprofleet.runner.port import HostPort
 from reprofleet.model import Cell, Host, Outcome, Playbook, SearchBlock, StopKind
@@ -316,7 +319,7 @@ def run_campaign(
     *,
     progress: Callable[..., None] = lambda host, **fields: None,
     stop: threading.Event | None = None,
-    recovery_factory: Callable[[CampaignContext], Any] | None = None,
+    recovery_factory: Callable[[CampaignDir], PowerControl] | None = None,
     port_for: Callable[[CampaignContext, Host], HostPort] | None = None,
     clock: Clock | None = None,
     network_ok: Callable[[], bool] | None = None,
@@ -350,32 +353,33 @@ def run_campaign(
         _write_manifest(directory, plan, settings, hashlib.sha256(poc_script).hexdigest(), secret_digests)
         stop = stop or threading.Event()
         clock = clock or SystemClock()
+        recorded = frozenset(str(r.get("attempt")) for r in read_records(directory.attempts)) \
+            if directory.attempts.exists() else frozenset()
+        before = len(recorded)
+        earlier, stopped = earlier_records(directory), stopped_cells(directory)
+        resolved = resolved_runtimes(directory)
+        fleet = fleet_liveness(plan.hosts, settings, PowerLog(directory.power), clock, network_ok)
+        power = recovery_factory(directory) if recovery_factory is not None else None
         ctx = CampaignContext(
             campaign_id=plan.campaign_id, directory=directory, playbook=plan.playbook, settings=settings,
             bundle=load_bundle(), poc_script=poc_script, attempt_log=watch.attempt_log, events=watch.events,
-            fleet=fleet_liveness(plan.hosts, settings, PowerLog(directory.power), clock, network_ok),
-            stop=stop, progress=progress, clock=clock,
+            fleet=fleet, stop=stop, progress=progress, clock=clock, power=power,
             cache_seed=poc.cache_seed_archive(plan.playbook.poc.cache_source)
             if plan.playbook.poc.cache_source and cache_sync.modes(plan.playbook) - {"seeded"} else None,
             cache_snapshot=cache_sync.seeded_snapshot(plan.playbook),
+            started_slots=MappingProxyType(started_slots(directory, plan.playbook)),
+            started_on=MappingProxyType(started_hosts(directory)), seen_alive=frozenset(seen_alive(directory)),
+            ledger=CampaignLedger(recorded), host_outlets=MappingProxyType(outlet_keys(plan.hosts)),
+            # before the runners: each host's netconsole holds it
+            netconsole=netconsole_setup.start_receiver(plan.hosts, directory.root / "netconsole"),
             env_secrets=env_secrets, secret_digests=secret_digests,
         )
-        if recovery_factory is not None:
-            ctx.recovery = recovery_factory(ctx)
+        if power is not None:
+            announce_power_control(fleet, ctx.event)
         for log in (ctx.attempt_log, ctx.events):
             if log.torn:
                 ctx.event("", CampaignEvent.TORN_LINE_CUT, file=log.path.name, text=log.torn[:500],
                           message="the last line was torn by a controller that died mid-write; cut back on open")
-        ctx.host_outlets = outlet_keys(plan.hosts)
-        ctx.started_slots = started_slots(directory, plan.playbook)
-        ctx.started_on = started_hosts(directory)
-        ctx.seen_alive = seen_alive(directory)
-        ctx.recorded_ids = {str(r.get("attempt")) for r in read_records(directory.attempts)} \
-            if directory.attempts.exists() else set()
-        before = len(ctx.recorded_ids)
-        earlier, stopped = earlier_records(directory), stopped_cells(directory)
-        resolved = resolved_runtimes(directory)
-        ctx.netconsole = netconsole_setup.start_receiver(plan.hosts, directory.root / "netconsole")  # before the runners: each host's netconsole holds it
         schedule = _schedule(ctx, plan, ladder_for)
         runners = [HostRunner(ctx, host, list(plan.per_host[host.name]), earlier=earlier.get(host.name, []),
                               stopped={cell for h, cell in stopped if h == host.name},

@@ -7,7 +7,7 @@ inventory's ``pdu: driver:``, and the machinery they share (``base``).
 
 Modules: ``base`` (timeouts, retries, read-back, cycles), ``registry`` (``driver:`` -> a
 driver), ``ports`` (every host's drivers, built once; a host's cycle and ``switch_on_until``),
-``locks`` (one lock per thing a device serialises), ``log`` (power.jsonl), ``options`` (a
+``locks`` (one lock per thing a device serialises), ``log`` (power.jsonl), ``control`` (a campaign's power log and device locks, held once), ``options`` (a
 ``pdu:`` block's options), ``settings`` (a driver's timeouts and retry bounds),
 ``defaults`` (``invoke.yaml``'s ``power:`` section over the drivers' own), ``device_cycle``
 (a cycle the device runs by itself), ``stagger`` (the inrush gate: N "on"s per M seconds

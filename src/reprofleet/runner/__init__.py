@@ -1,11 +1,17 @@
 """One host through its plan: each object here belongs to one host's runner, so a decision
 about a host is made by code that sees only that host.
 
-Modules: ``host`` (the runner: prepare, run the slots in plan order, recover), ``port``
+Modules: ``host`` (the plan loop: slots in plan order, silences sent to recovery, the one
+quarantine), ``link`` (the host's session and agent behind one lock, its boot, its lease,
+stopping an attempt), ``policy_keeper`` (the GPU settings: ensure, re-apply, restore),
+``preparation`` (lease, orphans, facts, the PoC and cache pushed; a host silent at the
+start), ``attempt_run`` (one attempt from its settings to its record), ``slot_record``
+(records built once, appended, amended), ``infra_streak`` (the same infra reason too often in
+a row), ``give_back`` (what a host gets back at the end), ``port``
 (the HostPort seam: how a runner reaches its host), ``host_log`` (a host's event sink
 for the helpers it owns), ``context``
 (what every runner of a campaign shares), ``attempt`` (one attempt followed to its
-outcome), ``recovery`` (wedged -> off -> on -> booted -> ready, or quarantined), ``stops``
+outcome), ``recovery`` (wedged -> off -> on -> booted -> ready, or the reason to quarantine), ``stops``
 (stop rules on one host), ``gpu_policy`` (apply, read back, verify, restore),
 ``host_debug`` (lockup-to-panic sysctls), ``netconsole`` (a host's netconsole through a
 campaign), ``runtimes`` (what software really ran), ``cache_sync`` (content-addressed

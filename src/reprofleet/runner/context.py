@@ -8,19 +8,21 @@ import secrets
 import threading
 from dataclasses import dataclass, field, replace
 from functools import cached_property
-from typing import Any, Callable, Mapping
+from typing import AbstractSet, Any, Callable, Iterable, Mapping
 
 from reprofleet.clock import Clock, SystemClock
 from reprofleet.config import DEFAULT_TIMINGS, Timings
 from reprofleet.credentials import Secret
 from reprofleet.records import identity
 from reprofleet.runner import poc
+from reprofleet.runner.cache_sync import Snapshot
 from reprofleet.remote.agent import AgentBundle
 from reprofleet.model import CampaignEvent, Cell, Playbook
 from reprofleet.remote.netconsole import NetconsoleReceiver
 from reprofleet.records.store import AttemptLog, CampaignDir, JsonlAppender, utc_now
 from reprofleet.remote.transport import TransportSettings
 from reprofleet.liveness.watchdog import FleetLiveness, WatchdogSettings
+from reprofleet.power.control import PowerControl
 
 
 @dataclass(frozen=True)
@@ -53,9 +55,60 @@ class RunSettings:
                        reboot_grace_s=timings.reboot_grace_s)
 
 
+class CampaignLedger:
+    """What host threads of one campaign change, behind one lock: the attempts recorded so
+    far, the power cuts a neighbour's cycle caused, and why the whole campaign had to stop."""
+
+    def __init__(self, recorded: Iterable[str] = ()) -> None:
+        self._lock = threading.Lock()
+        self._recorded: set[str] = set(recorded)
+        self._cuts: dict[str, list[tuple[float, str]]] = {}
+        self._failure: str | None = None
+
+    def record(self, attempt_id: str) -> None:
+        with self._lock:
+            self._recorded.add(attempt_id)
+
+    def recorded(self, attempt_id: str) -> bool:
+        with self._lock:
+            return attempt_id in self._recorded
+
+    @property
+    def recorded_count(self) -> int:
+        with self._lock:
+            return len(self._recorded)
+
+    def note_cut(self, host: str, when: float, why: str) -> None:
+        with self._lock:
+            self._cuts.setdefault(host, []).append((when, why))
+
+    def cut_since(self, host: str, since: float) -> str | None:
+        with self._lock:
+            cuts = [why for when, why in self._cuts.get(host, ()) if when >= since]
+        return cuts[-1] if cuts else None
+
+    def fail(self, reason: str) -> bool:
+        """Keep the first reason; True when this call set it."""
+        with self._lock:
+            if self._failure is not None:
+                return False
+            self._failure = reason
+            return True
+
+    @property
+    def failure(self) -> str | None:
+        with self._lock:
+            return self._failure
+
+
 @dataclass
 class CampaignContext:
-    """What every host runner of one campaign shares."""
+    """What every host runner of one campaign shares, complete when it is constructed.
+
+    Nothing in the controller assigns a field after construction (tests/unit checks it); the
+    collections host threads read are given whole (a resume's history, the outlets that feed
+    each host), and what they change is the :class:`CampaignLedger`, behind its lock.
+    """
 
     campaign_id: str
     directory: CampaignDir
@@ -68,30 +121,32 @@ class CampaignContext:
     fleet: FleetLiveness
     stop: threading.Event
     progress: Callable[..., None] = lambda host, **fields: None
-    recovery: Any = None  # recovery.Recovery, set by the campaign when power control exists
+    power: PowerControl | None = None  # the power log and device locks, when the campaign may switch power
     cache_seed: tuple[bytes, str] | None = None  # the starting cache, packed once for every host
-    cache_snapshot: Any = None  # cache_sync.Snapshot of cache_source, hashed once when a cell is seeded
-    failure: str | None = None  # why the whole campaign had to stop (the controller's disk is full ...)
-    started_slots: dict[str, tuple[Cell, int]] = field(default_factory=dict)  # attempt id -> its slot
-    started_on: dict[str, str] = field(default_factory=dict)  # attempt id -> the host it started on
-    seen_alive: set[str] = field(default_factory=set)  # hosts this campaign prepared or recorded before
-    recorded_ids: set[str] = field(default_factory=set)  # attempt ids already in attempts.jsonl
+    cache_snapshot: Snapshot | None = None  # of cache_source, hashed once when a cell is seeded
+    started_slots: Mapping[str, tuple[Cell, int]] = field(default_factory=dict)  # attempt id -> its slot
+    started_on: Mapping[str, str] = field(default_factory=dict)  # attempt id -> the host it started on
+    seen_alive: AbstractSet[str] = field(default_factory=set)  # hosts this campaign prepared or recorded before
+    ledger: CampaignLedger = field(default_factory=CampaignLedger)  # what host threads change, behind a lock
     netconsole: NetconsoleReceiver | None = None  # when any host has netconsole:
     clock: Clock = field(default_factory=SystemClock)  # every wait of the runners; virtual in seam tests
     lease_token: str = field(default_factory=lambda: secrets.token_hex(16))  # this controller run's, fences it
-    host_outlets: dict[str, frozenset[str]] = field(default_factory=dict)  # host -> the outlet keys that feed it
-    power_cuts: dict[str, list[tuple[float, str]]] = field(default_factory=dict)  # host -> (when, why) its shared outlet went off
+    host_outlets: Mapping[str, frozenset[str]] = field(default_factory=dict)  # host -> the outlet keys that feed it
     env_secrets: Mapping[str, Secret] = field(default_factory=dict)  # name -> value, for the PoC's environment only
     secret_digests: Mapping[str, str] = field(default_factory=dict)  # name -> hash, when they join cell identities
 
     def note_cut(self, host: str, why: str) -> None:
         """``host`` shares an outlet with a host about to be cycled: its attempt will end by the cut."""
-        self.power_cuts.setdefault(host, []).append((self.clock.monotonic(), why))
+        self.ledger.note_cut(host, self.clock.monotonic(), why)
 
     def cut_since(self, host: str, since: float) -> str | None:
         """Why ``host`` lost power through a neighbour's cycle at or after ``since`` (monotonic), if it did."""
-        cuts = [why for when, why in list(self.power_cuts.get(host, ())) if when >= since]
-        return cuts[-1] if cuts else None
+        return self.ledger.cut_since(host, since)
+
+    @property
+    def failure(self) -> str | None:
+        """Why the whole campaign had to stop (the controller's disk is full ...), if it did."""
+        return self.ledger.failure
 
     @property
     def lease_ttl_s(self) -> float:
@@ -103,7 +158,7 @@ class CampaignContext:
             + 2 * (self.settings.dwell_s + timeouts.boot) + 600.0
 
     def recorded(self, attempt_id: str) -> bool:
-        return attempt_id in self.recorded_ids
+        return self.ledger.recorded(attempt_id)
 
     def event(self, host: str, what: CampaignEvent, **fields: Any) -> None:
         """Append one event; a controller that cannot write any more stops the campaign
@@ -115,8 +170,7 @@ class CampaignContext:
 
     def fail(self, reason: str) -> None:
         """Stop the whole campaign for a reason that is the controller's, not a host's."""
-        if self.failure is None:
-            self.failure = reason
+        self.ledger.fail(reason)
         self.stop.set()
 
     @cached_property

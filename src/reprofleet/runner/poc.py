@@ -11,7 +11,6 @@ from __future__ import annotations
 import hashlib
 import io
 import re
-import shlex
 import tarfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -128,23 +127,3 @@ def cache_seed_archive(folder: str) -> tuple[bytes, str]:
                 archive.addfile(info, handle)
     content = buffer.getvalue()
     return content, hashlib.sha256(content).hexdigest()[:12]
-
-
-def prepare_cache_command(cache_dir: str, archive_path: str | None) -> str:
-    """The cache folder ready before an attempt: unpacked from the starting cache while it is
-    empty, else just made. Every path is shell-quoted: a host's ``$HOME`` is part of it."""
-    if archive_path:
-        return seed_cache_command(cache_dir, archive_path)
-    return f"mkdir -p {shlex.quote(cache_dir)}"
-
-
-def seed_cache_command(cache_dir: str, archive_path: str) -> str:
-    """Unpack the starting cache into a cache folder that is still empty (never over a warm one)."""
-    folder, archive = shlex.quote(cache_dir), shlex.quote(archive_path)
-    return f'mkdir -p {folder} && if [ -z "$(ls -A {folder})" ]; then tar -xzf {archive} -C {folder}; fi'
-
-
-def cache_manifest_command(cache_dir: str) -> str:
-    """A hash of the cache's entries (type, name, size): tells a cold cache from a warm one, cheaply."""
-    folder = shlex.quote(cache_dir)
-    return f"cd {folder} && find . -mindepth 1 -printf '%y %P %s\\n' | LC_ALL=C sort | sha256sum | cut -c1-16"

@@ -18,18 +18,26 @@ is never cycled because our own network failed.
 from __future__ import annotations
 
 import logging
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from enum import Enum, unique
-from typing import TYPE_CHECKING, Any, Callable
+from typing import Any, Callable, Mapping
 
+from reprofleet.clock import Clock
 from reprofleet.config import DEFAULT_TIMINGS
 from reprofleet.errors import HostKeyError, PowerError, ReprofleetError
-from reprofleet.model import Outcome, Record
 from reprofleet.liveness.probes import IcmpMode, ProbeAnswer, icmp_mode
+from reprofleet.liveness.watchdog import FleetLiveness
+from reprofleet.model import Host, Outcome, Record
 from reprofleet.model.events import CampaignEvent
-
-if TYPE_CHECKING:
-    from reprofleet.runner.host import CampaignContext, HostRunner
+from reprofleet.power.control import PowerControl, power_control
+from reprofleet.power.ports import HostPower
+from reprofleet.records.store import CampaignDir, power_cycles_logged
+from reprofleet.remote import host_commands
+from reprofleet.runner.context import RunSettings
+from reprofleet.runner.host_debug import HostDebugState
+from reprofleet.runner.host_log import HostLog
+from reprofleet.runner.link import HostLink
+from reprofleet.runner.policy_keeper import PolicyKeeper
 
 HUMAN_WAIT_S = DEFAULT_TIMINGS.human_wait_s  # a host without a power port: poll this long for a person
 NOT_BACK_CAUSES = (
@@ -106,99 +114,145 @@ def backoff_delays(first: float = DEFAULT_TIMINGS.boot_poll_first_s, factor: flo
         delay = min(cap, delay * factor)
 
 
-class Recovery:
-    """Power-cycles wedged hosts of one campaign through their ports."""
+@dataclass
+class PowerBudget:
+    """One host's power cycles against the campaign's budget; it survives a controller restart
+    (the cycles this campaign already made are read back from power.jsonl)."""
 
-    def __init__(self, ctx: "CampaignContext") -> None:
-        from reprofleet.power.base import PowerLog
+    limit: int
+    used: int = 0
 
-        self.ctx = ctx
-        self.clock = ctx.clock  # every wait below: virtual in seam tests
-        self.timings = ctx.settings.timings
-        self.power_log = PowerLog(ctx.directory.power)
-        ctx.fleet.report_to(ctx.event)  # the watchdogs' suspect/probe/clear events
-        if icmp_mode() is IcmpMode.NONE:
-            message = ("no ICMP socket can be opened here (no raw-socket privilege, and "
-                       "net.ipv4.ping_group_range excludes our group): liveness probes use TCP only")
-            log.warning(message)
-            ctx.event("controller", CampaignEvent.ICMP_UNAVAILABLE, message=message)
+    def sync(self, directory: CampaignDir, host: str) -> None:
+        self.used = max(self.used, power_cycles_logged(directory.power, host))
 
-    def recover(self, runner: "HostRunner", record: Record) -> Record:
-        name = runner.host.name
-        seq = Sequence(lambda old, new, d: self.ctx.event(name, CampaignEvent.RECOVERY, **{"from": old.value, "to": new.value, **d}))
-        old_boot = runner.state.boot_id
+
+@dataclass(frozen=True)
+class RecoveryBinding:
+    """Exactly what one host's recovery uses, and nothing of the runner's own state."""
+
+    host: Host
+    link: HostLink
+    policy: PolicyKeeper  # re-applies the last attempt's settings once the host is back
+    log: HostLog
+    clock: Clock
+    settings: RunSettings
+    boot_deadline_s: float  # the playbook's timeouts.boot
+    stop: Any  # threading.Event: the campaign's stop
+    fleet: FleetLiveness  # the partition guard and the correlated-silence hold
+    power: PowerControl
+    power_of: Callable[[], HostPower]  # the drivers of every outlet that feeds the host
+    budget: PowerBudget
+    facts: Callable[[], Mapping[str, Any] | None]  # the host's facts as last read (the health gate, the grace)
+    sysctls_in_force: Callable[[], HostDebugState | None]  # the lockup sysctls this boot was given
+    host_outlets: Mapping[str, frozenset[str]]  # host -> its outlet keys: who shares an outlet with this host
+    note_cut: Callable[[str, str], None]  # (neighbour, why): its attempt ends by this host's cycle
+
+
+@dataclass(frozen=True)
+class Recovered:
+    """What a recovery found: the record as it now stands, and why the host must be
+    quarantined (None: it rejoins the campaign)."""
+
+    record: Record
+    quarantine: str | None = None
+
+
+class HostRecovery:
+    """Brings one host back: built with exactly what it uses, and it decides; it never
+    changes the runner's state. What it found is a :class:`Recovered`: the record as it now
+    stands, and why the host must be quarantined, if it must (the runner quarantines it)."""
+
+    def __init__(self, binding: RecoveryBinding) -> None:
+        self.b = binding
+        self.host = binding.host
+        self.link = binding.link
+        self.log = binding.log
+        self.clock = binding.clock  # every wait below: virtual in seam tests
+        self.settings = binding.settings
+        self.timings = binding.settings.timings
+        self.stop = binding.stop
+        self.fleet = binding.fleet
+        self.budget = binding.budget
+
+    def _sequence(self) -> Sequence:
+        return Sequence(lambda old, new, d: self.log.event(CampaignEvent.RECOVERY,
+                                                           **{"from": old.value, "to": new.value, **d}))
+
+    def recover(self, record: Record) -> Recovered:
+        seq = self._sequence()
+        old_boot = self.link.boot.boot_id
         try:
-            came_back = self._grace_for_self_reboot(runner, old_boot, record)
+            came_back = self._grace_for_self_reboot(old_boot, record)
             if came_back is not None:  # a reboot, whatever the checks below find; forensics as for a wedge
                 record = came_back_record(record, came_back)
                 seq.transition(RecoveryState.BOOTING, by="itself")
                 seq.transition(RecoveryState.BOOTED, boot_id=came_back)
-                self._check_stable(runner, seq)
-                forensics = {**self._forensics(runner, seq), **self._bmc_events(runner, record)}
-                return self._rejoin(runner, seq, record, forensics)
-            if runner.host.pdu is None:
-                self._wait_for_person(runner, seq)
+                self._check_stable(seq)
+                forensics = {**self._forensics(seq), **self._bmc_events(record)}
+                return self._rejoin(seq, record, forensics)
+            if self.host.pdu is None:
+                self._wait_for_person(seq)
             else:
-                answered = self._answers_before_switching(runner, record)
+                answered = self._answers_before_switching(record)
                 if answered is not None:
-                    return answered
-                self._power_cycle(runner, seq)
-            self._bring_back(runner, seq, old_boot)
-            forensics = {**self._forensics(runner, seq), **self._bmc_events(runner, record)}
+                    return Recovered(answered)
+                self._power_cycle(seq)
+            self._bring_back(seq, old_boot)
+            forensics = {**self._forensics(seq), **self._bmc_events(record)}
         except NeverFrozen as exc:
             seq.transition(RecoveryState.BOOTED, boot_id=old_boot, same_boot=True)
-            runner.stop_attempt(record.attempt, "the host came back with the same boot: its attempt may still run")
-            return replace(record, outcome=Outcome.INFRA, detect_latency_s=None, reason=str(exc))
+            self.link.stop_attempt(record.attempt, "the host came back with the same boot: its attempt may still run")
+            return Recovered(replace(record, outcome=Outcome.INFRA, detect_latency_s=None, reason=str(exc)))
         except NetworkDown as exc:
-            return replace(record, outcome=Outcome.INFRA, reason=str(exc))
+            return Recovered(replace(record, outcome=Outcome.INFRA, reason=str(exc)))
         except (RecoveryError, PowerError) as exc:
             seq.transition(RecoveryState.QUARANTINED, reason=str(exc))
-            runner.state.quarantined = f"recovery failed: {exc}"
             # a BMC that failed the cycle would only fail again; a host that never came back is worth the read
-            bmc = self._bmc_events(runner, record) if not isinstance(exc, PowerError) else {}
-            return replace(record, forensics={"recovery": "failed", "error": str(exc), **bmc})
-        return self._rejoin(runner, seq, record, forensics)
+            bmc = self._bmc_events(record) if not isinstance(exc, PowerError) else {}
+            return Recovered(replace(record, forensics={"recovery": "failed", "error": str(exc), **bmc}),
+                             quarantine=f"recovery failed: {exc}")
+        return self._rejoin(seq, record, forensics)
 
-    def _answers_before_switching(self, runner: "HostRunner", record: Record) -> Record | None:
+    def _answers_before_switching(self, record: Record) -> Record | None:
         """The last word before a host's power is cut: probe it; ask the partition guard and
         the correlated-silence hold (waiting while either says no); probe again after a wait.
         A host that answers is not cycled: its record becomes ``infra`` with the reason."""
         def answered(why: str) -> Record:
-            runner.stop_attempt(record.attempt, why)
+            self.link.stop_attempt(record.attempt, why)
             return replace(record, outcome=Outcome.INFRA, detect_latency_s=None, reason=f"{why}; not cycled")
 
-        if runner.port.banner(self.timings.banner_timeout_s):
+        if self.link.banner(self.timings.banner_timeout_s):
             return answered("declared wedged, but the host answered before the power cycle")
-        waited = self._guard(runner)
-        held = self._hold(runner)
-        if (waited or held) and runner.port.banner(self.timings.banner_timeout_s):
+        waited = self._guard()
+        held = self._hold()
+        if (waited or held) and self.link.banner(self.timings.banner_timeout_s):
             # it was our network, or its switch, all along: the host answers now that it is back
             return answered(("declared wedged while the controller's network was down" if waited else
                              "declared wedged while silent with other hosts (a switch outage?)")
                             + "; the host answered once it was back")
         return None
 
-    def _bring_back(self, runner: "HostRunner", seq: Sequence, old_boot: str | None) -> None:
+    def _bring_back(self, seq: Sequence, old_boot: str | None) -> None:
         """Booting, booted, stable; a late failure (a read-back, a flaky plug, a connection that
         dropped right after boot) sends the host back to *booting* once, after a probe, instead of
         quarantining a host that came back."""
         try:
-            self._wait_for_boot(runner, seq, old_boot)
-            self._check_stable(runner, seq)
+            self._wait_for_boot(seq, old_boot)
+            self._check_stable(seq)
         except (NeverFrozen, NetworkDown):
             raise
         except (RecoveryError, PowerError) as exc:
-            if seq.state not in (RecoveryState.BOOTED, RecoveryState.BOOTING) or not runner.port.banner(
-                    self.timings.banner_timeout_s) or self.ctx.stop.is_set():
+            if seq.state not in (RecoveryState.BOOTED, RecoveryState.BOOTING) or not self.link.banner(
+                    self.timings.banner_timeout_s) or self.stop.is_set():
                 raise
-            self.ctx.event(runner.host.name, CampaignEvent.WARNING,
+            self.log.event(CampaignEvent.WARNING,
                            message=f"{exc}; the host answers: waiting for its boot once more")
             if seq.state is RecoveryState.BOOTED:
                 seq.transition(RecoveryState.BOOTING, after=str(exc))
-            self._wait_for_boot(runner, seq, old_boot)
-            self._check_stable(runner, seq)
+            self._wait_for_boot(seq, old_boot)
+            self._check_stable(seq)
 
-    def _grace_for_self_reboot(self, runner: "HostRunner", old_boot: str | None, record: Record) -> str | None:
+    def _grace_for_self_reboot(self, old_boot: str | None, record: Record) -> str | None:
         """Give a host that resets itself (watchdog, panic) the chance to come back uncycled.
 
         The grace is ``reboot_grace_s`` (0 s where the host's facts show it cannot reset
@@ -207,115 +261,103 @@ class Recovery:
         kernel answered from the start (a userspace wedge) is not booting: no extension.
         """
         def probe() -> ProbeAnswer:
-            return runner.port.probe(self.timings.self_reboot_probe_s)
+            return self.link.port.probe(self.timings.self_reboot_probe_s)
 
-        grace = self._self_reset_grace(runner, record)
+        grace = self._self_reset_grace(record)
         if grace <= 0:
             return None
         started = self.clock.monotonic()
         deadline = started + grace
         was_dead = probe() is ProbeAnswer.DEAD
         for _ in range(100000):  # bounded by the deadline; the count only guards the loop
-            if self.clock.monotonic() >= deadline or self.ctx.stop.is_set():
+            if self.clock.monotonic() >= deadline or self.stop.is_set():
                 return None
             answer = probe()
             if answer is ProbeAnswer.SSHD:
-                boot_id = self._boot_now(runner)
+                boot_id = self.link.boot_now()
                 if boot_id and boot_id != old_boot:
                     return boot_id
             if was_dead and answer is not ProbeAnswer.DEAD:
-                deadline = max(deadline, started + self.ctx.playbook.timeouts.boot)  # it is booting
+                deadline = max(deadline, started + self.b.boot_deadline_s)  # it is booting
             was_dead = was_dead or answer is ProbeAnswer.DEAD
-            self.clock.wait(self.ctx.stop, self.timings.self_reboot_poll_s)
+            self.clock.wait(self.stop, self.timings.self_reboot_poll_s)
         return None
 
-    # -- issue 18: the health gate before a host rejoins, and the grace from its facts ------
-    def _rejoin(self, runner: "HostRunner", seq: Sequence, record: Record, forensics: dict[str, Any]) -> Record:
+    def _rejoin(self, seq: Sequence, record: Record, forensics: dict[str, Any]) -> Recovered:
         """Ready only when its GPU is still there (runner/health_gate.py); else quarantined,
         with the failing checks' words in the forensics (``gpu_health``) and the reason."""
-        from reprofleet.records.store import read_facts
         from reprofleet.runner import health_gate
 
         after = "the wedge" if record.outcome is Outcome.WEDGE else \
             "the reset" if record.outcome is Outcome.REBOOT else "recovery"
         try:
-            agent = runner.agent()
+            agent = self.link.agent()
         except ReprofleetError as exc:  # gone again since the stability check: the gate cannot pass
             verdict = health_gate.GateVerdict(False, health_gate.UNASKED.format(after=after, error=exc),
                                               {"ok": False, "error": str(exc)})
         else:
-            verdict = health_gate.check(agent, runner.host.gpu_index, read_facts(self.ctx.directory, runner.host.name),
+            verdict = health_gate.check(agent, self.host.gpu_index, self.b.facts(),
                                         after)
         forensics = {**forensics, "gpu_health": dict(verdict.forensics)}
-        refused = runner.reapply_after_recovery() if verdict.healthy else None
+        refused = self.b.policy.reapply(self.link.agent) if verdict.healthy else None
         if refused is not None:
             forensics["policy"] = refused
             seq.transition(RecoveryState.QUARANTINED, reason=refused)
-            runner.quarantine(refused)
-        elif verdict.healthy:
+            return Recovered(replace(record, forensics=forensics), quarantine=refused)
+        if verdict.healthy:
             seq.transition(RecoveryState.READY)
-        else:
-            seq.transition(RecoveryState.QUARANTINED, reason=verdict.reason)
-            runner.quarantine(str(verdict.reason))
-        return replace(record, forensics=forensics)
+            return Recovered(replace(record, forensics=forensics))
+        seq.transition(RecoveryState.QUARANTINED, reason=verdict.reason)
+        return Recovered(replace(record, forensics=forensics), quarantine=str(verdict.reason))
 
-    def _self_reset_grace(self, runner: "HostRunner", record: Record) -> float:
+    def _self_reset_grace(self, record: Record) -> float:
         """The grace from the host's prepare-time facts and the sysctls in force when it went
         silent (what this boot was given: also when it froze between attempts, whose record has
         none), logged with its reason as it starts."""
-        from reprofleet.records.store import read_facts
         from reprofleet.runner.self_reset_grace import self_reset_grace_s
 
-        in_boot = runner.sysctls.applied
+        in_boot = self.b.sysctls_in_force()
         applied = in_boot.values if in_boot is not None else (record.host_debug or {}).get("sysctls")
-        grace, why = self_reset_grace_s(read_facts(self.ctx.directory, runner.host.name),
-                                        self.ctx.settings.reboot_grace_s, applied)
-        self.ctx.event(runner.host.name, CampaignEvent.SELF_RESET_GRACE, attempt=record.attempt, grace_s=grace,
-                       configured_s=self.ctx.settings.reboot_grace_s, message=why)
+        grace, why = self_reset_grace_s(self.b.facts(),
+                                        self.settings.reboot_grace_s, applied)
+        self.log.event(CampaignEvent.SELF_RESET_GRACE, attempt=record.attempt, grace_s=grace,
+                       configured_s=self.settings.reboot_grace_s, message=why)
         return grace
-    # -- end of issue 18 ------------------------------------------------------------------
 
-    @staticmethod
-    def _boot_now(runner: "HostRunner") -> str | None:
-        try:
-            return runner.current_boot(runner.connect())
-        except ReprofleetError:
-            return None
-
-    def _guard(self, runner: "HostRunner") -> bool:
+    def _guard(self) -> bool:
         """Before any power action: our own network must work (waits up to the pause cap).
         True when it had to wait (the host must then be probed again before it is cut)."""
-        guard = self.ctx.fleet.network_ok
+        guard = self.fleet.network_ok
         if guard is None or guard():
             return False
-        cap = self.ctx.settings.watchdog.pause_cap_s
+        cap = self.settings.watchdog.pause_cap_s
         reason = getattr(guard, "reason", "") or "the partition guard says our network is down"
-        self.ctx.event(runner.host.name, CampaignEvent.GUARD, network="down", before="power action", message=reason)
+        self.log.event(CampaignEvent.GUARD, network="down", before="power action", message=reason)
         deadline = self.clock.monotonic() + cap
-        while self.clock.monotonic() < deadline and not self.ctx.stop.is_set():
-            self.clock.wait(self.ctx.stop, self.timings.guard_poll_s)
+        while self.clock.monotonic() < deadline and not self.stop.is_set():
+            self.clock.wait(self.stop, self.timings.guard_poll_s)
             if guard():
-                self.ctx.event(runner.host.name, CampaignEvent.GUARD, network="up", before="power action")
+                self.log.event(CampaignEvent.GUARD, network="up", before="power action")
                 return True
         raise NetworkDown(f"not power-cycled: the controller's network stayed down for {cap:g} s ({reason})")
 
-    def _hold(self, runner: "HostRunner") -> bool:
+    def _hold(self) -> bool:
         """Before any power action: a host silent together with others waits while the
         correlated-silence hold says so (bounded by ``correlated_hold_s``; see liveness/silence_hold).
         True when it had to wait."""
-        fleet, name = self.ctx.fleet, runner.host.name
+        fleet, name = self.fleet, self.host.name
         hold = fleet.hold(name, self.clock.monotonic())
         if not hold.holding:
             return False
-        self.ctx.event(name, CampaignEvent.SILENCE_HOLD, before="power action", **hold.to_json())
+        self.log.event(CampaignEvent.SILENCE_HOLD, before="power action", **hold.to_json())
         deadline = self.clock.monotonic() + fleet.hold_s + self.timings.guard_poll_s
-        while hold.holding and self.clock.monotonic() < deadline and not self.ctx.stop.is_set():
-            self.clock.wait(self.ctx.stop, self.timings.guard_poll_s)
+        while hold.holding and self.clock.monotonic() < deadline and not self.stop.is_set():
+            self.clock.wait(self.stop, self.timings.guard_poll_s)
             hold = fleet.hold(name, self.clock.monotonic())
-        self.ctx.event(name, CampaignEvent.SILENCE_RELEASE, before="power action", **hold.to_json())
+        self.log.event(CampaignEvent.SILENCE_RELEASE, before="power action", **hold.to_json())
         return True
 
-    def _power_cycle(self, runner: "HostRunner", seq: Sequence) -> None:
+    def _power_cycle(self, seq: Sequence) -> None:
         """Cycle every outlet of the host; once more with a longer dwell if it does not come back.
 
         A PDU that reads "on" while the host never answers is usually not a flaky PDU: a BIOS
@@ -326,28 +368,28 @@ class Recovery:
         """
         from reprofleet.power.ports import cycle_host
 
-        budget = self.ctx.settings.power_cycle_budget
+        budget = self.settings.power_cycle_budget
         try:  # checked at campaign start; a credential file removed since is a quarantine, not a dead thread
-            power = runner.port.power(self.power_log)
+            power = self.b.power_of()
         except ReprofleetError as exc:
             raise RecoveryError(f"cannot build the power driver: {exc}") from exc
-        dwells = (self.ctx.settings.dwell_s, self.timings.retry_dwell(self.ctx.settings.dwell_s))
-        boot_s = self.ctx.playbook.timeouts.boot
+        dwells = (self.settings.dwell_s, self.timings.retry_dwell(self.settings.dwell_s))
+        boot_s = self.b.boot_deadline_s
         problem = ""
         for attempt, dwell in enumerate(dwells):
-            if runner.state.power_cycles >= budget:
-                self._last_on(runner, power)
+            if self.budget.used >= budget:
+                self._last_on(power)
                 raise RecoveryError(f"power-cycle budget of {budget} spent" + (f" ({problem})" if problem else ""))
-            if attempt > 0 and self._back_after_guard(runner):
+            if attempt > 0 and self._back_after_guard():
                 return  # our network was down during the boot wait: the host was back all along
-            runner.state.power_cycles += 1
+            self.budget.used += 1
             details: dict[str, dict[str, Any]] = {
-                "off": {"outlets": [d.outlet_key for d in power.drivers], "driver": runner.host.power_ports[0].driver,
+                "off": {"outlets": [d.outlet_key for d in power.drivers], "driver": self.host.power_ports[0].driver,
                         "attempt": attempt + 1},
                 "dwell": {"seconds": dwell},
-                "on": {"power_cycles": runner.state.power_cycles},
+                "on": {"power_cycles": self.budget.used},
             }
-            self._note_neighbours_cut(runner, power)
+            self._note_neighbours_cut(power)
             # off, read back off, dwell, on, read back on; "on" always follows a sent "off";
             # each state is logged when the driver reaches it, not after the cycle returned.
             try:
@@ -357,38 +399,38 @@ class Recovery:
                 problem = ""
             except PowerError as exc:  # "on" was still sent: the host may well be booting
                 problem = f"the power cycle failed: {exc}"
-            if self._answers_within(runner, boot_s, retry_on=power if problem else None):
+            if self._answers_within(boot_s, retry_on=power if problem else None):
                 if problem:
-                    self.ctx.event(runner.host.name, CampaignEvent.WARNING, message=f"{problem}; the host came back anyway")
+                    self.log.event(CampaignEvent.WARNING, message=f"{problem}; the host came back anyway")
                     for state in (RecoveryState.DWELL, RecoveryState.ON):  # where the failed cycle stopped
                         if seq.state in (RecoveryState.OFF, RecoveryState.DWELL):
                             seq.transition(state, after=problem)
                 return
             problem = problem or f"the power device reads on, but the host did not answer within {boot_s:g} s"
             if attempt + 1 < len(dwells):
-                self.ctx.event(runner.host.name, CampaignEvent.POWER_RETRY, reason=problem, dwell_s=dwells[attempt + 1])
-        self._last_on(runner, power)
+                self.log.event(CampaignEvent.POWER_RETRY, reason=problem, dwell_s=dwells[attempt + 1])
+        self._last_on(power)
         raise RecoveryError(f"{problem}, after {len(dwells)} power cycles (dwell {dwells[0]:g} s, then "
                             f"{dwells[1]:g} s). {NOT_BACK_CAUSES}")
 
-    def _back_after_guard(self, runner: "HostRunner") -> bool:
+    def _back_after_guard(self) -> bool:
         """Before a second cycle: if our network went down while we waited for the boot, wait
         for it and look again; a host that answers then is not cut a second time."""
-        return self._guard(runner) and runner.port.banner(self.timings.banner_timeout_s)
+        return self._guard() and self.link.banner(self.timings.banner_timeout_s)
 
-    def _note_neighbours_cut(self, runner: "HostRunner", power: Any) -> None:
+    def _note_neighbours_cut(self, power: Any) -> None:
         """Hosts on a ``shared: true`` outlet of this one lose power with it: their running
         attempt ends by this cut, and is recorded as ``infra`` (never a reboot or a wedge)."""
         mine = {d.outlet_key for d in power.drivers}
-        for other in self.ctx.host_outlets:
-            if other == runner.host.name:
+        for other, outlets in self.b.host_outlets.items():
+            if other == self.host.name:
                 continue
-            shared = mine & self.ctx.host_outlets[other]
+            shared = mine & outlets
             if shared:
-                self.ctx.note_cut(other, f"{runner.host.name} was cycled through the shared outlet "
-                                         f"{', '.join(sorted(shared))}")
+                self.b.note_cut(other, f"{self.host.name} was cycled through the shared outlet "
+                                       f"{', '.join(sorted(shared))}")
 
-    def _on_again(self, runner: "HostRunner", power: Any, warn: bool = True) -> bool:
+    def _on_again(self, power: Any, warn: bool = True) -> bool:
         """One round of "on" to every outlet of ``power`` not reading on (``switch_on_until``
         with no time to spare); True when all read on. What still failed is a warning."""
         from reprofleet.power.ports import switch_on_until
@@ -397,15 +439,15 @@ class Recovery:
             switch_on_until(power, 0.0, self.clock)
         except PowerError as exc:
             if warn:
-                self.ctx.event(runner.host.name, CampaignEvent.WARNING, message=str(exc))
+                self.log.event(CampaignEvent.WARNING, message=str(exc))
             return False
         return True
 
-    def _last_on(self, runner: "HostRunner", power: Any) -> None:
+    def _last_on(self, power: Any) -> None:
         """Before a host is quarantined: no outlet of it may be left reading off without a last "on"."""
-        self._on_again(runner, power)
+        self._on_again(power)
 
-    def _answers_within(self, runner: "HostRunner", deadline_s: float, retry_on: Any = None) -> bool:
+    def _answers_within(self, deadline_s: float, retry_on: Any = None) -> bool:
         """Does the host's SSH port answer within ``deadline_s`` (polled with backoff)?
 
         ``retry_on``: the host's power after a failed cycle: until every outlet reads on, each
@@ -417,68 +459,56 @@ class Recovery:
         delays = self.timings.boot_polls().delays()
         switching = retry_on is not None
         while self.clock.monotonic() < deadline:
-            if self.ctx.stop.is_set():
+            if self.stop.is_set():
                 raise RecoveryError("campaign stopped while waiting for the host to boot")
             if switching:
-                switching = not self._on_again(runner, retry_on, warn=False)
-            if runner.port.banner(self.timings.banner_timeout_s):
+                switching = not self._on_again(retry_on, warn=False)
+            if self.link.banner(self.timings.banner_timeout_s):
                 return True
-            self.clock.wait(self.ctx.stop, min(next(delays), max(0.0, deadline - self.clock.monotonic())))
+            self.clock.wait(self.stop, min(next(delays), max(0.0, deadline - self.clock.monotonic())))
         if switching:  # said once, with the last round's words
-            self._on_again(runner, retry_on)
+            self._on_again(retry_on)
         return False
 
-    def _wait_for_person(self, runner: "HostRunner", seq: Sequence) -> None:
-        self.ctx.event(runner.host.name, CampaignEvent.NEEDS_PERSON,
+    def _wait_for_person(self, seq: Sequence) -> None:
+        self.log.event(CampaignEvent.NEEDS_PERSON,
                        message="wedged and no power port: power-cycle it by hand; polling until it answers")
         seq.transition(RecoveryState.BOOTING, waiting_for="a person", deadline_s=self.timings.human_wait_s)
 
-    def _wait_for_boot(self, runner: "HostRunner", seq: Sequence, old_boot: str | None) -> None:
+    def _wait_for_boot(self, seq: Sequence, old_boot: str | None) -> None:
         if seq.state is not RecoveryState.BOOTING:
-            seq.transition(RecoveryState.BOOTING, deadline_s=self.ctx.playbook.timeouts.boot)
-        deadline_s = self.timings.human_wait_s if runner.host.pdu is None else self.ctx.playbook.timeouts.boot
+            seq.transition(RecoveryState.BOOTING, deadline_s=self.b.boot_deadline_s)
+        deadline_s = self.timings.human_wait_s if self.host.pdu is None else self.b.boot_deadline_s
         deadline = self.clock.monotonic() + deadline_s
         delays = self.timings.boot_polls().delays()
         while self.clock.monotonic() < deadline:
-            if self.ctx.stop.is_set():
+            if self.stop.is_set():
                 raise RecoveryError("campaign stopped while waiting for the host to boot")
-            if not runner.port.banner(self.timings.banner_timeout_s):
-                self.clock.wait(self.ctx.stop, next(delays))
+            if not self.link.banner(self.timings.banner_timeout_s):
+                self.clock.wait(self.stop, next(delays))
                 continue
             try:
-                agent = runner.connect()
-                boot_id = runner.current_boot(agent)
+                agent = self.link.connect()
+                boot_id = self.link.current_boot(agent)
             except HostKeyError as exc:  # a different machine, or a reinstalled one: never accepted
                 raise RecoveryError(f"the host came back with a different SSH host key; refused: {exc}") from exc
             except ReprofleetError:
-                self.clock.wait(self.ctx.stop, next(delays))
+                self.clock.wait(self.stop, next(delays))
                 continue
             if boot_id != old_boot:
-                seq.transition(RecoveryState.BOOTED, boot_id=boot_id, **self._boots_since(agent, old_boot))
+                seq.transition(RecoveryState.BOOTED, boot_id=boot_id, **boots_since(agent, old_boot))
                 return
-            if runner.host.pdu is None:
+            if self.host.pdu is None:
                 raise NeverFrozen("the host went silent and came back with the same boot_id: it was never "
                                   "frozen (a stall or a network fault, not a wedge)")
             raise RecoveryError("the host answers with the same boot_id: it was never power-cycled")
         raise RecoveryError(f"the host did not come back within {deadline_s:g} s")
 
-    @staticmethod
-    def _boots_since(agent: Any, old_boot: str | None) -> dict[str, Any]:
-        """Did the host also reset itself? The journal lists every boot since the frozen one."""
+    def _check_stable(self, seq: Sequence) -> None:
+        self.clock.wait(self.stop, self.settings.stability_s)
         try:
-            listing = agent.session.run("journalctl --list-boots --no-pager", timeout=15).stdout
-        except ReprofleetError:
-            return {}
-        after = _boot_ids_after(listing, old_boot)
-        if after is None:
-            return {"boots_since": None}
-        return {"boots_since": len(after), "reset_itself_too": len(after) > 1}
-
-    def _check_stable(self, runner: "HostRunner", seq: Sequence) -> None:
-        self.clock.wait(self.ctx.stop, self.ctx.settings.stability_s)
-        try:
-            agent = runner.connect()
-            boot_id = runner.current_boot(agent)
+            agent = self.link.connect()
+            boot_id = self.link.current_boot(agent)
         except ReprofleetError as exc:
             raise RecoveryError(f"the host went away again right after booting: {exc}") from exc
         if seq.booted is not None and boot_id != seq.booted:
@@ -486,52 +516,66 @@ class Recovery:
                                 f"(came up as {seq.booted}, now {boot_id})")
         seq.transition(RecoveryState.STABLE)
 
-    def forensics_after_the_fact(self, runner: "HostRunner", record: Record) -> Record:
+    def forensics_after_the_fact(self, record: Record) -> Recovered:
         """A reproduction found on resume (the host froze or reset while the controller was
         away, and is back now): what the previous boot left and what the BMC logged, as a
         recovery would have attached; nothing is switched."""
-        name = runner.host.name
-        seq = Sequence(lambda old, new, d: self.ctx.event(name, CampaignEvent.RECOVERY,
-                                                          **{"from": old.value, "to": new.value, **d}))
+        seq = self._sequence()
         seq.transition(RecoveryState.BOOTING, by="itself", found_on_resume=True)  # while the controller was away
-        seq.transition(RecoveryState.BOOTED, boot_id=runner.state.boot_id)
+        seq.transition(RecoveryState.BOOTED, boot_id=self.link.boot.boot_id)
         try:
-            self._check_stable(runner, seq)
+            self._check_stable(seq)
         except RecoveryError as exc:
             seq.transition(RecoveryState.QUARANTINED, reason=str(exc))
-            runner.state.quarantined = f"recovery failed: {exc}"
-            return replace(record, forensics={"recovery": "failed", "error": str(exc)})
-        forensics = {**self._forensics(runner, seq), **self._bmc_events(runner, record)}
-        return self._rejoin(runner, seq, record, forensics)
+            return Recovered(replace(record, forensics={"recovery": "failed", "error": str(exc)}),
+                             quarantine=f"recovery failed: {exc}")
+        forensics = {**self._forensics(seq), **self._bmc_events(record)}
+        return self._rejoin(seq, record, forensics)
 
-    def _bmc_events(self, runner: "HostRunner", record: Record) -> dict[str, Any]:
+    def _forensics(self, seq: Sequence) -> dict[str, Any]:
+        seq.transition(RecoveryState.FORENSICS)
+        return postboot_forensics(self.link.agent, self.budget.used, self.log)
+
+    def _bmc_events(self, record: Record) -> dict[str, Any]:
         """What the host's BMC logged since the attempt started ({} without a BMC; see power/event_log)."""
         from reprofleet.power.bmc_log.events import bmc_forensics
-        from reprofleet.power.locks import lock_folder
 
-        return bmc_forensics(runner.host, record.started, log=self.power_log,
-                             lock_dir=lock_folder(self.ctx.directory.root.parent))
+        return bmc_forensics(self.host, record.started, log=self.b.power.power_log, lock_dir=self.b.power.lock_dir)
 
-    def _forensics(self, runner: "HostRunner", seq: Sequence) -> dict[str, Any]:
-        seq.transition(RecoveryState.FORENSICS)
-        try:
-            postboot = runner.agent().postboot()
-        except ReprofleetError as exc:
-            return {"error": f"post-boot forensics failed: {exc}"}
-        previous = postboot.previous_boot
-        forensics: dict[str, Any] = {
-            "journal_persistent": postboot.journal_persistent,
-            "previous_boot_available": previous.available,
-            "findings": list(previous.findings),
-            "tail": list(previous.tail)[-20:],
-            "pstore": list(postboot.pstore),
-            "power_cycles": runner.state.power_cycles,
-        }
-        if not postboot.journal_persistent:
-            forensics["warning"] = ("the host's journal is not persistent: nothing from the frozen boot "
-                                    "survives (set Storage=persistent in journald.conf)")
-            self.ctx.event(runner.host.name, CampaignEvent.WARNING, message=forensics["warning"])
-        return forensics
+
+def postboot_forensics(agent: Callable[[], Any], power_cycles: int, log: HostLog) -> dict[str, Any]:
+    """What the previous boot left (its kernel log's findings and tail, pstore), read through the agent."""
+    try:
+        postboot = agent().postboot()
+    except ReprofleetError as exc:
+        return {"error": f"post-boot forensics failed: {exc}"}
+    previous = postboot.previous_boot
+    forensics: dict[str, Any] = {
+        "journal_persistent": postboot.journal_persistent,
+        "previous_boot_available": previous.available,
+        "findings": list(previous.findings),
+        "tail": list(previous.tail)[-20:],
+        "pstore": list(postboot.pstore),
+        "power_cycles": power_cycles,
+    }
+    if not postboot.journal_persistent:
+        forensics["warning"] = ("the host's journal is not persistent: nothing from the frozen boot "
+                                "survives (set Storage=persistent in journald.conf)")
+        log.event(CampaignEvent.WARNING, message=forensics["warning"])
+    return forensics
+
+
+def boots_since(agent: Any, old_boot: str | None) -> dict[str, Any]:
+    """Did the host also reset itself? The journal lists every boot since the frozen one."""
+    try:
+        boots = host_commands.run_command(agent, host_commands.boots_listed())
+    except ReprofleetError:
+        return {}
+    after = _boot_ids_after(boots, old_boot)
+    if after is None:
+        return {"boots_since": None}
+    return {"boots_since": len(after), "reset_itself_too": len(after) > 1}
+
 
 
 def came_back_record(record: Record, boot_id: str) -> Record:
@@ -544,12 +588,24 @@ def came_back_record(record: Record, boot_id: str) -> Record:
     return replace(record, outcome=Outcome.REBOOT, detect_latency_s=None, reason=reason)
 
 
-def _boot_ids_after(listing: str, old_boot: str | None) -> list[str] | None:
-    """Boot ids after ``old_boot`` in ``journalctl --list-boots`` output; None if it is not listed."""
-    ids = [line.split()[1] for line in listing.splitlines()[1:] if len(line.split()) > 1]
+def _boot_ids_after(boots: tuple[str, ...], old_boot: str | None) -> list[str] | None:
+    """Boot ids listed after ``old_boot`` (``journalctl --list-boots`` order); None if it is not listed."""
     wanted = (old_boot or "").replace("-", "")
-    return ids[ids.index(wanted) + 1:] if wanted in ids else None
+    return list(boots[boots.index(wanted) + 1:]) if wanted in boots else None
 
 
-def recovery_factory(ctx: "CampaignContext") -> Recovery:
-    return Recovery(ctx)
+def recovery_factory(directory: CampaignDir) -> PowerControl:
+    """The power control of a campaign whose wedged hosts are power-cycled (``run_campaign``'s
+    ``recovery_factory``): each host's :class:`HostRecovery` is bound to it by its runner."""
+    return power_control(directory.root, directory.power)
+
+
+def announce_power_control(fleet: FleetLiveness, event: Callable[..., None]) -> None:
+    """Once per campaign that may switch power: the watchdogs report their suspect/probe/clear
+    events, and a controller that cannot send ICMP says so."""
+    fleet.report_to(event)
+    if icmp_mode() is IcmpMode.NONE:
+        message = ("no ICMP socket can be opened here (no raw-socket privilege, and "
+                   "net.ipv4.ping_group_range excludes our group): liveness probes use TCP only")
+        log.warning(message)
+        event("controller", CampaignEvent.ICMP_UNAVAILABLE, message=message)

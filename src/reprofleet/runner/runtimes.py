@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import shlex
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Mapping
 
@@ -22,7 +21,7 @@ from reprofleet.errors import AgentError, ReprofleetError
 from reprofleet.model import Cell, PipOptions, Runtime, RuntimeKind, frozen_mapping
 from reprofleet.playbook.venv import poc_requirement
 from reprofleet.model.events import CampaignEvent
-from reprofleet.remote import host_bytes
+from reprofleet.remote import host_commands
 from reprofleet.remote.agent import AgentClient
 from reprofleet.runner.host_log import HostLog
 from reprofleet.runner.stops import HostStops
@@ -190,22 +189,12 @@ class HostRuntimes:
             return None
         old_id, old_digest = self.held.get(cell.name, (facts.image_id, facts.image_digest))
         tag = str(cell.runtime.image)
-        quoted = shlex.quote(tag)
-        current = agent.session.run(f"docker image inspect --format '{{{{.Id}}}}' {quoted}", timeout=CHECK_TIMEOUT_S)
-        new_id = current.stdout.strip() if current.ok else None
+        new_id = host_commands.run_command(agent, host_commands.image_id(tag, CHECK_TIMEOUT_S))
         if new_id == old_id:
             self.held.setdefault(cell.name, (old_id, old_digest))
             return None
-        digests = agent.session.run(f"docker image inspect --format '{{{{json .RepoDigests}}}}' {quoted}",
-                                    timeout=CHECK_TIMEOUT_S)
-        try:
-            listed = host_bytes.parse_json(agent.host, digests.stdout.strip(), "docker image inspect") \
-                if digests.ok else []
-        except host_bytes.HostBytesError:
-            listed = []
-        if not isinstance(listed, list):
-            listed = []
-        new = image_facts(cell.runtime.label, {"image": tag, "id": new_id, "repo_digests": listed or []})
+        listed = host_commands.run_command(agent, host_commands.image_digests(tag, CHECK_TIMEOUT_S))
+        new = image_facts(cell.runtime.label, {"image": tag, "id": new_id, "repo_digests": list(listed)})
         return Moved(cell.name, tag, old_id, old_digest, new_id, new.image_digest)
 
     def moved(self, agent: Callable[[], AgentClient], stops: HostStops, cell: Cell, index: int,

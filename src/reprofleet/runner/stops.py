@@ -14,6 +14,8 @@ from typing import Any, Iterable, Mapping, Sequence
 
 from reprofleet.stats import stop_rules as stopping
 from reprofleet.model import Cell, Playbook, Role, StopKind, frozen_mapping
+from reprofleet.model.events import CampaignEvent
+from reprofleet.runner.host_log import HostLog
 
 
 @dataclass
@@ -107,3 +109,18 @@ class HostStops:
 
     def is_stopped(self, cell: str) -> bool:
         return cell in self.stopped
+
+    def ended_here(self, cell: Cell, index: int, log: HostLog) -> bool:
+        """Whether ``cell``'s stop rule ended it on this host: its slots are skipped, never recorded.
+
+        The first time, one ``stopped`` event says why; a cell that stopped before (also in
+        the run this one resumes) is skipped silently.
+        """
+        if self.is_stopped(cell.name):
+            return True
+        stop = self.check(cell)
+        if stop is None:
+            return False
+        log.event(CampaignEvent.STOPPED, slot=index, **stop.event_fields())
+        log.progress(cell=cell.name, phase="", status=f"stopped {cell.name}: {stop.verdict or 'no verdict'} ({stop.why})")
+        return True

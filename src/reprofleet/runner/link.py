@@ -1,0 +1,250 @@
+"""One host's link: its session and agent, the boot it is in, its lease, and stopping an attempt.
+
+Every other part of a host's runner (the policy keeper, the attempt, recovery) reaches the
+host through this object, so there is one place that (re)connects. Connecting is guarded by
+one lock and a generation: an attempt's re-attach thread connects under the generation the
+attempt began in, and a connect that finishes after the attempt ended (a slow handshake that
+outlived a wedge verdict) closes its own session instead of replacing, and closing, the one
+recovery is using by then.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from dataclasses import dataclass, field
+from typing import Any, Callable, Mapping
+
+from reprofleet.errors import ConnectError, LeaseError, ReprofleetError
+from reprofleet.liveness.probes import ProbeAnswer
+from reprofleet.liveness.watchdog import FleetLiveness, WatchdogSettings
+from reprofleet.clock import Clock
+from reprofleet.model import Host
+from reprofleet.model.events import CampaignEvent
+from reprofleet.remote import host_commands
+from reprofleet.remote.agent import AgentClient
+from reprofleet.remote.transport import Session
+from reprofleet.runner.host_log import HostLog
+from reprofleet.runner.port import HostPort
+
+__all__ = ["BootState", "HostLink", "LeaseTerms"]
+
+
+@dataclass
+class BootState:
+    """The boot the host is in, as this controller last read it."""
+
+    boot_id: str | None = None
+    attempts_in_boot: int = 0
+    uptime_at_boot_check: float | None = None
+
+    @property
+    def cold(self) -> bool:
+        """The first attempt of a boot that was young when first seen (a cold GPU)."""
+        return self.attempts_in_boot == 1 and (self.uptime_at_boot_check or 1e9) < 900
+
+
+@dataclass(frozen=True)
+class LeaseTerms:
+    """What this controller run puts in a host's lease (collectors/host_lease.py)."""
+
+    token: str
+    controller: str
+    campaign: str
+    ttl_s: float
+    break_leases: bool = False
+
+
+@dataclass
+class HostLink:
+    """The one connection to one host, and what the controller knows of the boot it is in."""
+
+    host: Host
+    port: HostPort
+    log: HostLog
+    fleet: FleetLiveness
+    clock: Clock
+    lease: LeaseTerms
+    probe_timeout_s: float
+    boot: BootState = field(default_factory=BootState)
+    home: str = ""
+    leased: bool = False
+    fenced: str | None = None  # another controller took the lease: nothing may act on the host again
+    new_boot_listeners: list[Callable[[], None]] = field(default_factory=list)  # what a new boot makes stale
+    _session: Session | None = None
+    _agent: AgentClient | None = None
+    _generation: int = 0
+    _lock: threading.RLock = field(default_factory=threading.RLock)
+
+    # -- connecting ----------------------------------------------------------------------
+    def connect(self, generation: int | None = None) -> AgentClient:
+        """A fresh session and agent client; the old session is closed once the new one is in.
+
+        ``generation``: the attempt a re-attach belongs to; when that attempt has ended by the
+        time the handshake finishes, the new session is closed and nothing is replaced."""
+        agent = self.port.connect()  # outside the lock: a slow handshake holds nobody back
+        with self._lock:
+            if generation is not None and generation != self._generation:
+                agent.session.close()
+                raise ConnectError(self.host.name, "a re-attach finished after its attempt ended; dropped")
+            self._close_locked()
+            self.fleet.heard(self.host.name, self.clock.monotonic())  # it answers: no longer silent
+            agent.lease_token = self.lease.token
+            self._session, self._agent = agent.session, agent
+            if not self.home:
+                self.home = host_commands.run_command(agent, host_commands.home_folder())
+        return agent
+
+    def agent(self) -> AgentClient:
+        """The live agent, connecting afresh when there is none or its session died."""
+        with self._lock:
+            agent, session = self._agent, self._session
+        if agent is None or session is None or not session.alive:
+            return self.connect()
+        return agent
+
+    @property
+    def connected(self) -> bool:
+        with self._lock:
+            return self._agent is not None
+
+    @property
+    def current_agent(self) -> AgentClient | None:
+        """The agent as it is, without connecting (None after a drop)."""
+        with self._lock:
+            return self._agent
+
+    def attempt_generation(self) -> int:
+        """A new attempt begins: re-attaches of earlier attempts may no longer replace the session."""
+        with self._lock:
+            self._generation += 1
+            return self._generation
+
+    def end_attempt(self) -> None:
+        with self._lock:
+            self._generation += 1
+
+    def drop(self) -> None:
+        """The host went away under this session: close it; the next step connects afresh."""
+        with self._lock:
+            self._close_locked()
+
+    def _close_locked(self) -> None:
+        if self._session is not None:
+            self._session.close()
+        self._session, self._agent = None, None
+
+    # -- probes ---------------------------------------------------------------------------
+    def probe(self) -> ProbeAnswer:
+        """Independent of the attempt's connection: SSHD (a banner), KERNEL (echo or handshake) or DEAD."""
+        return self.port.probe(self.probe_timeout_s)
+
+    def banner(self, timeout_s: float) -> bool:
+        return self.port.banner(timeout_s)
+
+    def stays_silent(self, watchdog: WatchdogSettings, stop: threading.Event) -> bool:
+        """An attempt could not even start: is the host gone (every probe failing for the confirm
+        window)? Then the fleet hears it went silent (hosts silent with it hold its recovery)."""
+        began = self.clock.monotonic()
+        deadline = began + watchdog.confirm_s
+        while self.clock.monotonic() < deadline:
+            if self.probe():
+                return False
+            self.clock.wait(stop, watchdog.probe_interval_s)
+        self.fleet.silent(self.host.name, began)
+        return True
+
+    # -- the boot --------------------------------------------------------------------------
+    def note_boot(self, boot_id: str, uptime_s: float) -> bool:
+        """Record the boot the host is in; True (and every listener told) when it is a new one."""
+        if boot_id == self.boot.boot_id:
+            return False
+        self.boot = BootState(boot_id, 0, uptime_s)
+        for forget in self.new_boot_listeners:
+            forget()  # the driver forgot -lgc/-pl, the kernel its sysctls: re-apply
+        return True
+
+    def current_boot(self, agent: AgentClient) -> str:
+        """The host's boot_id now (read through ``agent``), noted."""
+        now = host_commands.run_command(agent, host_commands.boot_now())
+        self.note_boot(now.boot_id, now.uptime_s)
+        return now.boot_id
+
+    def boot_now(self) -> str | None:
+        """A fresh connection's boot_id, or None when the host does not answer."""
+        try:
+            return self.current_boot(self.connect())
+        except ReprofleetError:
+            return None
+
+    # -- the lease ---------------------------------------------------------------------------
+    def take_lease(self, agent: AgentClient) -> None:
+        """No two controllers run attempts on one host: take its lease, or refuse the host.
+
+        A live lease under another token is refused, the same campaign's too (a second
+        controller resumed while the first still runs), unless ``--break-lease``; one left by
+        this campaign's own controller on this machine whose process is gone (a kill -9, a
+        crash) is taken over at once, and the event says why.
+        """
+        def acquire(break_lease: bool) -> Any:
+            return agent.lease("acquire", controller=self.lease.controller, campaign=self.lease.campaign,
+                               pid=os.getpid(), break_lease=break_lease, ttl_s=self.lease.ttl_s)
+
+        answer = acquire(self.lease.break_leases)
+        why = "--break-lease"
+        if not answer.ok and self._left_by_a_dead_controller_here(answer.held):
+            answer, why = acquire(True), "its controller process on this machine is gone"
+        if not answer.ok:
+            raise LeaseError(self.host.name, answer.error or "the host's lease was refused")
+        if answer.broken:
+            self.log.event(CampaignEvent.LEASE_BROKEN, previous=dict(answer.broken),
+                           why="it had expired" if answer.broken.get("expired") else why)
+        self.leased = True
+
+    def _left_by_a_dead_controller_here(self, held: Mapping[str, Any] | None) -> bool:
+        if not held or held.get("campaign") != self.lease.campaign \
+                or held.get("controller") != self.lease.controller:
+            return False
+        try:
+            pid = int(held.get("pid") or 0)
+        except (TypeError, ValueError):
+            return False
+        if pid <= 0 or pid == os.getpid():
+            return False
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return True
+        except PermissionError:
+            return False  # alive, someone else's
+        return False
+
+    def release_lease(self) -> None:
+        agent = self.current_agent
+        if not self.leased or agent is None or self.fenced:
+            return
+        try:
+            agent.lease("release", campaign=self.lease.campaign)
+            self.leased = False
+        except ReprofleetError as exc:
+            self.log.event(CampaignEvent.LEASE_RELEASE_FAILED, error=str(exc))
+
+    # -- stopping an attempt ----------------------------------------------------------------
+    def stop_attempt(self, attempt_id: str, why: str) -> bool:
+        """Best effort: kill an attempt that ended without its PoC's own exit, and say so.
+
+        Every such end (the controller's network down past the cap, a host silent at the
+        deadline, recovery finding the host alive, a bug, a full disk) would otherwise leave
+        the PoC on the GPU, and the next attempt would be refused or run beside it.
+        """
+        try:
+            reply = self.agent().kill(attempt_id)
+        except ReprofleetError as exc:
+            self.log.event(CampaignEvent.ATTEMPT_KILLED, attempt=attempt_id, why=why, ok=False, error=str(exc))
+            return False
+        self.log.event(CampaignEvent.ATTEMPT_KILLED, attempt=attempt_id, why=why, ok=True,
+                       was_running=reply.was_running, **reply.container_fields())
+        return True
+
+    def close(self) -> None:
+        self.drop()

@@ -1,0 +1,135 @@
+"""Getting one host ready for its first attempt: its lease, what a dead controller left running
+on it, its facts and readiness, the PoC and the starting cache pushed; and, for a host that
+does not answer at the start, the checks that decide whether it may be switched on at all.
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+from reprofleet.errors import ConnectError, HostNotReady, PolicyError
+from reprofleet.liveness.probes import ProbeAnswer
+from reprofleet.model import Cell, Host
+from reprofleet.model.events import CampaignEvent
+from reprofleet.model.reasons import ReasonCode
+from reprofleet.power.control import PowerControl
+from reprofleet.records.facts_cache import cache_facts
+from reprofleet.records.store import power_cycles_logged, write_facts
+from reprofleet.remote.agent import AgentClient
+from reprofleet.runner import cache_sync, gpu_policy as policy, readiness
+from reprofleet.runner.attempt_run import PushedFiles
+from reprofleet.runner.context import CampaignContext
+from reprofleet.runner.host_log import HostLog
+from reprofleet.runner.link import HostLink
+from reprofleet.runner.recovery import PowerBudget
+from reprofleet.runner.runtimes import HostRuntimes
+from reprofleet.runner.slot_record import SlotRecorder
+
+__all__ = ["HostPreparation"]
+
+
+class HostPreparation:
+    """Prepares one host; answers the questions asked of a host that is silent at the start."""
+
+    def __init__(self, ctx: CampaignContext, host: Host, link: HostLink, runtimes: HostRuntimes,
+                 recorder: SlotRecorder, budget: PowerBudget, log: HostLog) -> None:
+        self.ctx = ctx
+        self.host = host
+        self.link = link
+        self.runtimes = runtimes
+        self.recorder = recorder
+        self.budget = budget
+        self.log = log
+        self.prepared = False  # this run reached the host and prepared it (so it restores it at the end)
+
+    def prepare(self, cells: Sequence[Cell]) -> PushedFiles:
+        """Lease, orphans, facts, readiness, the PoC and the cache on the host; what was pushed."""
+        agent = self.link.connect()
+        self.link.take_lease(agent)
+        self.budget.sync(self.ctx.directory, self.host.name)
+        self.reconcile_orphans(agent)
+        facts = agent.facts()
+        self.recorder.facts_hash = write_facts(self.ctx.directory, self.host.name, dict(facts.as_json))
+        cache_facts(self.ctx.directory.root.parent, self.host.name, dict(facts.as_json))
+        self.link.note_boot(str(facts.boot_id), float(facts.uptime_s))
+        missing = readiness.problems(self.host, list(cells), facts.as_json)
+        if missing:
+            raise HostNotReady(self.host.name, missing)
+        problems = policy.check_power_limits(self.ctx.playbook, self.host, facts.as_json)
+        if problems:
+            raise PolicyError("; ".join(problems))
+        name = self.ctx.playbook.poc.script.rsplit("/", 1)[-1]
+        poc_digest = self.ctx.poc_digest[:12]  # a new PoC gets a new folder
+        rel = agent.push_file(self.ctx.poc_script, f"poc/{poc_digest}", name)
+        self.runtimes.prepare(agent, cells, self.host.python)
+        cache_seed = None
+        if self.ctx.cache_seed is not None:
+            archive, seed_digest = self.ctx.cache_seed
+            seed_rel = agent.push_file(archive, "cache-seed", f"{seed_digest}.tar.gz")
+            cache_seed = f"{self.link.home}/{seed_rel}"
+        cache_sync.push_for_campaign(self.ctx, agent)  # seeded cells: the snapshot, content-addressed
+        self.log.event(CampaignEvent.PREPARED, agent=self.ctx.bundle.digest, poc=poc_digest,
+                       boot_id=self.link.boot.boot_id)
+        self.prepared = True
+        return PushedFiles(f"{self.link.home}/{rel}", cache_seed)
+
+    def reconcile_orphans(self, agent: AgentClient) -> None:
+        """An attempt still running on the host (a controller died under it) is killed and
+        recorded as ``infra`` with the reason, or, if it is not this campaign's, only killed;
+        never is a second PoC started beside it."""
+        for orphan in agent.attempts(running_only=True):
+            slot = self.ctx.started_slots.get(orphan.id)
+            if slot is not None and not self.ctx.recorded(orphan.id) \
+                    and self.ctx.started_on.get(orphan.id) == self.host.name:
+                continue  # this campaign's, still running: followed from its first line and recorded
+            reply = agent.kill(orphan.id)
+            self.log.event(CampaignEvent.ORPHAN_KILLED, attempt=orphan.id, age_s=orphan.age_s,
+                           ours=slot is not None, **reply.container_fields())
+            if slot is not None and not self.ctx.recorded(orphan.id):
+                cell, index = slot
+                self.recorder.append(self.recorder.infra(cell, index, ReasonCode.INTERRUPTED.words(
+                    "the controller died during this attempt; its orphan was killed on resume"), attempt_id=orphan.id))
+
+    # -- a host silent at the start ----------------------------------------------------------
+    def sshd_within_boot_deadline(self) -> bool:
+        """A host whose kernel answers but whose sshd does not may be booting: wait for it up to
+        the boot deadline (then it is a userspace wedge)."""
+        return self._sshd_by(self.ctx.clock.monotonic() + self.ctx.playbook.timeouts.boot)
+
+    def _sshd_by(self, deadline: float) -> bool:
+        while self.ctx.clock.monotonic() < deadline and not self.ctx.stop.is_set():
+            if self.link.probe() is ProbeAnswer.SSHD:
+                return True
+            self.ctx.clock.wait(self.ctx.stop, self.ctx.settings.timings.switched_on_poll_s)
+        return False
+
+    def seen_alive(self) -> bool:
+        """Whether this campaign has seen the host answer (it prepared it, or recorded an
+        attempt of it), or the user said --bring-up: only then may it cut the host's power."""
+        return self.ctx.settings.bring_up or self.host.name in self.ctx.seen_alive
+
+    def never_answered(self, detail: str = "") -> str:
+        return (f"never answered at {self.host.address}:{self.host.port} in this campaign"
+                + (f" ({detail})" if detail else "") + ": not switched (a mistyped address would switch someone "
+                f"else's machine); check the address, or `invoke power {self.host.name} on`, or pass --bring-up")
+
+    def switch_on_if_off(self, power: PowerControl) -> bool:
+        """An outlet that reads off explains the silence for certain (a controller died mid-cycle):
+        it is switched on, with no partition guard to consult, and the boot awaited. False when
+        every outlet reads on (the host is frozen, not off)."""
+        from reprofleet.power.base import PowerState
+        from reprofleet.power.ports import switch_on_until
+
+        drivers = self.link.port.power(power.power_log)
+        off = [driver for driver in drivers.drivers if driver.status() is PowerState.OFF]
+        if not off:
+            return False
+        if not self.seen_alive() and not power_cycles_logged(self.ctx.directory.power, self.host.name):
+            raise ConnectError(self.host.name, self.never_answered(f"its outlet {off[0].outlet_key} reads off"))
+        # every supply on (the ones that read on stay as they are), each retried on its own
+        switch_on_until(drivers, self.ctx.settings.timings.power_on_deadline_s, self.ctx.clock)
+        self.log.event(CampaignEvent.SWITCHED_ON_AT_START, outlets=[d.outlet_key for d in off])
+        if self._sshd_by(self.ctx.clock.monotonic() + self.ctx.playbook.timeouts.boot):
+            return True
+        raise ConnectError(self.host.name, f"switched on at campaign start, but did not answer within "
+                                           f"{self.ctx.playbook.timeouts.boot:g} s")
