@@ -16,12 +16,12 @@ sha256; remove the folder whatever happened. A host without the script says so i
 and every host's failure is data: the others go on.
 
 The steps are :func:`fetch_bug_report` over a :class:`HostShell` (a Session, or a test's
-fake), so every decision is tested without hosts.
+fake), so every decision is tested without hosts; the commands themselves live in
+``remote/bug_report_commands.py``.
 """
 
 from __future__ import annotations
 
-import shlex
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from enum import Enum, unique
@@ -30,16 +30,14 @@ from typing import Any, Callable, Protocol, Sequence
 
 from reprofleet.errors import CommandTimedOut, ReprofleetError
 from reprofleet.model import Host
+from reprofleet.remote.bug_report_commands import (KILL_AFTER_S, MAKE_FOLDER, PROBE, SCRIPT, Probe, list_folder,
+                                                   parse_probe, remove_folder, run_script)
 from reprofleet.remote.transport import CommandResult
 
-SCRIPT = "nvidia-bug-report.sh"
 ARCHIVES = ("nvidia-bug-report.log.gz", "nvidia-bug-report.log")  # gzip present, gzip missing
 DEFAULT_TIMEOUT_S = 600.0  # the script can take minutes (it runs nvidia-smi -q, lspci -vvv, journalctl ...)
 SSH_SLACK_S = 30.0  # the SSH command outlives the host's own `timeout` by this much (and its kill)
-KILL_AFTER_S = 10  # `timeout -k`: a script that ignores TERM is killed this long after
 MAX_ARCHIVE_BYTES = 1 << 30  # a real archive is a few MB; a GPU dump makes it tens
-SEARCH = "$PATH:/usr/sbin:/sbin:/usr/local/sbin:/usr/lib/nvidia/current:/usr/lib/nvidia"
-PROBE = f'id -u; id -un; PATH="{SEARCH}" command -v {SCRIPT} || true'
 SUDO_REFUSED = ("a password is required", "a terminal is required", "not in the sudoers", "may not run sudo",
                 "not allowed to execute")
 
@@ -86,30 +84,6 @@ class BugReport:
                 "size": self.size, "sha256": self.sha256 or None, "detail": self.detail, "fix": self.fix}
 
 
-@dataclass(frozen=True)
-class Probe:
-    """Who the login is and where the script is (None: not on this host)."""
-
-    root: bool
-    user: str
-    script: str | None
-
-
-def parse_probe(stdout: str) -> Probe:
-    """:data:`PROBE`'s three lines: uid, user name, the script's path (absent: empty)."""
-    lines = [line.strip() for line in stdout.splitlines()]
-    uid, user, script = (lines + ["", "", ""])[:3]
-    return Probe(root=uid == "0", user=user or "USER", script=script if script.startswith("/") else None)
-
-
-def run_command(folder: str, probe: Probe, timeout_s: float) -> str:
-    """The script in ``folder``, as root or through ``sudo -n``, ended by the host after ``timeout_s``."""
-    assert probe.script is not None
-    script = shlex.quote(probe.script)
-    as_root = script if probe.root else f"sudo -n {script}"
-    return f"cd {shlex.quote(folder)} && timeout -k {KILL_AFTER_S} {max(1, round(timeout_s))} {as_root} </dev/null"
-
-
 def sudoers_line(probe: Probe) -> str:
     return f"add to sudoers (visudo -f /etc/sudoers.d/reprofleet): `{probe.user} ALL=(root) NOPASSWD: {probe.script}`"
 
@@ -140,7 +114,7 @@ def fetch_bug_report(host: str, shell: HostShell, into: Path, timeout_s: float =
     if probe.script is None:
         return BugReport(host, BugReportStatus.ABSENT, f"no {SCRIPT} on this host (it ships with the NVIDIA "
                          "driver: is the driver installed from NVIDIA's packages?)")
-    made = shell.run('mktemp -d "${TMPDIR:-/tmp}/reprofleet-bug-report.XXXXXX"', timeout=30)
+    made = shell.run(MAKE_FOLDER, timeout=30)
     folder = made.stdout.strip()
     if not made.ok or not folder.startswith("/"):
         return BugReport(host, BugReportStatus.FAILED, f"could not make a temporary folder: {_last_words(made)}")
@@ -153,20 +127,20 @@ def fetch_bug_report(host: str, shell: HostShell, into: Path, timeout_s: float =
 def _remove(shell: HostShell, folder: str) -> None:
     """The temporary folder goes whatever happened; a host gone by now keeps it (in its /tmp)."""
     try:
-        shell.run(f"rm -rf {shlex.quote(folder)}", timeout=30)
+        shell.run(remove_folder(folder), timeout=30)
     except ReprofleetError:
         pass
 
 
 def _run_and_fetch(host: str, shell: HostShell, probe: Probe, folder: str, into: Path, timeout_s: float) -> BugReport:
     try:
-        done = shell.run(run_command(folder, probe, timeout_s), timeout=timeout_s + KILL_AFTER_S + SSH_SLACK_S)
+        done = shell.run(run_script(folder, probe, timeout_s), timeout=timeout_s + KILL_AFTER_S + SSH_SLACK_S)
     except CommandTimedOut:
         return BugReport(host, BugReportStatus.FAILED, f"{SCRIPT} did not finish within {timeout_s:g} s and "
                          "the host did not stop it", fix="give it longer: --bug-report-timeout SECONDS")
     if not done.ok:
         return _run_failure(host, done, probe, timeout_s)
-    listed = shell.run(f"ls -1 {shlex.quote(folder)}", timeout=30).stdout.split()
+    listed = shell.run(list_folder(folder), timeout=30).stdout.split()
     archive = next((name for name in ARCHIVES if name in listed), None)
     if archive is None:
         return BugReport(host, BugReportStatus.FAILED, f"{SCRIPT} ended but wrote none of {', '.join(ARCHIVES)}")

@@ -308,3 +308,9 @@ class AgentClient:
             if isinstance(line, Mapping) and line.get("k") == "lease":
                 return replies.parse_lease(self.host, line)
         raise AgentError(self.host, f"lease {action}: {result.stderr.strip() or 'no lease line'}")
+
+
+def agent_command(agent: AgentClient, args: list[str]) -> str:
+    """The shell command that runs one agent subcommand, for a caller that streams its bytes
+    over an exec channel of its own (the cache's objects) instead of ``AgentClient``'s calls."""
+    return f"{agent._agent} " + " ".join(shlex.quote(a) for a in args)

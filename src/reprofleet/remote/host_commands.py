@@ -11,6 +11,7 @@ what the controller asks of a host.
 from __future__ import annotations
 
 import math
+import re
 import shlex
 from dataclasses import dataclass
 from typing import Any, Callable, Generic, TypeVar
@@ -79,9 +80,15 @@ def boot_now() -> HostCommand[BootNow]:
 
 
 # -- the boots the journal knows ------------------------------------------------------------------
+_JOURNAL_BOOT_ID = re.compile(r"[0-9a-f]{32}")
+
+
 def _parse_boots(host: str, result: CommandResult) -> tuple[str, ...]:
-    """Boot ids (without dashes, as journalctl prints them), oldest first; the header skipped."""
-    return tuple(line.split()[1] for line in result.stdout.splitlines()[1:] if len(line.split()) > 1)
+    """Boot ids (without dashes, as journalctl prints them), oldest first. systemd 252 and later
+    print an ``IDX BOOT ID FIRST ENTRY LAST ENTRY`` header, older ones none: a line counts when
+    its second word is a boot id."""
+    words = (line.split() for line in result.stdout.splitlines())
+    return tuple(w[1] for w in words if len(w) > 1 and _JOURNAL_BOOT_ID.fullmatch(w[1]))
 
 
 def boots_listed() -> HostCommand[tuple[str, ...]]:

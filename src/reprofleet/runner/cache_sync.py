@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any, BinaryIO, Iterable, Mapping
 
 from reprofleet.remote import host_bytes
-from reprofleet.remote.agent import AgentClient
+from reprofleet.remote.agent import AgentClient, agent_command
 from reprofleet.errors import AgentError, ReprofleetError
 from reprofleet.model import Cell, Playbook
 from reprofleet.remote.ssh import SshExec, SshTarget
@@ -114,12 +114,6 @@ def build_snapshot(folder: str | Path) -> Snapshot:
             files.append(ManifestFile(path.relative_to(root).as_posix(), info.st_size, info.st_mode & 0o777,
                                       file_sha256(path)))
     return Snapshot(str(root), tuple(sorted(files, key=lambda f: f.path)))
-
-
-def agent_command(agent: AgentClient, args: list[str]) -> str:
-    """The shell command that runs one agent subcommand (as AgentClient does)."""
-    return (f"{shlex.quote(agent.python)} \"$HOME\"/{agent.bundle.remote_dir}/agent.py "
-            + " ".join(shlex.quote(a) for a in args))
 
 
 @dataclass(frozen=True)
