@@ -149,6 +149,13 @@ class FakeHost:
             self._boot(self.clock.monotonic() + self.self_reset_s - self.boot_delay_s)
             self.up_at = self.clock.monotonic() + self.self_reset_s
 
+    def lose_power(self) -> None:
+        """The outlet switches off by itself (the plug's own timer, an overload trip, someone's app):
+        the device reads off and the host goes dark, with no request of this controller."""
+        with self._lock:
+            self.device.state = PowerState.OFF
+            self.off, self.frozen_at, self.up_at = True, None, None
+
     def switched(self, state: PowerState) -> None:
         """The outlet that feeds it switched (only when the inventory names the right one)."""
         with self._lock:
@@ -532,7 +539,7 @@ class FakeStream:
         for phase in PHASES:
             yield {"k": "phase", "seq": next(seq), "phase": phase}
             yield {"k": "log", "seq": next(seq), "line": f"entering {phase}"}
-        if self.outcome in ("wedge", "reboot", "lockup", "stuck"):
+        if self.outcome in ("wedge", "reboot", "lockup", "stuck", "power_off"):
             return
         if self.outcome == "hang":
             while self.fake.clock.monotonic() < self.started + self.timeout_s:
@@ -556,6 +563,8 @@ class FakeStream:
                 self.fake.freeze()  # a lockup the kernel does not panic on is a wedge
             elif self.outcome == "reboot" or panics:
                 self.fake.reset_itself()
+            elif self.outcome == "power_off":  # its plug switched itself off (a timer, an overload trip)
+                self.fake.lose_power()
             elif self.outcome == "stuck":  # the agent stops streaming; the host answers, the channel stays open
                 pass
             else:

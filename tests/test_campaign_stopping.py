@@ -396,6 +396,9 @@ class FakeRecovery:
     def __init__(self) -> None:
         self.recovered: list[Record] = []
 
+    def explain(self, record: Record, since: float) -> Record:
+        return record  # neither a neighbour's cut nor an outlet that reads off
+
     def recover(self, record: Record) -> Recovered:
         self.recovered.append(record)
         return Recovered(dataclasses.replace(record, forensics={"previous_boot_available": True, "findings": []}))

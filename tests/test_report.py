@@ -32,8 +32,8 @@ def test_report_pins_rates_comparison_and_wedge_details() -> None:
     records += [_rec("lgc-2800", "ws01", "infra", reason="interrupted: the campaign was stopped")]
     text = _report(records)
     # columns: judged, the six outcomes, error/hang at risk, excluded, not run, the rate, its interval
-    assert "| default (reference) | ws01 | 6 | 2 | 0 | 0 | 4 | 0 | 0 | 0 | 0 | 0 | 67% (4/6) |" in text
-    assert "| lgc-2800 | ws01 | 6 | 6 | 0 | 0 | 0 | 0 | 0 | 0 | 0 | 1 | 0% (0/6) | 0%–46% |" in text
+    assert "| default (reference) | ws01 | 6 | 2 | 0 | 0 | 4 | 0 | 0 | 0 | 0 | 0 | 0 | 67% (4/6) |" in text
+    assert "| lgc-2800 | ws01 | 6 | 6 | 0 | 0 | 0 | 0 | 0 | 0 | 0 | 0 | 1 | 0% (0/6) | 0%–46% |" in text
     assert "95% two-sided exact" in text
     assert ("| lgc-2800 | reproduces less often than default, if at all: 0/6 against 4/6 on ws01, rate ratio ≤ 0.54 "
             "(95% one-sided, Miettinen-Nurminen score; rarer: p = 0.011") in text

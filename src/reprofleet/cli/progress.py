@@ -11,15 +11,18 @@ from rich.live import Live
 from rich.markup import escape
 from rich.table import Table
 
+from reprofleet.model import Outcome
 from reprofleet.verdicts import Judgement, Row, natural_key, pct
 
 DASH = "—"
 
 OUTCOME_STYLE = {
     "clean": "green", "error": "yellow", "hang": "magenta",
-    "wedge": "bold red", "reboot": "red", "infra": "dim",
+    "wedge": "bold red", "reboot": "red", "power_loss": "blue", "infra": "dim",
 }
 
+
+OUTCOME_COLUMNS = tuple(o.value for o in Outcome)  # every outcome its own column, power_loss included
 
 # what changes a host's plain line outside a terminal (every other field rides along)
 PLAIN_FIELDS = ("status", "cell", "phase", "outcome")
@@ -158,7 +161,7 @@ def summary_table(judgement: Judgement, title: str) -> Table:
     """Per cell and host: judged attempts, each outcome, excluded, the rate with its exact interval."""
     label = judgement.rows[0].rate.label() if judgement.rows else "95% two-sided exact"
     table = Table(title=title)
-    for column in ("cell", "host", "judged", "clean", "error", "hang", "wedge", "reboot", "infra", "at risk",
+    for column in ("cell", "host", "judged", *OUTCOME_COLUMNS, "at risk",
                    "excluded", "runs again", "repro rate", f"{label} CI"):
         table.add_column(column, justify="left" if column in ("cell", "host") else "right")
     for row in judgement.rows:
@@ -192,7 +195,7 @@ def _row(row: Row) -> list[str]:
     rate = "—" if tally.judged == 0 else f"{approx}{pct(tally.reproductions / tally.judged)} ({tally.reproductions}/{tally.judged}){mix}"
     ci = "—" if tally.judged == 0 else f"{approx}{pct(row.rate.low)}–{pct(row.rate.high)}"
     cells = [f"{row.cell} (ref)" if row.reference else row.cell, row.host, str(tally.judged)]
-    for outcome in ("clean", "error", "hang", "wedge", "reboot", "infra"):
+    for outcome in OUTCOME_COLUMNS:
         value = tally.outcomes.get(outcome, 0)
         style = OUTCOME_STYLE[outcome] if value and outcome in ("wedge", "reboot") else ""
         cells.append(f"[{style}]{value}[/]" if style else str(value))

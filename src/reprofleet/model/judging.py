@@ -79,6 +79,10 @@ class Judging:
             return Classified(Role.REPRODUCTION, early=True)
         if outcome is Outcome.CLEAN:
             return Classified(Role.NON_REPRODUCTION)
+        if outcome is Outcome.POWER_LOSS:
+            return Classified(Role.EXCLUDED, "power_loss: the host lost power by something other than this "
+                              "controller (its power device read off); never a reproduction unless the playbook "
+                              "lists power_loss in reproductions")
         if outcome not in (Outcome.ERROR, Outcome.HANG):
             return Classified(Role.EXCLUDED, f"{outcome.value}: not counted as a reproduction by this campaign")
         if where is None:

@@ -14,6 +14,7 @@ class Outcome(str, Enum):
     HANG = "hang"
     WEDGE = "wedge"
     REBOOT = "reboot"
+    POWER_LOSS = "power_loss"  # the power device read off before any action of this controller
     INFRA = "infra"
 
 

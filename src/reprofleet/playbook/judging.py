@@ -18,7 +18,7 @@ from reprofleet.suggest import did_you_mean
 
 from reprofleet.playbook.document import Doc
 
-REPRODUCTION_OUTCOMES = (Outcome.WEDGE.value, Outcome.REBOOT.value, Outcome.HANG.value)
+REPRODUCTION_OUTCOMES = (Outcome.WEDGE.value, Outcome.REBOOT.value, Outcome.HANG.value, Outcome.POWER_LOSS.value)
 PHASES = tuple(phase.value for phase in Phase)
 STOP_RULES = tuple(kind.value for kind in StopKind)
 # The keys each rule reads; any other key under ``stop:`` is a mistake worth one line.

@@ -16,13 +16,14 @@ from __future__ import annotations
 import re
 from typing import Any, Iterable, Mapping, Sequence
 
+from reprofleet.model import Outcome
 from reprofleet.verdicts import ALL_HOSTS, Judgement, fmt_p, pct
 from reprofleet.verdicts.words import ratio
 from reprofleet.report.host_debug import markdown_section as host_debug_section
 from reprofleet.report.evidence import bmc_words, wall_at_freeze, wall_words
 from reprofleet.report.search import SearchReport, markdown_section as search_section, verdict_rows as search_rows
 
-OUTCOMES = ("clean", "error", "hang", "wedge", "reboot", "infra")
+OUTCOMES = tuple(o.value for o in Outcome)  # every outcome has its column, power_loss included
 
 
 def code_span(text: str) -> str:

@@ -20,11 +20,13 @@ matplotlib.use("Agg")
 from matplotlib.figure import Figure  # noqa: E402  (after the backend is chosen)
 from matplotlib.patches import Patch  # noqa: E402
 
+from reprofleet.model import Outcome  # noqa: E402
+
 OUTCOME_COLOURS = {
     "clean": "#2e7d32", "error": "#f9a825", "hang": "#8e24aa",
-    "wedge": "#c62828", "reboot": "#ef6c00", "infra": "#9e9e9e",
+    "wedge": "#c62828", "reboot": "#ef6c00", "power_loss": "#5d4037", "infra": "#9e9e9e",
 }
-OUTCOME_ORDER = ("clean", "error", "hang", "wedge", "reboot", "infra")
+OUTCOME_ORDER = tuple(o.value for o in Outcome)  # clean ... wedge, reboot, power_loss, infra
 # One light colour per vLLM phase in engine order; CUDA-graph capture (the phase at risk) is the red one.
 PHASE_COLOURS = ("#e3f2fd", "#fff9c4", "#ffe0b2", "#e1bee7", "#c8e6c9", "#f8bbd0", "#b2ebf2", "#ffcdd2", "#d7ccc8")
 _NUMBER = re.compile(r"(?<![\w.])(-?\d+\.\d{3,})(?![\w.])")  # coordinates; labels rarely have 3 decimals

@@ -7,7 +7,8 @@ stopping an attempt), ``policy_keeper`` (the GPU settings: ensure, re-apply, res
 ``preparation`` (lease, orphans, facts, the PoC and cache pushed; a host silent at the
 start), ``attempt_run`` (one attempt from its settings to its record), ``slot_record``
 (records built once, appended, amended), ``infra_streak`` (the same infra reason too often in
-a row), ``give_back`` (what a host gets back at the end), ``port``
+a row), ``give_back`` (what a host gets back at the end), ``power_gate`` (the partition guard and
+the correlated-silence hold before any power action), ``port``
 (the HostPort seam: how a runner reaches its host), ``host_log`` (a host's event sink
 for the helpers it owns), ``context``
 (what every runner of a campaign shares), ``attempt`` (one attempt followed to its

@@ -97,7 +97,7 @@ class HostRunner:
             boot_deadline_s=ctx.playbook.timeouts.boot, stop=ctx.stop, fleet=ctx.fleet, power=power,
             power_of=lambda: self.link.port.power(power.power_log), budget=self.budget,
             facts=lambda: read_facts(ctx.directory, self.host.name), sysctls_in_force=lambda: self.sysctls.applied,
-            host_outlets=ctx.host_outlets, note_cut=ctx.note_cut))
+            host_outlets=ctx.host_outlets, note_cut=ctx.note_cut, cut_since=ctx.cut_since))
 
     # -- the whole plan --------------------------------------------------------------
     def run(self) -> None:
@@ -268,7 +268,8 @@ class HostRunner:
                 self.preparation.reconcile_orphans(self.link.agent())
                 record = self.run_attempt(cell, index)
             if record.outcome in (Outcome.WEDGE, Outcome.REBOOT):
-                record = self._cut_by_a_neighbour(record, slot_began)
+                if self.recovery is not None:  # a neighbour's cycle, or an outlet already off, explains it
+                    record = self.recovery.explain(record, slot_began)
                 self.recorder.append(record)  # on disk before recovery starts
                 declared = record
                 record = self._recover_declared(record, resume is not None)
@@ -293,18 +294,13 @@ class HostRunner:
         """The record of a slot a quarantined host does not run: ``not run``, with the quarantine's reason."""
         return self.recorder.infra(cell, index, ReasonCode.NOT_RUN.words(str(self.state.quarantined)))
 
-    def _cut_by_a_neighbour(self, record: Record, slot_began: float) -> Record:
-        """A wedge or reboot during which a neighbour's cycle switched our shared outlet: not this
-        host's doing, so ``infra`` with the reason."""
-        cut = self.ctx.cut_since(self.host.name, slot_began)
-        if cut is None:
-            return record
-        return replace(record, outcome=Outcome.INFRA, reason=ReasonCode.CUT.words(cut), detect_latency_s=None)
-
     def _recover_declared(self, record: Record, resumed: bool) -> Record:
-        """A declared wedge, reboot or cut, recovered and amended with what recovery found."""
+        """A declared wedge, reboot, power loss or cut, recovered and amended with what recovery found."""
         if record.outcome is Outcome.INFRA:
             after = self.after_cut(record)
+        elif record.outcome is Outcome.POWER_LOSS and self.recovery is not None:
+            self.link.drop()
+            after = self._settle(self.recovery.switch_back_on(record))
         elif record.outcome is Outcome.WEDGE:
             after = self.after_wedge(record)
         else:
@@ -364,8 +360,9 @@ class HostRunner:
             self.quarantine("unreachable, and no recovery is configured")
             return record
         recovered = self._settle(self.recovery.recover(record))
-        return replace(recovered, outcome=Outcome.INFRA,
-                       reason=f"{record.reason} (the host was unreachable before the attempt; recovered)")
+        said = recovered.reason if (recovered.reason or "").startswith(record.reason or "") else record.reason
+        return replace(recovered, outcome=Outcome.INFRA,  # what recovery added (a power loss) is kept
+                       reason=f"{said} (the host was unreachable before the attempt; recovered)")
 
     def after_reboot(self, record: Record, found_on_resume: bool = False) -> Record:
         """The host reset itself under the attempt (a re-attach found a new boot): it gets the

@@ -18,6 +18,7 @@ is never cycled because our own network failed.
 from __future__ import annotations
 
 import logging
+import threading
 from dataclasses import dataclass, replace
 from enum import Enum, unique
 from typing import Any, Callable, Mapping
@@ -29,6 +30,8 @@ from reprofleet.liveness.probes import IcmpMode, ProbeAnswer, icmp_mode
 from reprofleet.liveness.watchdog import FleetLiveness
 from reprofleet.model import Host, Outcome, Record
 from reprofleet.model.events import CampaignEvent
+from reprofleet.model.reasons import ReasonCode
+from reprofleet.power.base import PowerState
 from reprofleet.power.control import PowerControl, power_control
 from reprofleet.power.ports import HostPower
 from reprofleet.records.store import CampaignDir, power_cycles_logged
@@ -38,6 +41,7 @@ from reprofleet.runner.host_debug import HostDebugState
 from reprofleet.runner.host_log import HostLog
 from reprofleet.runner.link import HostLink
 from reprofleet.runner.policy_keeper import PolicyKeeper
+from reprofleet.runner.power_gate import NetworkDown, PowerGate
 
 HUMAN_WAIT_S = DEFAULT_TIMINGS.human_wait_s  # a host without a power port: poll this long for a person
 NOT_BACK_CAUSES = (
@@ -64,7 +68,7 @@ class RecoveryState(str, Enum):
 
 
 _NEXT = {
-    RecoveryState.WEDGED: {RecoveryState.OFF, RecoveryState.BOOTING, RecoveryState.QUARANTINED},
+    RecoveryState.WEDGED: {RecoveryState.OFF, RecoveryState.ON, RecoveryState.BOOTING, RecoveryState.QUARANTINED},
     RecoveryState.OFF: {RecoveryState.DWELL, RecoveryState.QUARANTINED},
     RecoveryState.DWELL: {RecoveryState.ON, RecoveryState.OFF, RecoveryState.QUARANTINED},  # OFF: the retry
     RecoveryState.ON: {RecoveryState.BOOTING, RecoveryState.OFF, RecoveryState.QUARANTINED},
@@ -81,10 +85,6 @@ class RecoveryError(ReprofleetError):
 
 class NeverFrozen(RecoveryError):
     """A host without a power port came back with the same boot_id: it was not wedged."""
-
-
-class NetworkDown(RecoveryError):
-    """The partition guard kept saying our own network is down past the pause cap."""
 
 
 class Sequence:
@@ -137,7 +137,7 @@ class RecoveryBinding:
     clock: Clock
     settings: RunSettings
     boot_deadline_s: float  # the playbook's timeouts.boot
-    stop: Any  # threading.Event: the campaign's stop
+    stop: threading.Event  # the campaign's stop
     fleet: FleetLiveness  # the partition guard and the correlated-silence hold
     power: PowerControl
     power_of: Callable[[], HostPower]  # the drivers of every outlet that feeds the host
@@ -146,6 +146,7 @@ class RecoveryBinding:
     sysctls_in_force: Callable[[], HostDebugState | None]  # the lockup sysctls this boot was given
     host_outlets: Mapping[str, frozenset[str]]  # host -> its outlet keys: who shares an outlet with this host
     note_cut: Callable[[str, str], None]  # (neighbour, why): its attempt ends by this host's cycle
+    cut_since: Callable[[str, float], str | None]  # (host, since): why a neighbour's cycle cut its power, if it did
 
 
 @dataclass(frozen=True)
@@ -173,12 +174,51 @@ class HostRecovery:
         self.stop = binding.stop
         self.fleet = binding.fleet
         self.budget = binding.budget
+        self.gate = PowerGate(self.host.name, self.fleet, self.log, self.clock, self.stop, self.settings)
 
     def _sequence(self) -> Sequence:
         return Sequence(lambda old, new, d: self.log.event(CampaignEvent.RECOVERY,
                                                            **{"from": old.value, "to": new.value, **d}))
 
+    def explain(self, record: Record, since: float) -> Record:
+        """What a silence declared as a wedge (or a reset) was, read before the record is written:
+        a neighbour's cycle through a shared outlet (``infra``: not this host's doing), or a power
+        device that reads off before this controller switched anything (``power_loss``)."""
+        cut = self.b.cut_since(self.host.name, since)
+        if cut is not None:
+            return replace(record, outcome=Outcome.INFRA, reason=ReasonCode.CUT.words(cut), detect_latency_s=None)
+        if record.outcome is not Outcome.WEDGE:
+            return record
+        lost = self.power_off_words()
+        if lost is None:
+            return record
+        self.log.event(CampaignEvent.POWER_LOST, attempt=record.attempt, device=lost)
+        return replace(record, outcome=Outcome.POWER_LOSS, reason=lost)
+
+    def power_off_words(self) -> str | None:
+        """Read the host's power before acting on its silence: the device's own words when any
+        outlet (or the chassis) reads off, else None (on, or a device that cannot say)."""
+        if self.host.pdu is None:
+            return None
+        try:
+            power = self.b.power_of()
+            off = [d.outlet_key for d in power.drivers if d.status() is PowerState.OFF]
+        except (PowerError, ReprofleetError) as exc:
+            self.log.event(CampaignEvent.WARNING, message=f"the power device could not be read before acting "
+                                                          f"on the silence: {exc}")
+            return None
+        if not off:
+            return None
+        driver = self.host.power_ports[0].driver
+        return (f"{', '.join(off)} ({driver}) read off before this controller switched anything: the host lost "
+                "power (a plug's own timer, an overload trip, a switch by someone else, or its power supply)")
+
     def recover(self, record: Record) -> Recovered:
+        if record.outcome is not Outcome.POWER_LOSS:
+            lost = self.power_off_words()
+            if lost is not None:  # silent because it is off: switched on, never cycled
+                self.log.event(CampaignEvent.POWER_LOST, attempt=record.attempt, device=lost)
+                return self.switch_back_on(replace(record, reason=f"{record.reason}; {lost}"))
         seq = self._sequence()
         old_boot = self.link.boot.boot_id
         try:
@@ -213,6 +253,26 @@ class HostRecovery:
                              quarantine=f"recovery failed: {exc}")
         return self._rejoin(seq, record, forensics)
 
+    def switch_back_on(self, record: Record) -> Recovered:
+        """A host that lost power: every outlet switched on (none ever "off"), the boot awaited,
+        forensics read, and the host rejoins through the health gate. Never counts against the
+        power-cycle budget: nothing was cycled."""
+        seq = self._sequence()
+        old_boot = self.link.boot.boot_id
+        try:
+            power = self.b.power_of()
+            from reprofleet.power.ports import switch_on_until
+
+            switch_on_until(power, self.timings.power_on_deadline_s, self.clock)
+            seq.transition(RecoveryState.ON, after="power loss", outlets=[d.outlet_key for d in power.drivers])
+            self._bring_back(seq, old_boot)
+        except (RecoveryError, PowerError, ReprofleetError) as exc:
+            seq.transition(RecoveryState.QUARANTINED, reason=str(exc))
+            return Recovered(replace(record, forensics={"recovery": "failed", "error": str(exc)}),
+                             quarantine=f"recovery failed: {exc}")
+        forensics = {**self._forensics(seq), **self._bmc_events(record)}
+        return self._rejoin(seq, record, forensics)
+
     def _answers_before_switching(self, record: Record) -> Record | None:
         """The last word before a host's power is cut: probe it; ask the partition guard and
         the correlated-silence hold (waiting while either says no); probe again after a wait.
@@ -223,8 +283,8 @@ class HostRecovery:
 
         if self.link.banner(self.timings.banner_timeout_s):
             return answered("declared wedged, but the host answered before the power cycle")
-        waited = self._guard()
-        held = self._hold()
+        waited = self.gate.guard()
+        held = self.gate.hold()
         if (waited or held) and self.link.banner(self.timings.banner_timeout_s):
             # it was our network, or its switch, all along: the host answers now that it is back
             return answered(("declared wedged while the controller's network was down" if waited else
@@ -324,39 +384,6 @@ class HostRecovery:
                        configured_s=self.settings.reboot_grace_s, message=why)
         return grace
 
-    def _guard(self) -> bool:
-        """Before any power action: our own network must work (waits up to the pause cap).
-        True when it had to wait (the host must then be probed again before it is cut)."""
-        guard = self.fleet.network_ok
-        if guard is None or guard():
-            return False
-        cap = self.settings.watchdog.pause_cap_s
-        reason = getattr(guard, "reason", "") or "the partition guard says our network is down"
-        self.log.event(CampaignEvent.GUARD, network="down", before="power action", message=reason)
-        deadline = self.clock.monotonic() + cap
-        while self.clock.monotonic() < deadline and not self.stop.is_set():
-            self.clock.wait(self.stop, self.timings.guard_poll_s)
-            if guard():
-                self.log.event(CampaignEvent.GUARD, network="up", before="power action")
-                return True
-        raise NetworkDown(f"not power-cycled: the controller's network stayed down for {cap:g} s ({reason})")
-
-    def _hold(self) -> bool:
-        """Before any power action: a host silent together with others waits while the
-        correlated-silence hold says so (bounded by ``correlated_hold_s``; see liveness/silence_hold).
-        True when it had to wait."""
-        fleet, name = self.fleet, self.host.name
-        hold = fleet.hold(name, self.clock.monotonic())
-        if not hold.holding:
-            return False
-        self.log.event(CampaignEvent.SILENCE_HOLD, before="power action", **hold.to_json())
-        deadline = self.clock.monotonic() + fleet.hold_s + self.timings.guard_poll_s
-        while hold.holding and self.clock.monotonic() < deadline and not self.stop.is_set():
-            self.clock.wait(self.stop, self.timings.guard_poll_s)
-            hold = fleet.hold(name, self.clock.monotonic())
-        self.log.event(CampaignEvent.SILENCE_RELEASE, before="power action", **hold.to_json())
-        return True
-
     def _power_cycle(self, seq: Sequence) -> None:
         """Cycle every outlet of the host; once more with a longer dwell if it does not come back.
 
@@ -378,7 +405,7 @@ class HostRecovery:
         problem = ""
         for attempt, dwell in enumerate(dwells):
             if self.budget.used >= budget:
-                self._last_on(power)
+                switch_on_round(power, self.clock, self.log)
                 raise RecoveryError(f"power-cycle budget of {budget} spent" + (f" ({problem})" if problem else ""))
             if attempt > 0 and self._back_after_guard():
                 return  # our network was down during the boot wait: the host was back all along
@@ -389,7 +416,7 @@ class HostRecovery:
                 "dwell": {"seconds": dwell},
                 "on": {"power_cycles": self.budget.used},
             }
-            self._note_neighbours_cut(power)
+            note_neighbours_cut(self.host.name, power, self.b.host_outlets, self.b.note_cut)
             # off, read back off, dwell, on, read back on; "on" always follows a sent "off";
             # each state is logged when the driver reaches it, not after the cycle returned.
             try:
@@ -409,43 +436,14 @@ class HostRecovery:
             problem = problem or f"the power device reads on, but the host did not answer within {boot_s:g} s"
             if attempt + 1 < len(dwells):
                 self.log.event(CampaignEvent.POWER_RETRY, reason=problem, dwell_s=dwells[attempt + 1])
-        self._last_on(power)
+        switch_on_round(power, self.clock, self.log)
         raise RecoveryError(f"{problem}, after {len(dwells)} power cycles (dwell {dwells[0]:g} s, then "
                             f"{dwells[1]:g} s). {NOT_BACK_CAUSES}")
 
     def _back_after_guard(self) -> bool:
         """Before a second cycle: if our network went down while we waited for the boot, wait
         for it and look again; a host that answers then is not cut a second time."""
-        return self._guard() and self.link.banner(self.timings.banner_timeout_s)
-
-    def _note_neighbours_cut(self, power: Any) -> None:
-        """Hosts on a ``shared: true`` outlet of this one lose power with it: their running
-        attempt ends by this cut, and is recorded as ``infra`` (never a reboot or a wedge)."""
-        mine = {d.outlet_key for d in power.drivers}
-        for other, outlets in self.b.host_outlets.items():
-            if other == self.host.name:
-                continue
-            shared = mine & outlets
-            if shared:
-                self.b.note_cut(other, f"{self.host.name} was cycled through the shared outlet "
-                                       f"{', '.join(sorted(shared))}")
-
-    def _on_again(self, power: Any, warn: bool = True) -> bool:
-        """One round of "on" to every outlet of ``power`` not reading on (``switch_on_until``
-        with no time to spare); True when all read on. What still failed is a warning."""
-        from reprofleet.power.ports import switch_on_until
-
-        try:
-            switch_on_until(power, 0.0, self.clock)
-        except PowerError as exc:
-            if warn:
-                self.log.event(CampaignEvent.WARNING, message=str(exc))
-            return False
-        return True
-
-    def _last_on(self, power: Any) -> None:
-        """Before a host is quarantined: no outlet of it may be left reading off without a last "on"."""
-        self._on_again(power)
+        return self.gate.guard() and self.link.banner(self.timings.banner_timeout_s)
 
     def _answers_within(self, deadline_s: float, retry_on: Any = None) -> bool:
         """Does the host's SSH port answer within ``deadline_s`` (polled with backoff)?
@@ -462,12 +460,12 @@ class HostRecovery:
             if self.stop.is_set():
                 raise RecoveryError("campaign stopped while waiting for the host to boot")
             if switching:
-                switching = not self._on_again(retry_on, warn=False)
+                switching = not switch_on_round(retry_on, self.clock, self.log, warn=False)
             if self.link.banner(self.timings.banner_timeout_s):
                 return True
             self.clock.wait(self.stop, min(next(delays), max(0.0, deadline - self.clock.monotonic())))
         if switching:  # said once, with the last round's words
-            self._on_again(retry_on)
+            switch_on_round(retry_on, self.clock, self.log)
         return False
 
     def _wait_for_person(self, seq: Sequence) -> None:
@@ -541,6 +539,32 @@ class HostRecovery:
         from reprofleet.power.bmc_log.events import bmc_forensics
 
         return bmc_forensics(self.host, record.started, log=self.b.power.power_log, lock_dir=self.b.power.lock_dir)
+
+
+def note_neighbours_cut(host: str, power: HostPower, host_outlets: Mapping[str, frozenset[str]],
+                        note_cut: Callable[[str, str], None]) -> None:
+    """Hosts on a ``shared: true`` outlet of ``host`` lose power with it: their running attempt
+    ends by this cut, and is recorded as ``infra`` (never a reboot or a wedge)."""
+    mine = {d.outlet_key for d in power.drivers}
+    for other, outlets in host_outlets.items():
+        shared = mine & outlets
+        if other != host and shared:
+            note_cut(other, f"{host} was cycled through the shared outlet {', '.join(sorted(shared))}")
+
+
+def switch_on_round(power: HostPower, clock: Clock, log: HostLog, warn: bool = True) -> bool:
+    """One round of "on" to every outlet of ``power`` not reading on (``switch_on_until`` with no
+    time to spare); True when all read on. What still failed is a warning. Before a host is
+    quarantined, no outlet of it may be left reading off without this last "on"."""
+    from reprofleet.power.ports import switch_on_until
+
+    try:
+        switch_on_until(power, 0.0, clock)
+    except PowerError as exc:
+        if warn:
+            log.event(CampaignEvent.WARNING, message=str(exc))
+        return False
+    return True
 
 
 def postboot_forensics(agent: Callable[[], Any], power_cycles: int, log: HostLog) -> dict[str, Any]:
