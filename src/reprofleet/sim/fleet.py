@@ -159,13 +159,16 @@ class Fleet:
         return [e for e in map(hwio.read_json_line, text.splitlines()) if e is not None]
 
     def cut_controller_network(self) -> None:
-        """The controller's own network fails: every host link goes down at once."""
+        """The controller's own network fails: its link to the switch (the bridge's uplink) and
+        every host link go down at once, so the controller sees no carrier."""
+        netns.set_link(netns.uplink_of(self.manifest.bridge), up=False)
         for host in self.hosts:
             host.cut_link()
 
     def restore_controller_network(self) -> None:
         for host in self.hosts:
             host.restore_link()
+        netns.set_link(netns.uplink_of(self.manifest.bridge), up=True)
 
     def switch_outage(self, down: bool) -> None:
         """The hosts' top-of-rack switch reboots (or STP reconverges): every frame to and from

@@ -80,9 +80,22 @@ def pick_subnet(seed: int) -> ipaddress.IPv4Network:
     raise SimError("no free /24 left under 10.213.0.0/16")
 
 
+def uplink_of(bridge: str) -> str:
+    """The name of the bridge's always-up port (``rfs<run>-br`` -> ``rfs<run>-up``)."""
+    return bridge[:-3] + "-up" if bridge.endswith("-br") else bridge + "-up"
+
+
 def create_bridge(name: str, gateway: ipaddress.IPv4Interface) -> None:
+    """The lab switch. Its uplink is a port that is always up: a real controller is cabled
+    to a switch, so a host that loses power takes its own port down, never the controller's
+    carrier (a bridge whose only port is one host's veth would lose carrier with that host,
+    and the partition guard would read that as our own network down)."""
     _ip("link", "add", "name", name, "type", "bridge")
     _ip("addr", "add", str(gateway), "dev", name)
+    uplink = uplink_of(name)  # a veth pair (no dummy driver in every kernel): both ends up, one on the bridge
+    _ip("link", "add", "name", uplink, "type", "veth", "peer", "name", uplink[:-3] + "-uq")
+    _ip("link", "set", uplink[:-3] + "-uq", "up")
+    _ip("link", "set", uplink, "master", name, "up")
     _ip("link", "set", name, "up")
 
 

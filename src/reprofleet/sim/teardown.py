@@ -1,7 +1,7 @@
 """Tearing a simulated fleet down, and sweeping what crashed runs left behind.
 
 Every kernel object of a run is named ``rfs<run>-<i>`` (netns, veth, cgroup) or
-``rfs<run>-br`` (bridge), and the run is registered in /run/reprofleet-sim/<run>.json with
+``rfs<run>-br`` (bridge) and ``rfs<run>-up`` (the bridge's always-up uplink), and the run is registered in /run/reprofleet-sim/<run>.json with
 the process that owns it (the fleet's hardware daemon, or the process still building it).
 A run whose owner is dead is stale; its objects are removed by name, its processes by PID.
 """
@@ -20,7 +20,7 @@ from reprofleet.sim.cgroup import CpuGroup, FreezerGroup, groups_with_prefix
 from reprofleet.sim.layout import PREFIX, REGISTRY_DIR, registry_entry
 from reprofleet.sim.procs import ProcessRef
 
-NAME_RE = r"^{prefix}([0-9a-f]{{4,6}})-(\d+|br)$"
+NAME_RE = r"^{prefix}([0-9a-f]{{4,6}})-(\d+|br|up|uq)$"
 
 
 def register(run_id: str, owner: ProcessRef, fleet_dir: Path) -> None:
