@@ -23,7 +23,7 @@ from reprofleet.campaign.observe import Ended, EventWriter, Watched
 from reprofleet.model import CampaignEvent, Host, Judging, Role, event_of
 from reprofleet.records.folder_state import quarantine_reason
 from reprofleet.records.pooling import load_pool
-from reprofleet.records.store import read_records
+from reprofleet.records.reader import AttemptLines, RecordedAttempt, read_attempts
 from reprofleet.verdicts import judge
 
 
@@ -83,7 +83,7 @@ class Notifier:
         self._queue: "queue.Queue[Notice | None]" = queue.Queue()
         self._lock = threading.Lock()
         self._said: set[tuple[str, str]] = set()  # (kind, key) already notified
-        self._attempts: dict[str, str] = {}  # attempt id -> cell, for amendments
+        self._lines = AttemptLines()  # attempts.jsonl as it is appended (an amendment knows its cell)
         self._watched: Watched | None = None
         self._log: EventWriter | None = None
         self._judging = Judging()
@@ -93,10 +93,9 @@ class Notifier:
 
     def started(self, watched: Watched, log: EventWriter) -> None:
         self._watched, self._log, self._judging = watched, log, watched.playbook.judging
-        attempts = watched.directory.attempts
-        for record in read_records(attempts) if attempts.exists() else ():  # a resume: told before
+        for record in read_attempts(watched.directory.attempts):  # a resume: told before
             if self._reproduces(record):
-                self._said.add((NoticeKind.FIRST_REPRODUCTION.value, str(record.get("cell"))))
+                self._said.add((NoticeKind.FIRST_REPRODUCTION.value, record.cell))
         self._worker.start()
 
     def on_event(self, entry: Mapping[str, Any]) -> None:
@@ -111,20 +110,16 @@ class Notifier:
                        f"{host} at {address} (outlets: {outlets}): {entry.get('message')}", host=host)
 
     def on_attempt_line(self, entry: Mapping[str, Any]) -> None:
-        if "amends" in entry:
-            cell = self._attempts.get(str(entry["amends"]))
-            if cell is None or "outcome" not in entry:
-                return
-            record = {**entry, "cell": cell}
-        else:
-            record = dict(entry)
-            self._attempts[str(record.get("attempt"))] = str(record.get("cell"))
-        cell = str(record.get("cell"))
+        record = self._lines.told(entry)
+        if record is None:
+            return
+        cell = record.cell
         if self._reproduces(record) and self._first(NoticeKind.FIRST_REPRODUCTION, cell):
+            # an amendment on its own names no host, index or phase: each said as None
             self._post(NoticeKind.FIRST_REPRODUCTION, f"cell {cell} reproduced",
-                       f"first reproduction of cell {cell}: {record.get('outcome')} on {record.get('host')} "
-                       f"(attempt {record.get('attempt_index')}, last phase {record.get('last_phase')})",
-                       host=str(record.get("host") or ""), cell=cell)
+                       f"first reproduction of cell {cell}: {record.outcome} on {record.host or None} "
+                       f"(attempt {record.attempt_index}, last phase {record.last_phase})",
+                       host=record.host, cell=cell)
 
     def finished(self, ended: Ended) -> None:
         if self._watched is None:
@@ -142,12 +137,9 @@ class Notifier:
 
     # -- deciding and sending ----------------------------------------------------------------
 
-    def _reproduces(self, record: Mapping[str, Any]) -> bool:
-        phases = record.get("phases")
+    def _reproduces(self, record: RecordedAttempt) -> bool:
         try:
-            role = self._judging.classify(str(record.get("outcome")), record.get("last_phase"),
-                                          [str(p) for p in phases] if isinstance(phases, list) else None,
-                                          str(record.get("reason") or "") or None).role
+            role = record.classified(self._judging).role
         except ValueError:
             return False  # an outcome this controller does not know
         return role is Role.REPRODUCTION

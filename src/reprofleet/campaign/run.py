@@ -33,16 +33,16 @@ from reprofleet.playbook import plan_order
 from reprofleet.playbook.ladder import Ladder, LadderPlan, ladder_json, ladder_plan
 from reprofleet.runner.search import LadderSchedule
 from reprofleet.stats.changepoint import bad_check_attempts
-from reprofleet.records.store import (CampaignDir, CampaignLock, read_log_lines,
-                                     read_records, write_atomic)
+from reprofleet.records.history import CampaignHistory, history_of, read_history
+from reprofleet.records.reader import RecordedAttempt, attempts_of, read_attempts
+from reprofleet.records.store import CampaignDir, CampaignLock, read_log_lines, write_atomic
 from reprofleet.power import PowerLog
 from reprofleet.power.ports import outlet_keys
 from reprofleet.liveness.watchdog import FleetLiveness
 from reprofleet.liveness.probes import resolve
 from reprofleet.liveness.silence_hold import segments_of
 from reprofleet.liveness.witness import HostsSideWitness, campaign_guard, named_witnesses
-from reprofleet.model.events import CampaignEvent, event_of
-from reprofleet.model.reasons import slot_runs_again
+from reprofleet.model.events import CampaignEvent
 from reprofleet.campaign.metrics import CampaignMetrics
 from reprofleet.campaign.observe import Ended, Observer, Watched, watching
 
@@ -176,31 +176,26 @@ def search_lines(book: Playbook) -> str:
 
 def runs_again(record: Mapping[str, Any]) -> bool:
     """An attempt that was interrupted or never run: its slot runs again on resume, and it
-    counts for nothing (so a resumed campaign tallies and decides as an uninterrupted one)."""
-    return slot_runs_again(str(record["outcome"]), record.get("reason"))
+    counts for nothing (so a resumed campaign tallies and decides as an uninterrupted one).
+    ``record``: typed, or its JSON line."""
+    return RecordedAttempt.from_json(record).runs_again
 
 
 def completed_counts(directory: CampaignDir) -> dict[tuple[str, str], int]:
-    """Attempts per (host, cell) already done; interrupted or never-run ones run again on resume.
+    """Attempts per (host, cell) already done; interrupted or never-run ones run again on resume
+    (attempts.jsonl alone: the plan of ``invoke campaign --resume`` is made from it).
 
     A cell that its stop rule ended keeps its remaining slots in the plan; the host runner
     skips them (its ``stopped`` event says so).
     """
-    counts: dict[tuple[str, str], int] = {}
-    if directory.attempts.exists():
-        for record in read_records(directory.attempts):
-            if runs_again(record):
-                continue
-            key = (record["host"], record["cell"])
-            counts[key] = counts.get(key, 0) + 1
-    return counts
+    return CampaignHistory(read_attempts(directory.attempts)).completed_counts()
 
 
 @dataclass(frozen=True)
 class CampaignResult:
     campaign_id: str
     directory: CampaignDir
-    records: tuple[Mapping[str, Any], ...]
+    records: tuple[RecordedAttempt, ...]
     interrupted: bool
     failure: str | None = None  # why the campaign stopped on its own (e.g. the controller's disk is full)
     quarantined: Mapping[str, str] = field(default_factory=dict)  # host -> why it stopped running its plan
@@ -214,51 +209,27 @@ class CampaignResult:
                 "unjudged": list(self.unjudged)}
 
 
-def earlier_records(directory: CampaignDir) -> dict[str, list[dict[str, Any]]]:
-    """Each host's records that count (a resume rebuilds its stop tallies from them)."""
-    by_host: dict[str, list[dict[str, Any]]] = {}
-    if directory.attempts.exists():
-        for record in read_records(directory.attempts):
-            if not runs_again(record):
-                by_host.setdefault(str(record.get("host")), []).append(record)
-    return by_host
-
-
-def seen_alive(directory: CampaignDir) -> set[str]:
-    """Hosts this campaign saw answer before (prepared, or an attempt started on them): only
-    those may be cycled at a resume's start. A record is no proof: a host that never answered
-    has ``not run`` records for every slot of its plan."""
-    return {str(e.get("host")) for e in read_log_lines(directory.events)
-            if event_of(e) in (CampaignEvent.PREPARED, CampaignEvent.ATTEMPT_STARTED)}
-
-
-def started_hosts(directory: CampaignDir) -> dict[str, str]:
-    """Attempt id -> the host it started on, in the order they started (resume records them in turn)."""
-    return {str(e.get("attempt")): str(e.get("host")) for e in read_log_lines(directory.events)
-            if event_of(e) is CampaignEvent.ATTEMPT_STARTED}
+# One thing of a folder's history, read on its own (a test, or a tool that needs only it);
+# run_campaign reads the whole history once (records/history.py).
+def earlier_records(directory: CampaignDir) -> dict[str, list[RecordedAttempt]]:
+    """Each host's records that count (``CampaignHistory.earlier``, from attempts.jsonl alone)."""
+    return CampaignHistory(read_attempts(directory.attempts)).earlier()
 
 
 def started_slots(directory: CampaignDir, playbook: Playbook) -> dict[str, tuple[Cell, int]]:
     """Attempt id -> (cell, attempt index) for every attempt this campaign started (its events)."""
-    cells = {cell.name: cell for cell in playbook.cells}
-    return {str(e.get("attempt")): (cells[str(e.get("cell"))], int(e.get("index") or 0))
-            for e in read_log_lines(directory.events)
-            if event_of(e) is CampaignEvent.ATTEMPT_STARTED and str(e.get("cell")) in cells}
+    return history_of((), read_log_lines(directory.events)).started_slots(playbook)
 
 
-def resolved_runtimes(directory: CampaignDir) -> dict[str, list[dict[str, Any]]]:
+def resolved_runtimes(directory: CampaignDir) -> dict[str, list[Mapping[str, Any]]]:
     """Host -> its ``runtime_resolved`` events so far, in order (what earlier controllers found)."""
-    out: dict[str, list[dict[str, Any]]] = {}
-    for e in read_log_lines(directory.events):
-        if event_of(e) is CampaignEvent.RUNTIME_RESOLVED:
-            out.setdefault(str(e.get("host")), []).append(dict(e))
-    return out
+    resolved = history_of((), read_log_lines(directory.events)).resolved
+    return {host: list(events) for host, events in resolved.items()}
 
 
 def stopped_cells(directory: CampaignDir) -> set[tuple[str, str]]:
     """(host, cell) pairs that already have a ``stopped`` event: a resume never runs them again."""
-    return {(str(e.get("host")), str(e.get("cell"))) for e in read_log_lines(directory.events)
-            if event_of(e) is CampaignEvent.STOPPED}
+    return set(history_of((), read_log_lines(directory.events)).stopped)
 
 
 def _write_manifest(directory: CampaignDir, plan: CampaignPlan, settings: RunSettings, poc_digest: str,
@@ -305,9 +276,11 @@ def fleet_liveness(hosts: Sequence[Host], settings: RunSettings, power_log: Powe
 def unjudged_cells(book: Playbook, records: Sequence[Mapping[str, Any]]) -> tuple[str, ...]:
     """Cells with no judged attempt on any host. A search's or bisection's level that the ladder
     never chose has no record by design (a clean run above it spoke for it, or the change point
-    was decided without it): only a level that ran and was all infra counts."""
-    judged = {str(r.get("cell")) for r in records if r.get("outcome") != Outcome.INFRA.value}
-    ran = {str(r.get("cell")) for r in records}
+    was decided without it): only a level that ran and was all infra counts. ``records``:
+    typed, or their JSON lines."""
+    attempts = attempts_of(records)
+    judged = {r.cell for r in attempts if r.outcome != Outcome.INFRA.value}
+    ran = {r.cell for r in attempts}
     return tuple(c.name for c in book.cells
                  if c.name not in judged and (book.ladder is None or c.name in ran))
 
@@ -353,11 +326,10 @@ def run_campaign(
         _write_manifest(directory, plan, settings, hashlib.sha256(poc_script).hexdigest(), secret_digests)
         stop = stop or threading.Event()
         clock = clock or SystemClock()
-        recorded = frozenset(str(r.get("attempt")) for r in read_records(directory.attempts)) \
-            if directory.attempts.exists() else frozenset()
+        history = read_history(directory)  # what the folder holds (a resume): attempts and events, read once
+        recorded = frozenset(history.recorded_ids())
         before = len(recorded)
-        earlier, stopped = earlier_records(directory), stopped_cells(directory)
-        resolved = resolved_runtimes(directory)
+        earlier = history.earlier()
         fleet = fleet_liveness(plan.hosts, settings, PowerLog(directory.power), clock, network_ok)
         power = recovery_factory(directory) if recovery_factory is not None else None
         ctx = CampaignContext(
@@ -367,8 +339,8 @@ def run_campaign(
             cache_seed=poc.cache_seed_archive(plan.playbook.poc.cache_source)
             if plan.playbook.poc.cache_source and cache_sync.modes(plan.playbook) - {"seeded"} else None,
             cache_snapshot=cache_sync.seeded_snapshot(plan.playbook),
-            started_slots=MappingProxyType(started_slots(directory, plan.playbook)),
-            started_on=MappingProxyType(started_hosts(directory)), seen_alive=frozenset(seen_alive(directory)),
+            started_slots=MappingProxyType(dict(history.started_slots(plan.playbook))),
+            started_on=MappingProxyType(dict(history.started_on())), seen_alive=frozenset(history.seen_alive),
             ledger=CampaignLedger(recorded), host_outlets=MappingProxyType(outlet_keys(plan.hosts)),
             # before the runners: each host's netconsole holds it
             netconsole=netconsole_setup.start_receiver(plan.hosts, directory.root / "netconsole"),
@@ -380,11 +352,11 @@ def run_campaign(
             if log.torn:
                 ctx.event("", CampaignEvent.TORN_LINE_CUT, file=log.path.name, text=log.torn[:500],
                           message="the last line was torn by a controller that died mid-write; cut back on open")
-        schedule = _schedule(ctx, plan, ladder_for)
+        schedule = _schedule(ctx, plan, ladder_for, history)
         runners = [HostRunner(ctx, host, list(plan.per_host[host.name]), earlier=earlier.get(host.name, []),
-                              stopped={cell for h, cell in stopped if h == host.name},
+                              stopped=history.stopped_on(host.name),
                               port=port_for(ctx, host) if port_for is not None else None,
-                              resolved_before=resolved.get(host.name, []), schedule=schedule)
+                              resolved_before=history.resolved_on(host.name), schedule=schedule)
                    for host in plan.hosts]
         threads = [threading.Thread(target=r.run, name=f"host-{r.host.name}", daemon=True) for r in runners]
         try:
@@ -396,7 +368,7 @@ def run_campaign(
         finally:
             if ctx.netconsole is not None:
                 ctx.netconsole.close()
-        records = tuple(read_records(directory.attempts)) if directory.attempts.exists() else ()
+        records = read_attempts(directory.attempts)
         result = CampaignResult(plan.campaign_id, directory, records[before:], stop.is_set(), ctx.failure,
                                 quarantined={r.host.name: str(r.state.quarantined) for r in runners if r.state.quarantined},
                                 unjudged=unjudged_cells(plan.playbook, records))
@@ -404,27 +376,16 @@ def run_campaign(
     return result
 
 
-def _schedule(ctx: CampaignContext, plan: CampaignPlan,
-              ladder_for: Callable[[LadderPlan], Ladder] | None) -> LadderSchedule | None:
+def _schedule(ctx: CampaignContext, plan: CampaignPlan, ladder_for: Callable[[LadderPlan], Ladder] | None,
+              history: CampaignHistory) -> LadderSchedule | None:
     """A search's shared ladder, fed this folder's records so far (a resume continues from them)."""
     book = plan.playbook
     if book.ladder is None:
         return None
     ladder_plan_ = ladder_plan(book.ladder, plan.hosts, book.seed)
     ladder = (ladder_for or LadderPlan.ladder)(ladder_plan_)
-    earlier = list(read_records(ctx.directory.attempts)) if ctx.directory.attempts.exists() else []
-    return LadderSchedule(book, ladder_plan_, ladder, [h.name for h in plan.hosts], earlier, ctx.event, ctx.stop,
-                          told=told_search_done(ctx.directory))
-
-
-def told_search_done(directory: CampaignDir) -> int | None:
-    """The probe count of this campaign's last ``search_done`` event (None: it has none): a
-    resume of a finished search that runs nothing new must not tell it again."""
-    told: int | None = None
-    for e in read_log_lines(directory.events):
-        if event_of(e) is CampaignEvent.SEARCH_DONE and isinstance(e.get("probes"), int):
-            told = int(e["probes"])
-    return told
+    return LadderSchedule(book, ladder_plan_, ladder, [h.name for h in plan.hosts], list(history.records), ctx.event,
+                          ctx.stop, told=history.search_done_probes)
 
 
 def default_controller_name() -> str:

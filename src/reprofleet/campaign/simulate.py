@@ -31,6 +31,7 @@ from reprofleet.model.reasons import ReasonCode
 from reprofleet.playbook.order import cell_slots, plan_order
 from reprofleet.records import identity
 from reprofleet.records.pooling import CampaignInfo, Plan, Pool, missing_manifest
+from reprofleet.records.reader import RecordedAttempt, attempts_of
 from reprofleet.runner.context import record_runtime
 from reprofleet.runner.stops import HostStops
 from reprofleet.stats import intervals
@@ -95,7 +96,7 @@ class Design:
 class Campaign:
     """The records and ``stopped`` events one simulated campaign wrote."""
 
-    records: tuple[Mapping[str, Any], ...]
+    records: tuple[RecordedAttempt, ...]
     stops: tuple[Mapping[str, Any], ...]
     rounds: int  # the most attempt indexes any cell used (looks after every round: 0 .. rounds - 1)
 
@@ -174,8 +175,9 @@ def draw(design: Design, truth: Mapping[tuple[str, str], Behaviour], rng: random
     stops: list[dict[str, Any]] = []
     for host in design.hosts:
         _host(design, host, truth, rng, records, stops)
-    rounds = 1 + max((int(r["attempt_index"]) for r in records), default=0)
-    return Campaign(tuple(records), tuple(stops), rounds)
+    attempts = attempts_of(records)
+    rounds = 1 + max((r.attempt_index or 0 for r in attempts), default=0)
+    return Campaign(attempts, tuple(stops), rounds)
 
 
 def pool_of(design: Design, campaign: Campaign, after_round: int | None = None) -> Pool:
@@ -184,7 +186,7 @@ def pool_of(design: Design, campaign: Campaign, after_round: int | None = None) 
     records, stops = campaign.records, campaign.stops
     running = after_round is not None and after_round < campaign.rounds - 1
     if after_round is not None:
-        records = tuple(r for r in records if int(r["attempt_index"]) <= after_round)
+        records = tuple(r for r in records if (r.attempt_index or 0) <= after_round)
         stops = tuple(s for s in stops if int(s["slot"]) <= after_round)
     if not design.manifest:  # as load_pool reads a folder without campaign.json
         return Pool(records, {CAMPAIGN: missing_manifest(CAMPAIGN)}, stops)

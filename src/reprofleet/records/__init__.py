@@ -1,7 +1,8 @@
 """The evidence on disk: one JSON line per attempt, appended and fsync'd, and what reads it back.
 
 Modules: ``store`` (attempts.jsonl, streams, events, amendments, torn-tail repair),
-``identity`` (what makes two cells the same experiment), ``pooling`` (records of many
+``reader`` (attempts.jsonl read back as typed records, amendments folded: the one reader
+of records), ``history`` (a campaign folder as a resume reads it, once), ``identity`` (what makes two cells the same experiment), ``pooling`` (records of many
 campaigns and controllers pooled), ``facts_cache`` (the last facts seen of each host),
 ``folder_state`` (where a campaign stands, read from its folder alone), ``prometheus``
 (the textfile format, and the controller's heartbeat read back from it), ``export``

@@ -3,7 +3,7 @@
 attempts.jsonl is an append-only log: a wedge is written when it is declared, and what
 recovery learns later arrives as amendment lines (``{"amends": id, ...}``), so reading it
 as a table gives a row per line, not per attempt (44 rows for the demo's 36 attempts).
-Export folds each amendment into its attempt (``store.read_records``), pools the paths like
+Export reads each attempt with its amendments folded (``reader.read_attempts``), pools the paths like
 a report does (the same attempt in two copies once; two differing copies are an error), adds
 each attempt's role under its own campaign's rules, and writes:
 
@@ -18,7 +18,6 @@ from __future__ import annotations
 import csv
 import json
 from dataclasses import dataclass
-from datetime import datetime
 from enum import Enum, unique
 from pathlib import Path
 from typing import IO, Any, Iterable, Mapping, Sequence
@@ -63,31 +62,19 @@ FLOATS = frozenset({"duration_s", "detect_latency_s"})
 BOOLEANS = frozenset({"cold_boot", "amended"})
 
 
-def _seconds(record: Mapping[str, Any]) -> float | None:
-    try:
-        start = datetime.fromisoformat(str(record.get("started")).replace("Z", "+00:00"))
-        end = datetime.fromisoformat(str(record.get("ended")).replace("Z", "+00:00"))
-    except ValueError:
-        return None
-    return round((end - start).total_seconds(), 3)
-
-
 def folded(pool: Pool) -> list[dict[str, Any]]:
     """Every attempt once, its amendments folded, with ``role`` (its campaign's rules) and
-    ``duration_s``; ``amended`` is whether any amendment completed it. Ordered by campaign,
+    ``duration_s``; ``amended`` is whether any amendment completed it. Every key of the
+    record's line is kept, a key this version does not know included. Ordered by campaign,
     then start time."""
     out = []
-    for record in pool.records:
-        phases = record.get("phases")
+    for record in sorted(pool.records, key=lambda r: (r.campaign, str(r.started), r.attempt)):
         try:
-            role = pool.judging_of(record).classify(
-                str(record.get("outcome")), record.get("last_phase"),
-                [str(p) for p in phases] if isinstance(phases, list) else None,
-                str(record.get("reason") or "") or None).role.value
+            role: str | None = record.classified(pool.judging_of(record)).role.value
         except ValueError:
             role = None  # an outcome this version does not know: exported, not judged
-        out.append({**record, "role": role, "duration_s": _seconds(record), "amended": bool(record.get("amended"))})
-    return sorted(out, key=lambda r: (str(r.get("campaign")), str(r.get("started")), str(r.get("attempt"))))
+        out.append({**record.line, "role": role, "duration_s": record.duration_s(), "amended": record.amended})
+    return out
 
 
 def columns(rows: Sequence[Mapping[str, Any]]) -> list[str]:

@@ -17,10 +17,10 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from reprofleet.model import CampaignEvent, Outcome, event_of
-from reprofleet.model.reasons import slot_runs_again
 from reprofleet.records.pooling import Plan, read_manifest
 from reprofleet.records.prometheus import Heartbeat, read_heartbeat
-from reprofleet.records.store import CampaignDir, CampaignLock, RecordError, read_log_lines, read_records
+from reprofleet.records.reader import RecordedAttempt, read_attempts
+from reprofleet.records.store import CampaignDir, CampaignLock, RecordError, read_log_lines
 
 METRICS_FILE = "metrics.prom"
 
@@ -130,11 +130,11 @@ def _unix(stamp: Any) -> float | None:
         return None
 
 
-def _pace(records: Sequence[Mapping[str, Any]]) -> float | None:
+def _pace(records: Sequence[RecordedAttempt]) -> float | None:
     """Wall seconds per recorded slot, first start to last end (recoveries and boots included)."""
-    starts = [t for t in (_unix(r.get("started")) for r in records) if t is not None]
-    ends = [t for t in (_unix(r.get("ended")) for r in records) if t is not None]
-    ran = [r for r in records if r.get("started") and r.get("ended")]
+    starts = [t for t in (_unix(r.started) for r in records) if t is not None]
+    ends = [t for t in (_unix(r.ended) for r in records) if t is not None]
+    ran = [r for r in records if r.started and r.ended]
     if not ran or not starts or not ends or max(ends) <= min(starts):
         return None
     return (max(ends) - min(starts)) / len(ran)
@@ -152,12 +152,12 @@ def read_state(folder: Path) -> FolderState:
     if not any(p.exists() for p in (directory.manifest, directory.attempts, directory.root / CampaignLock.NAME)):
         raise RecordError(f"{folder}: not a campaign folder (no campaign.json, no attempts.jsonl)")
     info = read_manifest(directory.manifest, running=lambda _folder: False)  # never the lock
-    records = list(read_records(directory.attempts)) if directory.attempts.exists() else []
+    records = read_attempts(directory.attempts)
     events = _events(directory.events)
-    cells = info.cells if info and info.cells else tuple(dict.fromkeys(str(r.get("cell")) for r in records))
+    cells = info.cells if info and info.cells else tuple(dict.fromkeys(r.cell for r in records))
     plan = info.plan if info else None
     names = list(plan.hosts if plan else ())
-    names += sorted({str(r.get("host")) for r in records} - set(names))
+    names += sorted({r.host for r in records} - set(names))
     stopped = tuple(sorted({(str(e.get("host")), str(e.get("cell"))) for e in events
                             if event_of(e) is CampaignEvent.STOPPED}))
     cycles: dict[str, int] = {}
@@ -165,7 +165,7 @@ def read_state(folder: Path) -> FolderState:
         if entry.get("action") == "off" and entry.get("result") == "ok":
             cycles[str(entry.get("host"))] = cycles.get(str(entry.get("host")), 0) + 1
     adaptive = info.adaptive if info else ""
-    hosts = tuple(_host(name, [r for r in records if str(r.get("host")) == name], events,
+    hosts = tuple(_host(name, [r for r in records if r.host == name], events,
                         None if adaptive else _planned(plan, name, cells), {c for h, c in stopped if h == name},
                         cycles.get(name, 0))
                   for name in names)
@@ -175,15 +175,14 @@ def read_state(folder: Path) -> FolderState:
                        info.budget if info else None)
 
 
-def _host(name: str, records: list[dict[str, Any]], events: list[dict[str, Any]], planned: dict[str, int] | None,
+def _host(name: str, records: list[RecordedAttempt], events: list[dict[str, Any]], planned: dict[str, int] | None,
           stopped: set[str], power_cycles: int) -> HostState:
     outcomes: dict[str, int] = {}
     done: dict[str, int] = {}
     for record in records:
-        outcome = str(record.get("outcome"))
-        outcomes[outcome] = outcomes.get(outcome, 0) + 1
-        if not slot_runs_again(outcome, record.get("reason")):
-            done[str(record.get("cell"))] = done.get(str(record.get("cell")), 0) + 1
+        outcomes[record.outcome] = outcomes.get(record.outcome, 0) + 1
+        if not record.runs_again:
+            done[record.cell] = done.get(record.cell, 0) + 1
     own = [e for e in events if str(e.get("host")) == name]
     quarantined = person = None
     for entry in own:  # a resume prepares a quarantined host again; an attempt started: nobody is needed

@@ -24,7 +24,8 @@ from typing import Any, Callable, Iterable, Mapping
 
 from reprofleet.model import Judging, StopKind, StopRule
 from reprofleet.stats.stop_rules import max_attempts
-from reprofleet.records.store import CampaignLock, RecordError, read_log_lines, read_records
+from reprofleet.records.reader import RecordedAttempt, attempts_of, read_attempts
+from reprofleet.records.store import CampaignLock, RecordError, read_log_lines
 from reprofleet.model.events import CampaignEvent, event_of
 
 # Keys that may differ between two copies of one attempt without changing what it says.
@@ -68,21 +69,26 @@ class CampaignInfo:
 
 @dataclass(frozen=True)
 class Pool:
-    """Attempt records (each once), the campaigns they came from, and their stop events."""
+    """Attempt records (each once), the campaigns they came from, and their stop events.
 
-    records: tuple[Mapping[str, Any], ...]
+    Records given in their JSON form (a bench's synthetic ones) are read as typed records
+    on the way in, so every reader of a pool reads attributes."""
+
+    records: tuple[RecordedAttempt, ...]
     campaigns: Mapping[str, CampaignInfo] = field(default_factory=dict)
     stops: tuple[Mapping[str, Any], ...] = ()
     sources: tuple[str, ...] = ()
 
-    def judging_of(self, record: Mapping[str, Any]) -> Judging:
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "records", attempts_of(self.records))
+
+    def judging_of(self, record: RecordedAttempt) -> Judging:
         """The record's own campaign's rules; the default ones (and a caveat, :meth:`info_of`)
         for a campaign this pool has no manifest of."""
         return self.info_of(record).judging
 
-    def info_of(self, record: Mapping[str, Any]) -> CampaignInfo:
-        name = str(record.get("campaign"))
-        return self.campaigns.get(name) or missing_manifest(name)
+    def info_of(self, record: RecordedAttempt) -> CampaignInfo:
+        return self.campaigns.get(record.campaign) or missing_manifest(record.campaign)
 
     def cell_order(self) -> list[str]:
         """Cell names in playbook order, campaign by campaign."""
@@ -172,7 +178,7 @@ def _comparable(record: Mapping[str, Any]) -> dict[str, Any]:
 def load_pool(paths: Iterable[Path], running: Running = CampaignLock.held) -> Pool:
     """Every attempts file under ``paths`` (folders are searched), with manifests and stops;
     ``running`` tells whether a campaign's controller still holds its folder (see read_manifest)."""
-    seen: dict[str, tuple[Mapping[str, Any], str]] = {}
+    seen: dict[str, tuple[RecordedAttempt, str]] = {}
     campaigns: dict[str, CampaignInfo] = {}
     stops: dict[str, Mapping[str, Any]] = {}
     sources: list[str] = []
@@ -184,17 +190,16 @@ def load_pool(paths: Iterable[Path], running: Running = CampaignLock.held) -> Po
                 campaigns.setdefault(info.campaign, info)
             for event in _stop_events(file.parent):
                 stops.setdefault(json.dumps(event, sort_keys=True, default=str), event)
-            for record in read_records(file):
+            for record in read_attempts(file):
                 _add(seen, record, str(file))
     records = tuple(entry for entry, _ in seen.values())
     for entry in records:  # campaigns without a manifest: the default, and a caveat in every verdict
-        name = str(entry.get("campaign"))
-        campaigns.setdefault(name, missing_manifest(name))
+        campaigns.setdefault(entry.campaign, missing_manifest(entry.campaign))
     return Pool(records, campaigns, tuple(stops.values()), tuple(sources))
 
 
-def _add(seen: dict[str, tuple[Mapping[str, Any], str]], record: Mapping[str, Any], file: str) -> None:
-    attempt = str(record.get("attempt"))
+def _add(seen: dict[str, tuple[RecordedAttempt, str]], record: RecordedAttempt, file: str) -> None:
+    attempt = str(record.line.get("attempt"))
     if attempt not in seen:
         seen[attempt] = (record, file)
         return

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
 from reprofleet.runner import poc
-from reprofleet.records.identity import record_cell_id
+from reprofleet.records.reader import RecordedAttempt, attempts_of
 from reprofleet.model import Cell, GpuPolicy, Runtime, RuntimeKind
 from reprofleet.verdicts import Judgement
 from reprofleet.report.host_debug import sysctl_commands
@@ -71,23 +71,24 @@ def nvidia_smi_lines(gpu: GpuPolicy, index: int = 0) -> tuple[tuple[str, ...], t
     return tuple(apply), tuple(reset)
 
 
-def hand_commands(name: str, record: Mapping[str, Any]) -> HandCommands:
-    cell = cell_from_factors(name, record.get("factors") or {})
+def hand_commands(name: str, record: RecordedAttempt) -> HandCommands:
+    cell = cell_from_factors(name, record.factors)
     built = poc.build(cell, poc_path=POC_FILE, state_root=STATE_ROOT, attempt_id="by-hand", persistent=True, gpu=0)
     apply, reset = nvidia_smi_lines(cell.gpu)
     env = built.env if cell.runtime.kind is RuntimeKind.PYTHON else cell.env
     prefix = " ".join(f"{k}={shlex.quote(v)}" for k, v in built.env)
     command = shlex.join(built.argv)
-    return HandCommands(name, apply, reset, tuple(env), f"{prefix} {command}".strip(), str(record.get("poc") or "?"),
-                        *sysctl_commands(record.get("factors")))
+    return HandCommands(name, apply, reset, tuple(env), f"{prefix} {command}".strip(), str(record.poc or "?"),
+                        *sysctl_commands(record.factors))
 
 
 def commands_for(judgement: Judgement, records: Sequence[Mapping[str, Any]]) -> list[HandCommands]:
-    """One set of commands per verdict's cell, from the first record of that cell's identity."""
+    """One set of commands per verdict's cell, from the first record of that cell's identity
+    that carries its factors. ``records``: typed, or their JSON lines."""
+    attempts = attempts_of(records)
     found = []
     for verdict in judgement.verdicts:
-        record = next((r for r in records if record_cell_id(r) == verdict.cell_id
-                       and r.get("factors")), None)
+        record = next((r for r in attempts if r.identity == verdict.cell_id and r.factors), None)
         if record is not None:
             found.append(hand_commands(verdict.cell, record))
     return found

@@ -24,6 +24,7 @@ from rich.table import Table
 
 from reprofleet.errors import ReprofleetError
 from reprofleet.records.pooling import Pool, load_pool
+from reprofleet.records.reader import RecordedAttempt
 from reprofleet.stats.intervals import holm
 from reprofleet.stats.interaction import Interaction, interaction
 from reprofleet.stats.ratio import Stratum
@@ -102,20 +103,26 @@ class SideBySide:
                 "effects": [e.to_json() for e in self.effects]}
 
 
-def _subset(pool: Pool, keep: Callable[[Mapping[str, Any]], bool]) -> Pool:
+# The record field each kind of side is split on (path and group sides are not a record's).
+SIDE_OF: Mapping[SideBy, Callable[[RecordedAttempt], str]] = {
+    SideBy.CAMPAIGN: lambda record: record.campaign, SideBy.CONTROLLER: lambda record: record.controller,
+    SideBy.HOST: lambda record: record.host}
+
+
+def _subset(pool: Pool, keep: Callable[[RecordedAttempt], bool]) -> Pool:
     records = tuple(r for r in pool.records if keep(r))
-    hosts = {r.get("host") for r in records}
-    campaigns = {str(r.get("campaign")) for r in records}
+    hosts = {r.host for r in records}
+    campaigns = {r.campaign for r in records}
     return replace(pool, records=records, stops=tuple(s for s in pool.stops if s.get("host") in hosts),
                    campaigns={k: v for k, v in pool.campaigns.items() if k in campaigns})
 
 
-def _having(key: str, value: str) -> Callable[[Mapping[str, Any]], bool]:
-    return lambda record: str(record.get(key)) == value
+def _having(by: SideBy, value: str) -> Callable[[RecordedAttempt], bool]:
+    return lambda record: SIDE_OF[by](record) == value
 
 
-def _in_hosts(hosts: set[str]) -> Callable[[Mapping[str, Any]], bool]:
-    return lambda record: str(record.get("host")) in hosts
+def _in_hosts(hosts: set[str]) -> Callable[[RecordedAttempt], bool]:
+    return lambda record: record.host in hosts
 
 
 def _path_label(path: Path, pool: Pool) -> str:
@@ -130,12 +137,12 @@ def split_pool(pool: Pool, by: SideBy, groups: Mapping[str, Sequence[str]] | Non
     if by is SideBy.GROUP:
         if not groups:
             raise CompareError("--by group needs the inventory whose groups to compare (--hosts INVENTORY)")
-        ran = {str(r.get("host")) for r in pool.records}
+        ran = {r.host for r in pool.records}
         return [(f"group {name}", _subset(pool, _in_hosts(set(members))))
                 for name, members in sorted(groups.items(), key=lambda g: natural_key(g[0]))
                 if name not in ("all", "ungrouped") and ran & set(members)]
-    values = sorted({str(r.get(by.value)) for r in pool.records}, key=natural_key)
-    return [(f"{by.value} {value}", _subset(pool, _having(by.value, value))) for value in values]
+    values = sorted({SIDE_OF[by](r) for r in pool.records}, key=natural_key)
+    return [(f"{by.value} {value}", _subset(pool, _having(by, value))) for value in values]
 
 
 def build_sides(paths: Sequence[Path], by: SideBy, reference: str | None = None,
@@ -148,7 +155,7 @@ def build_sides(paths: Sequence[Path], by: SideBy, reference: str | None = None,
     else:
         whole = load_pool(paths)
         pools = split_pool(whole, by, groups)
-        hosts = {str(r.get("host")) for _, side in pools for r in side.records}
+        hosts = {r.host for _, side in pools for r in side.records}
         whole = _subset(whole, _in_hosts(hosts))
     if len(pools) < 2:
         raise CompareError(f"need at least two sides to compare, got {len(pools)} "

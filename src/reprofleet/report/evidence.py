@@ -11,6 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Mapping
 
+from reprofleet.records.reader import RecordedAttempt
+
 
 @dataclass(frozen=True)
 class WallAtFreeze:
@@ -27,7 +29,8 @@ class WallAtFreeze:
 
 
 def wall_at_freeze(record: Mapping[str, Any]) -> WallAtFreeze:
-    telemetry = record.get("telemetry") or {}
+    """``record``: typed, or its JSON line."""
+    telemetry = RecordedAttempt.from_json(record).telemetry
     raw = telemetry.get("wall_trace") or []
     points = [(float(p[0]), float(p[1])) for p in raw
               if isinstance(p, (list, tuple)) and len(p) == 2 and all(isinstance(v, (int, float)) for v in p)]

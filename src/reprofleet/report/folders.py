@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from reprofleet.records.pooling import Pool
+from reprofleet.records.reader import RecordedAttempt, attempts_of
 from reprofleet.verdicts import natural_key
 
 
@@ -28,13 +29,12 @@ class Folders:
     def of(cls, pool: Pool) -> "Folders":
         return cls(tuple(dict.fromkeys(Path(source).parent for source in pool.sources)))
 
-    def stream(self, record: Mapping[str, Any]) -> Path | None:
+    def stream(self, record: RecordedAttempt) -> Path | None:
         """The record's stream file in the first folder that has it (copies are identical)."""
-        relative = record.get("stream")
-        if not relative:
+        if not record.stream:
             return None
         for root in self.roots:
-            path = root / str(relative)
+            path = root / record.stream
             if path.is_file():
                 return path
         return None
@@ -56,7 +56,8 @@ class Folders:
         return [seen[k] for k in sorted(seen, key=lambda k: (str(seen[k].get("time") or seen[k].get("t") or ""), k))]
 
     def facts(self, records: Sequence[Mapping[str, Any]]) -> dict[str, dict[str, Any]]:
-        """Each host's facts snapshot: the one its latest record was run with."""
+        """Each host's facts snapshot: the one its latest record was run with (``records``:
+        typed, or their JSON lines)."""
         by_hash: dict[str, dict[str, Any]] = {}
         by_host: dict[str, list[dict[str, Any]]] = {}
         for root in self.roots:
@@ -71,11 +72,10 @@ class Folders:
                 by_hash[hashlib.sha256(body.encode()).hexdigest()] = snapshot
                 by_host.setdefault(path.stem, []).append(snapshot)
         chosen: dict[str, dict[str, Any]] = {}
-        for record in sorted(records, key=lambda r: str(r.get("started"))):
-            host = str(record.get("host"))
-            snapshot = by_hash.get(str(record.get("facts")))
+        for record in sorted(attempts_of(records), key=lambda r: str(r.started)):
+            snapshot = by_hash.get(str(record.facts))
             if snapshot is not None:
-                chosen[host] = snapshot
+                chosen[record.host] = snapshot
         for host, snapshots in by_host.items():
             if host not in chosen:
                 chosen[host] = min(snapshots, key=lambda s: json.dumps(s, sort_keys=True, default=str))

@@ -24,6 +24,7 @@ from typing import Any, Mapping, Sequence
 from matplotlib.patches import Patch
 
 from reprofleet.model import PHASE_ORDER
+from reprofleet.records.reader import RecordedAttempt
 from reprofleet.verdicts import natural_key
 from reprofleet.report import plots
 from reprofleet.report.evidence import WallAtFreeze, bmc_words, wall_at_freeze, wall_words
@@ -111,15 +112,16 @@ def _phases(lines: list[dict[str, Any]], start: float, end: float) -> tuple[Phas
 
 
 def load_trace(record: Mapping[str, Any], path: Path | None, points: int = MAX_POINTS) -> FreezeTrace:
-    """The trace of one wedge or reboot; a missing or empty stream is a note, not an error."""
-    base = FreezeTrace(attempt=str(record.get("attempt")), host=str(record.get("host")), cell=str(record.get("cell")),
-                       outcome=str(record.get("outcome")), started=str(record.get("started")),
-                       wall=wall_at_freeze(record))
+    """The trace of one wedge or reboot (``record``: typed, or its JSON line); a missing or
+    empty stream is a note, not an error."""
+    attempt = RecordedAttempt.from_json(record)
+    base = FreezeTrace(attempt=attempt.attempt, host=attempt.host, cell=attempt.cell, outcome=attempt.outcome,
+                       started=str(attempt.started), wall=wall_at_freeze(attempt))
     if path is None:
-        return replace(base, note=f"no stream file for this attempt ({record.get('stream') or 'none recorded'})")
+        return replace(base, note=f"no stream file for this attempt ({attempt.stream or 'none recorded'})")
     lines = _read(path)
     if not lines:
-        return replace(base, note=f"the stream {record.get('stream')} has no lines")
+        return replace(base, note=f"the stream {attempt.stream} has no lines")
     heard = [line["t"] for line in lines if line.get("k") not in CONTROLLER_KINDS]
     end = max(heard) if heard else max(line["t"] for line in lines)
     start = end - WINDOW_S
@@ -215,10 +217,12 @@ def draw_within_budget(traces: Sequence[FreezeTrace], budget: int = FIGURE_BUDGE
 
 
 def freeze_html(trace: FreezeTrace, record: Mapping[str, Any], svg: str | None) -> str:
-    """One wedge: its figure (or why there is none) and the last log lines under it."""
-    latency = record.get("detect_latency_s")
+    """One wedge: its figure (or why there is none) and the last log lines under it.
+    ``record``: typed, or its JSON line."""
+    attempt = RecordedAttempt.from_json(record)
+    latency = attempt.detect_latency_s
     facts = [f"attempt <code>{html.escape(trace.attempt)}</code>", f"started {html.escape(trace.started)}",
-             f"last phase <b>{html.escape(str(record.get('last_phase') or '—'))}</b>",
+             f"last phase <b>{html.escape(str(attempt.last_phase or '—'))}</b>",
              f"declared {latency:.1f} s after the last line" if isinstance(latency, (int, float)) else "",
              f"wall power: {html.escape(wall_words(trace.wall))}" if trace.wall.points or trace.wall.note else ""]
     parts = [f'<article class="freeze" id="freeze-{html.escape(trace.attempt)}">',
@@ -229,15 +233,15 @@ def freeze_html(trace: FreezeTrace, record: Mapping[str, Any], svg: str | None) 
         parts.append(f'<figure class="plot">{svg}</figure>')
     elif drawable(trace):
         parts.append(f'<p class="note">Figure left out to keep this file small enough to attach (other wedges of '
-                     f'this cell and host are drawn); its stream is {html.escape(str(record.get("stream")))}.</p>')
+                     f'this cell and host are drawn); its stream is {html.escape(str(attempt.stream))}.</p>')
     if trace.note:
         parts.append(f'<p class="note">{html.escape(trace.note)}</p>')
-    lines = trace.last_lines or ((str(record.get("last_log_line")),) if record.get("last_log_line") else ())
+    lines = trace.last_lines or ((attempt.last_log_line,) if attempt.last_log_line else ())
     if lines:
         parts.append("<pre class=\"log\">" + "\n".join(html.escape(line[-240:]) for line in lines) + "</pre>")
     if trace.kernel_lines:
         parts.append("<pre class=\"log kernel\">" + "\n".join(html.escape(line[-240:]) for line in trace.kernel_lines)
                      + "</pre>")
-    parts += _bmc_html(record.get("forensics") or {})
+    parts += _bmc_html(attempt.forensics)
     parts.append("</article>")
     return "\n".join(parts)

@@ -11,6 +11,8 @@ from __future__ import annotations
 from html import escape
 from typing import Any, Iterable, Mapping, Sequence
 
+from reprofleet.records.reader import RecordedAttempt, attempts_of
+
 HEADERS = ("cell", "host_debug", "attempts", "wedge", "reboot", "reboot with a kernel panic")
 
 
@@ -26,11 +28,10 @@ def settings_words(factors: Mapping[str, Any] | None) -> str:
     return ", ".join(words)
 
 
-def panic_line(record: Mapping[str, Any]) -> str | None:
+def panic_line(record: RecordedAttempt) -> str | None:
     """The first ``Kernel panic`` line the record's forensics hold (journal of the previous boot or pstore)."""
-    forensics = record.get("forensics") or {}
-    findings = list(forensics.get("findings") or [])
-    for entry in forensics.get("pstore") or []:
+    findings = list(record.forensics.get("findings") or [])
+    for entry in record.forensics.get("pstore") or []:
         findings += entry.get("findings") or []
     for finding in findings:
         if "panic" in (finding.get("tags") or []):
@@ -39,18 +40,19 @@ def panic_line(record: Mapping[str, Any]) -> str | None:
 
 
 def rows(records: Iterable[Mapping[str, Any]]) -> list[tuple[str, ...]]:
-    """One row per cell, in the order cells first appear; none when no cell set host_debug."""
-    records = list(records)
-    if not any((r.get("factors") or {}).get("host_debug") for r in records):
+    """One row per cell, in the order cells first appear; none when no cell set host_debug.
+    ``records``: typed, or their JSON lines."""
+    attempts = attempts_of(records)
+    if not any(r.factors.get("host_debug") for r in attempts):
         return []
-    cells: dict[str, list[Mapping[str, Any]]] = {}
-    for record in records:
-        cells.setdefault(str(record.get("cell")), []).append(record)
+    cells: dict[str, list[RecordedAttempt]] = {}
+    for record in attempts:
+        cells.setdefault(record.cell, []).append(record)
     table: list[tuple[str, ...]] = []
     for cell, mine in cells.items():
-        outcomes = [r.get("outcome") for r in mine]
-        panics = sum(1 for r in mine if r.get("outcome") == "reboot" and panic_line(r))
-        table.append((cell, settings_words(mine[0].get("factors")), str(len(mine)), str(outcomes.count("wedge")),
+        outcomes = [r.outcome for r in mine]
+        panics = sum(1 for r in mine if r.outcome == "reboot" and panic_line(r))
+        table.append((cell, settings_words(mine[0].factors), str(len(mine)), str(outcomes.count("wedge")),
                       str(outcomes.count("reboot")), str(panics)))
     return table
 

@@ -12,6 +12,8 @@ import html
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Sequence
 
+from reprofleet.records.reader import RecordedAttempt
+
 Facts = Mapping[str, Any]
 
 
@@ -101,18 +103,18 @@ def fact_rows(facts: Mapping[str, Facts], runtimes: Mapping[str, str]) -> list[F
     return [r for r in rows if any(v != "—" for v in r.values)]
 
 
-def runtimes_by_host(records: Sequence[Mapping[str, Any]]) -> dict[str, str]:
+def runtimes_by_host(records: Sequence[RecordedAttempt]) -> dict[str, str]:
     found: dict[str, list[str]] = {}
     for record in records:
-        label = (record.get("runtime") or {}).get("label")
+        label = record.runtime.get("label")
         if label:
-            found.setdefault(str(record.get("host")), [])
-            if label not in found[str(record.get("host"))]:
-                found[str(record.get("host"))].append(str(label))
+            found.setdefault(record.host, [])
+            if label not in found[record.host]:
+                found[record.host].append(str(label))
     return {h: ", ".join(sorted(v)) for h, v in found.items()}
 
 
-def facts_html(facts: Mapping[str, Facts], records: Sequence[Mapping[str, Any]]) -> str:
+def facts_html(facts: Mapping[str, Facts], records: Sequence[RecordedAttempt]) -> str:
     if not facts:
         return '<p class="note">No host facts were recorded (no <code>facts/&lt;host&gt;.json</code> in these folders).</p>'
     rows = fact_rows(facts, runtimes_by_host(records))

@@ -11,10 +11,11 @@ from __future__ import annotations
 
 import html
 from collections import Counter
-from typing import Any, Mapping, Sequence
+from typing import Any, Sequence
 
 from reprofleet.records.identity import cell_name
 from reprofleet.records.pooling import Pool
+from reprofleet.records.reader import RecordedAttempt
 from reprofleet.verdicts import ALL_HOSTS, Judgement, natural_key, pct
 from reprofleet.report.commands import commands_html
 from reprofleet.report.folders import Folders
@@ -65,14 +66,13 @@ def rate_table(judgement: Judgement) -> str:
             f"<th>reproduction rate</th><th>{_e(label)} CI</th></tr></thead><tbody>{''.join(body)}</tbody></table>")
 
 
-def not_judged(judgement: Judgement, records: Sequence[Mapping[str, Any]]) -> str:
+def not_judged(judgement: Judgement, records: Sequence[RecordedAttempt]) -> str:
     """Excluded attempts by reason (the verdict layer's counts) and infra attempts by host and reason."""
     parts = []
     if judgement.excluded:
         items = "".join(f"<li>{n}× {_e(reason)}</li>" for reason, n in judgement.excluded.items())
         parts.append(f"<p>Excluded from every rate:</p><ul>{items}</ul>")
-    infra = Counter((str(r.get("host")), str(r.get("cell")), str(r.get("reason") or "no reason recorded"))
-                    for r in records if r.get("outcome") == "infra")
+    infra = Counter((r.host, r.cell, r.reason or "no reason recorded") for r in records if r.outcome == "infra")
     if infra:
         rows = "".join(f"<tr><td>{_e(h)}</td><td>{_e(c)}</td><td class=\"n\">{n}</td><td>{_e(reason)}</td></tr>"
                        for (h, c, reason), n in sorted(infra.items(), key=lambda i: (natural_key(i[0][0]), i[0][1:])))
@@ -86,7 +86,7 @@ def _summary(judgement: Judgement, pool: Pool) -> str:
     judging = judgement.judging
     label = judgement.rows[0].rate.label() if judgement.rows else "95% two-sided exact"
     campaigns = ", ".join(sorted(pool.campaigns, key=natural_key))
-    controllers = ", ".join(sorted({str(r.get("controller")) for r in pool.records}, key=natural_key))
+    controllers = ", ".join(sorted({r.controller for r in pool.records}, key=natural_key))
     return (f"<p>{judgement.attempts} attempts on {len(judgement.hosts)} hosts ({_e(', '.join(judgement.hosts))}) "
             f"from campaign(s) {_e(campaigns)}, controller(s) {_e(controllers)}. Reproductions: "
             f"{_e(', '.join(o.value for o in judging.reproductions))}. Reference cell: <b>{_e(judgement.reference)}</b>. "
@@ -94,8 +94,7 @@ def _summary(judgement: Judgement, pool: Pool) -> str:
 
 
 def _freezes(pool: Pool, folders: Folders) -> str:
-    freezes = sorted((r for r in pool.records if r.get("outcome") in FREEZES),
-                     key=lambda r: (str(r.get("started")), str(r.get("attempt"))))
+    freezes = sorted((r for r in pool.records if r.outcome in FREEZES), key=lambda r: (str(r.started), r.attempt))
     if not freezes:
         return "<p>No attempt wedged or rebooted its host.</p>"
     points = points_for(len(freezes))
@@ -132,7 +131,7 @@ def render_html(judgement: Judgement, pool: Pool, title: str, search: SearchRepo
     """The whole report as one string (deterministic: same records, same bytes); ``search``: a
     search's or bisection's result, its own section (the ladder and the posterior) and verdict rows."""
     folders = Folders.of(pool)
-    records = sorted(pool.records, key=lambda r: (str(r.get("started")), str(r.get("attempt"))))
+    records = sorted(pool.records, key=lambda r: (str(r.started), r.attempt))
     cell_names = list(dict.fromkeys(cell_name(v.cell_id) for v in judgement.verdicts))
     body = {
         "verdicts": _summary(judgement, pool) + verdict_table(judgement, search_rows(search) if search else ()),

@@ -18,6 +18,7 @@ import re
 from enum import Enum, unique
 from typing import Any, Mapping, Sequence
 
+from reprofleet.records.reader import RecordedAttempt, attempts_of
 from reprofleet.report.commands import commands_for
 from reprofleet.report.hostfacts import fact_rows, runtimes_by_host
 from reprofleet.report.markdown import verdict_rows
@@ -51,7 +52,7 @@ def _cell(text: Any) -> str:
     return value
 
 
-def _environment_table(facts: Mapping[str, Mapping[str, Any]], records: Sequence[Mapping[str, Any]]) -> list[str]:
+def _environment_table(facts: Mapping[str, Mapping[str, Any]], records: Sequence[RecordedAttempt]) -> list[str]:
     hosts = list(facts)
     if not hosts:
         return ["(no host facts in these folders: run `invoke facts --hosts INVENTORY` before the campaign)"]
@@ -61,10 +62,10 @@ def _environment_table(facts: Mapping[str, Mapping[str, Any]], records: Sequence
     return lines
 
 
-def _collect_env(facts: Mapping[str, Mapping[str, Any]], records: Sequence[Mapping[str, Any]]) -> list[str]:
+def _collect_env(facts: Mapping[str, Mapping[str, Any]], records: Sequence[RecordedAttempt]) -> list[str]:
     out = ["<details><summary>The output of <code>vllm collect-env</code> on each host</summary>", ""]
-    images = {str(r.get("host")): image for r in records if (image := _image_of(r))}
-    for host in facts or {str(r.get("host")): {} for r in records}:
+    images = {r.host: image for r in records if (image := _image_of(r))}
+    for host in facts or {r.host: {} for r in records}:
         text = (facts.get(host) or {}).get("vllm_collect_env")
         out.append(f"#### {_cell(host)}")
         if text:
@@ -78,16 +79,16 @@ def _collect_env(facts: Mapping[str, Mapping[str, Any]], records: Sequence[Mappi
     return out + ["</details>"]
 
 
-def _image_of(record: Mapping[str, Any]) -> str | None:
+def _image_of(record: RecordedAttempt) -> str | None:
     """The docker image a record ran (its runtime, else its factors' runtime), None for python."""
-    runtime = record.get("runtime") or {}
-    planned = (record.get("factors") or {}).get("runtime") or {}
+    runtime = record.runtime
+    planned = record.factors.get("runtime") or {}
     if "docker" not in (runtime.get("kind"), planned.get("kind")):
         return None
     return runtime.get("image") or planned.get("image") or runtime.get("label")
 
 
-def _reproducers(judgement: Judgement, records: Sequence[Mapping[str, Any]]) -> list[str]:
+def _reproducers(judgement: Judgement, records: Sequence[RecordedAttempt]) -> list[str]:
     out: list[str] = []
     for commands in commands_for(judgement, records):
         body = [*commands.nvidia_smi, *commands.kernel, commands.command]
@@ -103,33 +104,35 @@ def _verdicts(judgement: Judgement) -> list[str]:
             *(f"| {_cell(cell)} | {_cell(text)} |" for cell, text in verdict_rows(judgement))]
 
 
-def _freezes(records: Sequence[Mapping[str, Any]], html_name: str) -> list[str]:
-    frozen = sorted((r for r in records if r.get("outcome") in FREEZES), key=lambda r: str(r.get("started")))
+def _freezes(records: Sequence[RecordedAttempt], html_name: str) -> list[str]:
+    frozen = sorted((r for r in records if r.outcome in FREEZES), key=lambda r: str(r.started))
     if not frozen:
         return ["No attempt wedged or rebooted its host."]
-    return [f"- {_cell(r.get('host'))}, cell {_cell(r.get('cell'))}, {_cell(r.get('outcome'))} at "
-            f"{_cell(r.get('started'))}, last phase {_cell(r.get('last_phase') or '?')}: "
-            f"[its last minute]({html_name}#freeze-{re.sub(r'[^A-Za-z0-9-]', '', str(r.get('attempt')))})"
+    return [f"- {_cell(r.host)}, cell {_cell(r.cell)}, {_cell(r.outcome)} at "
+            f"{_cell(r.started)}, last phase {_cell(r.last_phase or '?')}: "
+            f"[its last minute]({html_name}#freeze-{re.sub(r'[^A-Za-z0-9-]', '', r.attempt)})"
             for r in frozen]
 
 
 def issue_markdown(tracker: Tracker, judgement: Judgement, records: Sequence[Mapping[str, Any]],
                    facts: Mapping[str, Mapping[str, Any]], html_name: str = "report.html") -> str:
-    """The Markdown block for ``tracker``'s bug report (see the module text)."""
-    freezes = sum(1 for r in records if r.get("outcome") in FREEZES)
-    summary = (f"{freezes} of {len(records)} recorded attempts froze or reset their host "
-               f"({len({str(r.get('host')) for r in records if r.get('outcome') in FREEZES})} hosts). "
+    """The Markdown block for ``tracker``'s bug report (see the module text); ``records``:
+    the pool's (typed), or their JSON lines."""
+    attempts = attempts_of(records)
+    freezes = sum(1 for r in attempts if r.outcome in FREEZES)
+    summary = (f"{freezes} of {len(attempts)} recorded attempts froze or reset their host "
+               f"({len({r.host for r in attempts if r.outcome in FREEZES})} hosts). "
                f"Measured by reprofleet: every attempt is a fresh engine start; the verdicts below say what the "
                f"counts show and no more. {html_name} (attached) has every freeze's last minute.")
     if tracker is Tracker.VLLM:
-        parts = ["### Your current environment", "", *_collect_env(facts, records), "",
+        parts = ["### Your current environment", "", *_collect_env(facts, attempts), "",
                  "### 🐛 Describe the bug", "", summary, "", "#### The machines", "",
-                 *_environment_table(facts, records), "", "#### Reproducer, per cell", "", *_reproducers(judgement, records),
-                 "#### Results", "", *_verdicts(judgement), "", "#### Freeze timelines", "", *_freezes(records, html_name)]
+                 *_environment_table(facts, attempts), "", "#### Reproducer, per cell", "", *_reproducers(judgement, attempts),
+                 "#### Results", "", *_verdicts(judgement), "", "#### Freeze timelines", "", *_freezes(attempts, html_name)]
     else:
-        parts = ["## System", "", *_environment_table(facts, records), "", "## What happens", "", summary, "",
-                 "## Steps to reproduce", "", *_reproducers(judgement, records), "## How often", "",
-                 *_verdicts(judgement), "", "## Freeze timelines", "", *_freezes(records, html_name), "", "## Logs", "",
+        parts = ["## System", "", *_environment_table(facts, attempts), "", "## What happens", "", summary, "",
+                 "## Steps to reproduce", "", *_reproducers(judgement, attempts), "## How often", "",
+                 *_verdicts(judgement), "", "## Freeze timelines", "", *_freezes(attempts, html_name), "", "## Logs", "",
                  "`nvidia-bug-report.log.gz` from each host that froze, taken after its power cycle: "
                  "`invoke facts -i INVENTORY -l HOST --bug-report` runs `nvidia-bug-report.sh` there as root and "
                  "fetches the archive into bug-reports/HOST/ (or run `sudo nvidia-bug-report.sh` on the host)."]

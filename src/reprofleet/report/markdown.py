@@ -17,6 +17,7 @@ import re
 from typing import Any, Iterable, Mapping, Sequence
 
 from reprofleet.model import Outcome
+from reprofleet.records.reader import attempts_of
 from reprofleet.verdicts import ALL_HOSTS, Judgement, fmt_p, pct
 from reprofleet.verdicts.words import ratio
 from reprofleet.report.host_debug import markdown_section as host_debug_section
@@ -104,13 +105,14 @@ def _splits(judgement: Judgement) -> list[str]:
 
 
 def _wedges(records: Iterable[Mapping[str, Any]]) -> list[str]:
-    wedges = [r for r in records if r.get("outcome") in ("wedge", "reboot")]
+    """``records``: typed, or their JSON lines (read as typed here)."""
+    wedges = [r for r in attempts_of(records) if r.outcome in ("wedge", "reboot")]
     if not wedges:
         return []
     lines = ["| host | cell | outcome | detected after | last phase | last log line | previous boot | wall power "
              "| BMC event log |", "| --- | --- | --- | ---: | --- | --- | --- | --- | --- |"]
-    for record in sorted(wedges, key=lambda r: (str(r.get("started")), str(r.get("attempt")))):  # the same order from any copy
-        forensics = record.get("forensics") or {}
+    for record in sorted(wedges, key=lambda r: (str(r.started), r.attempt)):  # the same order from any copy
+        forensics = record.forensics
         findings = forensics.get("findings") or []
         if forensics.get("journal_persistent") is False:
             boot = "journal not persistent: nothing survived"
@@ -118,10 +120,10 @@ def _wedges(records: Iterable[Mapping[str, Any]]) -> list[str]:
             boot = "; ".join(code_span(str(f.get("line", ""))[:80]) for f in findings[:2])
         else:
             boot = "no Xid/NVRM/AER/MCE/watchdog line" if forensics.get("previous_boot_available") else "—"
-        latency = record.get("detect_latency_s")
-        line = code_span(str(record.get("last_log_line") or "")[-100:])
-        phase = code_span(str(record.get("last_phase") or ""))
-        lines.append(f"| {record['host']} | {record['cell']} | {record['outcome']} | "
+        latency = record.detect_latency_s
+        line = code_span(str(record.last_log_line or "")[-100:])
+        phase = code_span(str(record.last_phase or ""))
+        lines.append(f"| {record.host} | {record.cell} | {record.outcome} | "
                      f"{f'{latency:.1f} s' if latency else '—'} | {phase} | {line} | {boot} | "
                      f"{wall_words(wall_at_freeze(record)).replace('|', '/')} | {bmc_words(forensics).replace('|', '/')} |")
     return lines
@@ -174,15 +176,17 @@ def sensitivity_lines(judgement: Judgement) -> list[str]:
 
 def render_markdown(judgement: Judgement, records: Sequence[Mapping[str, Any]], title: str,
                     search: SearchReport | None = None) -> str:
-    """``search``: a search's or bisection's result (report/search.py), its own section and verdict rows."""
+    """``records``: the pool's (typed), or their JSON lines; ``search``: a search's or bisection's
+    result (report/search.py), its own section and verdict rows."""
+    attempts = attempts_of(records)
     parts = [f"# {title}", "", *_header(judgement), "", "## Rates", "", *_rate_table(judgement)]
     if search is not None:
         parts += ["", "## Boundary" if search.plan.kind == "search" else "## Change point", "",
                   *search_section(search)]
     for heading, section in (("Against the reference cell", _comparisons(judgement)),
                              ("Does the order of attempts matter?", _splits(judgement)),
-                             ("Every wedge and reboot", _wedges(records)),
-                             ("Kernel lockup panics (host_debug)", host_debug_section(records))):
+                             ("Every wedge and reboot", _wedges(attempts)),
+                             ("Kernel lockup panics (host_debug)", host_debug_section(attempts))):
         if section:
             parts += ["", f"## {heading}", "", *section]
     if judgement.excluded:

@@ -7,32 +7,33 @@ its clean attempts pass it says something different from one that never gets tha
 from __future__ import annotations
 
 from collections import Counter
-from typing import Any, Mapping, Sequence
+from typing import Sequence
 
 from reprofleet.model import PHASE_ORDER
+from reprofleet.records.reader import RecordedAttempt
 from reprofleet.report import plots
 from reprofleet.report.timeline import parse_time
 
 NO_PHASE = "(none)"
 
 
-def last_phase_counts(records: Sequence[Mapping[str, Any]], cell: str) -> dict[str, Counter[str]]:
+def last_phase_counts(records: Sequence[RecordedAttempt], cell: str) -> dict[str, Counter[str]]:
     """Phase -> outcome counts for one cell's attempts (``(none)``: no phase line seen)."""
     counts: dict[str, Counter[str]] = {}
     for record in records:
-        if record.get("cell") == cell:
-            phase = str(record.get("last_phase") or NO_PHASE)
-            counts.setdefault(phase, Counter())[str(record.get("outcome"))] += 1
+        if record.cell == cell:
+            phase = str(record.last_phase or NO_PHASE)
+            counts.setdefault(phase, Counter())[record.outcome] += 1
     return counts
 
 
-def phase_histogram_svg(records: Sequence[Mapping[str, Any]], cells: Sequence[str]) -> str:
+def phase_histogram_svg(records: Sequence[RecordedAttempt], cells: Sequence[str]) -> str:
     """One panel per cell (playbook order), phases in engine order, bars stacked by outcome."""
     with plots.style():
         fig, axes = plots.figure(7.5, 0.7 + 1.3 * max(1, len(cells)), rows=max(1, len(cells)), sharex=True)
         axes = axes if isinstance(axes, list) else [axes]
         phases = [NO_PHASE, *PHASE_ORDER]
-        extra = sorted({str(r.get("last_phase")) for r in records if r.get("last_phase")} - set(phases))
+        extra = sorted({str(r.last_phase) for r in records if r.last_phase} - set(phases))
         phases += extra
         if not cells:
             plots.no_data(fig, axes[0], "no attempts")
@@ -50,30 +51,30 @@ def phase_histogram_svg(records: Sequence[Mapping[str, Any]], cells: Sequence[st
             ax.yaxis.get_major_locator().set_params(integer=True)
         axes[-1].set_xticks(range(len(phases)), [p.replace("_", " ") for p in phases], rotation=30, ha="right",
                             fontsize=6)
-        present = [o for o in plots.OUTCOME_ORDER if any(r.get("outcome") == o for r in records)]
+        present = [o for o in plots.OUTCOME_ORDER if any(r.outcome == o for r in records)]
         handles = [plots.swatch(o) for o in present]
         if handles:
             fig.legend(handles=handles, loc="outside upper center", ncol=len(handles), fontsize=6, frameon=False)
         return plots.svg_of(fig, "last vLLM phase reached, per cell")
 
 
-def seconds_to_freeze(record: Mapping[str, Any]) -> float | None:
+def seconds_to_freeze(record: RecordedAttempt) -> float | None:
     """From the attempt's start to the last line heard, on the controller's clock."""
-    start, last = parse_time(record.get("started")), parse_time(record.get("last_heartbeat"))
+    start, last = parse_time(record.started), parse_time(record.last_heartbeat)
     if start is None or last is None:
         return None
     return max(0.0, (last - start).total_seconds())
 
 
-def time_to_wedge_svg(records: Sequence[Mapping[str, Any]], cells: Sequence[str]) -> str:
+def time_to_wedge_svg(records: Sequence[RecordedAttempt], cells: Sequence[str]) -> str:
     """Each wedge or reboot as a dot: its cell, and seconds from start to the last line heard."""
     with plots.style():
         fig, ax = plots.figure(7.5, 0.9 + 0.3 * max(1, len(cells)))
         rows = {cell: len(cells) - 1 - i for i, cell in enumerate(cells)}
         shown = 0
         for outcome in ("wedge", "reboot"):
-            points = [(seconds_to_freeze(r), rows[str(r.get("cell"))]) for r in records
-                      if r.get("outcome") == outcome and str(r.get("cell")) in rows]
+            points = [(seconds_to_freeze(r), rows[r.cell]) for r in records
+                      if r.outcome == outcome and r.cell in rows]
             points = [(x, y) for x, y in points if x is not None]
             if points:
                 shown += len(points)

@@ -17,6 +17,7 @@ from typing import Any, Callable, Mapping, Sequence
 from reprofleet.model import Judging
 from reprofleet.playbook.ladder import Ladder, LadderPlan, LadderResult, ladder_from_json, probe_of, result_json
 from reprofleet.records.pooling import Pool
+from reprofleet.records.reader import RecordedAttempt
 from reprofleet.stats.changepoint import bad_check_attempts
 from reprofleet.stats.search_contract import BisectResult, BisectSpec, Probe, ProbeOutcome, SearchResult
 
@@ -58,10 +59,10 @@ def search_report(pool: Pool, folders: Sequence[Path],
         plan = ladder_from_json(manifest["search"])
         judging = Judging.from_json(manifest.get("judging"))
         campaign = str(manifest.get("campaign"))
-        records = [r for r in pool.records if str(r.get("campaign")) == campaign]  # attempts.jsonl's order, as the runner read it
+        records = [r for r in pool.records if r.campaign == campaign]  # attempts.jsonl's order, as the runner read it
         ladder = (ladder_for or LadderPlan.ladder)(plan)
         result = ladder.results(tuple(s.probe for s in _steps(records, plan, judging)))
-        in_time = sorted(records, key=lambda r: (str(r.get("started")), str(r.get("attempt"))))
+        in_time = sorted(records, key=lambda r: (str(r.started), r.attempt))
         return SearchReport(campaign, plan, result, tuple(_steps(in_time, plan, judging)))
     return None
 
@@ -74,13 +75,13 @@ def _manifest(path: Path) -> Mapping[str, Any] | None:
     return data if isinstance(data, dict) else None
 
 
-def _steps(records: Sequence[Mapping[str, Any]], plan: LadderPlan, judging: Judging) -> list[LadderStep]:
+def _steps(records: Sequence[RecordedAttempt], plan: LadderPlan, judging: Judging) -> list[LadderStep]:
     groups = dict(getattr(plan.spec, "groups", ()) or ())
     steps = []
     for record in records:
-        probe = probe_of(record, plan, judging)
+        probe = probe_of(record, plan, judging)  # the ladder reads a record's line, as the runner handed it
         if probe is not None:
-            steps.append(LadderStep(str(record.get("started")), probe.host, groups.get(probe.host, "all"), probe))
+            steps.append(LadderStep(str(record.started), probe.host, groups.get(probe.host, "all"), probe))
     return steps
 
 

@@ -13,6 +13,7 @@ from typing import Any, Mapping, Sequence
 
 from matplotlib.lines import Line2D
 
+from reprofleet.records.reader import attempts_of
 from reprofleet.verdicts import natural_key
 from reprofleet.report import plots
 from reprofleet.model.events import CampaignEvent, event_of
@@ -78,10 +79,21 @@ def _pauses(events: Sequence[Mapping[str, Any]]) -> list[Pause]:
     return pauses
 
 
+def _attempt_marks(records: Sequence[Mapping[str, Any]]) -> list[Mark]:
+    """Each attempt with a start time and a host, at its start, as its outcome."""
+    marks = []
+    for record in attempts_of(records):
+        when = parse_time(record.started)
+        if when is not None and record.host:
+            marks.append(Mark(record.host, when, record.outcome))
+    return marks
+
+
 def build_timeline(records: Sequence[Mapping[str, Any]], power: Sequence[Mapping[str, Any]],
                    events: Sequence[Mapping[str, Any]]) -> Timeline:
-    """Power cycles are the ``off`` and ``cycle`` actions that succeeded (a ``status`` is no cycle)."""
-    attempts = [m for r in records for m in _marks([r], "started", str(r.get("outcome")))]
+    """``records``: typed, or their JSON lines. Power cycles are the ``off`` and ``cycle``
+    actions that succeeded (a ``status`` is no cycle)."""
+    attempts = _attempt_marks(records)
     cycles = _marks([p for p in power if p.get("action") in ("off", "cycle") and p.get("result") == "ok"],
                     "time", "power cycle")
     quarantines = _marks([e for e in events if event_of(e) is CampaignEvent.QUARANTINED], "t", "quarantined")

@@ -102,8 +102,7 @@ def _identity_warnings(ids: Sequence[str], judged: Sequence[Judged], reference: 
         if len(group) < 2:
             continue
         samples = {i: next(j.record for j in judged if j.cell_id == i) for i in group}
-        differ = sorted({k for k in ("factors", "runtime", "poc") for a in group for b in group
-                         if samples[a].get(k) != samples[b].get(k)})
+        differ = sorted({k for a in group for b in group for k in samples[a].differs_from(samples[b])})
         role = ("; each host is compared with the reference identity that ran there, never one copy with another"
                 if name == reference else "")
         warnings.append(f"cell {name!r} ran with {len(group)} different contents ({', '.join(group)}; they differ in "

@@ -14,9 +14,9 @@ from __future__ import annotations
 import re
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable, Mapping
+from typing import Any, Callable, Iterable
 
-from reprofleet.records.identity import record_cell_id
+from reprofleet.records.reader import RecordedAttempt
 from reprofleet.model import Judging, Role
 
 ALL_HOSTS = "(all)"
@@ -92,7 +92,7 @@ class Tally:
 class Judged:
     """One record with its role, ready to count."""
 
-    record: Mapping[str, Any]
+    record: RecordedAttempt
     cell_id: str
     host: str
     outcome: str
@@ -102,31 +102,26 @@ class Judged:
 
     @property
     def campaign(self) -> str:
-        return str(self.record.get("campaign"))
+        return self.record.campaign
 
     @property
     def first_in_boot(self) -> bool | None:
-        value = self.record.get("attempt_in_boot")
-        return None if not isinstance(value, int) or value < 1 else value == 1
+        value = self.record.attempt_in_boot
+        return None if value is None or value < 1 else value == 1
 
     @property
     def cold_cache(self) -> bool | None:
-        cache = self.record.get("cache")
+        cache = self.record.cache
         return None if not cache else cache == EMPTY_CACHE_MANIFEST
 
 
-def judge_records(records: Iterable[Mapping[str, Any]],
-                  judging_of: Callable[[Mapping[str, Any]], Judging]) -> list[Judged]:
+def judge_records(records: Iterable[RecordedAttempt],
+                  judging_of: Callable[[RecordedAttempt], Judging]) -> list[Judged]:
     """Each record with its role under ``judging_of(record)`` (its own campaign's rules)."""
     out = []
     for record in records:
-        judging = judging_of(record)
-        outcome = str(record.get("outcome"))
-        phases = record.get("phases")
-        verdict = judging.classify(outcome, record.get("last_phase"),
-                                   [str(p) for p in phases] if isinstance(phases, list) else None,
-                                   str(record.get("reason") or "") or None)
-        out.append(Judged(record, record_cell_id(record), str(record.get("host")), outcome, verdict.role,
+        verdict = record.classified(judging_of(record))
+        out.append(Judged(record, record.identity, record.host, record.outcome, verdict.role,
                           verdict.reason, verdict.early))
     return out
 
