@@ -539,7 +539,7 @@ def campaign(args: argparse.Namespace) -> dict[str, Any]:
                            sample_hz=10.0)
     started = time.monotonic()
     result = run_campaign(plan, settings, work / "reports", port_for=LocalHostPort)
-    from reprofleet.cli.tasks import write_campaign_report
+    from reprofleet.cli.campaign_tasks import write_campaign_report
     from rich.console import Console
 
     report = write_campaign_report(result.directory.root, Console(width=160), f"campaign {result.campaign_id}")

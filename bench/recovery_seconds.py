@@ -55,7 +55,7 @@ from reprofleet.sim.power import HttpPlugServer  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 POC = REPO / "playbooks" / "poc" / "sm120_hostwedge.py"
-SHIPPED = {"dwell_s": 10.0, "stability_s": 5.0, "reboot_grace_s": 30.0}  # invoke.yaml / cli.tasks defaults
+SHIPPED = {"dwell_s": 10.0, "stability_s": 5.0, "reboot_grace_s": 30.0}  # invoke.yaml / cli/config.py DEFAULTS
 ARMS = ("before", "after")
 
 

@@ -10,7 +10,7 @@ from typing import Mapping
 from rich.console import Console
 
 from reprofleet.cli.exits import ExitStatus
-from reprofleet.cli.tasks import campaign_status
+from reprofleet.cli.campaign_tasks import campaign_status
 
 
 @dataclass

@@ -259,7 +259,7 @@ def test_campaign_json_at_the_end_carries_the_verdicts_and_exits_3_for_a_quarant
     """The run itself is the seam (the fleet tests run it for real): what --json adds is what
     is printed around it, and that the summary tables leave stdout to the JSON."""
     from reprofleet.campaign import run as campaign_mod
-    from reprofleet.cli import tasks
+    from reprofleet.cli import campaign_tasks as tasks
     from reprofleet.records.store import CampaignDir, read_records
 
     monkeypatch.chdir(tmp_path)
@@ -285,7 +285,7 @@ def test_demo_json_is_the_campaigns_shape_after_a_campaign(
     from types import SimpleNamespace
 
     from reprofleet.campaign import run as campaign_mod
-    from reprofleet.cli import tasks
+    from reprofleet.cli import campaign_tasks as tasks
     from reprofleet.records.store import CampaignDir
     from reprofleet.sim import simctl
 

@@ -39,6 +39,12 @@ class InputError(ReprofleetError):
         super().__init__(f"{location}: {message}")
 
 
+class UsageError(ReprofleetError):
+    """A value a person typed for a command is wrong (a flag's, not a file's: that is
+    InputError); the command line exits 2. Raised where the value is first used, which may be
+    after a file was read: a command with two mistakes still reports the one it always did."""
+
+
 class InventoryError(InputError):
     """An inventory (YAML, INI, group_vars/host_vars, dynamic source) is invalid."""
 

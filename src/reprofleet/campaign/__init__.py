@@ -1,8 +1,10 @@
 """A campaign as a whole, and the operations a person runs on a fleet by hand: above the
 runners, below the command line.
 
-Modules: ``run`` (plan, hosts in parallel, resume, stop), ``preflight`` (checks that need
-no host), ``estimate`` (attempts, hours, power cycles and what the verdicts can show, before it
+Modules: ``pipeline`` (``invoke campaign`` and ``demo`` below the command line: everything
+read and checked, then the plan described or run), ``settings`` (the ``reprofleet:`` config
+section -> run settings, power defaults, notifier), ``run`` (plan, hosts in parallel, resume,
+stop), ``preflight`` (checks that need no host, and the hosts a playbook and ``--limit`` choose), ``estimate`` (attempts, hours, power cycles and what the verdicts can show, before it
 runs), ``simulate`` (campaigns drawn from a known truth, judged by the real judge: for
 ``estimate`` and the benches), ``facts`` (``invoke facts``), ``bug_report``
 (``invoke facts --bug-report``: each host's nvidia-bug-report.sh archive), ``doctor`` (``invoke doctor``:
@@ -13,5 +15,6 @@ once each), ``notify_senders`` (invoke.yaml's ``notify:``: Apprise URLs and a co
 ``metrics`` (metrics.prom, the Prometheus textfile kept while it runs), ``search_sim`` (a
 boundary search or bisection simulated against known true curves, beside a full grid and a
 fixed-run rule: for ``invoke plan`` and bench/search.py), ``search_estimate`` (``invoke plan``
-of a search or bisection: simulated against stated true curves).
+of a search or bisection: simulated against stated true curves), ``planning`` (``invoke plan``
+below the command line: which estimate its flags ask for).
 """

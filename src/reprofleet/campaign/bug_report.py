@@ -28,11 +28,13 @@ from enum import Enum, unique
 from pathlib import Path
 from typing import Any, Callable, Protocol, Sequence
 
+from reprofleet.campaign.facts import FactsRequest
+from reprofleet.campaign.settings import seconds
 from reprofleet.errors import CommandTimedOut, ReprofleetError
 from reprofleet.model import Host
 from reprofleet.remote.bug_report_commands import (KILL_AFTER_S, MAKE_FOLDER, PROBE, SCRIPT, Probe, list_folder,
                                                    parse_probe, remove_folder, run_script)
-from reprofleet.remote.transport import CommandResult
+from reprofleet.remote.transport import CommandResult, connect
 
 ARCHIVES = ("nvidia-bug-report.log.gz", "nvidia-bug-report.log")  # gzip present, gzip missing
 DEFAULT_TIMEOUT_S = 600.0  # the script can take minutes (it runs nvidia-smi -q, lspci -vvv, journalctl ...)
@@ -172,3 +174,13 @@ def collect_bug_reports(hosts: Sequence[Host], connect: Connect, into: Path,
 
     with ThreadPoolExecutor(max_workers=max(1, min(16, len(hosts)))) as pool:
         return list(pool.map(one, hosts))
+
+
+def fleet_bug_reports(request: FactsRequest, into: Path, timeout: str = "") -> list[BugReport]:
+    """``invoke facts --bug-report``: every chosen host's archive into ``into``; ``timeout``: the
+    seconds the script may run, as typed (empty: :data:`DEFAULT_TIMEOUT_S`), read once the
+    inventory was."""
+    hosts = request.hosts()
+    timeout_s = seconds("bug-report-timeout", timeout) if timeout else DEFAULT_TIMEOUT_S
+    transport = request.config.run_settings(request.accept_new).transport
+    return collect_bug_reports(hosts, lambda host: connect(host, transport), into, timeout_s)

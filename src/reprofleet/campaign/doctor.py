@@ -21,9 +21,12 @@ from enum import Enum, unique
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
+from reprofleet.campaign.preflight import chosen_hosts
+from reprofleet.campaign.settings import ControllerConfig
 from reprofleet.errors import ReprofleetError
 from reprofleet.remote import host_commands
 from reprofleet.model import Cell, Host, RuntimeKind
+from reprofleet.playbook import load_playbook
 from reprofleet.runner import readiness
 
 LOW_DISK_BYTES = 20 * 1024 ** 3  # an image pull, a venv and a few attempts' streams
@@ -233,6 +236,38 @@ def _disk(ready: Mapping[str, Any]) -> Check:
 
 
 # -- gathering ------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class DoctorRequest:
+    """``invoke doctor``: the hosts, the campaign they must be ready for, and how to reach them."""
+
+    inventory: str
+    playbook: str
+    config: ControllerConfig
+    reports: Path  # the power locks' folder, as a campaign's
+    limit: str | None = None  # an Ansible host pattern over the playbook's own
+    accept_new: bool | None = None  # --accept-new-host-keys (None: the config's)
+
+
+@dataclass(frozen=True)
+class Checkup:
+    """Every chosen host's diagnosis, for the playbook as its loader named it."""
+
+    playbook: str
+    found: tuple[Diagnosis, ...]
+
+
+def checkup(request: DoctorRequest) -> Checkup:
+    """Read the playbook and the inventory, ask every chosen host, and diagnose each."""
+    book = load_playbook(request.playbook)
+    _, inventory = chosen_hosts(book, request.inventory, request.limit)
+    request.config.configure_power()
+    cells = list(book.cells)
+    evidence = examine(inventory.hosts, lambda host: cells, request.config.run_settings(request.accept_new),
+                       request.reports)
+    return Checkup(book.path, tuple(diagnose(h, cells, evidence[h.name], root_features=root_features(cells, h))
+                                    for h in inventory.hosts))
+
+
 def examine(hosts: Sequence[Host], cells_of: Callable[[Host], Sequence[Cell]], settings: Any,
             report_root: Path) -> dict[str, Evidence]:
     """Ask every host (concurrently) for what :func:`diagnose` judges; one failing host stops nothing."""

@@ -3,13 +3,42 @@
 from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Sequence
 
-
+from reprofleet.campaign.settings import ControllerConfig
+from reprofleet.inventory import load_inventory
+from reprofleet.inventory.patterns import limited
+from reprofleet.records.facts_cache import cache_facts
 from reprofleet.remote.session import with_agent
 from reprofleet.errors import ReprofleetError
 from reprofleet.model import Host
 from reprofleet.remote.transport import TransportSettings
+
+
+@dataclass(frozen=True)
+class FactsRequest:
+    """``invoke facts``: which hosts, reached how, and where their facts are kept."""
+
+    inventory: str
+    config: ControllerConfig
+    reports: Path  # facts are cached under reports/.facts/ (the preflight reads them)
+    limit: str | None = None  # an Ansible host pattern
+    accept_new: bool | None = None  # --accept-new-host-keys (None: the config's)
+
+    def hosts(self) -> tuple[Host, ...]:
+        """The inventory's hosts the limit chose (the inventory is read here)."""
+        return limited(load_inventory(self.inventory), self.limit).hosts
+
+
+def fleet_facts(request: FactsRequest) -> dict[str, dict[str, Any] | ReprofleetError]:
+    """Every chosen host's facts (or its error), each host's kept for the next campaign's preflight."""
+    results = collect_facts(request.hosts(), request.config.run_settings(request.accept_new))
+    for name, value in results.items():
+        if isinstance(value, dict):
+            cache_facts(request.reports, name, value)
+    return results
 
 
 def collect_facts(hosts: Sequence[Host], settings: Any) -> dict[str, dict[str, Any] | ReprofleetError]:

@@ -21,12 +21,22 @@ from pathlib import Path
 
 from reprofleet.credentials import resolve_env_secrets
 from reprofleet.errors import Location, PlaybookError
+from reprofleet.inventory import Inventory, load_inventory
+from reprofleet.inventory.patterns import limited
 from reprofleet.model import Host, Playbook
 from reprofleet.runner.gpu_policy import cells_out_of_range, refusals
 from reprofleet.power import PowerLog, PowerState
 from reprofleet.power.locks import lock_folder
 from reprofleet.power.ports import HostPower, ask_power_states, build_host_power
 from reprofleet.records.facts_cache import cached_facts
+
+
+def chosen_hosts(playbook: Playbook, inventory: str, limit: str | None) -> tuple[Inventory, Inventory]:
+    """The inventory as read, and the part of it the playbook's ``hosts:`` pattern and then
+    ``--limit`` chose (a pattern that chooses nothing is an error naming where it was written)."""
+    whole = load_inventory(inventory)
+    where = Location(playbook.path, playbook.hosts_line, "hosts") if playbook.hosts else None
+    return whole, limited(limited(whole, playbook.hosts, where=where), limit)
 
 
 def check_playbook_against_hosts(playbook: Playbook, hosts: tuple[Host, ...], report_root: Path) -> None:

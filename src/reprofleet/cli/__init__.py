@@ -1,9 +1,16 @@
 """The only layer that knows Invoke and rich: flags in, exit codes and tables out.
 
-Modules: ``tasks`` (the Invoke tasks, thin), ``args`` (positional arguments Invoke lacks),
-``exits`` (errors -> exit codes and one line on stderr), ``env_config`` (INVOKE_REPROFLEET_* read
-by type, the project file found as invoke finds it), ``flags`` (one flag table for every task:
--i/--inventory, -l/--limit, the same letters everywhere, -h is help), ``progress`` (the live view and
-the summary), ``tables`` (the tables of ``invoke facts`` and ``invoke policy``), ``signals`` (a stop
-signal sets the clean stop before anything is printed; nohup is honoured).
+Each task parses its flags, builds the request of the layer that owns the work, calls it,
+and prints what comes back; reading records, running hosts and writing reports happen below.
+
+Modules: ``tasks`` (the Invoke collection, gathered from the task groups), ``campaign_tasks``
+(campaign, demo, plan), ``report_tasks`` (report, compare, status, export), ``fleet_tasks``
+(facts, doctor, power, policy, cache.*, sim.*), ``config`` (the defaults of every setting and
+the ``reprofleet:`` section as plain values), ``output`` (consoles, one JSON document or JSON
+lines), ``args`` (positional arguments Invoke lacks, and the checks of typed values), ``exits``
+(errors -> exit codes and one line on stderr), ``env_config`` (INVOKE_REPROFLEET_* read by type,
+the project file found as invoke finds it), ``flags`` (one flag table for every task:
+-i/--inventory, -l/--limit, the same letters everywhere, -h is help), ``progress`` (the live view
+and the summary), ``tables`` (the tables of ``invoke facts`` and ``invoke policy``), ``signals`` (a
+stop signal sets the clean stop before anything is printed; nohup is honoured).
 """

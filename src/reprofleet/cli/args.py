@@ -11,16 +11,23 @@ None, and also checks, when the task ends, that no positional argument is None. 
 argument here reads as None only while the parser is placing a word, so it takes every
 word and is never reported missing. Invoke's parser is pinned by ``invoke>=2.2`` and the
 CLI tests pin this behaviour.
+
+Also here: the checks every task makes of a value typed on the command line before anything
+is read (:func:`whole_number`, :func:`need_inventory`, :func:`path_words`), and a person's yes
+(:func:`confirm`), each failing in one line (exit status 2).
 """
 
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 from types import FrameType
 from typing import Any
 
 from invoke import Task
 from invoke.parser import Argument
+
+from reprofleet.cli.exits import BadArgument
 
 _PLACING = ("handle", "see_positional_arg")  # the parser's methods that place a positional word
 
@@ -61,3 +68,36 @@ class RestTask(Task):
                                          positional=True, attr_name=argument.attr_name)
             out.append(argument)
         return out
+
+
+def path_words(paths: list[str] | None) -> list[Path]:
+    """A task's PATH words and ``--paths`` (repeatable, or comma-separated as before)."""
+    return [Path(p) for entry in paths or [] for p in str(entry).split(",") if p]
+
+
+def need_inventory(hosts: str) -> str:
+    """The inventory a task needs, or one line saying how to give it."""
+    if not hosts:
+        raise BadArgument("which inventory? -i/--inventory INVENTORY (an Ansible inventory file or source)")
+    return hosts
+
+
+def whole_number(flag: str, value: str | None, low: int = 1) -> int | None:
+    """A whole-number flag (``--attempts``): one line, not a traceback, for ``x`` or ``0``."""
+    if value is None or value == "":
+        return None
+    try:
+        number = int(str(value).strip())
+    except ValueError:
+        raise BadArgument(f"--{flag} takes a whole number, not {value!r}") from None
+    if number < low:
+        raise BadArgument(f"--{flag} takes a number >= {low}, not {number}")
+    return number
+
+
+def confirm(question: str) -> bool:
+    """A person's yes at a terminal. Without one, nothing is done and the task fails (exit 2):
+    a script that forgot --yes must not read "nothing done" as success."""
+    if not sys.stdin.isatty():
+        raise BadArgument(f"{question.split('?')[0].strip()}? there is no terminal to ask on: pass --yes to do it")
+    return input(question).strip().lower() in ("y", "yes")

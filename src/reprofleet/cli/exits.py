@@ -16,12 +16,12 @@ from typing import Any, Callable, Mapping
 
 from invoke import Collection, Exit
 
-from reprofleet.errors import InputError, ReprofleetError
+from reprofleet.errors import InputError, ReprofleetError, UsageError
 from reprofleet.cli.env_config import environment_problems
 from reprofleet.cli.flags import asks_help, print_task_help
 
 
-class BadArgument(ReprofleetError):
+class BadArgument(UsageError):
     """A command-line argument is wrong (exit status 2, like bad input files)."""
 
 
@@ -117,7 +117,7 @@ def document_exit_statuses(collection: Collection, prefix: str = "") -> None:
 
 
 def exit_status_for(error: BaseException) -> ExitStatus:
-    if isinstance(error, (InputError, BadArgument)):
+    if isinstance(error, (InputError, UsageError)):  # BadArgument is a UsageError
         return ExitStatus.BAD_INPUT
     if isinstance(error, KeyboardInterrupt):
         return ExitStatus.INTERRUPTED

@@ -12,9 +12,12 @@ stays as a second name, the one the tasks' code uses), and ``-l/--limit`` choose
 from __future__ import annotations
 
 import functools
+import sys
+from pathlib import Path
 from typing import Any
 
-from invoke import Collection, Task
+from invoke import Collection, Program, Task
+from invoke.parser import Parser
 
 SHORT = {"inventory": "i", "limit": "l", "playbook": "p", "json": "j", "yes": "y", "attempts": "a", "dry-run": "n",
          "config": "c"}
@@ -69,12 +72,6 @@ def asks_help(values: Any) -> bool:
 
 def print_task_help(name: str) -> None:
     """What ``invoke --help NAME`` prints, for a task whose positional argument ate the ``-h``."""
-    import sys
-    from pathlib import Path
-
-    from invoke import Program
-    from invoke.parser import Parser
-
     collection = _ROOT[0]
     called = Path(sys.argv[0]).name if sys.argv and sys.argv[0] else "invoke"
     program = Program(namespace=collection, binary="reprofleet" if called == "__main__.py" else called)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import threading
 import time
-from typing import Any, Callable, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Sequence
 
 from rich.console import Console
 from rich.live import Live
@@ -13,6 +13,9 @@ from rich.table import Table
 
 from reprofleet.model import Outcome
 from reprofleet.verdicts import Judgement, Row, natural_key, pct
+
+if TYPE_CHECKING:
+    from reprofleet.report.write import WrittenReport
 
 DASH = "—"
 
@@ -182,6 +185,23 @@ def verdict_table(judgement: Judgement) -> Table:
     for warning in judgement.warnings:
         table.add_row("[yellow]note[/]", f"[yellow]{escape(warning)}[/]")
     return table
+
+
+def print_report(console: Console, written: "WrittenReport", title: str, *, apart: bool = False) -> None:
+    """A written report on the terminal: the summary (titled ``title``) and verdict tables, a
+    search's lines, and the line of a part that failed without costing the rest; ``apart``: a
+    blank line first (a campaign's live table ends just above)."""
+    assert written.judgement is not None
+    if written.search_problem:
+        console.print(f"[yellow]{written.search_problem}[/]")
+    if apart:
+        console.print()
+    console.print(summary_table(written.judgement, title))
+    console.print(verdict_table(written.judgement))
+    for line in written.search_lines:
+        console.print(line)
+    if written.html_problem:
+        console.print(f"[yellow]{written.html_problem}[/]")
 
 
 VERDICT_STYLE = {"reproduces": "bold red", "reproduces less often": "red", "host-specific": "red", "fixed": "green",

@@ -7,6 +7,7 @@ from typing import Any, Mapping
 from rich.table import Table
 from rich.markup import escape
 
+from reprofleet.cli.progress import host_table, pair, shown
 from reprofleet.errors import ReprofleetError
 
 
@@ -14,8 +15,6 @@ def _gpu_line(facts: Mapping[str, Any]) -> str:
     gpus = facts.get("gpus") or []
     if not gpus:
         return f"no GPU via NVML ({facts.get('nvml')})"
-    from reprofleet.cli.progress import shown
-
     first = gpus[0]
     limits = first.get("power_limit_w") or {}
     return (f"{len(gpus)}x {shown(first.get('name'))} vbios {shown(first.get('vbios'))} "
@@ -23,8 +22,6 @@ def _gpu_line(facts: Mapping[str, Any]) -> str:
 
 
 def facts_table(results: Mapping[str, Mapping[str, Any] | ReprofleetError]) -> Table:
-    from reprofleet.cli.progress import host_table, pair, shown
-
     def row(facts: Mapping[str, Any]) -> list[str]:
         dmi = facts.get("dmi") or {}
         journal = facts.get("journal_persistent")
@@ -38,8 +35,6 @@ def facts_table(results: Mapping[str, Mapping[str, Any] | ReprofleetError]) -> T
 
 
 def policy_table(results: Mapping[str, Mapping[str, Any] | ReprofleetError]) -> Table:
-    from reprofleet.cli.progress import host_table, shown
-
     def row(readback: Mapping[str, Any]) -> list[str]:
         return [shown(readback.get("graphics_clocks")), shown(readback.get("memory_clocks")),
                 shown(readback.get("power_limit_w"), " W"), shown(readback.get("persistence")),
@@ -52,8 +47,6 @@ def policy_table(results: Mapping[str, Mapping[str, Any] | ReprofleetError]) -> 
 
 def _panics(sysctls: Mapping[str, Any] | None) -> str:
     """``softlockup_panic=1 panic=10``: the lockup-to-panic sysctls that are on (``off`` when none)."""
-    from reprofleet.cli.progress import shown
-
     if not sysctls:
         return shown(None)
     on = [f"{name}={value}" for name, value in sysctls.items() if value]

@@ -23,8 +23,10 @@ from rich.console import Group
 from rich.table import Table
 
 from reprofleet.errors import ReprofleetError
+from reprofleet.inventory import load_inventory
 from reprofleet.records.pooling import Pool, load_pool
 from reprofleet.records.reader import RecordedAttempt
+from reprofleet.records.store import write_atomic
 from reprofleet.stats.intervals import holm
 from reprofleet.stats.interaction import Interaction, interaction
 from reprofleet.stats.ratio import Stratum
@@ -400,3 +402,24 @@ def compare_html(result: SideBySide, title: str) -> str:
             f"{html.escape(result.family_words())} (reference cells: {html.escape(refs)}).</p>"
             f'<table class="compare"><thead><tr><th>cell</th>{head}</tr></thead><tbody>{"".join(rows)}</tbody>'
             "</table></body></html>\n")
+
+
+# -- invoke compare ---------------------------------------------------------------------------
+@dataclass(frozen=True)
+class CompareRequest:
+    """``invoke compare``: the paths, how they are split into sides, and an HTML file if asked."""
+
+    sources: tuple[Path, ...]
+    by: SideBy
+    reference: str | None = None
+    inventory: str | None = None  # whose groups are the sides (``--by group``)
+    html: Path | None = None
+
+
+def compare_sides(request: CompareRequest) -> SideBySide:
+    """The sides judged beside each other, written as HTML too when asked."""
+    groups = load_inventory(request.inventory).groups if request.inventory else None
+    side_by_side = build_sides(list(request.sources), request.by, request.reference, groups)
+    if request.html is not None:
+        write_atomic(request.html, compare_html(side_by_side, "reprofleet comparison"))
+    return side_by_side

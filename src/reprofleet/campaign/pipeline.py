@@ -1,0 +1,150 @@
+"""``invoke campaign`` and ``invoke demo`` below the command line: read and check everything,
+then describe the plan (a dry run) or run it.
+
+The command line builds a :class:`CampaignRequest` from its flags and config, and is the
+:class:`CampaignView`: what is said while the campaign gets going (a refused cell, an outlet
+that reads off, the dry run's plan) goes through it as it happens, and so does the live view,
+which the view also arms against stop signals. The answer is data: a :class:`DryRun`, or the
+:class:`~reprofleet.campaign.run.CampaignResult`. Its report is written by ``report/write.py``
+(a sibling layer: the command line calls one after the other).
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, ContextManager, Mapping, Protocol
+
+from reprofleet.campaign import run as run_mod
+from reprofleet.campaign.facts import readiness_lines
+from reprofleet.campaign.preflight import (
+    check_playbook_against_hosts,
+    chosen_hosts,
+    observe_only_refusals,
+    power_states_at_start,
+)
+from reprofleet.campaign.run import CampaignPlan, CampaignResult
+from reprofleet.campaign.settings import ControllerConfig
+from reprofleet.inventory import Inventory
+from reprofleet.model import Playbook
+from reprofleet.playbook import load_playbook
+from reprofleet.power.base import PowerState
+from reprofleet.records.store import CampaignDir
+from reprofleet.runner.recovery import recovery_factory
+
+Progress = Callable[..., None]  # run_campaign's progress: told each host's changes as they happen
+
+
+@dataclass(frozen=True)
+class CampaignRequest:
+    """What a person asked for on the command line, with the config it runs under."""
+
+    inventory: str
+    playbook: str
+    config: ControllerConfig
+    reports: Path  # where a new campaign's folder goes (a resume: beside the folder it continues)
+    attempts: int | None = None  # per cell and host, over the playbook's
+    dry_run: bool = False
+    resume: Path | None = None
+    accept_new: bool | None = None  # --accept-new-host-keys (None: the config's)
+    overrides: Mapping[str, Any] | None = None  # settings over the config (--break-lease, --bring-up, the demo's timings)
+    check_hosts: bool = False  # with dry_run: ask every host whether it can run its plan
+    limit: str | None = None  # an Ansible host pattern over the playbook's own
+
+
+class CampaignView(Protocol):
+    """Where what the campaign says while it gets going is shown (the command line's terminal)."""
+
+    def text(self, text: str) -> None:
+        """The dry run's plan, and with ``check_hosts`` each host's answer."""
+
+    def refused(self, line: str) -> None:
+        """A cell an observe-only host will not run, before the campaign starts."""
+
+    def outlet_off(self, line: str) -> None:
+        """A host whose outlet reads off at the start."""
+
+    def live(self, planned: Mapping[str, int | None], budget: int | None,
+             stop: threading.Event) -> ContextManager[Progress]:
+        """The live view while the campaign runs (a host's count is None when a search picks its
+        slots at run time; ``budget``: a search's attempts in all); stop signals set ``stop``."""
+
+
+@dataclass(frozen=True)
+class Readiness:
+    """``--check-hosts``: one line per host, and whether every host can run its plan."""
+
+    lines: tuple[str, ...]
+    ready: bool
+
+
+@dataclass(frozen=True)
+class DryRun:
+    """The plan, the hosts it was made for, and with ``check_hosts`` their answers; nothing ran."""
+
+    plan: CampaignPlan
+    whole: Inventory  # the inventory as read, before the patterns chose
+    playbook_hosts: str | None
+    limit: str | None
+    readiness: Readiness | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        """``invoke campaign --dry-run --json`` (its ``chosen``, ``plan`` and ``readiness``)."""
+        chosen = {"inventory": str(self.whole.source), "of": len(self.whole.hosts),
+                  "chosen": [h.name for h in self.plan.hosts], "playbook_hosts": self.playbook_hosts or None,
+                  "limit": self.limit}
+        readiness = None if self.readiness is None else {"ready": self.readiness.ready,
+                                                         "lines": list(self.readiness.lines)}
+        return {"chosen": chosen, "plan": self.plan.to_json(), "readiness": readiness}
+
+
+def run_or_plan(request: CampaignRequest, view: CampaignView) -> DryRun | CampaignResult:
+    """Load and validate everything (nothing is contacted before it all holds), then describe
+    the plan (``dry_run``) or run it on every chosen host."""
+    # The playbook first: the env_secrets it names are kept from a dynamic inventory's script.
+    book = load_playbook(request.playbook, attempts_override=request.attempts)
+    whole, inventory = chosen_hosts(book, request.inventory, request.limit)
+    request.config.configure_power()  # before the preflight builds every driver: its timings are those of invoke.yaml
+    report_root = request.reports
+    done: dict[tuple[str, str], int] = {}
+    campaign_id = None
+    if request.resume is not None:
+        directory = CampaignDir(request.resume)
+        done = run_mod.completed_counts(directory)
+        campaign_id = directory.root.name
+        report_root = directory.root.parent
+    check_playbook_against_hosts(book, inventory.hosts, report_root)
+    plan = run_mod.make_plan(book, inventory.hosts, campaign_id, done)
+    if request.dry_run:
+        return _dry_run(request, plan, book, whole, inventory, view)
+    for line in observe_only_refusals(book, inventory.hosts):  # the dry run's plan text carries these itself
+        view.refused(line)
+    for name, states in power_states_at_start(inventory.hosts, report_root).items():  # every PDU/BMC answers
+        if PowerState.OFF in states:
+            view.outlet_off(f"{name}: its outlet reads off; it is switched on before its first attempt if this "
+                            "campaign saw it answer or switched it off (a resume), or with --bring-up")
+    settings = request.config.run_settings(request.accept_new, request.overrides)
+    observers = request.config.notify_observers()
+    stop = threading.Event()
+    ladder = plan.playbook.ladder  # a search's slots are chosen at run time: no per-host plan to count down
+    planned: dict[str, int | None] = {h: None if ladder else len(v) for h, v in plan.per_host.items()}
+    with view.live(planned, ladder.budget_attempts if ladder else None, stop) as progress:
+        # through the module: it is the seam the CLI's tests replace the run at
+        return run_mod.run_campaign(plan, settings, report_root, progress=progress, stop=stop,
+                                    recovery_factory=recovery_factory, observers=observers)
+
+
+def _dry_run(request: CampaignRequest, plan: CampaignPlan, book: Playbook, whole: Inventory, inventory: Inventory,
+             view: CampaignView) -> DryRun:
+    if request.limit or book.hosts:
+        chosen_by = " and ".join(f"{what} {pattern!r}" for what, pattern in (("the playbook's hosts:", book.hosts),
+                                                                         ("--limit", request.limit)) if pattern)
+        view.text(f"{chosen_by} chose {len(inventory.hosts)} of the {len(whole.hosts)} hosts of {whole.source}")
+    view.text(run_mod.describe_plan(plan))
+    readiness = None
+    if request.check_hosts:
+        lines, ok = readiness_lines(plan, request.config.run_settings(request.accept_new, request.overrides))
+        readiness = Readiness(tuple(lines), ok)
+        view.text("\n".join(lines))
+    return DryRun(plan, whole, book.hosts, request.limit, readiness)

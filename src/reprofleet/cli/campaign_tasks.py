@@ -1,0 +1,210 @@
+"""``invoke campaign``, ``invoke demo`` and ``invoke plan``: flags in, one call below, the terminal out.
+
+A campaign is two calls because its two halves are sibling layers: ``campaign/pipeline.py``
+runs it (or describes it: ``--dry-run``) and ``report/write.py`` writes its report. This
+module is the pipeline's view (the live table, the lines said while it gets going), and it
+turns the result into the summary, the exit status and, with ``--json``, one document.
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+from contextlib import contextmanager
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping
+
+from invoke import Context, task
+
+from reprofleet.cli.args import need_inventory, whole_number
+from reprofleet.cli.config import DEMO_OVERRIDES, controller, reports, sim_dir
+from reprofleet.cli.exits import BadArgument, ExitStatus, handled
+from reprofleet.cli.output import console, json_document, say, stderr_console
+from reprofleet.cli.signals import install_stop_handlers
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from reprofleet.campaign.run import CampaignResult
+
+
+def _install_stop_handlers(stop: threading.Event) -> None:
+    install_stop_handlers(stop, lambda text: stderr_console().print(f"[yellow]{text}[/]"))
+
+
+class _Terminal:
+    """The campaign pipeline's view (campaign/pipeline.py's ``CampaignView``). With ``--json`` the
+    live view and every line go to stderr, and the dry run's text is not shown: stdout keeps the
+    one document."""
+
+    def __init__(self, as_json: bool) -> None:
+        self.as_json = as_json
+        self.console = stderr_console() if as_json else console()
+
+    def text(self, text: str) -> None:
+        if not self.as_json:
+            print(text)
+
+    def refused(self, line: str) -> None:
+        stderr_console().print(f"[yellow]{line}[/]")
+
+    def outlet_off(self, line: str) -> None:
+        self.console.print(f"[yellow]{line}[/]")
+
+    @contextmanager
+    def live(self, planned: Mapping[str, int | None], budget: int | None,
+             stop: threading.Event) -> Iterator[Callable[..., None]]:
+        # lazy: cli.progress loads the verdicts and scipy: 0.86 s, paid once a campaign starts
+        from reprofleet.cli.progress import LiveProgress
+
+        _install_stop_handlers(stop)
+        with LiveProgress(planned.keys(), planned, self.console, budget=budget) as progress:
+            yield progress
+
+
+def run_and_report(c: Any, hosts: str, playbook: str, attempts: int | None, dry_run: bool,
+                   resume: str | None, accept_new: bool | None,
+                   overrides: dict[str, Any] | None = None, check_hosts: bool = False,
+                   limit: str | None = None, as_json: bool = False) -> ExitStatus:
+    """Load and validate everything, then run (or describe) the campaign and summarize it.
+    ``check_hosts`` (with ``dry_run``): also ask every host whether it can run its plan;
+    ``limit``: an Ansible host pattern choosing which of the inventory's hosts run;
+    ``as_json``: stdout carries one JSON document at the end, the live view and tables go to stderr."""
+    # lazy: the runner, power drivers, paramiko and scipy: 0.92 s that `invoke --list` never pays
+    from reprofleet.campaign import pipeline
+
+    view = _Terminal(as_json)
+    request = pipeline.CampaignRequest(hosts, playbook, controller(c), reports(c), attempts, dry_run,
+                                       Path(resume) if resume else None, accept_new, overrides, check_hosts, limit)
+    outcome = pipeline.run_or_plan(request, view)
+    if isinstance(outcome, pipeline.DryRun):
+        ready = outcome.readiness is None or outcome.readiness.ready
+        status = ExitStatus.OK if ready else ExitStatus.SOME_HOSTS_FAILED
+        if as_json:
+            json_document({"dry_run": True, "exit_status": int(status), **outcome.to_json()})
+        return status
+    report_path, judgement = write_campaign_report(outcome.directory.root, view.console,
+                                                   f"campaign {outcome.campaign_id}")
+    html_path = report_path.with_suffix(".html")
+    view.console.print(f"records: {outcome.directory.attempts}\nreport:  {report_path}"
+                       + (f"\nhtml:    {html_path}" if html_path.exists() else ""))
+    status = campaign_status(outcome, stderr_console())
+    if as_json:
+        json_document({"dry_run": False, "exit_status": int(status), "result": outcome.to_json(),
+                       "report": str(report_path), "html": str(html_path) if html_path.exists() else None,
+                       "judgement": judgement.to_json() if judgement is not None else None})
+    return status
+
+
+def write_campaign_report(folder: Path, console: "Console", title: str) -> tuple[Path, Any]:
+    """report.md and report.html beside the records, the summary and verdict tables on the
+    terminal; the report's path and the judgement (None: no attempt was recorded)."""
+    # lazy: report.write loads matplotlib and scipy: about 1 s, paid once a campaign ends
+    from reprofleet.report.write import campaign_report
+
+    written = campaign_report(folder, title)
+    if written.judgement is not None:
+        # lazy: cli.progress loads the verdicts and scipy (0.86 s alone; report.write loaded them by now)
+        from reprofleet.cli.progress import print_report
+
+        print_report(console, written, title, apart=True)
+    assert written.markdown is not None
+    return written.markdown, written.judgement
+
+
+def campaign_status(result: "CampaignResult", err: "Console") -> ExitStatus:
+    """The exit status of a campaign, with one line on stderr per reason it is not 0."""
+    if result.failure:
+        err.print(f"[red]campaign stopped: {result.failure}[/]")
+        return ExitStatus.ERROR
+    if result.interrupted:
+        return ExitStatus.INTERRUPTED
+    for host, why in sorted(result.quarantined.items()):
+        err.print(f"[red]{host}: quarantined: {why}[/]")
+    for cell in result.unjudged:
+        err.print(f"[yellow]cell {cell}: no attempt could be judged on any host (every record is infra)[/]")
+    if result.quarantined:
+        return ExitStatus.SOME_HOSTS_FAILED
+    return ExitStatus.NOT_JUDGED if result.unjudged else ExitStatus.OK
+
+
+@task(help={
+    "hosts": "Ansible inventory (YAML, INI, or any source ansible-inventory reads)",
+    "playbook": "campaign YAML (default playbooks/sm120-hostwedge.yml)",
+    "attempts": "attempts per cell per host (overrides the playbook)",
+    "dry-run": "print the plan and contact nothing",
+    "resume": "continue the campaign in this report folder",
+    "accept-new-host-keys": "record unknown host keys instead of refusing them",
+    "break-lease": "take hosts whose lease another campaign holds (say so only when that campaign is dead)",
+    "bring-up": "power-cycle hosts that do not answer at the start even if this campaign never saw them answer",
+    "check-hosts": "with --dry-run: ask every host (changing nothing) whether it can run its plan",
+    "limit": "Ansible host pattern: only these hosts run (e.g. 'blackwell:!ws03', 'ws0[1-2]*', '@retry-file')",
+    "json": "stdout: one JSON document at the end, the summary and verdicts (with --dry-run: the plan); the live "
+            "view goes to stderr (docs/schema/campaign.schema.json)",
+})
+@handled
+def campaign(c: Context, hosts: str = "", playbook: str = "playbooks/sm120-hostwedge.yml", attempts: str | None = None,
+             dry_run: bool = False, resume: str | None = None, accept_new_host_keys: bool = False,
+             break_lease: bool = False, bring_up: bool = False, check_hosts: bool = False,
+             limit: str = "", json_: bool = False) -> ExitStatus:
+    """Run a reproduction campaign on every host of an inventory."""
+    hosts = need_inventory(hosts)
+    if check_hosts and not dry_run:
+        raise BadArgument("--check-hosts goes with --dry-run (a campaign checks its hosts anyway)")
+    overrides = {**({"break_leases": True} if break_lease else {}), **({"bring_up": True} if bring_up else {})}
+    return run_and_report(c, hosts, playbook, whole_number("attempts", attempts), dry_run, resume,
+                          accept_new_host_keys or None, overrides or None, check_hosts=check_hosts,
+                          limit=limit or None, as_json=json_)
+
+
+@task(help={"count": "number of simulated hosts (default 3)", "playbook": "demo campaign YAML",
+            "attempts": "attempts per host and cell (default: the playbook's)",
+            "json": "stdout: one JSON document at the end, as campaign --json (docs/schema/demo.schema.json)"})
+@handled
+def demo(c: Context, count: str = "3", playbook: str = "playbooks/demo.yml", attempts: str = "",
+         json_: bool = False) -> ExitStatus:
+    """Simulated fleet up, a campaign over it, the summary, fleet down."""
+    # lazy: the simulator's control and its rich tables: 42 ms that only sim.* and demo use
+    from reprofleet.sim import simctl
+
+    folder = sim_dir(c)
+    hosts_wanted, attempts_wanted = whole_number("count", count), whole_number("attempts", attempts)
+    fleet = simctl.up(hosts_wanted or 3, None, folder)
+    try:
+        return run_and_report(c, str(fleet.inventory_path), playbook, attempts_wanted, False, None, None,
+                              DEMO_OVERRIDES, as_json=json_)
+    finally:
+        simctl.down(folder)
+
+
+@task(iterable=["truth"],
+      help={"baseline": "reproduction rate to rule out, e.g. 0.3 (with --hosts/--playbook: the rate assumed, default 0.3)",
+            "confidence": "level of the clean-run bound (default 0.95)",
+            "fixed-rate": "SPRT: the rate that counts as fixed (default a tenth of the baseline)",
+            "alpha": "SPRT: chance of a false 'fixed' (default 0.05)",
+            "beta": "SPRT: chance of a false 'still reproduces' (default 0.2)",
+            "hosts": "Ansible inventory: estimate this campaign's length and power cycles (with --playbook)",
+            "playbook": "campaign YAML (with --hosts)",
+            "attempt-s": "typical seconds per attempt (default: the playbook's attempt timeout, an upper bound)",
+            "campaigns": "with --hosts/--playbook: simulated campaigns per number of what the verdicts can show "
+                         "(default 100; the power search uses half as many per size)",
+            "json": "print the plan as one JSON document (docs/schema/plan.schema.json)",
+            "ratio": "with --hosts/--playbook: rate ratios (cell / reference) whose false 'fixed' is shown, "
+                     "comma-separated (default 0.1,0.333)",
+            "truth": "a search:/bisect: playbook: a true curve to simulate against, repeatable: onset=2700,slope=0.25,"
+                     "floor=0.01 or p=0/0/0.02/0.3 (per level); a bisection change=0.26.0,bad=0.4,good=0 (default: "
+                     "stated in the output)"})
+@handled
+def plan(c: Context, baseline: str | None = None, confidence: str = "0.95", fixed_rate: str | None = None,
+         alpha: str = "0.05", beta: str = "0.2", hosts: str | None = None, playbook: str | None = None,
+         attempt_s: str | None = None, campaigns: str | None = None, ratio: str | None = None,
+         json_: bool = False, truth: list[str] | None = None) -> ExitStatus:
+    """Clean attempts that rule out a rate, what an SPRT saves, or a campaign's length and power cycles."""
+    # lazy: the estimates, their simulations, scipy and paramiko: 1.4 s that `invoke --list` never pays
+    from reprofleet.campaign import planning
+
+    request = planning.PlanRequest(controller(c), baseline, confidence, fixed_rate, alpha, beta, hosts, playbook,
+                                   attempt_s, campaigns, ratio, tuple(truth or []))
+    answer = planning.plan(request, lambda line: print(line, file=sys.stderr if json_ else sys.stdout))
+    say(json_, answer.document, lambda: answer.text)
+    return ExitStatus.OK
