@@ -20,7 +20,7 @@ from typing import Any, Callable, Iterator, Mapping, Sequence, Union
 import pytest
 
 # Fixtures of other helpers' simulators, registered when their module exists.
-pytest_plugins = ["fleet_guard"] + [name for name in ("conftest_power", "hostile_counts") if (Path(__file__).parent / f"{name}.py").exists()]
+pytest_plugins = ["fleet_guard", "sim_sudo"] + [name for name in ("conftest_power", "hostile_counts") if (Path(__file__).parent / f"{name}.py").exists()]
 
 SpecsArg = Union[int, Sequence[Any], None]
 _FAILED = pytest.StashKey[bool]()

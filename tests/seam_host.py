@@ -565,7 +565,7 @@ def _settle_probe_rounds(real_cap_s: float = 1.0) -> None:
 
 # -- a campaign of one fake host -----------------------------------------------------------
 
-# what the fleet tests ran with (test_fleet_campaign.settings_for): a 1 s dwell, stability and grace
+# what the fleet tests ran with (fleet_campaign.settings_for): a 1 s dwell, stability and grace
 FLEET_TEST_SETTINGS: dict[str, Any] = {"controller": "pytest", "dwell_s": 1.0, "stability_s": 1.0, "reboot_grace_s": 1.0}
 
 
@@ -617,15 +617,27 @@ def recovery_path(ctx: CampaignContext) -> list[str]:
     return [e["to"] for e in events(ctx, "recovery")]
 
 
+def outcomes(ctx: CampaignContext) -> list[tuple[int, str]]:
+    return [(r["attempt_index"], r["outcome"]) for r in records(ctx)]
+
+
+def started_by_a_dead_controller(ctx: CampaignContext, host: FakeHost, attempt_id: str, index: int = 0) -> Cell:
+    """What a killed controller's events.jsonl says: this attempt of the first cell started on ``host``."""
+    cell = ctx.playbook.cells[0]
+    ctx.started_slots[attempt_id] = (cell, index)
+    ctx.started_on[attempt_id] = host.name
+    return cell
+
+
 __all__ = ["Device", "EventKind", "FakeHost", "run_fake_campaign", "seam_book", "seam_settings", "events", "plan_of", "power_actions", "records", "recovery_path",
-           "run_host", "seam_context"]
+           "outcomes", "run_host", "seam_context", "started_by_a_dead_controller"]
 
 
 def seam_book(root: Path, *cells: Cell, attempts: int = 3, attempt_timeout: float = 30.0, boot: float = 60.0,
               **fields: Any) -> Playbook:
     """A playbook of ``cells`` (one reference cell when none), with the fleet tests' deadlines."""
     from reprofleet.model import Timeouts
-    from test_campaign_stopping import book, cell
+    from scripted_runner import book, cell
 
     root.mkdir(parents=True, exist_ok=True)
     playbook = book(root, *(cells or (cell("ref", 0),)), attempts=attempts)
@@ -633,7 +645,7 @@ def seam_book(root: Path, *cells: Cell, attempts: int = 3, attempt_timeout: floa
 
 
 def seam_settings(root: Path, timings: Timings = Timings(), **overrides: Any) -> RunSettings:
-    """The fleet tests' RunSettings (test_fleet_campaign.settings_for), every other wait from ``timings``."""
+    """The fleet tests' RunSettings (fleet_campaign.settings_for), every other wait from ``timings``."""
     base = RunSettings(transport=TransportSettings(known_hosts=root / "known_hosts"), sample_hz=5.0).with_timings(timings)
     return replace(base, **{**FLEET_TEST_SETTINGS, **overrides})
 

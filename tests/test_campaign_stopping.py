@@ -9,41 +9,22 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
-import threading
-import uuid
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any, Mapping
 
 import pytest
 
 from reprofleet.campaign import run as campaign
 from reprofleet.records import identity
 from reprofleet.stats import stop_rules as stopping
-from reprofleet.runner.attempt import AttemptEnd
-from reprofleet.runner.host import CampaignContext, HostRunner, RunSettings, cell_identity, record_runtime
+from reprofleet.runner.host import HostRunner, RunSettings, cell_identity, record_runtime
 from reprofleet.runner.stops import HostStops
-from reprofleet.model import (Cell, Host, Outcome, Phase, Playbook, Poc, Record, Runtime, RuntimeKind, StopKind,
-                              StopRule, Timeouts)
-from reprofleet.records.store import AttemptLog, CampaignDir, JsonlAppender, read_records, utc_now
+from reprofleet.model import Outcome, Playbook, Record, Runtime, RuntimeKind, StopKind, StopRule
+from reprofleet.records.store import AttemptLog, CampaignDir, JsonlAppender
 from reprofleet.remote.transport import TransportSettings
+from scripted_runner import HOST, POC_BYTES, Script, ScriptedRunner, book, cell, context, records_of
 
-POC_BYTES = b"print('the reproducer')\n"
-HOST = Host(name="h1", address="127.0.0.1")
 FIRST = StopRule(StopKind.FIRST_REPRODUCTION)
-
-
-def cell(name: str, index: int, stop: StopRule | None = None) -> Cell:
-    return Cell(name=name, index=index, factors={"vllm": "0.25.1", "cell": name},
-                runtime=Runtime(RuntimeKind.DOCKER, image="vllm/vllm-openai:v0.25.1"), stop=stop)
-
-
-def book(tmp_path: Path, *cells: Cell, attempts: int = 4, stop: StopRule = StopRule(), order: str = "interleaved",
-         at_risk: Phase | None = Phase.CUDA_GRAPH_CAPTURE) -> Playbook:
-    script = tmp_path / "poc.py"
-    script.write_bytes(POC_BYTES)
-    return Playbook(name="unit", path=str(tmp_path / "book.yml"), poc=Poc(str(script)), attempts=attempts,
-                    timeouts=Timeouts(attempt=5), cells=cells, order=order, reference=cells[0].name,
-                    at_risk_phase=at_risk, stop=stop)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -77,47 +58,6 @@ def decide(monkeypatch: pytest.MonkeyPatch) -> list[tuple[Any, ...]]:
     return calls
 
 
-Script = Callable[[str, int], tuple[Outcome, str | None]]
-
-
-class ScriptedRunner(HostRunner):
-    """A host runner whose attempts end as ``script(cell, index)`` says, without any host."""
-
-    def __init__(self, ctx: CampaignContext, plan: list[tuple[Cell, int]], script: Script,
-                 interrupt_after: int | None = None, **kwargs: Any) -> None:
-        super().__init__(ctx, HOST, plan, **kwargs)
-        self.script = script
-        self.ran: list[tuple[str, int]] = []
-        self.interrupt_after = interrupt_after
-
-    def prepare(self) -> None:
-        pass
-
-    def run_attempt(self, cell: Cell, index: int) -> Record:
-        self.ran.append((cell.name, index))
-        if self.interrupt_after is not None and len(self.ran) > self.interrupt_after:
-            self.ctx.stop.set()
-            end = AttemptEnd(Outcome.INFRA, "interrupted: the campaign was stopped", None)
-            return self._record(cell, index, str(uuid.uuid4()), utc_now(), end, None, None, "")
-        outcome, phase = self.script(cell.name, index)
-        record = self._record(cell, index, str(uuid.uuid4()), utc_now(), AttemptEnd(outcome, "scripted", None),
-                              None, None, "")
-        return dataclasses.replace(record, last_phase=phase)
-
-    def after_wedge(self, record: Record) -> Record:
-        return record  # recovered at once
-
-
-def context(playbook: Playbook, root: Path, progress: Callable[..., None] = lambda host, **f: None) -> CampaignContext:
-    directory = CampaignDir(root / "unit-campaign").create()
-    return CampaignContext(
-        campaign_id="unit-campaign", directory=directory, playbook=playbook,
-        settings=RunSettings(transport=TransportSettings(known_hosts=root / "known_hosts")), bundle=None,  # type: ignore[arg-type]
-        poc_script=POC_BYTES, attempt_log=AttemptLog(directory.attempts), events=JsonlAppender(directory.events),
-        fleet=None, stop=threading.Event(), progress=progress,  # type: ignore[arg-type]
-    )
-
-
 def run_host(playbook: Playbook, root: Path, script: Script, **kwargs: Any) -> tuple[ScriptedRunner, CampaignDir]:
     """One host's share of a campaign in ``root`` (resuming whatever is there already)."""
     directory = CampaignDir(root / "unit-campaign")
@@ -129,10 +69,6 @@ def run_host(playbook: Playbook, root: Path, script: Script, **kwargs: Any) -> t
     runner = ScriptedRunner(ctx, list(plan.per_host[HOST.name]), script, earlier=earlier, stopped=stopped, **kwargs)
     runner.run()
     return runner, directory
-
-
-def records_of(directory: CampaignDir) -> list[dict[str, Any]]:
-    return list(read_records(directory.attempts)) if directory.attempts.exists() else []
 
 
 def stop_events(directory: CampaignDir) -> list[dict[str, Any]]:

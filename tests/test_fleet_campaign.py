@@ -8,7 +8,6 @@ so no test sees another's state and none needs a reset.
 from __future__ import annotations
 
 import dataclasses
-import shutil
 import threading
 import time
 from pathlib import Path
@@ -19,7 +18,6 @@ import pytest
 from reprofleet.remote.agent import AgentClient, load_bundle
 from reprofleet.campaign.run import make_plan, run_campaign
 from reprofleet.errors import HostKeyError
-from reprofleet.runner.host import RunSettings
 from reprofleet.inventory import load_inventory
 from reprofleet.model import EventKind, Outcome
 from reprofleet.playbook import load_playbook
@@ -27,51 +25,9 @@ from reprofleet.records.store import read_stream
 from reprofleet.runner.recovery import recovery_factory
 from reprofleet.sim.spec import SimHostSpec
 from reprofleet.remote.transport import TransportSettings, connect
-from reprofleet.liveness.watchdog import WatchdogSettings
+from fleet_campaign import settings_for, write_playbook
 
 pytestmark = pytest.mark.fleet
-
-REPO = Path(__file__).resolve().parents[1]
-POC = REPO / "playbooks" / "poc" / "sm120_hostwedge.py"
-
-
-def write_playbook(folder: Path, *, attempts: int, attempt_timeout: float = 20, cells: str = "  - name: default\n",
-                   extra: str = "") -> Path:
-    (folder / "poc").mkdir(parents=True, exist_ok=True)
-    shutil.copy(POC, folder / "poc" / POC.name)
-    path = folder / "book.yml"
-    path.write_text(
-        "name: fleet-test\n"
-        f"poc: {{script: poc/{POC.name}}}\n"
-        "runtime: {kind: docker, image: 'vllm/vllm-openai:v{vllm}', docker_args: [--ipc, host]}\n"
-        f"attempts: {attempts}\n"
-        f"timeouts: {{attempt: {attempt_timeout}, boot: 60}}\n"
-        "defaults:\n  vars: {vllm: '0.25.1'}\n  args: {spec_tokens: 9, gpu_memory_utilization: 0.87}\n"
-        f"{extra}"
-        "matrix:\n" + cells
-    )
-    return path
-
-
-FLEET_TEST_HOLD_S = 3.0
-
-
-def settings_for(fleet: Any, **overrides: Any) -> RunSettings:
-    base = dict(
-        transport=TransportSettings(known_hosts=Path(fleet.known_hosts_path)),
-        # the fleet tests' hosts freeze together by script (two hosts wedge in one round): a
-        # short correlated-silence hold, so they are declared in seconds, not 300 s; the hold
-        # itself is tested with its own values (test_fleet_power_safety, test_fleet_liveness)
-        watchdog=WatchdogSettings(correlated_hold_s=FLEET_TEST_HOLD_S),
-        controller="pytest",
-        sample_hz=5.0,
-        dwell_s=1.0,
-        stability_s=1.0,
-        reboot_grace_s=1.0,
-    )
-    base.update(overrides)
-    return RunSettings(**base)
-
 
 # time_scale 0.02 where a test checks outcomes, policy or cache, not the stream's length or timing
 SPECS = (SimHostSpec(name="fa"), SimHostSpec(name="fb"),

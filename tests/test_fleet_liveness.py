@@ -10,7 +10,6 @@ made the host a suspect would prove nothing."""
 
 from __future__ import annotations
 
-import json
 import random
 import threading
 import time
@@ -18,32 +17,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from test_fleet_campaign import settings_for, write_playbook
+from fleet_campaign import write_playbook
+from fleet_liveness import (campaign_events, liveness_events, plugged, probe_answers, run_fleet_campaign,
+                            switching_actions, until)
 
-from reprofleet.campaign.run import make_plan, run_campaign
-from reprofleet.inventory import load_inventory
 from reprofleet.liveness.watchdog import WatchdogSettings
-from reprofleet.playbook import load_playbook
-from reprofleet.runner.recovery import recovery_factory
-from reprofleet.sim.power import HttpPlugServer
 from reprofleet.sim.spec import SimHostSpec
 
 pytestmark = [pytest.mark.fleet, pytest.mark.alone]  # timing is judged: nothing may run beside it
-
-
-def _campaign(fleet: Any, inventory: Path, book: Path, reports: Path, settings: dict[str, Any] | None = None,
-              **kwargs: Any):
-    plan = make_plan(load_playbook(book), load_inventory(inventory).hosts)
-    return run_campaign(plan, settings_for(fleet, **(settings or {})), reports, recovery_factory=recovery_factory,
-                        **kwargs)
-
-
-def _liveness(result: Any, host: str) -> list[dict]:
-    return [e for e in _events(result) if e["host"] == host and e["event"] in ("suspect", "probe", "clear", "guard")]
-
-
-def _answers(result: Any, host: str) -> list[str]:
-    return [e["answer"] for e in _liveness(result, host) if e["event"] == "probe"]
 
 
 def _once_running(action: Any) -> Any:
@@ -59,52 +40,11 @@ def _once_running(action: Any) -> Any:
     return progress
 
 
-def _until(evidence: Any, deadline_s: float, poll_s: float = 0.1) -> bool:
-    """Poll ``evidence()`` until it holds (True) or the deadline passes (False): an outage or a
-    starvation lasts until what it must cause is on record, not for a guessed time."""
-    deadline = time.monotonic() + deadline_s
-    while time.monotonic() < deadline:
-        if evidence():
-            return True
-        time.sleep(poll_s)
-    return False
-
-
-def _live_events(reports: Path) -> list[dict]:
-    """events.jsonl of the campaign running under ``reports`` (whole lines only)."""
-    entries = []
-    for path in reports.glob("*/events.jsonl"):
-        for line in path.read_text().splitlines():
-            try:
-                entries.append(json.loads(line))
-            except ValueError:
-                continue  # a line being written
-    return entries
-
-
-def _events(result: Any) -> list[dict]:
-    path = result.directory.events
-    return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
-
-
-def _switching_actions(result: Any) -> list[dict]:
-    """Power actions that switch something (status reads, e.g. by the network witness, do not)."""
-    path = result.directory.power
-    entries = [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
-    return [e for e in entries if e["action"] in ("on", "off", "cycle")]
-
-
-def _plugged(fleet: Any, sim_inventory: Any, workdir: Path, outlet_for: dict[str, str] | None = None) -> tuple[Any, Path]:
-    plug = HttpPlugServer(workdir, "tasmota", {str(i + 1): h.paths.power for i, h in enumerate(fleet.hosts)}).start()
-    blocks = {h.name: plug.pdu_block((outlet_for or {}).get(h.name, str(i + 1))) for i, h in enumerate(fleet.hosts)}
-    return plug, sim_inventory(fleet, pdu=blocks)
-
-
 def test_loss_and_stalls_make_no_false_wedge_and_no_power_action(
         sim_fleet: Any, sim_inventory: Any, tmp_path: Path) -> None:
     fleet = sim_fleet([SimHostSpec("lossy", script=("clean",) * 2, time_scale=0.08)])
     host = fleet.hosts[0]
-    plug, inventory = _plugged(fleet, sim_inventory, tmp_path / "plug")
+    plug, inventory = plugged(fleet, sim_inventory, tmp_path / "plug")
     book = write_playbook(tmp_path / "book", attempts=2, attempt_timeout=40)
     done = threading.Event()
     stalls: list[float] = []
@@ -120,7 +60,7 @@ def test_loss_and_stalls_make_no_false_wedge_and_no_power_action(
     stalling = threading.Thread(target=harass, daemon=True)
     stalling.start()
     try:
-        result = _campaign(fleet, inventory, book, tmp_path / "reports")
+        result = run_fleet_campaign(fleet, inventory, book, tmp_path / "reports")
     finally:
         done.set()
         stalling.join(10)
@@ -128,9 +68,9 @@ def test_loss_and_stalls_make_no_false_wedge_and_no_power_action(
         plug.stop()
     assert len(stalls) >= 3
     assert [r["outcome"] for r in result.records] == ["clean"] * 2
-    assert _switching_actions(result) == []
-    assert not [e for e in _events(result) if e["event"] in ("wedge", "recovery")]
-    kinds = [e["event"] for e in _liveness(result, host.name)]
+    assert switching_actions(result) == []
+    assert not [e for e in campaign_events(result) if e["event"] in ("wedge", "recovery")]
+    kinds = [e["event"] for e in liveness_events(result, host.name)]
     assert "suspect" in kinds and "clear" in kinds  # stalls over a second made suspects, all cleared
 
 
@@ -138,7 +78,7 @@ def test_sigstop_of_sshd_and_the_agent_for_3_6_and_10_s_makes_suspects_the_kerne
         sim_fleet: Any, sim_inventory: Any, tmp_path: Path) -> None:
     fleet = sim_fleet([SimHostSpec("stop", script=("hang",), time_scale=0.05)])
     host = fleet.hosts[0]
-    plug, inventory = _plugged(fleet, sim_inventory, tmp_path / "plug")
+    plug, inventory = plugged(fleet, sim_inventory, tmp_path / "plug")
     book = write_playbook(tmp_path / "book", attempts=1, attempt_timeout=33)  # the last stall ends ~29 s in
     stalls: list[float] = []
 
@@ -151,23 +91,23 @@ def test_sigstop_of_sshd_and_the_agent_for_3_6_and_10_s_makes_suspects_the_kerne
 
     progress = _once_running(stall_three_times)
     try:
-        result = _campaign(fleet, inventory, book, tmp_path / "reports", progress=progress)
+        result = run_fleet_campaign(fleet, inventory, book, tmp_path / "reports", progress=progress)
     finally:
         plug.stop()
     assert stalls == [3.0, 6.0, 10.0]
     assert [r["outcome"] for r in result.records] == ["hang"]  # the PoC's own timeout, never a wedge
-    assert _switching_actions(result) == []
-    kinds = [e["event"] for e in _liveness(result, host.name)]
+    assert switching_actions(result) == []
+    kinds = [e["event"] for e in liveness_events(result, host.name)]
     assert kinds.count("suspect") == 3 and kinds.count("clear") == 3
-    assert "KERNEL" in _answers(result, host.name) and "DEAD" not in _answers(result, host.name)
-    longest = max(e["suspect_s"] for e in _liveness(result, host.name) if e["event"] == "clear")
+    assert "KERNEL" in probe_answers(result, host.name) and "DEAD" not in probe_answers(result, host.name)
+    longest = max(e["suspect_s"] for e in liveness_events(result, host.name) if e["event"] == "clear")
     assert longest > 7.0  # the 10 s stall was judged (a suspect for longer than the silence threshold)
 
 
 def test_a_cpu_starved_host_is_slow_not_wedged(sim_fleet: Any, sim_inventory: Any, tmp_path: Path) -> None:
     fleet = sim_fleet([SimHostSpec("slow", script=("hang",), time_scale=0.05)])
     host = fleet.hosts[0]
-    plug, inventory = _plugged(fleet, sim_inventory, tmp_path / "plug")
+    plug, inventory = plugged(fleet, sim_inventory, tmp_path / "plug")
     book = write_playbook(tmp_path / "book", attempts=1, attempt_timeout=24)
 
     throttled: list[int] = []
@@ -176,34 +116,34 @@ def test_a_cpu_starved_host_is_slow_not_wedged(sim_fleet: Any, sim_inventory: An
         time.sleep(2.0)
         host.starve_cpu(5)
         try:  # starved until the quota has bitten for 12 s of 100 ms periods: three times what declaring a freeze takes
-            _until(lambda: host.cpu.throttled() > 120, 30.0)
+            until(lambda: host.cpu.throttled() > 120, 30.0)
             throttled.append(host.cpu.throttled())
         finally:
             host.starve_cpu(None)
 
     progress = _once_running(starve)
     try:
-        result = _campaign(fleet, inventory, book, tmp_path / "reports", progress=progress)
+        result = run_fleet_campaign(fleet, inventory, book, tmp_path / "reports", progress=progress)
     finally:
         host.starve_cpu(None)
         plug.stop()
     assert throttled and throttled[0] > 100  # the quota really bit (periods of 100 ms over 16 s)
     assert [r["outcome"] for r in result.records] == ["hang"]
-    assert _switching_actions(result) == []
-    assert not [e for e in _events(result) if e["event"] in ("wedge", "recovery")]
-    assert "DEAD" not in _answers(result, host.name)  # if it was ever a suspect, its kernel answered
+    assert switching_actions(result) == []
+    assert not [e for e in campaign_events(result) if e["event"] in ("wedge", "recovery")]
+    assert "DEAD" not in probe_answers(result, host.name)  # if it was ever a suspect, its kernel answered
 
 
 def test_a_frozen_host_is_declared_within_four_seconds_of_the_freeze(
         sim_fleet: Any, sim_inventory: Any, tmp_path: Path) -> None:
     fleet = sim_fleet([SimHostSpec("fast", script=("hang", "clean"), time_scale=0.05, boot_delay_s=0.3)])
     host = fleet.hosts[0]
-    plug, inventory = _plugged(fleet, sim_inventory, tmp_path / "plug")
+    plug, inventory = plugged(fleet, sim_inventory, tmp_path / "plug")
     book = write_playbook(tmp_path / "book", attempts=2, attempt_timeout=60)
     frozen_at: list[float] = []
     progress = _once_running(lambda: (time.sleep(2.0), host.freeze(), frozen_at.append(time.time())))
     try:
-        result = _campaign(fleet, inventory, book, tmp_path / "reports", progress=progress)
+        result = run_fleet_campaign(fleet, inventory, book, tmp_path / "reports", progress=progress)
     finally:
         plug.stop()
     records = sorted(result.records, key=lambda r: r["attempt_index"])
@@ -212,8 +152,8 @@ def test_a_frozen_host_is_declared_within_four_seconds_of_the_freeze(
 
     declared = datetime.fromisoformat(records[0]["wedge_declared"].replace("Z", "+00:00")).timestamp()
     assert 0 < declared - frozen_at[0] < 4.0
-    kinds = [e["event"] for e in _liveness(result, host.name)]
-    assert kinds[:2] == ["suspect", "probe"] and _answers(result, host.name)[0] == "DEAD"
+    kinds = [e["event"] for e in liveness_events(result, host.name)]
+    assert kinds[:2] == ["suspect", "probe"] and probe_answers(result, host.name)[0] == "DEAD"
 
 
 HOLD_S = 10.0  # correlated_hold_s for the hosts frozen together (300 s by default)
@@ -223,7 +163,7 @@ def test_three_hosts_frozen_together_are_declared_and_cycled_once_the_hold_is_ou
         sim_fleet: Any, sim_inventory: Any, tmp_path: Path) -> None:
     fleet = sim_fleet([SimHostSpec(f"tog-{c}", script=("hang", "clean"), time_scale=0.05, boot_delay_s=0.3)
                        for c in "abc"])
-    plug, inventory = _plugged(fleet, sim_inventory, tmp_path / "plug")
+    plug, inventory = plugged(fleet, sim_inventory, tmp_path / "plug")
     book = write_playbook(tmp_path / "book", attempts=2, attempt_timeout=60)
     frozen_at: list[float] = []
 
@@ -239,7 +179,7 @@ def test_three_hosts_frozen_together_are_declared_and_cycled_once_the_hold_is_ou
             frozen_at.append(time.time())
 
     try:
-        result = _campaign(fleet, inventory, book, tmp_path / "reports", progress=freeze_once_every_host_runs,
+        result = run_fleet_campaign(fleet, inventory, book, tmp_path / "reports", progress=freeze_once_every_host_runs,
                            settings={"watchdog": WatchdogSettings(correlated_hold_s=HOLD_S)})
     finally:
         plug.stop()
@@ -252,10 +192,10 @@ def test_three_hosts_frozen_together_are_declared_and_cycled_once_the_hold_is_ou
         declared = datetime.fromisoformat(record["wedge_declared"].replace("Z", "+00:00")).timestamp()
         # held from the last line heard (up to a heartbeat before the freeze), released HOLD_S later
         assert HOLD_S - 1.0 <= declared - frozen_at[0] < HOLD_S + 4.0  # the hold, plus the lone-freeze budget
-    events = _events(result)
+    events = campaign_events(result)
     for host in fleet.hosts:
         mine = [e for e in events if e["host"] == host.name]
         assert [e["rule"] for e in mine if e["event"] == "silence_hold" and "before" not in e] == ["correlated"]
         assert [e["rule"] for e in mine if e["event"] == "silence_release" and "before" not in e] == ["outlasted"]
-    offs = [e for e in _switching_actions(result) if e["action"] == "off"]
+    offs = [e for e in switching_actions(result) if e["action"] == "off"]
     assert sorted(e["host"] for e in offs) == [h.name for h in fleet.hosts]  # each cycled once

@@ -26,8 +26,8 @@ from reprofleet.liveness.watchdog import WatchdogSettings
 from reprofleet.playbook import load_playbook
 from reprofleet.runner.recovery import recovery_factory
 from reprofleet.sim.spec import SimHostSpec
-from test_fleet_campaign import settings_for, write_playbook
-from test_fleet_liveness import _events, _live_events, _plugged, _switching_actions, _until
+from fleet_campaign import settings_for, write_playbook
+from fleet_liveness import campaign_events, live_events, plugged, switching_actions, until
 
 pytestmark = pytest.mark.fleet
 
@@ -37,19 +37,19 @@ OUTAGE_S = 45.0
 def test_a_switch_outage_of_45_s_during_attempts_cycles_nothing_and_the_attempts_go_on(
         sim_fleet: Any, sim_inventory: Any, tmp_path: Path) -> None:
     fleet = sim_fleet([SimHostSpec(f"tor-{c}", script=("clean",), time_scale=0.25) for c in "abc"])
-    plug, inventory = _plugged(fleet, sim_inventory, tmp_path / "plug")
+    plug, inventory = plugged(fleet, sim_inventory, tmp_path / "plug")
     book = write_playbook(tmp_path / "book", attempts=1, attempt_timeout=90)
     started = threading.Event()
     outage: dict[str, float] = {}
 
     def every_host_held() -> bool:
-        held = {e["host"] for e in _live_events(tmp_path / "reports") if e["event"] == "silence_hold"}
+        held = {e["host"] for e in live_events(tmp_path / "reports") if e["event"] == "silence_hold"}
         return all(h.name in held for h in fleet.hosts)
 
     def switch_reboot() -> None:
         fleet.switch_outage(True)
         outage["down"] = time.monotonic()
-        _until(every_host_held, OUTAGE_S)  # the assertions below say if it never came
+        until(every_host_held, OUTAGE_S)  # the assertions below say if it never came
         # the switch stays down its 45 s (the fault's own length, not a guess at the code's speed)
         time.sleep(max(0.0, OUTAGE_S - (time.monotonic() - outage["down"])))
         fleet.switch_outage(False)
@@ -69,8 +69,8 @@ def test_a_switch_outage_of_45_s_during_attempts_cycles_nothing_and_the_attempts
         plug.stop()
     assert started.is_set() and outage["up"] - outage["down"] >= OUTAGE_S
     assert sorted(r["outcome"] for r in result.records) == ["clean"] * 3  # judged, from their own exit lines
-    assert _switching_actions(result) == []
-    events = _events(result)
+    assert switching_actions(result) == []
+    events = campaign_events(result)
     assert not [e for e in events if e["event"] in ("wedge", "recovery", "controller_network_suspect")]
     for host in fleet.hosts:
         mine = [e for e in events if e["host"] == host.name]
@@ -119,10 +119,10 @@ def test_a_mistyped_address_never_switches_the_live_machine_on_its_outlet_fresh_
         plug.stop()
     fresh, resumed = results
     for result in results:
-        assert _switching_actions(result) == []
+        assert switching_actions(result) == []
         assert "never answered" in result.quarantined.get("typo", "")
         assert "not switched" in result.quarantined["typo"] and "--bring-up" in result.quarantined["typo"]
     assert [r["outcome"] for r in fresh.records if r["host"] == "real"] == ["clean"]
     assert victim.boot_id == boot  # the machine on that outlet never lost power
     assert not [e for e in fleet.events() if e.get("host") == victim.name and e.get("event") == "power_off"]
-    assert not [e for e in _events(resumed) if e["host"] == "typo" and e["event"] in ("recovery", "switched_on_at_start")]
+    assert not [e for e in campaign_events(resumed) if e["host"] == "typo" and e["event"] in ("recovery", "switched_on_at_start")]

@@ -23,7 +23,7 @@ from typing import Any, Iterator
 import pytest
 
 from kill9_harness import Controller, KillPoint, Snapshot, campaign_folder, reset_host, wait_and_kill
-from test_fleet_campaign import POC, settings_for
+from fleet_campaign import POC, settings_for
 
 pytestmark = pytest.mark.fleet
 

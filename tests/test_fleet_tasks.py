@@ -11,13 +11,9 @@ import pytest
 
 from reprofleet.sim.power import HttpPlugServer
 from reprofleet.sim.spec import SimHostSpec
+from cli_process import reprofleet
 
 pytestmark = pytest.mark.fleet
-
-
-def reprofleet(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "reprofleet", *args], cwd=cwd, capture_output=True, text=True,
-                          timeout=90, stdin=subprocess.DEVNULL)
 
 
 def test_power_asks_before_switching_and_switches_with_yes(sim_fleet: Any, sim_inventory: Any, tmp_path: Path) -> None:
@@ -90,7 +86,7 @@ def test_a_campaign_on_a_host_without_nvidia_smi_runs_nothing_there_and_exits_no
     import json
     import os
 
-    from test_fleet_campaign import write_playbook
+    from fleet_campaign import write_playbook
 
     fleet = sim_fleet([SimHostSpec("no-smi"), SimHostSpec("has-smi")])
     (fleet.hosts[0].paths.fs("bin") / "nvidia-smi").unlink()  # a host with the driver's utilities missing

@@ -1,6 +1,6 @@
 """One host's faults stay that host's, and nothing the controller decided is lost.
 
-Uses the scripted host runner of test_campaign_stopping (no SSH): what it writes to
+Uses the scripted host runner of tests/scripted_runner.py (no SSH): what it writes to
 attempts.jsonl and events.jsonl is what a real campaign writes.
 """
 
@@ -14,7 +14,7 @@ from typing import Any
 from reprofleet.errors import CredentialError
 from reprofleet.model import Outcome, Record
 from reprofleet.records.store import read_records
-from test_campaign_stopping import ScriptedRunner, book, cell, context, records_of
+from scripted_runner import ScriptedRunner, book, cell, context, records_of
 
 
 def _events(runner: ScriptedRunner) -> list[dict[str, Any]]:

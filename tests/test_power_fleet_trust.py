@@ -23,7 +23,7 @@ from reprofleet.runner.recovery import recovery_factory
 from reprofleet.sim.power import HttpPlugServer, IpmiBmc, PdudaemonServer, RedfishBmc, SnmpPdu
 from reprofleet.sim.spec import SimHostSpec
 from secret_sweep import PsSweep, files_under, leaks
-from test_fleet_campaign import settings_for, write_playbook
+from fleet_campaign import settings_for, write_playbook
 
 pytestmark = pytest.mark.fleet
 

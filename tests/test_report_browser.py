@@ -20,7 +20,7 @@ from reprofleet.report import render_html, render_markdown
 from reprofleet.verdicts import judge
 
 from synthetic_campaign import Spec, build, write
-from test_report_html import markdown_verdicts
+from report_text import markdown_verdicts
 
 CHROMIUM = "/usr/bin/chromium"
 ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",

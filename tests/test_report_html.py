@@ -17,6 +17,7 @@ from reprofleet.report import render_html, render_markdown
 from reprofleet.report.freeze import MAX_POINTS, load_trace
 from reprofleet.verdicts import judge
 
+from report_text import markdown_verdicts
 from synthetic_campaign import Spec, build, write
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -58,12 +59,6 @@ class _Tables(HTMLParser):
     def handle_data(self, data: str) -> None:
         if self._in_cell:
             self.rows[-1][-1] += data
-
-
-def markdown_verdicts(markdown: str) -> list[list[str]]:
-    section = markdown.split("## Verdicts", 1)[1]
-    return [[c.strip() for c in line.strip("|").split(" | ")] for line in section.splitlines()
-            if line.startswith("| ") and not line.startswith(("| cell |", "| --- |"))]
 
 
 @pytest.fixture(scope="module")

@@ -53,7 +53,7 @@ def test_a_quarantined_host_that_still_answers_gets_its_gpu_defaults_back(tmp_pa
     from dataclasses import replace
 
     from reprofleet.model import CampaignEvent, GpuPolicy
-    from test_campaign_stopping import cell
+    from scripted_runner import cell
 
     clock = VirtualClock()
     fake = FakeHost(clock, "miswired", script=("wedge", "clean"), device=Device(feeds_host=False))

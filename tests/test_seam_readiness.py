@@ -12,7 +12,7 @@ from reprofleet.clock import VirtualClock
 from reprofleet.model import Host, Runtime, RuntimeKind
 from reprofleet.runner.readiness import problems
 from seam_host import FakeHost, events, records, run_host, seam_book, seam_context
-from test_campaign_stopping import cell
+from scripted_runner import cell
 
 READY = {"nvml": "ok", "gpus": [{"index": 0, "name": "NVIDIA RTX PRO 6000 Blackwell"}],
          "nvidia_smi": "/usr/bin/nvidia-smi", "privilege": "root", "docker": "28.3.2",

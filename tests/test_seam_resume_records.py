@@ -8,21 +8,8 @@ from pathlib import Path
 from typing import Any
 
 from reprofleet.clock import VirtualClock
-from reprofleet.model import Cell
-from reprofleet.runner.context import CampaignContext
-from seam_host import FakeHost, events, power_actions, records, run_host, seam_book, seam_context
-
-
-def started_by_a_dead_controller(ctx: CampaignContext, host: FakeHost, attempt_id: str, index: int = 0) -> Cell:
-    """What a killed controller's events.jsonl says: this attempt of the first cell started on ``host``."""
-    cell = ctx.playbook.cells[0]
-    ctx.started_slots[attempt_id] = (cell, index)
-    ctx.started_on[attempt_id] = host.name
-    return cell
-
-
-def outcomes(ctx: CampaignContext) -> list[tuple[int, str]]:
-    return [(r["attempt_index"], r["outcome"]) for r in records(ctx)]
+from seam_host import (FakeHost, events, outcomes, power_actions, records, run_host, seam_book, seam_context,
+                       started_by_a_dead_controller)
 
 
 def test_an_attempt_that_finished_while_the_controller_was_dead_is_recorded_from_the_host_and_not_run_again(

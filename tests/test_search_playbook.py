@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import subprocess
 import sys
-import textwrap
 from pathlib import Path
 
 import pytest
@@ -15,16 +14,7 @@ from reprofleet.playbook import load_playbook
 from reprofleet.playbook.ladder import host_groups, ladder_from_json, ladder_json, ladder_plan
 from reprofleet.model import Host
 from reprofleet.stats.search_contract import BisectSpec
-
-EXAMPLE = Path(__file__).resolve().parents[1] / "playbooks" / "search-clock.yml"
-HEAD = "name: t\npoc: {script: poc.py}\nruntime: {kind: docker, image: \"vllm/vllm-openai:v{vllm}\"}\ndefaults: {vars: {vllm: \"0.25.1\"}}\n"
-
-
-def write(tmp_path: Path, body: str) -> Path:
-    (tmp_path / "poc.py").write_text("")
-    path = tmp_path / "campaign.yml"
-    path.write_text(HEAD + textwrap.dedent(body).lstrip("\n"))
-    return path
+from search_playbooks import EXAMPLE, write
 
 
 def test_a_clock_search_makes_one_cell_per_ceiling_over_the_floor_named_from_the_value(tmp_path: Path) -> None:

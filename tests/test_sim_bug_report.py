@@ -11,8 +11,6 @@ from typing import Any, Callable
 
 import pytest
 
-from test_sim_sudo import sudo_host  # noqa: F401  (the fixture: a host tree with its sudo broker)
-
 
 def _run(tree: Any, folder: Path, *prefix: str) -> subprocess.CompletedProcess[str]:
     folder.mkdir(exist_ok=True)

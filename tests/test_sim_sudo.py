@@ -8,44 +8,15 @@ temporary host tree, callers as uid 65534 (setpriv)."""
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 import time
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any, Callable
 
 import pytest
-
-from reprofleet.sim.spec import SimHostSpec
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="the broker runs as root and callers as another user")
 
 NOBODY = "65534"
-
-
-@pytest.fixture
-def sudo_host(sim_host_tree: Callable[..., Any]) -> Iterator[Callable[[str], Any]]:
-    """``sudo_host(rule) -> tree``: a host tree with its broker listening (stopped after the test)."""
-    brokers: list[subprocess.Popen[bytes]] = []
-
-    def make(rule: str) -> Any:
-        tree = sim_host_tree(SimHostSpec("unit", time_scale=0.001, login_user="lab", sudo=rule))
-        ready = tree.root / "broker.ready"
-        broker = subprocess.Popen([sys.executable, "-m", "rfsim.sudo_broker", "--secure-path",
-                                   f"{tree.bin}:/usr/bin:/bin", "--ready", str(ready),
-                                   "--env-keep", "PYTHONPATH,RFSIM_ETC"], env=tree.env(),
-                                  stdin=subprocess.DEVNULL)
-        brokers.append(broker)
-        deadline = time.monotonic() + 10
-        while not ready.exists():
-            assert broker.poll() is None and time.monotonic() < deadline, "the broker did not start"
-            time.sleep(0.01)
-        return tree
-
-    yield make
-    for broker in brokers:
-        broker.kill()
-        broker.wait()
 
 
 def _sudo(tree: Any, *argv: str, user: str | None = NOBODY, timeout_s: float = 30.0) -> Any:

@@ -8,35 +8,12 @@ from typing import Any
 
 import pytest
 
-from reprofleet.model import Judging, Outcome, Phase
-from reprofleet.records.pooling import CampaignInfo, Pool, load_pool
+from reprofleet.model import Judging, Outcome
+from reprofleet.records.pooling import Pool, load_pool
 from reprofleet.records.store import RecordError
 from reprofleet.report import render_markdown
 from reprofleet.verdicts import ALL_HOSTS, VerdictKind, judge
-
-SEED = Judging(at_risk_phase=Phase.CUDA_GRAPH_CAPTURE)
-_counter = iter(range(10**9))
-
-
-def rec(cell: str, host: str, outcome: str, *, campaign: str = "c1", phase: str | None = "ready",
-        image: str = "vllm/vllm-openai:v0.25.1", **extra: Any) -> dict[str, Any]:
-    return {"schema": 1, "campaign": campaign, "attempt": f"a{next(_counter)}", "host": host, "cell": cell,
-            "factors": {"cell": cell, "image": image}, "runtime": {"kind": "docker", "label": image},
-            "outcome": outcome, "last_phase": phase, "started": "2026-11-30T00:00:00Z", **extra}
-
-
-def many(n: int, *args: Any, **kwargs: Any) -> list[dict[str, Any]]:
-    return [rec(*args, **kwargs) for _ in range(n)]
-
-
-def pool_of(records: list[dict[str, Any]], judging: Judging = SEED, reference: str | None = "default",
-            cells: tuple[str, ...] = ()) -> Pool:
-    campaigns = {c: CampaignInfo(c, judging, reference, cells) for c in {r["campaign"] for r in records}}
-    return Pool(tuple(records), campaigns)
-
-
-def verdict(judgement: Any, cell: str) -> Any:
-    return next(v for v in judgement.verdicts if v.cell == cell)
+from verdict_records import SEED, many, pool_of, rec, verdict
 
 
 def test_the_reference_is_the_playbooks_even_when_another_cell_comes_first_and_it_ran_on_one_host() -> None:
