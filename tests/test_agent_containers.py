@@ -8,14 +8,12 @@ import json
 import os
 import signal
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any, Dict, Iterator, List
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).parent / "fixtures" / "agent"))
-import agent_harness as h  # noqa: E402
+from tests.support import agent_harness as h
 
 FAKE_DOCKER = Path(__file__).parent / "fixtures" / "agent" / "fake_docker"
 ID = "ab" * 32

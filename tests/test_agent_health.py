@@ -15,8 +15,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).parent / "fixtures" / "agent"))
-import agent_harness as h  # noqa: E402
+from tests.support import agent_harness as h
 
 REAL = Path(__file__).parent / "fixtures" / "real-gpu" / "health"
 GONE = Path(__file__).parent / "fixtures" / "agent" / "health"

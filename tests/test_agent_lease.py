@@ -4,12 +4,10 @@ from __future__ import annotations
 
 import os
 import signal
-import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).parent / "fixtures" / "agent"))
-import agent_harness as h  # noqa: E402
-from test_agent_run import read_until, start_run, state_dir  # noqa: E402,F401 (state_dir is a fixture)
+from tests.support import agent_harness as h
+from tests.support.agent_runs import read_until, start_run
 
 
 def test_a_second_attempt_is_refused_while_an_orphan_still_runs_on_the_gpu(state_dir: Path) -> None:

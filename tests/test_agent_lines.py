@@ -3,11 +3,9 @@
 from __future__ import annotations
 
 import ast
-import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).parent / "fixtures" / "agent"))
-import agent_harness as h  # noqa: E402
+from tests.support import agent_harness as h
 
 text_lines = h.collector("text_lines")
 event_log = h.collector("event_log")

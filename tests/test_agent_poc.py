@@ -9,8 +9,7 @@ import sys
 from pathlib import Path
 from typing import Any, Dict, List, Tuple
 
-sys.path.insert(0, str(Path(__file__).parent / "fixtures" / "agent"))
-import agent_harness as h  # noqa: E402
+from tests.support import agent_harness as h
 
 POC = h.REPO / "playbooks" / "poc" / "sm120_hostwedge.py"
 DONE = "REPROFLEET_POC_DONE engine constructed"

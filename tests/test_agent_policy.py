@@ -4,14 +4,12 @@ the agent's policy logic; the simulated fleet has fakes of its own)."""
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 from typing import Any, Dict, List, Tuple
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).parent / "fixtures" / "agent"))
-import agent_harness as h  # noqa: E402
+from tests.support import agent_harness as h
 
 policy_plan = h.collector("policy_plan")
 agent_protocol = h.collector("agent_protocol")

@@ -5,8 +5,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).parent / "fixtures" / "agent"))
-import agent_harness as h  # noqa: E402
+from tests.support import agent_harness as h
 
 postboot = h.collector("postboot")
 FIXTURES = Path(__file__).parent / "fixtures" / "agent" / "postboot"

@@ -14,8 +14,7 @@ import pytest
 from reprofleet.errors import AgentError
 from reprofleet.remote import replies
 
-sys.path.insert(0, str(Path(__file__).parent / "fixtures" / "agent"))
-import agent_harness as h  # noqa: E402
+from tests.support import agent_harness as h
 
 REAL_GPU = Path(__file__).parent / "fixtures" / "real-gpu"
 

@@ -8,8 +8,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).parent / "fixtures" / "agent"))
-import agent_harness as h  # noqa: E402
+from tests.support import agent_harness as h
 
 self_reset = h.collector("self_reset")
 H200_SYSCTLS = {"panic": 1, "softlockup_panic": 0, "hardlockup_panic": 0, "nmi_watchdog": 0, "hung_task_panic": 0,

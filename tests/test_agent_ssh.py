@@ -12,15 +12,13 @@ import shutil
 import signal
 import socket
 import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import Any, Callable, Dict, Iterator, List
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).parent / "fixtures" / "agent"))
-import agent_harness as h  # noqa: E402
+from tests.support import agent_harness as h
 
 pytestmark = pytest.mark.fleet
 SSHD = "/usr/sbin/sshd"

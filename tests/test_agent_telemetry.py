@@ -4,14 +4,12 @@ per-attempt summary (a pure function, so the exit line can be checked against th
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 from typing import Any, Dict, List
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).parent / "fixtures" / "agent"))
-import agent_harness as h  # noqa: E402
+from tests.support import agent_harness as h
 
 summary = h.collector("telemetry_summary")
 kernel_log = h.collector("kernel_log")

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from hostile_host import COUNTS
+from tests.support.hostile_host import COUNTS
 from reprofleet.errors import InputError, InventoryError, PlaybookError
 from reprofleet.inventory import load_inventory
 from reprofleet.playbook import load_playbook

@@ -11,7 +11,7 @@ from reprofleet.campaign import run as campaign
 from reprofleet.model import CampaignEvent, event_of
 from reprofleet.records.store import CampaignDir, JsonlAppender
 from reprofleet.report import timeline
-from scripted_runner import book, cell, context
+from tests.support.scripted_runner import book, cell, context
 
 SRC = Path(__file__).resolve().parents[1] / "src" / "reprofleet"
 

@@ -22,7 +22,7 @@ from reprofleet.runner.stops import HostStops
 from reprofleet.model import Outcome, Playbook, Record, Runtime, RuntimeKind, StopKind, StopRule
 from reprofleet.records.store import AttemptLog, CampaignDir, JsonlAppender
 from reprofleet.remote.transport import TransportSettings
-from scripted_runner import HOST, POC_BYTES, Script, ScriptedRunner, book, cell, context, records_of
+from tests.support.scripted_runner import HOST, POC_BYTES, Script, ScriptedRunner, book, cell, context, records_of
 
 FIRST = StopRule(StopKind.FIRST_REPRODUCTION)
 

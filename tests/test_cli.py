@@ -7,7 +7,7 @@ import sys
 import time
 from pathlib import Path
 
-from fleet_campaign import write_playbook
+from tests.support.fleet_campaign import write_playbook
 
 
 def reprofleet(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:

@@ -14,7 +14,7 @@ import yaml
 
 from reprofleet.cli.env_config import normalise_environment, parse_typed
 from reprofleet.cli.tasks import DEFAULTS
-from fleet_campaign import write_playbook
+from tests.support.fleet_campaign import write_playbook
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -20,7 +20,7 @@ import pytest
 from invoke import Collection, Program, Task
 from jsonschema import Draft202012Validator
 
-import synthetic_campaign as synthetic
+from tests.support import synthetic_campaign as synthetic
 from reprofleet.cli.exits import TASK_EXITS, ExitStatus, exit_lines, exit_table_markdown
 from reprofleet.cli.tasks import ns
 

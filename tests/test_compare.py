@@ -14,7 +14,7 @@ from reprofleet.records.pooling import load_pool
 from reprofleet.report.compare import CompareError, SideBy, build_sides, compare_html, compare_table, rate_text
 from reprofleet.verdicts import judge
 
-from synthetic_campaign import Spec, build, write
+from tests.support.synthetic_campaign import Spec, build, write
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -25,7 +25,7 @@ from reprofleet.stats.interaction import interaction
 from reprofleet.stats.ratio import Stratum
 from reprofleet.verdicts import VerdictKind
 
-from verdict_records import many, pool_of
+from tests.support.verdict_records import many, pool_of
 
 ROOT = Path(__file__).resolve().parents[1]
 CLAIMS = (VerdictKind.FIXED, VerdictKind.LESS_OFTEN)  # "the change helped", in either strength

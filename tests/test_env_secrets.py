@@ -13,7 +13,6 @@ import json
 import os
 import shlex
 import subprocess
-import sys
 import textwrap
 import time
 from pathlib import Path
@@ -30,8 +29,7 @@ from reprofleet.runner import poc
 from reprofleet.runner.context import cell_identity, identity_factors
 from reprofleet.campaign.preflight import check_playbook_against_hosts
 
-sys.path.insert(0, str(Path(__file__).parent / "fixtures" / "agent"))
-import agent_harness as h  # noqa: E402
+from tests.support import agent_harness as h
 
 TOKEN = "hf_s3cretTOKENvalue-4711"
 
@@ -300,7 +298,7 @@ def test_the_runner_gives_each_attempt_the_secrets_by_value_to_the_agent_and_by_
         tmp_path: Path) -> None:
     from reprofleet.clock import VirtualClock
     from reprofleet.records.identity import cell_id
-    from seam_host import FakeHost, records, run_host, seam_book, seam_context
+    from tests.support.seam_host import FakeHost, records, run_host, seam_book, seam_context
 
     clock = VirtualClock()
     fake = FakeHost(clock, "ws01", script=("clean",))

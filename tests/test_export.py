@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 from invoke import Program
 
-import synthetic_campaign as synthetic
+from tests.support import synthetic_campaign as synthetic
 from reprofleet.cli.tasks import ns
 from reprofleet.records.export import ExportError, folded, write_csv, write_jsonl, write_parquet
 from reprofleet.records.pooling import load_pool

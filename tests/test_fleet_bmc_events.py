@@ -17,7 +17,7 @@ from reprofleet.records.store import read_records
 from reprofleet.runner.recovery import recovery_factory
 from reprofleet.sim.power import HttpPlugServer, IpmiBmc, RedfishBmc
 from reprofleet.sim.spec import SimHostSpec
-from fleet_campaign import settings_for, write_playbook
+from tests.support.fleet_campaign import settings_for, write_playbook
 
 pytestmark = pytest.mark.fleet
 

@@ -26,7 +26,7 @@ from reprofleet.playbook import load_playbook
 from reprofleet.records.store import read_log_lines, read_records
 from reprofleet.sim.spec import SimHostSpec
 from reprofleet.remote.transport import TransportSettings, connect
-from fleet_campaign import POC, settings_for, write_playbook
+from tests.support.fleet_campaign import POC, settings_for, write_playbook
 
 pytestmark = pytest.mark.fleet
 

@@ -25,7 +25,7 @@ from reprofleet.records.store import read_stream
 from reprofleet.runner.recovery import recovery_factory
 from reprofleet.sim.spec import SimHostSpec
 from reprofleet.remote.transport import TransportSettings, connect
-from fleet_campaign import settings_for, write_playbook
+from tests.support.fleet_campaign import settings_for, write_playbook
 
 pytestmark = pytest.mark.fleet
 

@@ -30,7 +30,7 @@ from reprofleet.runner.poc import ATTEMPT_LABEL, container_name
 from reprofleet.runner.recovery import recovery_factory
 from reprofleet.sim.procs import wait_until
 from reprofleet.sim.spec import SimHostSpec
-from fleet_campaign import settings_for, write_playbook
+from tests.support.fleet_campaign import settings_for, write_playbook
 
 pytestmark = pytest.mark.fleet
 

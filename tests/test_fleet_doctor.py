@@ -17,7 +17,7 @@ import pytest
 
 from reprofleet.sim.power import HttpPlugServer
 from reprofleet.sim.spec import SimHostSpec
-from fleet_campaign import write_playbook
+from tests.support.fleet_campaign import write_playbook
 
 pytestmark = pytest.mark.fleet
 

@@ -21,7 +21,7 @@ from reprofleet.records.store import read_records
 from reprofleet.runner.recovery import recovery_factory
 from reprofleet.sim.power import HttpPlugServer
 from reprofleet.sim.spec import SimHostSpec
-from fleet_campaign import settings_for, write_playbook
+from tests.support.fleet_campaign import settings_for, write_playbook
 
 pytestmark = pytest.mark.fleet  # records and words are checked, not timing: it may run beside others
 

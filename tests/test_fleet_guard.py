@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
+
+from tests.support.paths import SUPPORT
 
 pytest_plugins = ["pytester"]
 
@@ -28,7 +28,7 @@ def _run(pytester: pytest.Pytester) -> pytest.RunResult:
 
 def test_a_skipped_fleet_test_fails_the_run_and_is_counted(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("REPROFLEET_ALLOW_FLEET_SKIP", raising=False)
-    monkeypatch.setenv("PYTHONPATH", str(Path(__file__).parent))
+    monkeypatch.setenv("PYTHONPATH", str(SUPPORT))
     result = _run(pytester)
     assert result.ret == pytest.ExitCode.TESTS_FAILED
     result.stdout.fnmatch_lines(["*fleet tests: 0 ran (0 passed, 0 failed), 1 skipped*", "*FAILED: 1 fleet tests were skipped*"])
@@ -36,5 +36,5 @@ def test_a_skipped_fleet_test_fails_the_run_and_is_counted(pytester: pytest.Pyte
 
 def test_the_explicit_opt_out_lets_it_pass(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("REPROFLEET_ALLOW_FLEET_SKIP", "1")
-    monkeypatch.setenv("PYTHONPATH", str(Path(__file__).parent))
+    monkeypatch.setenv("PYTHONPATH", str(SUPPORT))
     assert _run(pytester).ret == pytest.ExitCode.OK

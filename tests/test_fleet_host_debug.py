@@ -28,7 +28,7 @@ from reprofleet.sim.power import HttpPlugServer
 from reprofleet.sim.rfsim import kernel_panic
 from reprofleet.sim.spec import SimHostSpec
 from reprofleet.remote.transport import connect
-from fleet_campaign import settings_for, write_playbook
+from tests.support.fleet_campaign import settings_for, write_playbook
 
 pytestmark = pytest.mark.fleet
 

@@ -33,7 +33,7 @@ def _valid(task: str, out: str, lines: bool = False) -> list[dict[str, Any]]:
 
 def test_json_from_a_real_fleet_validates_and_exits_as_without_json(sim_fleet: Any, sim_inventory: Any,
                                                                    tmp_path: Path) -> None:
-    from fleet_campaign import write_playbook
+    from tests.support.fleet_campaign import write_playbook
 
     # no power port here: a wedge would wait for a person, so the hosts never wedge or hang
     fleet = sim_fleet([SimHostSpec("js-nosmi"), SimHostSpec("js-ok", boot_delay_s=0.3, susceptible=False, p_hang=0.0)])

@@ -28,9 +28,9 @@ from typing import Any, Callable, Iterator, Mapping
 
 import pytest
 
-from kill9_harness import (POLL_S, Controller, KillPoint, Snapshot, Trigger, broken_invariants, campaign_folder, counts,
+from tests.support.kill9_harness import (POLL_S, Controller, KillPoint, Snapshot, Trigger, broken_invariants, campaign_folder, counts,
                            fleet_problems, reset_host, wait_and_kill)
-from fleet_campaign import write_playbook
+from tests.support.fleet_campaign import write_playbook
 
 # Only scripted outcomes: the first host wedges on its 2nd attempt (the lgc cell's first),
 # the second host never does; everything after the script is clean.

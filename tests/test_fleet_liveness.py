@@ -17,8 +17,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from fleet_campaign import write_playbook
-from fleet_liveness import (campaign_events, liveness_events, plugged, probe_answers, run_fleet_campaign,
+from tests.support.fleet_campaign import write_playbook
+from tests.support.fleet_liveness import (campaign_events, liveness_events, plugged, probe_answers, run_fleet_campaign,
                             switching_actions, until)
 
 from reprofleet.liveness.watchdog import WatchdogSettings

@@ -14,8 +14,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from fleet_campaign import write_playbook
-from fleet_liveness import (
+from tests.support.fleet_campaign import write_playbook
+from tests.support.fleet_liveness import (
     campaign_events,
     live_events,
     liveness_events,

@@ -30,7 +30,7 @@ from reprofleet.runner.recovery import recovery_factory
 from reprofleet.sim.power import HttpPlugServer
 from reprofleet.sim.rfsim import boots, hwio, netconsole_tx
 from reprofleet.sim.spec import SimHostSpec
-from fleet_campaign import settings_for, write_playbook
+from tests.support.fleet_campaign import settings_for, write_playbook
 
 pytestmark = pytest.mark.fleet
 

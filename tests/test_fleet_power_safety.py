@@ -26,8 +26,8 @@ from reprofleet.liveness.watchdog import WatchdogSettings
 from reprofleet.playbook import load_playbook
 from reprofleet.runner.recovery import recovery_factory
 from reprofleet.sim.spec import SimHostSpec
-from fleet_campaign import settings_for, write_playbook
-from fleet_liveness import campaign_events, live_events, plugged, switching_actions, until
+from tests.support.fleet_campaign import settings_for, write_playbook
+from tests.support.fleet_liveness import campaign_events, live_events, plugged, switching_actions, until
 
 pytestmark = pytest.mark.fleet
 

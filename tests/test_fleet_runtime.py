@@ -22,7 +22,7 @@ from reprofleet.playbook import load_playbook
 from reprofleet.records.store import read_log_lines, read_records
 from reprofleet.sim.rfsim import docker_images
 from reprofleet.sim.spec import SimHostSpec
-from fleet_campaign import settings_for, write_playbook
+from tests.support.fleet_campaign import settings_for, write_playbook
 
 pytestmark = pytest.mark.fleet
 

@@ -22,8 +22,8 @@ from typing import Any, Iterator
 
 import pytest
 
-from kill9_harness import Controller, KillPoint, Snapshot, campaign_folder, reset_host, wait_and_kill
-from fleet_campaign import POC, settings_for
+from tests.support.kill9_harness import Controller, KillPoint, Snapshot, campaign_folder, reset_host, wait_and_kill
+from tests.support.fleet_campaign import POC, settings_for
 
 pytestmark = pytest.mark.fleet
 

@@ -16,7 +16,7 @@ import pytest
 
 from reprofleet.sim.power import SnmpPdu
 from reprofleet.sim.spec import SimHostSpec
-from fleet_campaign import write_playbook
+from tests.support.fleet_campaign import write_playbook
 
 pytestmark = pytest.mark.fleet
 

@@ -11,7 +11,7 @@ import pytest
 
 from reprofleet.sim.power import HttpPlugServer
 from reprofleet.sim.spec import SimHostSpec
-from cli_process import reprofleet
+from tests.support.cli_process import reprofleet
 
 pytestmark = pytest.mark.fleet
 
@@ -86,7 +86,7 @@ def test_a_campaign_on_a_host_without_nvidia_smi_runs_nothing_there_and_exits_no
     import json
     import os
 
-    from fleet_campaign import write_playbook
+    from tests.support.fleet_campaign import write_playbook
 
     fleet = sim_fleet([SimHostSpec("no-smi"), SimHostSpec("has-smi")])
     (fleet.hosts[0].paths.fs("bin") / "nvidia-smi").unlink()  # a host with the driver's utilities missing

@@ -22,7 +22,7 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from hostile_host import COUNTS
+from tests.support.hostile_host import COUNTS
 from reprofleet.errors import AgentError, InputError
 from reprofleet.inventory import load_inventory
 from reprofleet.playbook import TOP_KEYS, load_playbook

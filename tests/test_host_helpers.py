@@ -20,7 +20,7 @@ from reprofleet.runner.host_log import HostLog
 from reprofleet.runner.netconsole import HostNetconsole
 from reprofleet.runner.runtimes import HostRuntimes, RuntimeFacts
 from reprofleet.runner.stops import HostStops
-from scripted_runner import book, cell
+from tests.support.scripted_runner import book, cell
 
 RUNNER = Path(__file__).resolve().parents[1] / "src" / "reprofleet" / "runner"
 PANICS = HostDebug(hardlockup_panic=True, panic=5)

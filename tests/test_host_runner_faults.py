@@ -14,7 +14,7 @@ from typing import Any
 from reprofleet.errors import CredentialError
 from reprofleet.model import Outcome, Record
 from reprofleet.records.store import read_records
-from scripted_runner import ScriptedRunner, book, cell, context, records_of
+from tests.support.scripted_runner import ScriptedRunner, book, cell, context, records_of
 
 
 def _events(runner: ScriptedRunner) -> list[dict[str, Any]]:

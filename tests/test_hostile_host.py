@@ -20,7 +20,7 @@ from typing import Any, Iterable
 import pytest
 
 import reprofleet.remote.session as session_module
-from hostile_host import COUNTS, HostileSession, endless, tree, tried
+from tests.support.hostile_host import COUNTS, HostileSession, endless, tree, tried
 from reprofleet.campaign import cache_ops
 from reprofleet.errors import AgentError, ReprofleetError
 from reprofleet.model import Host

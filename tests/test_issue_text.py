@@ -15,7 +15,7 @@ from reprofleet.report import render_html, render_markdown
 from reprofleet.report.folders import Folders
 from reprofleet.report.issue_text import Tracker, issue_markdown
 from reprofleet.verdicts import judge
-from synthetic_campaign import Spec, build, write
+from tests.support.synthetic_campaign import Spec, build, write
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -23,7 +23,7 @@ from reprofleet.errors import CredentialError, InputError
 from reprofleet.model import Host, PowerPort
 from reprofleet.records.store import CampaignDir, JsonlAppender, read_log_lines
 from reprofleet.runner.recovery import recovery_factory
-from seam_host import Device, FakeHost, seam_book, seam_settings
+from tests.support.seam_host import Device, FakeHost, seam_book, seam_settings
 
 
 def _watched(tmp_path: Path, hosts: tuple[Host, ...] = ()) -> tuple[Watched, CampaignDir]:

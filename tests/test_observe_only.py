@@ -21,8 +21,8 @@ from reprofleet.errors import InventoryError, PolicyError
 from reprofleet.inventory import load_inventory
 from reprofleet.model import GpuAccess, GpuPolicy, Host
 from reprofleet.runner import gpu_policy
-from seam_host import FakeHost, events, records, run_host, seam_book, seam_context
-from scripted_runner import cell
+from tests.support.seam_host import FakeHost, events, records, run_host, seam_book, seam_context
+from tests.support.scripted_runner import cell
 
 OWNER_SETTINGS = {"graphics_clocks": [345, 1980], "memory_clocks": [3201, 3201], "power_limit_w": 700.0,
                   "persistence": True, "application_clocks": [3201, 1980]}

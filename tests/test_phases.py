@@ -4,16 +4,13 @@ from __future__ import annotations
 
 import json
 import re
-import sys
 from pathlib import Path
 from typing import Dict, List, Tuple
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).parent / "fixtures" / "agent"))
-import agent_harness as h  # noqa: E402
-
-from reprofleet.model import Phase  # noqa: E402
+from reprofleet.model import Phase
+from tests.support import agent_harness as h
 
 vllm_phases = h.collector("vllm_phases")
 text_lines = h.collector("text_lines")

@@ -12,7 +12,7 @@ import pytest
 from reprofleet.model import StopKind, StopRule
 from reprofleet.campaign.estimate import baseline_plan, campaign_estimate, cell_plan, describe_campaign
 from reprofleet.playbook import load_playbook
-from fleet_campaign import write_playbook
+from tests.support.fleet_campaign import write_playbook
 
 REPO = Path(__file__).resolve().parent.parent
 

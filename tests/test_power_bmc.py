@@ -7,7 +7,7 @@ from typing import Any, Callable
 
 import pytest
 
-from conftest_power import Switches, SwitchRecorder
+from tests.support.conftest_power import Switches, SwitchRecorder
 from reprofleet.errors import PowerError
 from reprofleet.power.drivers.ipmi import LATE_JOIN_S
 from reprofleet.power import PowerLog, PowerState, driver_for

@@ -12,7 +12,7 @@ from typing import Any, Callable, Iterator
 
 import pytest
 
-from conftest_power import SwitchRecorder
+from tests.support.conftest_power import SwitchRecorder
 from reprofleet.errors import PowerError
 from reprofleet.power import PowerLog, PowerState, driver_for
 from reprofleet.power.base import PowerDriver

@@ -29,7 +29,7 @@ from reprofleet.runner.recovery import recovery_factory
 from reprofleet.sim.power import HttpPlugServer
 from reprofleet.sim.power.switch import write_switch
 from reprofleet.sim.spec import SimHostSpec
-from fleet_campaign import settings_for, write_playbook
+from tests.support.fleet_campaign import settings_for, write_playbook
 
 pytestmark = pytest.mark.fleet
 

@@ -22,8 +22,8 @@ from reprofleet.records.store import read_records
 from reprofleet.runner.recovery import recovery_factory
 from reprofleet.sim.power import HttpPlugServer, IpmiBmc, PdudaemonServer, RedfishBmc, SnmpPdu
 from reprofleet.sim.spec import SimHostSpec
-from secret_sweep import PsSweep, files_under, leaks
-from fleet_campaign import settings_for, write_playbook
+from tests.support.secret_sweep import PsSweep, files_under, leaks
+from tests.support.fleet_campaign import settings_for, write_playbook
 
 pytestmark = pytest.mark.fleet
 

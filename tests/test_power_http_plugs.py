@@ -7,7 +7,7 @@ from typing import Any, Callable, Iterator
 
 import pytest
 
-from conftest_power import Switches, SwitchRecorder, kill_mid_dwell
+from tests.support.conftest_power import Switches, SwitchRecorder, kill_mid_dwell
 from reprofleet.errors import PowerError
 from reprofleet.power import PowerLog, PowerState, driver_for
 from reprofleet.power.base import PowerDriver

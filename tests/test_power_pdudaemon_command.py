@@ -8,7 +8,7 @@ from typing import Any, Callable
 
 import pytest
 
-from conftest_power import Switches, SwitchRecorder
+from tests.support.conftest_power import Switches, SwitchRecorder
 from reprofleet.errors import PowerError
 from reprofleet.model import CredentialRef, PowerPort, frozen_mapping
 from reprofleet.power import PowerLog, PowerState, driver_for
@@ -49,7 +49,7 @@ def test_pdudaemon_cycle_goes_off_then_on(pdudaemon_server: PdudaemonServer, swi
 @pytest.mark.fleet
 def test_pdudaemon_finishes_its_reboot_when_the_controller_is_killed_in_the_dwell(
         pdudaemon_server: PdudaemonServer, switches: Switches) -> None:
-    from conftest_power import kill_mid_dwell
+    from tests.support.conftest_power import kill_mid_dwell
 
     port = pdudaemon_server.power_port("2", None, timeout_s=10.0, stagger_window_s=0)
     assert kill_mid_dwell(port, switches["ws02"], 2.0, back_by_s=4.0) == [True, False, True]

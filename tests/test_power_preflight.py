@@ -17,7 +17,7 @@ from reprofleet.playbook import load_playbook
 from reprofleet.power import PowerLog, PowerState
 from reprofleet.power.ports import PowerPreflightError, ask_power_states, build_host_power
 from reprofleet.campaign.preflight import check_playbook_against_hosts
-from fleet_campaign import write_playbook
+from tests.support.fleet_campaign import write_playbook
 
 
 def inventory(tmp_path: Path, hosts: str) -> Path:

@@ -12,7 +12,7 @@ import pytest
 from reprofleet.campaign.power_ops import verify_wiring
 from reprofleet.sim.power import HttpPlugServer
 from reprofleet.sim.spec import SimHostSpec
-from cli_process import reprofleet
+from tests.support.cli_process import reprofleet
 
 pytestmark = pytest.mark.fleet
 

@@ -19,8 +19,8 @@ from reprofleet.records.pooling import load_pool
 from reprofleet.report import render_html, render_markdown
 from reprofleet.verdicts import judge
 
-from synthetic_campaign import Spec, build, write
-from report_text import markdown_verdicts
+from tests.support.synthetic_campaign import Spec, build, write
+from tests.support.report_text import markdown_verdicts
 
 CHROMIUM = "/usr/bin/chromium"
 ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",

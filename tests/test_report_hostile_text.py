@@ -18,7 +18,7 @@ from reprofleet.report import render_html, render_markdown
 from reprofleet.report.markdown import code_span
 from reprofleet.verdicts import judge
 
-from synthetic_campaign import Spec, build, write
+from tests.support.synthetic_campaign import Spec, build, write
 
 MATH_PHASE = r"warmup $\notacommand{x}$"  # mathtext raises on an unknown command
 MATH_LINE = r"loss went $\frac{1}{0$ at step 3"  # and on an unclosed brace

@@ -17,8 +17,8 @@ from reprofleet.report import render_html, render_markdown
 from reprofleet.report.freeze import MAX_POINTS, load_trace
 from reprofleet.verdicts import judge
 
-from report_text import markdown_verdicts
-from synthetic_campaign import Spec, build, write
+from tests.support.report_text import markdown_verdicts
+from tests.support.synthetic_campaign import Spec, build, write
 
 ROOT = Path(__file__).resolve().parents[1]
 

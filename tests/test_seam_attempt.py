@@ -10,7 +10,7 @@ from typing import Any
 from reprofleet.clock import VirtualClock
 from reprofleet.config import Timings
 from reprofleet.model import CampaignEvent
-from seam_host import PHASES, FakeHost, events, power_actions, records, run_host, seam_book, seam_context
+from tests.support.seam_host import PHASES, FakeHost, events, power_actions, records, run_host, seam_book, seam_context
 
 
 def test_an_attempt_that_never_ends_on_a_host_that_answers_is_killed_as_a_hang_after_the_grace(

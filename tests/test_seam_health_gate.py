@@ -11,8 +11,8 @@ from reprofleet.clock import VirtualClock
 from reprofleet.model import GpuPolicy
 from reprofleet.remote.replies import parse_health
 from reprofleet.runner.health_gate import expected_gpu, judge
-from seam_host import FakeHost, events, records, recovery_path, run_host, seam_book, seam_context
-from scripted_runner import cell
+from tests.support.seam_host import FakeHost, events, records, recovery_path, run_host, seam_book, seam_context
+from tests.support.scripted_runner import cell
 
 BUS = "00000000:01:00.0"
 FACTS = {"nvml": "ok", "gpus": [{"index": 0, "pci_bus_id": BUS, "name": "NVIDIA RTX PRO 6000"}]}
@@ -128,7 +128,7 @@ def test_the_gate_judges_each_reply_in_words() -> None:
 def test_a_reset_found_on_resume_is_gated_before_the_host_runs_again(tmp_path: Path) -> None:
     """The host reset itself while the controller was dead, and came back without its GPU:
     the forensics read on resume end at the same gate."""
-    from seam_host import outcomes, started_by_a_dead_controller
+    from tests.support.seam_host import outcomes, started_by_a_dead_controller
 
     clock = VirtualClock()
     fake = _host(clock, "reset-away", ("clean",) * 4)

@@ -11,8 +11,8 @@ from reprofleet.campaign.run import make_plan
 from reprofleet.clock import VirtualClock
 from reprofleet.playbook import load_playbook
 from reprofleet.records.store import read_log_lines, read_records
-from seam_host import FakeHost, run_fake_campaign, seam_settings
-from fleet_campaign import write_playbook
+from tests.support.seam_host import FakeHost, run_fake_campaign, seam_settings
+from tests.support.fleet_campaign import write_playbook
 
 CELLS = ("  - name: plain\n"
          "  - name: lockup-panic\n"

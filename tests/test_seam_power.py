@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from reprofleet.clock import VirtualClock
-from seam_host import Device, FakeHost, events, power_actions, records, recovery_path, run_host, seam_book, seam_context
+from tests.support.seam_host import Device, FakeHost, events, power_actions, records, recovery_path, run_host, seam_book, seam_context
 
 
 def test_a_cycle_whose_off_read_back_is_lost_still_switches_the_host_back_on(tmp_path: Path) -> None:
@@ -53,7 +53,7 @@ def test_a_quarantined_host_that_still_answers_gets_its_gpu_defaults_back(tmp_pa
     from dataclasses import replace
 
     from reprofleet.model import CampaignEvent, GpuPolicy
-    from scripted_runner import cell
+    from tests.support.scripted_runner import cell
 
     clock = VirtualClock()
     fake = FakeHost(clock, "miswired", script=("wedge", "clean"), device=Device(feeds_host=False))

@@ -11,8 +11,8 @@ import pytest
 from reprofleet.clock import VirtualClock
 from reprofleet.model import Host, Runtime, RuntimeKind
 from reprofleet.runner.readiness import problems
-from seam_host import FakeHost, events, records, run_host, seam_book, seam_context
-from scripted_runner import cell
+from tests.support.seam_host import FakeHost, events, records, run_host, seam_book, seam_context
+from tests.support.scripted_runner import cell
 
 READY = {"nvml": "ok", "gpus": [{"index": 0, "name": "NVIDIA RTX PRO 6000 Blackwell"}],
          "nvidia_smi": "/usr/bin/nvidia-smi", "privilege": "root", "docker": "28.3.2",

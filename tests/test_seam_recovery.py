@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from reprofleet.clock import VirtualClock
-from seam_host import Device, FakeHost, events, records, recovery_path, run_host, seam_book, seam_context
+from tests.support.seam_host import Device, FakeHost, events, records, recovery_path, run_host, seam_book, seam_context
 
 
 @pytest.mark.parametrize("fault", ["wrong-outlet", "dead-pdu"])

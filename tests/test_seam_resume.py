@@ -15,8 +15,8 @@ from typing import Any
 
 from reprofleet.clock import VirtualClock
 from reprofleet.power.base import PowerState
-from seam_host import Device, FakeHost, events, power_actions, records, run_host, seam_book, seam_context
-from scripted_runner import cell
+from tests.support.seam_host import Device, FakeHost, events, power_actions, records, run_host, seam_book, seam_context
+from tests.support.scripted_runner import cell
 
 
 def test_a_clock_lock_left_behind_is_reset_and_read_back_before_the_reference_runs(tmp_path: Path) -> None:

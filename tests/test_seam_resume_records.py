@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from reprofleet.clock import VirtualClock
-from seam_host import (FakeHost, events, outcomes, power_actions, records, run_host, seam_book, seam_context,
+from tests.support.seam_host import (FakeHost, events, outcomes, power_actions, records, run_host, seam_book, seam_context,
                        started_by_a_dead_controller)
 
 

@@ -12,8 +12,8 @@ from reprofleet.campaign.run import make_plan
 from reprofleet.clock import VirtualClock
 from reprofleet.playbook import load_playbook
 from reprofleet.records.store import read_log_lines, read_records
-from seam_host import FakeHost, run_fake_campaign, seam_settings
-from fleet_campaign import write_playbook
+from tests.support.seam_host import FakeHost, run_fake_campaign, seam_settings
+from tests.support.fleet_campaign import write_playbook
 
 TAG = "vllm/vllm-openai:v0.25.1"
 VENV_CELL = ("  - name: venv\n    runtime: {kind: venv, vllm: '0.26.0', find_links: /etc/reprofleet-sim/wheelhouse, "

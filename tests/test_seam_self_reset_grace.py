@@ -14,8 +14,8 @@ from reprofleet.model import CampaignEvent
 from reprofleet.playbook import load_playbook
 from reprofleet.records.store import read_log_lines, read_records
 from reprofleet.runner.self_reset_grace import self_reset_grace_s
-from seam_host import FakeHost, events, records, run_fake_campaign, run_host, seam_book, seam_context, seam_settings
-from fleet_campaign import write_playbook
+from tests.support.seam_host import FakeHost, events, records, run_fake_campaign, run_host, seam_book, seam_context, seam_settings
+from tests.support.fleet_campaign import write_playbook
 
 GRACE_S = 10.0
 CLOSED = {"watchdog": {"armed": False, "why": "no hardware watchdog device", "devices": []},

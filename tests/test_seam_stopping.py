@@ -14,8 +14,8 @@ from reprofleet.clock import VirtualClock
 from reprofleet.playbook import load_playbook, plan_order
 from reprofleet.records import identity
 from reprofleet.records.store import CampaignDir, read_records
-from seam_host import FakeHost, run_fake_campaign, seam_settings
-from fleet_campaign import write_playbook
+from tests.support.seam_host import FakeHost, run_fake_campaign, seam_settings
+from tests.support.fleet_campaign import write_playbook
 
 CELLS = ("  - name: default\n"
          "  - name: lgc-2800\n    graphics_clocks: [180, 2800]\n    stop: {rule: first_reproduction}\n")

@@ -11,7 +11,7 @@ import pytest
 
 from reprofleet.clock import VirtualClock
 from reprofleet.liveness.watchdog import FleetLiveness
-from seam_host import FakeHost, events, power_actions, records, recovery_path, run_host, seam_book, seam_context
+from tests.support.seam_host import FakeHost, events, power_actions, records, recovery_path, run_host, seam_book, seam_context
 
 
 @pytest.mark.parametrize("self_reset_s", [1.0, 6.0], ids=["seen-on-reattach", "seen-by-the-grace"])

@@ -19,7 +19,7 @@ from reprofleet.campaign.search_sim import BisectPlan, MethodFigures, SearchPlan
 from reprofleet.cli.tasks import ns
 from reprofleet.playbook import load_playbook
 from reprofleet.stats.search_contract import BisectSpec, SearchSpec
-from search_playbooks import EXAMPLE, write
+from tests.support.search_playbooks import EXAMPLE, write
 
 
 def _figures(method: str, attempts: float, cycles: float) -> MethodFigures:

@@ -14,7 +14,7 @@ from reprofleet.playbook import load_playbook
 from reprofleet.playbook.ladder import host_groups, ladder_from_json, ladder_json, ladder_plan
 from reprofleet.model import Host
 from reprofleet.stats.search_contract import BisectSpec
-from search_playbooks import EXAMPLE, write
+from tests.support.search_playbooks import EXAMPLE, write
 
 
 def test_a_clock_search_makes_one_cell_per_ceiling_over_the_floor_named_from_the_value(tmp_path: Path) -> None:

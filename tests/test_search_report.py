@@ -22,8 +22,8 @@ from reprofleet.report.html import render_html
 from reprofleet.report.markdown import render_markdown
 from reprofleet.report.search import search_report
 from reprofleet.verdicts import judge
-from search_fakes import ScriptedBisect, StepLadder
-from search_campaign import LEVELS, ClockHost, run_search, search_book
+from tests.support.search_fakes import ScriptedBisect, StepLadder
+from tests.support.search_campaign import LEVELS, ClockHost, run_search, search_book
 
 
 @pytest.fixture
@@ -57,7 +57,7 @@ def test_report_html_has_the_ladder_and_posterior_figures(searched: Path) -> Non
 
 
 def test_a_pool_without_a_ladder_has_no_search_section(tmp_path: Path) -> None:
-    from fleet_campaign import write_playbook  # noqa: F401  (a plain campaign folder is enough: none)
+    from tests.support.fleet_campaign import write_playbook  # noqa: F401  (a plain campaign folder is enough: none)
 
     (tmp_path / "c").mkdir()
     (tmp_path / "c" / "campaign.json").write_text(json.dumps({"campaign": "c", "judging": None}))

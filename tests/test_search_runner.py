@@ -20,8 +20,8 @@ from reprofleet.playbook.ladder import ladder_plan
 from reprofleet.records.store import read_log_lines, read_records
 from reprofleet.runner.search import LadderSchedule
 from reprofleet.stats.search_contract import Probe, ProbeOutcome
-from search_campaign import LEVELS, ClockHost, run_search, search_book
-from search_fakes import StepLadder
+from tests.support.search_campaign import LEVELS, ClockHost, run_search, search_book
+from tests.support.search_fakes import StepLadder
 
 
 def test_a_search_runs_the_cells_its_ladder_chooses_with_indexes_counted_per_cell(tmp_path: Path) -> None:

@@ -10,7 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from secret_sweep import PsSweep, files_under, leaks
+from tests.support.secret_sweep import PsSweep, files_under, leaks
 
 PLANTED = "sweep-Pw-13c9"
 

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from invoke import Program
 
-import synthetic_campaign as synthetic
+from tests.support import synthetic_campaign as synthetic
 from reprofleet.campaign.metrics import CampaignMetrics, families
 from reprofleet.campaign.observe import Ended, EventWriter, Watched
 from reprofleet.cli.tasks import ns
@@ -25,7 +25,7 @@ from reprofleet.records import store
 from reprofleet.records.store import CampaignDir, CampaignLock, JsonlAppender, RecordError
 from reprofleet.report.status import read_status, status_lines
 from reprofleet.verdicts import judge
-from seam_host import seam_book
+from tests.support.seam_host import seam_book
 
 NOW = synthetic.T0.timestamp() + 3600
 

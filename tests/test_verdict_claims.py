@@ -16,7 +16,7 @@ from reprofleet.records.store import CampaignLock
 from reprofleet.report import render_markdown
 from reprofleet.verdicts import ALL_HOSTS, VerdictKind, judge
 
-from verdict_records import SEED, many, pool_of, verdict
+from tests.support.verdict_records import SEED, many, pool_of, verdict
 
 V2_AFTER_CAPTURE = ["engine_init", "model_load", "torch_compile", "cuda_graph_capture", "kv_cache"]
 V1_BEFORE_CAPTURE = ["engine_init", "model_load", "torch_compile", "kv_cache"]

@@ -13,7 +13,7 @@ from reprofleet.records.pooling import Pool, load_pool
 from reprofleet.records.store import RecordError
 from reprofleet.report import render_markdown
 from reprofleet.verdicts import ALL_HOSTS, VerdictKind, judge
-from verdict_records import SEED, many, pool_of, rec, verdict
+from tests.support.verdict_records import SEED, many, pool_of, rec, verdict
 
 
 def test_the_reference_is_the_playbooks_even_when_another_cell_comes_first_and_it_ran_on_one_host() -> None:

@@ -19,7 +19,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
-REPO = Path(__file__).resolve().parents[1]
+from tests.support.paths import REPO
+
 INVOKE = REPO / ".venv" / "bin" / "invoke"
 RERUN_REASONS = ("interrupted", "not run")  # infra reasons of slots that run again on resume
 POLL_S = 0.03

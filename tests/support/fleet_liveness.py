@@ -16,7 +16,7 @@ from reprofleet.playbook import load_playbook
 from reprofleet.runner.recovery import recovery_factory
 from reprofleet.sim.power import HttpPlugServer
 
-from fleet_campaign import settings_for
+from tests.support.fleet_campaign import settings_for
 
 
 def run_fleet_campaign(fleet: Any, inventory: Path, book: Path, reports: Path,

@@ -7,7 +7,9 @@ from __future__ import annotations
 import textwrap
 from pathlib import Path
 
-EXAMPLE = Path(__file__).resolve().parents[1] / "playbooks" / "search-clock.yml"
+from tests.support.paths import REPO
+
+EXAMPLE = REPO / "playbooks" / "search-clock.yml"
 HEAD = "name: t\npoc: {script: poc.py}\nruntime: {kind: docker, image: \"vllm/vllm-openai:v{vllm}\"}\ndefaults: {vars: {vllm: \"0.25.1\"}}\n"
 
 

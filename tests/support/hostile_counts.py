@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pytest
 
-from hostile_host import COUNTS
+from tests.support.hostile_host import COUNTS
 
 
 def pytest_configure(config: pytest.Config) -> None:

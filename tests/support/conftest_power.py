@@ -1,6 +1,6 @@
 """Fixtures for the power drivers and their simulators (a pytest plugin module).
 
-Register it from tests/conftest.py with ``pytest_plugins = ["conftest_power"]``.
+Registered from tests/conftest.py (``pytest_plugins``, as ``tests.support.conftest_power``).
 
 Simulators are started once per test module (they take 0.2-1 s to start) and always
 stopped by PID in the fixture's teardown, also when a test fails. Switch files live in a

@@ -16,7 +16,7 @@ from reprofleet.clock import VirtualClock
 from reprofleet.model import Playbook, Timeouts
 from reprofleet.playbook import load_playbook
 from reprofleet.runner.recovery import recovery_factory
-from seam_host import POC_BYTES, FakeHost, seam_settings
+from tests.support.seam_host import POC_BYTES, FakeHost, seam_settings
 
 LEVELS = (2200, 2400, 2600, 2800, 3000)
 

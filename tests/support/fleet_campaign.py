@@ -13,8 +13,8 @@ from typing import Any
 from reprofleet.liveness.watchdog import WatchdogSettings
 from reprofleet.remote.transport import TransportSettings
 from reprofleet.runner.host import RunSettings
+from tests.support.paths import REPO
 
-REPO = Path(__file__).resolve().parents[1]
 POC = REPO / "playbooks" / "poc" / "sm120_hostwedge.py"
 
 

@@ -637,7 +637,7 @@ def seam_book(root: Path, *cells: Cell, attempts: int = 3, attempt_timeout: floa
               **fields: Any) -> Playbook:
     """A playbook of ``cells`` (one reference cell when none), with the fleet tests' deadlines."""
     from reprofleet.model import Timeouts
-    from scripted_runner import book, cell
+    from tests.support.scripted_runner import book, cell
 
     root.mkdir(parents=True, exist_ok=True)
     playbook = book(root, *(cells or (cell("ref", 0),)), attempts=attempts)
