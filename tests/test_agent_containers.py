@@ -14,8 +14,9 @@ from typing import Any, Dict, Iterator, List
 import pytest
 
 from tests.support import agent_harness as h
+from tests.support import paths
 
-FAKE_DOCKER = Path(__file__).parent / "fixtures" / "agent" / "fake_docker"
+FAKE_DOCKER = paths.FIXTURES / "agent" / "fake_docker"
 ID = "ab" * 32
 LABEL = "reprofleet.attempt"
 

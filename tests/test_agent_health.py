@@ -16,10 +16,11 @@ from pathlib import Path
 from typing import Any
 
 from tests.support import agent_harness as h
+from tests.support import paths
 
-REAL = Path(__file__).parent / "fixtures" / "real-gpu" / "health"
-GONE = Path(__file__).parent / "fixtures" / "agent" / "health"
-REPLY_BIN = Path(__file__).parent / "fixtures" / "agent" / "fake_smi_reply"
+REAL = paths.FIXTURES / "real-gpu" / "health"
+GONE = paths.FIXTURES / "agent" / "health"
+REPLY_BIN = paths.FIXTURES / "agent" / "fake_smi_reply"
 H200_BUS = "00000000:00:06.0"
 H200_FUNCTION = "0000:00:06.0"
 pci_config = h.collector("pci_config")

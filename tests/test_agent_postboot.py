@@ -6,9 +6,10 @@ import sys
 from pathlib import Path
 
 from tests.support import agent_harness as h
+from tests.support import paths
 
 postboot = h.collector("postboot")
-FIXTURES = Path(__file__).parent / "fixtures" / "agent" / "postboot"
+FIXTURES = paths.FIXTURES / "agent" / "postboot"
 PREVIOUS_BOOT = (FIXTURES / "prev-boot-kernel.log").read_text().splitlines()
 
 

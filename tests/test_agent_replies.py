@@ -15,8 +15,9 @@ from reprofleet.errors import AgentError
 from reprofleet.remote import replies
 
 from tests.support import agent_harness as h
+from tests.support import paths
 
-REAL_GPU = Path(__file__).parent / "fixtures" / "real-gpu"
+REAL_GPU = paths.FIXTURES / "real-gpu"
 
 
 def _real(name: str) -> dict[str, Any]:

@@ -13,9 +13,9 @@ import json
 import math
 import random
 import sys
-from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
+from tests.support.paths import REPO
+
 sys.path.insert(0, str(REPO / "bench"))
 
 import real_gpu  # noqa: E402  (bench script: stdlib only at import)

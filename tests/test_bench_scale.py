@@ -15,8 +15,9 @@ from types import ModuleType
 from typing import Any
 
 import pytest
+from tests.support import paths
 
-BENCH = Path(__file__).resolve().parent.parent / "bench"
+BENCH = paths.REPO / "bench"
 
 
 def _load(name: str) -> ModuleType:

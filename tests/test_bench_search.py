@@ -13,8 +13,8 @@ from types import ModuleType
 import pytest
 
 from reprofleet.campaign import search_sim
+from tests.support.paths import REPO as ROOT
 
-ROOT = Path(__file__).resolve().parent.parent
 BENCH = ROOT / "bench" / "search.py"
 REFRESH = "nice -n 19 .venv/bin/python bench/search.py --results bench/RESULTS.md"
 

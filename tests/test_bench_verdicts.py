@@ -22,8 +22,8 @@ from reprofleet.campaign import simulate
 from reprofleet.model import Role
 from reprofleet.stats import intervals as stats
 from reprofleet.verdicts import Verdict, VerdictKind
+from tests.support.paths import REPO as ROOT
 
-ROOT = Path(__file__).resolve().parent.parent
 BENCH = ROOT / "bench" / "verdicts.py"
 REFRESH = "nice -n 19 .venv/bin/python bench/verdicts.py --results bench/RESULTS.md"
 

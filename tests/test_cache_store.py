@@ -12,8 +12,9 @@ from pathlib import Path
 import pytest
 
 from reprofleet.runner import cache_sync
+from tests.support import paths
 
-AGENT = Path(__file__).resolve().parents[1] / "collectors" / "agent.py"
+AGENT = paths.REPO / "collectors" / "agent.py"
 
 
 def agent(state: Path, *args: str, stdin: bytes = b"") -> tuple[int, list[dict]]:

@@ -12,8 +12,9 @@ from reprofleet.model import CampaignEvent, event_of
 from reprofleet.records.store import CampaignDir, JsonlAppender
 from reprofleet.report import timeline
 from tests.support.scripted_runner import book, cell, context
+from tests.support import paths
 
-SRC = Path(__file__).resolve().parents[1] / "src" / "reprofleet"
+SRC = paths.REPO / "src" / "reprofleet"
 
 # The names as users' files hold them: a change here is a change of the events.jsonl format.
 WRITTEN_NAMES = {

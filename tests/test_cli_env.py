@@ -15,8 +15,8 @@ import yaml
 from reprofleet.cli.env_config import normalise_environment, parse_typed
 from reprofleet.cli.tasks import DEFAULTS
 from tests.support.fleet_campaign import write_playbook
+from tests.support.paths import REPO
 
-REPO = Path(__file__).resolve().parents[1]
 
 
 def invoke_config(environ: dict[str, str]) -> Any:

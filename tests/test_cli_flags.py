@@ -12,8 +12,8 @@ import pytest
 
 from reprofleet.cli.flags import SHORT
 from reprofleet.cli.tasks import ns
+from tests.support.paths import REPO as ROOT
 
-ROOT = Path(__file__).resolve().parents[1]
 
 
 def contexts() -> dict[str, dict[str, tuple[str, ...]]]:

@@ -23,8 +23,8 @@ from jsonschema import Draft202012Validator
 from tests.support import synthetic_campaign as synthetic
 from reprofleet.cli.exits import TASK_EXITS, ExitStatus, exit_lines, exit_table_markdown
 from reprofleet.cli.tasks import ns
+from tests.support.paths import REPO
 
-REPO = Path(__file__).resolve().parents[1]
 SCHEMAS = REPO / "docs" / "schema"
 DEMO_BOOK = REPO / "playbooks" / "demo.yml"
 # Where a task says one thing per host: JSON lines. Every other task: one document.

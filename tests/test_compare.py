@@ -15,8 +15,8 @@ from reprofleet.report.compare import CompareError, SideBy, build_sides, compare
 from reprofleet.verdicts import judge
 
 from tests.support.synthetic_campaign import Spec, build, write
+from tests.support.paths import REPO as ROOT
 
-ROOT = Path(__file__).resolve().parents[1]
 
 
 @pytest.fixture(scope="module")

@@ -26,8 +26,8 @@ from reprofleet.stats.ratio import Stratum
 from reprofleet.verdicts import VerdictKind
 
 from tests.support.verdict_records import many, pool_of
+from tests.support.paths import REPO as ROOT
 
-ROOT = Path(__file__).resolve().parents[1]
 CLAIMS = (VerdictKind.FIXED, VerdictKind.LESS_OFTEN)  # "the change helped", in either strength
 
 

@@ -14,8 +14,9 @@ import pytest
 
 from reprofleet.campaign.doctor import Evidence, Status, diagnose
 from reprofleet.model import Cell, Host, PowerPort, Runtime, RuntimeKind
+from tests.support import paths
 
-REAL = json.loads((Path(__file__).parent / "fixtures" / "real-gpu" / "facts.jsonl").read_text().splitlines()[0])
+REAL = json.loads((paths.FIXTURES / "real-gpu" / "facts.jsonl").read_text().splitlines()[0])
 READY = {"time_unix": 1000.0, "user": "lab", "euid": 1000, "kernel_log": {"journal": True, "kmsg": False},
          "pstore": {"backend": "efi_pstore", "mounted": True, "readable": False},
          "netconsole": {"module": True, "loaded": False, "configfs": True},
@@ -104,7 +105,7 @@ def test_root_only_features_on_a_sudo_login_are_said_and_a_host_without_a_pdu_wa
 def test_the_task_says_per_host_in_json_and_exits_3_when_one_is_not_ready(tmp_path: Path) -> None:
     inventory = tmp_path / "hosts.yml"
     inventory.write_text("all:\n  hosts:\n    gone:\n      ansible_host: 127.0.0.1\n      ansible_port: 9\n")
-    book = Path(__file__).resolve().parents[1] / "playbooks" / "sm120-hostwedge.yml"
+    book = paths.REPO / "playbooks" / "sm120-hostwedge.yml"
     done = subprocess.run([sys.executable, "-m", "reprofleet", "doctor", "--hosts", str(inventory), "--playbook",
                            str(book), "--json"],
                           cwd=tmp_path, capture_output=True, text=True, timeout=90)

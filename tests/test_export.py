@@ -22,8 +22,9 @@ from reprofleet.cli.tasks import ns
 from reprofleet.records.export import ExportError, folded, write_csv, write_jsonl, write_parquet
 from reprofleet.records.pooling import load_pool
 from reprofleet.records.store import RecordError, read_records
+from tests.support import paths
 
-README = Path(__file__).resolve().parents[1] / "README.md"
+README = paths.REPO / "README.md"
 
 
 def _campaign(tmp_path: Path) -> Path:

@@ -16,10 +16,11 @@ from jsonschema import Draft202012Validator
 
 from reprofleet.sim.power import HttpPlugServer
 from reprofleet.sim.spec import SimHostSpec
+from tests.support import paths
 
 pytestmark = pytest.mark.fleet
 
-SCHEMAS = Path(__file__).resolve().parents[1] / "docs" / "schema"
+SCHEMAS = paths.REPO / "docs" / "schema"
 
 
 def _valid(task: str, out: str, lines: bool = False) -> list[dict[str, Any]]:

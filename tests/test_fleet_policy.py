@@ -18,7 +18,6 @@ from reprofleet.records.store import read_records
 from reprofleet.sim.spec import SimHostSpec
 from tests.support.fleet_campaign import write_playbook
 
-REPO = Path(__file__).resolve().parents[1]
 LGC_AND_PL = "  - name: lgc-2800\n    graphics_clocks: [180, 2800]\n  - name: pl-700\n    power_limit: 700\n"
 
 

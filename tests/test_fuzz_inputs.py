@@ -28,8 +28,8 @@ from reprofleet.inventory import load_inventory
 from reprofleet.playbook import TOP_KEYS, load_playbook
 from reprofleet.remote.agent import parse_event
 from reprofleet.runner import cache_sync
+from tests.support.paths import REPO
 
-REPO = Path(__file__).resolve().parent.parent
 SEED_PLAYBOOK = REPO / "playbooks" / "sm120-hostwedge.yml"
 INVENTORY = REPO / "inventory" / "blackwell.yml"
 FUZZ = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])

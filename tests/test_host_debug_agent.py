@@ -11,7 +11,9 @@ from typing import Any
 
 import pytest
 
-COLLECTORS = Path(__file__).resolve().parents[1] / "collectors"
+from tests.support import paths
+
+COLLECTORS = paths.REPO / "collectors"
 sys.path.insert(0, str(COLLECTORS))
 import attempt_state  # noqa: E402
 import host_debug  # noqa: E402

@@ -21,8 +21,9 @@ from reprofleet.runner.netconsole import HostNetconsole
 from reprofleet.runner.runtimes import HostRuntimes, RuntimeFacts
 from reprofleet.runner.stops import HostStops
 from tests.support.scripted_runner import book, cell
+from tests.support import paths
 
-RUNNER = Path(__file__).resolve().parents[1] / "src" / "reprofleet" / "runner"
+RUNNER = paths.REPO / "src" / "reprofleet" / "runner"
 PANICS = HostDebug(hardlockup_panic=True, panic=5)
 
 

@@ -27,9 +27,10 @@ from reprofleet.inventory import (
     load_inventory,
 )
 from reprofleet.model import CredentialRef
+from tests.support import paths
 
-FIXTURES = Path(__file__).parent / "fixtures" / "inventories"
-EXAMPLE = Path(__file__).resolve().parents[1] / "inventory" / "blackwell.yml"
+FIXTURES = paths.FIXTURES / "inventories"
+EXAMPLE = paths.REPO / "inventory" / "blackwell.yml"
 CASES = [
     "yaml_lab/hosts.yml",
     "ini_site/hosts.ini",

@@ -14,8 +14,9 @@ import pytest
 from reprofleet.errors import InventoryError
 from reprofleet.inventory import load_inventory
 from reprofleet.inventory.patterns import select, split_pattern
+from tests.support import paths
 
-FLEET = Path(__file__).parent / "fixtures" / "patterns" / "fleet.yml"
+FLEET = paths.FIXTURES / "patterns" / "fleet.yml"
 
 PATTERNS = [
     "all", "*", "blackwell", "ws_lab", "ws02", "ws0*", "ws0?", "ws[12]*", "~ws0[13]", "~db", "ws_lab:ws_office",

@@ -16,8 +16,8 @@ from reprofleet.report.folders import Folders
 from reprofleet.report.issue_text import Tracker, issue_markdown
 from reprofleet.verdicts import judge
 from tests.support.synthetic_campaign import Spec, build, write
+from tests.support.paths import REPO as ROOT
 
-ROOT = Path(__file__).resolve().parents[1]
 
 
 @pytest.fixture(scope="module")

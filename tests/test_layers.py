@@ -11,8 +11,8 @@ from pathlib import Path
 
 import grimp
 import pytest
+from tests.support.paths import REPO
 
-REPO = Path(__file__).resolve().parents[1]
 PACKAGE = REPO / "src" / "reprofleet"
 ARCHITECTURE = REPO / "docs" / "ARCHITECTURE.md"
 

@@ -12,8 +12,10 @@ from pathlib import Path
 
 import pytest
 
-COLLECTORS = Path(__file__).resolve().parents[1] / "collectors"
-SIM = Path(__file__).resolve().parents[1] / "src" / "reprofleet" / "sim"
+from tests.support import paths
+
+COLLECTORS = paths.REPO / "collectors"
+SIM = paths.REPO / "src" / "reprofleet" / "sim"
 sys.path.insert(0, str(COLLECTORS))
 import attempt_state  # noqa: E402
 import netconsole  # noqa: E402

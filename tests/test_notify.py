@@ -24,6 +24,7 @@ from reprofleet.model import Host, PowerPort
 from reprofleet.records.store import CampaignDir, JsonlAppender, read_log_lines
 from reprofleet.runner.recovery import recovery_factory
 from tests.support.seam_host import Device, FakeHost, seam_book, seam_settings
+from tests.support import paths
 
 
 def _watched(tmp_path: Path, hosts: tuple[Host, ...] = ()) -> tuple[Watched, CampaignDir]:
@@ -225,6 +226,6 @@ def test_a_campaign_tells_an_apprise_receiver_and_a_command_each_event_exactly_o
 def test_the_shipped_invoke_yaml_notify_section_is_valid_and_sends_nothing() -> None:
     import yaml
 
-    section = yaml.safe_load((Path(__file__).resolve().parents[1] / "invoke.yaml").read_text())["reprofleet"]["notify"]
+    section = yaml.safe_load((paths.REPO / "invoke.yaml").read_text())["reprofleet"]["notify"]
     settings = parse_settings(section)
     assert not settings.enabled and settings.kinds == frozenset(NoticeKind)

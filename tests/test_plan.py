@@ -13,8 +13,8 @@ from reprofleet.model import StopKind, StopRule
 from reprofleet.campaign.estimate import baseline_plan, campaign_estimate, cell_plan, describe_campaign
 from reprofleet.playbook import load_playbook
 from tests.support.fleet_campaign import write_playbook
+from tests.support.paths import REPO
 
-REPO = Path(__file__).resolve().parent.parent
 
 
 def reprofleet(*args: str, cwd: Path = REPO) -> subprocess.CompletedProcess[str]:

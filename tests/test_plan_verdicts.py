@@ -8,7 +8,6 @@ import subprocess
 import sys
 from collections import Counter
 from dataclasses import replace
-from pathlib import Path
 
 import pytest
 
@@ -18,8 +17,8 @@ from reprofleet.model import Role, StopKind, StopRule
 from reprofleet.playbook import load_playbook
 from reprofleet.stats import intervals
 from reprofleet.verdicts import VerdictKind
+from tests.support.paths import REPO
 
-REPO = Path(__file__).resolve().parent.parent
 SEED = load_playbook(REPO / "playbooks" / "sm120-hostwedge.yml")
 HOSTS = tuple(load_inventory(REPO / "inventory" / "blackwell.yml").names)
 

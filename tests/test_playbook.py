@@ -11,9 +11,10 @@ import pytest
 from reprofleet.errors import PlaybookError
 from reprofleet.model import GpuPolicy, Host, Outcome, Phase, Runtime, RuntimeKind, StopKind, StopRule, Timeouts
 from reprofleet.playbook import load_playbook, plan_order
+from tests.support import paths
 
-FIXTURES = Path(__file__).parent / "fixtures" / "playbooks"
-EXAMPLE = Path(__file__).resolve().parents[1] / "playbooks" / "sm120-hostwedge.yml"
+FIXTURES = paths.FIXTURES / "playbooks"
+EXAMPLE = paths.REPO / "playbooks" / "sm120-hostwedge.yml"
 DEMO = EXAMPLE.parent / "demo.yml"
 
 

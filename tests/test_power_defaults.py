@@ -4,7 +4,6 @@ is layered between a driver class's defaults and a pdu: block's options."""
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Iterator
 
 import pytest
@@ -15,8 +14,9 @@ from reprofleet.model import CredentialRef, PowerPort, frozen_mapping
 from reprofleet.power import DRIVERS, PowerConfigError, PowerLog, driver_for
 from reprofleet.power.defaults import configure, configured
 from reprofleet.power.settings import SETTING_OPTIONS, DriverSettings
+from tests.support import paths
 
-INVOKE_YAML = Path(__file__).resolve().parents[1] / "invoke.yaml"
+INVOKE_YAML = paths.REPO / "invoke.yaml"
 
 
 @pytest.fixture(autouse=True)

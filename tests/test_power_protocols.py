@@ -19,6 +19,7 @@ from reprofleet.power.drivers.shelly import flip_back_seconds, generation_of
 from reprofleet.power.drivers.snmp import split_host_port
 from reprofleet.power.drivers.snmp_oids import OUTLET_MODELS, is_oid
 from reprofleet.power.drivers.tasmota import command_query, parse_power_reply
+from tests.support import paths
 
 
 def port(driver: str, address: str = "10.0.0.5", outlet: str | None = "1", **options: Any) -> PowerPort:
@@ -204,11 +205,10 @@ def test_redfish_and_ipmi_need_credentials_shaped_right() -> None:
 
 
 def test_every_pdu_block_of_the_example_inventory_makes_a_driver() -> None:
-    from pathlib import Path
-
+    
     from reprofleet.inventory import load_inventory
 
-    example = Path(__file__).resolve().parent.parent / "inventory" / "blackwell.yml"
+    example = paths.REPO / "inventory" / "blackwell.yml"
     hosts = [host for host in load_inventory(example).hosts if host.pdu is not None]
     assert hosts
     for host in hosts:

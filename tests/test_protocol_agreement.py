@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 
 from reprofleet.model import PHASE_ORDERS, EngineRunner, EventKind, Phase
+from tests.support import paths
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "collectors"))
+sys.path.insert(0, str(paths.REPO / "collectors"))
 import gpu_health  # noqa: E402
 import vllm_phases  # noqa: E402
 
@@ -28,14 +28,14 @@ def test_the_controller_knows_the_phase_order_of_every_engine_generation_the_age
 def test_a_v2_start_read_by_the_agent_fits_only_the_controllers_v2_order() -> None:
     from reprofleet.model.phases import runners_of
 
-    log = (Path(__file__).resolve().parent / "fixtures" / "vllm-logs" / "v0.33.0-dflash-v2runner.log").read_text()
+    log = (paths.FIXTURES / "vllm-logs" / "v0.33.0-dflash-v2runner.log").read_text()
     phases = [phase for _, phase in vllm_phases.phases_of(log.splitlines())]
     assert phases.index("cuda_graph_capture") < phases.index("kv_cache")
     assert runners_of(phases[-1], phases) == (EngineRunner.V2_RUNNER,)
 
 
 def test_every_kind_the_protocol_documents_is_known_to_the_controller() -> None:
-    protocol = (Path(__file__).resolve().parents[1] / "collectors" / "PROTOCOL.md").read_text()
+    protocol = (paths.REPO / "collectors" / "PROTOCOL.md").read_text()
     for kind in EventKind:
         assert f"`{kind.value}`" in protocol, kind
 
@@ -43,7 +43,7 @@ def test_every_kind_the_protocol_documents_is_known_to_the_controller() -> None:
 def test_the_health_checks_are_named_alike_on_both_sides_and_in_the_protocol() -> None:
     from reprofleet.remote.replies import HEALTH_CHECKS
 
-    protocol = (Path(__file__).resolve().parents[1] / "collectors" / "PROTOCOL.md").read_text()
+    protocol = (paths.REPO / "collectors" / "PROTOCOL.md").read_text()
     assert tuple(gpu_health.CHECKS) == HEALTH_CHECKS
     assert "`health --gpu N" in protocol and all(f"`{name}`" in protocol for name in HEALTH_CHECKS)
     for key in ("watchdog", "panic_sysctls", "kdump_loaded"):  # the facts the reboot grace is decided from

@@ -24,8 +24,8 @@ from invoke import Program
 from invoke.parser import ParseError, Parser, ParserContext
 
 from reprofleet.cli.tasks import ns
+from tests.support.paths import REPO as ROOT
 
-ROOT = Path(__file__).resolve().parents[1]
 SECTIONS = ("The two commands", "Quickstart on a real fleet")
 NOT_THE_REPOS = ("reports/", "~", "streams/", "group_vars/", "host_vars/")  # written by a run, or Ansible's words
 

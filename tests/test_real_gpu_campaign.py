@@ -19,8 +19,8 @@ from pathlib import Path
 from reprofleet.model import GpuPolicy
 from reprofleet.report.freeze import freeze_svg, load_trace
 from reprofleet.runner.gpu_policy import verify
+from tests.support.paths import REPO as ROOT
 
-ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = ROOT / "tests" / "fixtures" / "real_gpu"
 (CAMPAIGN,) = sorted((FIXTURES / "campaign").iterdir())
 

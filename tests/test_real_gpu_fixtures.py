@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import sys
-from pathlib import Path
 
 
 from reprofleet.remote.agent import parse_event
@@ -17,9 +16,10 @@ from reprofleet.runner.attempt import AttemptTrace, classify_exit
 from reprofleet.cli.tables import facts_table
 from reprofleet.model import EventKind, GpuPolicy, Host, Outcome
 from reprofleet.runner.gpu_policy import power_limit_range, verify
+from tests.support import paths
 
-FIXTURES = Path(__file__).parent / "fixtures" / "real-gpu"
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "collectors"))
+FIXTURES = paths.FIXTURES / "real-gpu"
+sys.path.insert(0, str(paths.REPO / "collectors"))
 import telemetry_summary  # noqa: E402  (host-side module, stdlib only)
 
 SAMPLED_FIELDS = {"gfx_mhz", "sm_mhz", "mem_mhz", "power_w", "power_limit_w", "temp_c", "pstate",

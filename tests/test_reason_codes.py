@@ -4,14 +4,14 @@ one place: every wording a controller writes (or wrote) is pinned here with its 
 from __future__ import annotations
 
 import ast
-from pathlib import Path
 
 import pytest
 
 from reprofleet.campaign import run as campaign
 from reprofleet.model import ReasonCode, reason_code
+from tests.support import paths
 
-SRC = Path(__file__).resolve().parents[1] / "src" / "reprofleet"
+SRC = paths.REPO / "src" / "reprofleet"
 
 # Reasons as attempts.jsonl files hold them (the first two from every interrupted campaign).
 WORDINGS = [

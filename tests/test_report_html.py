@@ -19,8 +19,8 @@ from reprofleet.verdicts import judge
 
 from tests.support.report_text import markdown_verdicts
 from tests.support.synthetic_campaign import Spec, build, write
+from tests.support.paths import REPO as ROOT
 
-ROOT = Path(__file__).resolve().parents[1]
 
 
 def _render(*folders: Path) -> tuple[str, str]:

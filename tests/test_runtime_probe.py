@@ -13,8 +13,9 @@ import pytest
 
 from reprofleet.sim import packages
 from reprofleet.sim.rfsim import docker_cli, docker_images
+from tests.support import paths
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "collectors"))
+sys.path.insert(0, str(paths.REPO / "collectors"))
 import runtime_probe  # noqa: E402
 
 TAG = "vllm/vllm-openai:v0.25.1"
@@ -127,7 +128,7 @@ def test_a_failed_install_leaves_no_venv_marked_complete(tmp_path: Path, wheelho
 
 
 def test_the_agent_answers_runtime_with_one_line_and_exit_1_when_not_ok(tmp_path: Path) -> None:
-    agent = Path(__file__).resolve().parents[1] / "collectors" / "agent.py"
+    agent = paths.REPO / "collectors" / "agent.py"
 
     def call(python: str) -> tuple[int, list[dict[str, Any]]]:
         done = subprocess.run([sys.executable, str(agent), "--state-dir", str(tmp_path), "runtime", "python",

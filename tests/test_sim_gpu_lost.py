@@ -6,15 +6,15 @@ from __future__ import annotations
 
 import json
 import subprocess
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 from reprofleet.sim import SimHostSpec
 from reprofleet.sim.rfsim import gpu, sysfs
+from tests.support import paths
 
-AGENT = Path(__file__).resolve().parents[1] / "collectors" / "agent.py"
+AGENT = paths.REPO / "collectors" / "agent.py"
 LOST_SMI = ("Unable to determine the device handle for GPU 0000:01:00.0: GPU is lost.  "
             "Reboot the system to recover this GPU")
 QUERY = ["--query-gpu=pci.bus_id,name", "--format=csv,noheader"]

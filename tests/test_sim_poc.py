@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 
 from reprofleet.sim import SimHostSpec
+from tests.support.paths import REPO
 
 pytestmark = pytest.mark.fleet
 
-REPO = Path(__file__).resolve().parents[1]
 REAL_POC = REPO / "playbooks" / "poc" / "sm120_hostwedge.py"
 STAND_IN = (
     "from vllm import LLM\n"

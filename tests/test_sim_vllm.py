@@ -7,14 +7,13 @@ import signal
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import pytest
 
 from reprofleet.sim import SimHostSpec
 from reprofleet.sim.rfsim import engine, vllm_log
+from tests.support.paths import REPO
 
-REPO = Path(__file__).resolve().parents[1]
 SEED_KWARGS = dict(spec_method="dflash", spec_model="/tmp/sm120-wedge-poc/drafter", spec_tokens=9,
                    max_num_batched_tokens=8192, max_num_seqs=32, max_model_len=262144,
                    gpu_memory_utilization=0.87, enable_prefix_caching=True, load_format="dummy",

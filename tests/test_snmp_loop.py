@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from reprofleet.sim.power import SnmpPdu
+from tests.support import paths
 
 CHILD = textwrap.dedent("""
     import asyncio, gc, sys, threading
@@ -71,7 +72,7 @@ CHILD = textwrap.dedent("""
 
 def _child(address: str, community: str) -> tuple[str, str]:
     done = subprocess.run([sys.executable, "-X", "dev", "-c", CHILD, address, community], capture_output=True, check=False,
-                          text=True, timeout=60, cwd=Path(__file__).parent)
+                          text=True, timeout=60, cwd=paths.TESTS)
     assert done.returncode == 0, done.stderr
     return done.stdout, done.stderr
 
