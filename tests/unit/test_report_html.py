@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import os
 import re
-import shutil
 import subprocess
 import sys
 from html.parser import HTMLParser
@@ -17,10 +15,9 @@ from reprofleet.report import render_html, render_markdown
 from reprofleet.report.freeze import MAX_POINTS, load_trace
 from reprofleet.verdicts import judge
 
+from tests.support.paths import REPO as ROOT
 from tests.support.report_text import markdown_verdicts
 from tests.support.synthetic_campaign import Spec, build, write
-from tests.support.paths import REPO as ROOT
-
 
 
 def _render(*folders: Path) -> tuple[str, str]:
@@ -182,29 +179,6 @@ def test_invoke_report_takes_paths_as_words_and_writes_both_files(tmp_path: Path
     assert (tmp_path / "out" / "report.md").exists() and (tmp_path / "out" / "report.html").exists()
     assert f"html:    {tmp_path / 'out' / 'report.html'}" in done.stdout
     assert (tmp_path / "out" / "report.md").read_text() == _render(second)[0].replace("# t\n", "# reprofleet report\n", 1)
-
-
-DEMO_ARGS = ("--count", "2", "--attempts", "1")
-
-
-@pytest.mark.fleet
-def test_make_demo_ends_by_printing_the_path_of_its_report_html(tmp_path: Path) -> None:
-    # its own sim folder (not the CLI's default, which someone's `make demo` may hold), and
-    # one attempt per host and cell: the page's shape, not its numbers, is what is checked
-    sim_dir = Path("/var/lib/reprofleet-sim") / f"test-demo-{os.getpid()}"  # not under /tmp: hosts shadow it
-    env = {**os.environ, "INVOKE_REPROFLEET_REPORTS": str(tmp_path / "reports"),
-           "INVOKE_REPROFLEET_SIM_DIR": str(sim_dir)}
-    try:
-        done = subprocess.run([sys.executable, "-m", "reprofleet", "demo", *DEMO_ARGS], cwd=ROOT, capture_output=True,
-                              text=True, timeout=600, env=env, stdin=subprocess.DEVNULL)
-    finally:
-        shutil.rmtree(sim_dir, ignore_errors=True)
-    assert done.returncode == 0, done.stderr[-2000:]
-    last = [line for line in done.stdout.splitlines() if line.strip()][-1]
-    assert last.startswith("html:") and last.endswith("report.html"), last
-    page = Path(last.split(None, 1)[1])
-    assert page.is_file() and page.parent.parent == tmp_path / "reports"
-    assert 'id="verdict-table"' in page.read_text(encoding="utf-8")
 
 
 def test_a_campaign_that_recorded_nothing_still_gets_a_page_that_says_so(tmp_path: Path) -> None:
