@@ -286,15 +286,29 @@ class FakeSession:
 
 
 class FakeAgent:
-    """``AgentClient``'s calls, answered by the fake host."""
+    """``AgentClient``'s calls, answered by the fake host: the one fake agent of the tests.
 
-    def __init__(self, fake: FakeHost, ctx: CampaignContext) -> None:
+    ``FakeAgent(fake, ctx)`` is what :class:`FakePort` connects to: every call is answered from
+    the :class:`FakeHost`'s state, in virtual time. Without a fake host, ``FakeAgent(host=...,
+    session=..., ok=..., fail=...)`` is the agent a unit test hands one of the runner's per-host
+    helpers (tests/unit/test_host_helpers.py, test_runtime_truth.py): ``session`` is the one
+    given (a ``docker image inspect`` that answers from a dict, say), and ``host_debug`` and
+    ``netconsole`` answer as the agent would, applied (``ok``), refused with the agent's error
+    (``ok=False``), or, for netconsole, not reached at all (``fail=True``: an ``AgentError``).
+    Either way, every ``host_debug`` and ``netconsole`` call is kept in ``calls``; any other call
+    needs the fake host.
+    """
+
+    def __init__(self, fake: FakeHost | None = None, ctx: CampaignContext | None = None, *, host: str = "ws01",
+                 session: Any = None, ok: bool = True, fail: bool = False) -> None:
         self.fake = fake
         self.ctx = ctx
-        self.session = FakeSession(fake)
-        self.host = fake.name
+        self.session = FakeSession(fake) if fake is not None else session
+        self.host = fake.name if fake is not None else host
         self.lease_token: str | None = None  # set by the runner, as on AgentClient
         self.ignore_lease = False
+        self.ok, self.fail = ok, fail  # the helpers' answers, without a fake host
+        self.calls: list[list[str]] = []  # every host_debug and netconsole call, with its arguments
 
     def _call(self) -> None:
         self.fake.require_up()
@@ -441,12 +455,22 @@ class FakeAgent:
             "previous_boot": {"available": True, "findings": [{"line": "NVRM: Xid 79"}], "tail": ["NVRM: Xid 79"]}})
 
     def host_debug(self, args: list[str]) -> replies.HostDebugReply:
+        self.calls.append(["host-debug", *args])
+        if self.fake is None:
+            values = {"hardlockup_panic": 1, "panic": 5, "nmi_watchdog": 1} if args[0] == "apply" else {"panic": 0}
+            return replies.HostDebugReply(self.ok, values, () if self.ok else ("write refused",))
         return replies.parse_host_debug(self.host, {"k": "host_debug", **self.one(["host-debug", *args], "host_debug")})
 
     def runtime(self, args: list[str], timeout: float) -> replies.RuntimeReply:
         return replies.parse_runtime(self.host, {"k": "runtime", **self.one(["runtime", *args], "runtime", timeout)})
 
     def netconsole(self, args: list[str]) -> replies.NetconsoleReply:
+        self.calls.append(["netconsole", *args])
+        if self.fake is None:
+            if self.fail:
+                raise AgentError(self.host, "netconsole: no route")
+            return replies.NetconsoleReply(self.ok, {"local_ip": "10.0.0.7", "remote_port": "6666"}, (8, 4, 1, 7),
+                                           () if self.ok else ("modprobe failed",), ("broadcast MAC",))
         return replies.parse_netconsole(self.host, {"k": "netconsole", **self.one(["netconsole", *args], "netconsole")})
 
     def run(self, attempt_id: str, argv: list[str], *, timeout: float, env: Mapping[str, str] | None = None,

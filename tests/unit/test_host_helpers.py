@@ -13,15 +13,15 @@ import pytest
 
 from reprofleet.errors import AgentError
 from reprofleet.model import HostDebug, NetconsoleSetting, Outcome
-from reprofleet.remote import replies
 from reprofleet.remote.netconsole import NetconsoleReceiver
 from reprofleet.runner.host_debug import HostDebugSysctls
 from reprofleet.runner.host_log import HostLog
 from reprofleet.runner.netconsole import HostNetconsole
 from reprofleet.runner.runtimes import HostRuntimes, RuntimeFacts
 from reprofleet.runner.stops import HostStops
-from tests.support.scripted_runner import book, cell
 from tests.support import paths
+from tests.support.scripted_runner import book, cell
+from tests.support.seam_host import FakeAgent
 
 RUNNER = paths.REPO / "src" / "reprofleet" / "runner"
 PANICS = HostDebug(hardlockup_panic=True, panic=5)
@@ -40,28 +40,6 @@ class Recorder:
 
     def names(self) -> list[str]:
         return [name for _, name, _ in self.events]
-
-
-class FakeAgent:
-    """Answers host-debug and netconsole as the agent would, and counts the calls."""
-
-    host = "ws01"
-
-    def __init__(self, ok: bool = True, fail: bool = False) -> None:
-        self.ok, self.fail = ok, fail
-        self.calls: list[list[str]] = []
-
-    def host_debug(self, args: list[str]) -> replies.HostDebugReply:
-        self.calls.append(["host-debug", *args])
-        values = {"hardlockup_panic": 1, "panic": 5, "nmi_watchdog": 1} if args[0] == "apply" else {"panic": 0}
-        return replies.HostDebugReply(self.ok, values, () if self.ok else ("write refused",))
-
-    def netconsole(self, args: list[str]) -> replies.NetconsoleReply:
-        self.calls.append(["netconsole", *args])
-        if self.fail:
-            raise AgentError(self.host, "netconsole: no route")
-        return replies.NetconsoleReply(self.ok, {"local_ip": "10.0.0.7", "remote_port": "6666"}, (8, 4, 1, 7),
-                                       () if self.ok else ("modprobe failed",), ("broadcast MAC",))
 
 
 # -- host_debug ---------------------------------------------------------------------------

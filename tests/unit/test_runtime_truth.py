@@ -17,6 +17,7 @@ from reprofleet.records.identity import cell_id
 from reprofleet.model import Host, PipOptions, Runtime, RuntimeKind
 from reprofleet.playbook import load_playbook
 from reprofleet.runner.host_log import HostLog
+from tests.support.seam_host import FakeAgent
 
 QUIET = HostLog("h", lambda *args, **fields: None)
 
@@ -157,13 +158,6 @@ class FakeSession:
         return Result(digests if "RepoDigests" in command else ident)
 
 
-class FakeAgent:
-    host = "h1"
-
-    def __init__(self, session: FakeSession) -> None:
-        self.session = session
-
-
 def docker_cell(tmp_path: Path) -> Any:
     return load_playbook(write(tmp_path, '{image: "vllm/vllm-openai:v{vllm}"}')).cells[0]
 
@@ -174,7 +168,7 @@ def test_a_tag_that_still_names_the_cells_image_passes_with_one_cheap_command(tm
     runtimes.facts[cell.runtime.label] = runtime_truth.RuntimeFacts(cell.runtime.label, image_id="sha256:1",
                                                                     image_digest="vllm/vllm-openai@sha256:a")
     session = FakeSession({"vllm/vllm-openai:v0.26.0": ("sha256:1", '["vllm/vllm-openai@sha256:a"]')})
-    assert runtimes.check(FakeAgent(session), cell) is None  # type: ignore[arg-type]
+    assert runtimes.check(FakeAgent(session=session, host="h1"), cell) is None  # type: ignore[arg-type]
     assert len(session.commands) == 1 and "--format '{{.Id}}'" in session.commands[0]
 
 
@@ -184,7 +178,7 @@ def test_a_moved_tag_is_reported_with_the_old_and_the_new_digest(tmp_path: Path)
     runtimes.facts[cell.runtime.label] = runtime_truth.RuntimeFacts(cell.runtime.label, image_id="sha256:1",
                                                                     image_digest="vllm/vllm-openai@sha256:a")
     session = FakeSession({"vllm/vllm-openai:v0.26.0": ("sha256:2", '["vllm/vllm-openai@sha256:b"]')})
-    moved = runtimes.check(FakeAgent(session), cell)  # type: ignore[arg-type]
+    moved = runtimes.check(FakeAgent(session=session, host="h1"), cell)  # type: ignore[arg-type]
     assert moved is not None
     assert (moved.old_digest, moved.new_digest, moved.old_id, moved.new_id) == (
         "vllm/vllm-openai@sha256:a", "vllm/vllm-openai@sha256:b", "sha256:1", "sha256:2")
@@ -200,5 +194,5 @@ def test_a_resumed_campaign_holds_a_cell_to_the_image_its_earlier_records_ran(tm
     runtimes.facts[cell.runtime.label] = runtime_truth.RuntimeFacts(cell.runtime.label, image_id="sha256:2",
                                                                     image_digest="vllm/vllm-openai@sha256:b")
     session = FakeSession({"vllm/vllm-openai:v0.26.0": ("sha256:2", '["vllm/vllm-openai@sha256:b"]')})
-    moved = runtimes.check(FakeAgent(session), cell)  # type: ignore[arg-type]
+    moved = runtimes.check(FakeAgent(session=session, host="h1"), cell)  # type: ignore[arg-type]
     assert moved is not None and moved.old_id == "sha256:1" and moved.new_id == "sha256:2"
