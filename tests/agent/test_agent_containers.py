@@ -1,6 +1,6 @@
 """The agent stops an attempt's docker container at every end, and finds the ones whose
 supervisor is gone (run locally, against a fake docker CLI that answers as docker does;
-tests/test_fleet_docker.py does the same against the simulated docker over SSH)."""
+tests/fleet/test_fleet_docker.py does the same against the simulated docker over SSH)."""
 
 from __future__ import annotations
 

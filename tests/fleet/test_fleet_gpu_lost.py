@@ -2,7 +2,7 @@
 bus, and is quarantined with the words of the agent's health checks: the whole path on the
 real fleet (sshd, the agent, the sim's sysfs, NVML and nvidia-smi, a Tasmota plug simulator).
 
-The runner's decisions around it are pinned in virtual time by tests/test_seam_health_gate.py;
+The runner's decisions around it are pinned in virtual time by tests/seam/test_seam_health_gate.py;
 this one proves that the real agent on a real (simulated) host reads a lost GPU as lost.
 """
 

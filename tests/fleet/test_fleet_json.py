@@ -1,6 +1,6 @@
 """--json against the simulated fleet: the shapes a real campaign, real facts, a real doctor and
 a real PDU give validate against docs/schema, stdout carries only JSON, and the exit status
-is the one the task gives without --json (tests/test_cli_json.py does the same on fixtures)."""
+is the one the task gives without --json (tests/unit/test_cli_json.py does the same on fixtures)."""
 
 from __future__ import annotations
 

@@ -1,8 +1,8 @@
 """Sure before acting, quick when sure, judged against the wall clock (so nothing runs beside
 these): no false wedges under loss, SIGSTOP stalls and a starved CPU; a frozen host declared
 within seconds; hosts frozen together declared once the correlated hold is outlasted. (The
-paths that judge no latency: tests/test_fleet_liveness_paths.py. A broken PDU and a host with
-no power port are runner decisions: tests/test_seam_recovery.py plays them at the host seam in
+paths that judge no latency: tests/fleet/test_fleet_liveness_paths.py. A broken PDU and a host with
+no power port are runner decisions: tests/seam/test_seam_recovery.py plays them at the host seam in
 virtual time.)
 
 Each test asserts the suspect/probe/clear events its behaviour depends on: a stall that never

@@ -1,6 +1,6 @@
 """Liveness paths on the simulated fleet that judge no latency, so they run two at a time
 beside other fleet tests (the latency, stall and starvation tests stay alone:
-tests/test_fleet_liveness.py): the controller's own network cut with one host (the guard alone
+tests/fleet/test_fleet_liveness.py): the controller's own network cut with one host (the guard alone
 holds it), a kernel that answers while userspace never does (a ``userspace`` wedge), a stalled
 suspect that then freezes (a wedge, not userspace), a host without a power port that comes back
 with the same boot (never frozen: infra, a person needed).
@@ -48,7 +48,7 @@ def _once_at_phase(phase: str, action: Any) -> Any:
 
 def test_cutting_every_link_at_the_controller_cycles_nothing(sim_fleet: Any, sim_inventory: Any, tmp_path: Path) -> None:
     """One host: the guard alone must hold it (no other host's silence to correlate with).
-    Several hosts silent at once with the guard up: tests/test_fleet_power_safety.py."""
+    Several hosts silent at once with the guard up: tests/fleet/test_fleet_power_safety.py."""
     hosts = 1
     fleet = sim_fleet([SimHostSpec(f"cut-{c}", script=("clean",), time_scale=0.25) for c in "ab"[:hosts]])
     plug, inventory = plugged(fleet, sim_inventory, tmp_path / "plug")

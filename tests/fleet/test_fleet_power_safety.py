@@ -5,9 +5,9 @@
 - an inventory with one wrong address whose outlet feeds a live machine: that machine is never
   switched, in a fresh campaign and in its resume.
 
-(Hosts frozen together judge timing: tests/test_fleet_liveness.py, which runs alone. A
+(Hosts frozen together judge timing: tests/fleet/test_fleet_liveness.py, which runs alone. A
 controller outage of 120 s after a KERNEL answer is played at the host seam in virtual time:
-tests/test_seam_wedge.py.)
+tests/seam/test_seam_wedge.py.)
 """
 
 from __future__ import annotations

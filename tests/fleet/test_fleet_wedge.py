@@ -2,7 +2,7 @@
 back, gets its policy re-applied, and the campaign completes every planned attempt.
 
 (A host that resets itself, and one that froze between attempts, are runner decisions:
-tests/test_seam_wedge.py plays them at the host seam in virtual time.)"""
+tests/seam/test_seam_wedge.py plays them at the host seam in virtual time.)"""
 
 from __future__ import annotations
 
@@ -28,10 +28,11 @@ LGC_CELL = "  - name: lgc-2800\n    graphics_clocks: [180, 2800]\n"
 
 # One protocol here: the wedge -> cycle -> back path is the runner's, the same for every driver.
 # Each driver is proven where that is cheaper: off/on/cycle with read-back against its real
-# simulator (tests/test_power_protocols.py, test_power_snmp.py, test_power_bmc.py,
-# test_power_http_plugs.py, test_power_pdudaemon_command.py), a whole wedge campaign through
-# every driver at once (tests/test_power_fleet_trust.py's secret sweep), Redfish and IPMI
-# wedges with their BMC logs (tests/test_fleet_bmc_events.py) and SNMP (tests/test_power_fleet.py).
+# simulator (tests/fleet/test_power_snmp.py, test_power_bmc.py, test_power_http_plugs.py,
+# test_power_pdudaemon.py; the protocols' pure pieces in tests/unit/test_power_protocols.py, the
+# command driver in tests/unit/test_power_command.py), a whole wedge campaign through every
+# driver at once (tests/fleet/test_power_fleet_trust.py's secret sweep), Redfish and IPMI wedges
+# with their BMC logs (tests/fleet/test_fleet_bmc_events.py) and SNMP (tests/fleet/test_power_fleet.py).
 # Tasmota stays: the plug meters, so the wall power at the freeze is checked on the way.
 SIMULATORS: dict[str, Callable[[Path, dict[str, Path]], Any]] = {
     "tasmota": lambda workdir, outlets: HttpPlugServer(workdir, "tasmota", outlets, password="s3cret-plug"),

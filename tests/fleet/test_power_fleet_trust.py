@@ -1,11 +1,11 @@
 """Power control a lab can trust, on the simulated fleet: no secret ends up in any file or
 line of output a campaign writes, whichever real device protocol switches the host; nor
 does a playbook's env_secrets value, which reaches the PoC's container and no command line
-(``ps``) or file on the hosts (the sweep's own unit tests: tests/test_secret_sweep.py).
+(``ps``) or file on the hosts (the sweep's own unit tests: tests/unit/test_secret_sweep.py).
 
 (A host never stranded off when a read-back is lost, and a host that does not come back
 retried once and then named with its likely causes, are runner decisions:
-tests/test_seam_power.py plays them at the host seam in virtual time.)"""
+tests/seam/test_seam_power.py plays them at the host seam in virtual time.)"""
 
 from __future__ import annotations
 

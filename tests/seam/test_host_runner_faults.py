@@ -1,6 +1,6 @@
 """One host's faults stay that host's, and nothing the controller decided is lost.
 
-Uses the scripted host runner of tests/scripted_runner.py (no SSH): what it writes to
+Uses the scripted host runner of tests/support/scripted_runner.py (no SSH): what it writes to
 attempts.jsonl and events.jsonl is what a real campaign writes.
 """
 

@@ -1,6 +1,6 @@
 """Lockup-to-panic sysctls across boots, decided at the host seam in virtual time: a reboot
 resets them, and the runner applies them again before the first attempt of the new boot.
-Moved from tests/test_fleet_host_debug.py (the panic text, pstore and the by-hand restore
+Moved from tests/fleet/test_fleet_host_debug.py (the panic text, pstore and the by-hand restore
 on a real kernel simulation stay there)."""
 
 from __future__ import annotations

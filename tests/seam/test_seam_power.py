@@ -2,7 +2,7 @@
 stranded off, and a host that does not come back is retried once and then named with the
 likely causes.
 
-Moved from tests/test_power_fleet_trust.py (the simulated PDU's faults are the fake
+Moved from tests/fleet/test_power_fleet_trust.py (the simulated PDU's faults are the fake
 device's: an off outlet whose reads are lost, an outlet that feeds another machine). What
 only a real device protocol can show (secrets never written, every simulated device) stays
 on the fleet.

@@ -1,8 +1,8 @@
 """Recovery's decisions at the host seam, in virtual time: a broken PDU, a host with no port.
 
-Moved from the simulated fleet (tests/test_fleet_liveness.py), where each played its
+Moved from the simulated fleet (tests/fleet/test_fleet_liveness.py), where each played its
 waits in real time (two boot deadlines, a person's 12 s): the same records and events,
-from the same runner and recovery code, against a scripted host (tests/seam_host.py).
+from the same runner and recovery code, against a scripted host (tests/support/seam_host.py).
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@ time: a lock a killed controller left, a lease another campaign holds, an attemp
 running on the GPU, a host left switched off, a controller whose disk fills up.
 
 Moved from tests/test_fleet_resume.py; the agent's own lease, orphan and policy handling on
-a real host is tested against real sshd in tests/test_agent_*.py.
+a real host is tested in tests/agent/test_agent_*.py (over real sshd: tests/fleet/test_agent_ssh.py).
 """
 
 from __future__ import annotations

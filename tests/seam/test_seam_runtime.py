@@ -1,6 +1,6 @@
 """Runtime truth decided at the host seam, in virtual time: a docker tag that moves to
 another image mid-campaign stops that cell on that host, with both digests. Moved from
-tests/test_fleet_runtime.py (pulling, venv building and the interpreter's real versions stay
+tests/fleet/test_fleet_runtime.py (pulling, venv building and the interpreter's real versions stay
 on the fleet)."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """A host's own reset and a freeze between attempts, decided at the host seam in virtual
-time. Moved from tests/test_fleet_wedge.py; the power-cycle through every real device
+time. Moved from tests/fleet/test_fleet_wedge.py; the power-cycle through every real device
 protocol stays on the fleet."""
 
 from __future__ import annotations

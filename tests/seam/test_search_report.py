@@ -1,7 +1,7 @@
 """A search's result in report.md, report.html and ``report --json``, from the campaign folder alone.
 
-The folder comes from a real (seam) campaign run by tests/test_search_runner.py's fake
-host; the model is the toy ladder of tests/search_fakes.py, put at the seam the report
+The folder comes from a real (seam) campaign run on the search runner's fake host
+(tests/support/search_campaign.py); the model is the toy ladder of tests/support/search_fakes.py, put at the seam the report
 shares with the runner (``LadderPlan.ladder``).
 """
 

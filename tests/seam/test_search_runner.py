@@ -2,7 +2,7 @@
 
 The host is a scripted fake whose outcome depends on the graphics-clock ceiling the cell
 applied (a wedge at 2800 MHz and above, clean below), the model a toy rule behind the
-ladder seam (tests/search_fakes.py). What is pinned: the cells run are the ladder's
+ladder seam (tests/support/search_fakes.py). What is pinned: the cells run are the ladder's
 choices, attempt indexes count up per (host, cell), each choice is a ``search_probe``
 event and the end one ``search_done``, the probes the ladder sees come through the
 outcome roles, and a campaign stopped mid-search and resumed ends as an uninterrupted one.

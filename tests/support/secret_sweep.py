@@ -1,7 +1,7 @@
 """The secrets sweep: every place a secret could land, searched for every secret.
 
-Shared by the fleet test (tests/test_power_fleet_trust.py) and its unit tests
-(tests/test_secret_sweep.py), which show that each search finds a planted secret: a sweep
+Shared by the fleet test (tests/fleet/test_power_fleet_trust.py) and its unit tests
+(tests/unit/test_secret_sweep.py), which show that each search finds a planted secret: a sweep
 that cannot find anything proves nothing.
 """
 

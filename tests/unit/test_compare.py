@@ -1,5 +1,5 @@
 """invoke compare: campaigns, controllers or hosts side by side, each judged by the verdict layer as a report of its
-own, its claims Holm-adjusted across every side (tests/test_compare_family.py pins the adjustment and the interaction)."""
+own, its claims Holm-adjusted across every side (tests/unit/test_compare_family.py pins the adjustment and the interaction)."""
 
 from __future__ import annotations
 

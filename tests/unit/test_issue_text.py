@@ -1,5 +1,5 @@
 """invoke report --issue: the Markdown a vLLM or NVIDIA bug report asks for, from the records
-(a synthetic campaign of tests/synthetic_campaign.py), with host text that cannot break out."""
+(a synthetic campaign of tests/support/synthetic_campaign.py), with host text that cannot break out."""
 
 from __future__ import annotations
 

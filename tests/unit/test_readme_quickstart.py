@@ -96,7 +96,7 @@ def test_the_walk_finds_the_commands_a_new_user_types() -> None:
     commands = [" ".join(argv[:1]) for argv in invoke_commands(SPANS)]
     assert {"facts", "campaign", "report"} <= set(commands), commands
     assert set(make_targets(SPANS)) >= {"demo", "test", "coverage"}
-    assert {"inventory/blackwell.yml", "docs/ARCHITECTURE.md", "tests/test_seam_*.py"} <= set(repo_paths(SPANS, LINKS))
+    assert {"inventory/blackwell.yml", "docs/ARCHITECTURE.md", "tests/seam/test_seam_*.py"} <= set(repo_paths(SPANS, LINKS))
     assert ("-i", "--inventory") in flag_pairs(SPANS)
 
 

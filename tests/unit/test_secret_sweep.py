@@ -1,6 +1,6 @@
 """The secrets sweep finds what it looks for: a planted secret in a file, an argv, a text.
 
-The fleet test (tests/test_power_fleet_trust.py) asserts the sweep finds nothing; these
+The fleet test (tests/fleet/test_power_fleet_trust.py) asserts the sweep finds nothing; these
 show it would have found a leak, without a fleet.
 """
 

@@ -1,5 +1,5 @@
 """`invoke status` and metrics.prom on campaign folders written as a controller writes them
-(tests/synthetic_campaign.py): counts per host, the plan, the ETA, the verdicts as `invoke
+(tests/support/synthetic_campaign.py): counts per host, the plan, the ETA, the verdicts as `invoke
 report` judges them, read without writing and without the campaign's lock; the textfile in
 node_exporter's format, parsed back by Prometheus's own parser."""
 
