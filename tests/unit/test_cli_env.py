@@ -18,7 +18,6 @@ from tests.support.fleet_campaign import write_playbook
 from tests.support.paths import REPO
 
 
-
 def invoke_config(environ: dict[str, str]) -> Any:
     """The configuration Invoke itself builds for this project, after our normalising."""
     from invoke import Config

@@ -15,7 +15,6 @@ from reprofleet.cli.tasks import ns
 from tests.support.paths import REPO as ROOT
 
 
-
 def contexts() -> dict[str, dict[str, tuple[str, ...]]]:
     """Task name -> its flags' names (long first), as the parser sees them."""
     out: dict[str, dict[str, tuple[str, ...]]] = {}

@@ -14,9 +14,8 @@ from reprofleet.records.pooling import load_pool
 from reprofleet.report.compare import CompareError, SideBy, build_sides, compare_html, compare_table, rate_text
 from reprofleet.verdicts import judge
 
-from tests.support.synthetic_campaign import Spec, build, write
 from tests.support.paths import REPO as ROOT
-
+from tests.support.synthetic_campaign import Spec, build, write
 
 
 @pytest.fixture(scope="module")

@@ -25,8 +25,8 @@ from reprofleet.stats.interaction import interaction
 from reprofleet.stats.ratio import Stratum
 from reprofleet.verdicts import VerdictKind
 
-from tests.support.verdict_records import many, pool_of
 from tests.support.paths import REPO as ROOT
+from tests.support.verdict_records import many, pool_of
 
 CLAIMS = (VerdictKind.FIXED, VerdictKind.LESS_OFTEN)  # "the change helped", in either strength
 

@@ -15,9 +15,8 @@ from reprofleet.report import render_html, render_markdown
 from reprofleet.report.folders import Folders
 from reprofleet.report.issue_text import Tracker, issue_markdown
 from reprofleet.verdicts import judge
-from tests.support.synthetic_campaign import Spec, build, write
 from tests.support.paths import REPO as ROOT
-
+from tests.support.synthetic_campaign import Spec, build, write
 
 
 @pytest.fixture(scope="module")

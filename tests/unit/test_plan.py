@@ -16,7 +16,6 @@ from tests.support.fleet_campaign import write_playbook
 from tests.support.paths import REPO
 
 
-
 def reprofleet(*args: str, cwd: Path = REPO) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "reprofleet", "plan", *args], cwd=cwd, capture_output=True,
                           text=True, timeout=60)
