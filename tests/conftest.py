@@ -19,8 +19,12 @@ from typing import Any, Callable, Iterator, Mapping, Sequence, Union
 
 import pytest
 
-# Fixtures of other helpers' simulators, registered when their module exists.
-pytest_plugins = ["fleet_guard"] + [name for name in ("conftest_power", "hostile_counts") if (Path(__file__).parent / f"{name}.py").exists()]
+# Fixtures and hooks of tests/support/ that several test modules use, registered once here (a
+# module-scoped fixture is still built once per module that uses it); those of other helpers'
+# simulators are registered when their module exists.
+pytest_plugins = ["tests.support.fleet_guard", "tests.support.sim_sudo", "tests.support.agent_runs"] + [
+    f"tests.support.{name}" for name in ("conftest_power", "hostile_counts")
+    if (Path(__file__).parent / "support" / f"{name}.py").exists()]
 
 SpecsArg = Union[int, Sequence[Any], None]
 _FAILED = pytest.StashKey[bool]()

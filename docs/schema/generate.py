@@ -3,7 +3,7 @@
 The schema files are what is published; this writes them from one set of definitions, so a
 verdict is described once and inlined in every shape that carries verdicts (each file stands
 alone: a script validates with one file). After changing a ``to_json()``, change its
-definition here and run ``python docs/schema/generate.py``; tests/test_cli_json.py checks that
+definition here and run ``python docs/schema/generate.py``; tests/unit/test_cli_json.py checks that
 the files are this script's output and that every task's output validates against its file.
 Stdlib only, and nothing of reprofleet: it describes the shapes, it does not derive them.
 """

@@ -6,7 +6,7 @@ real line numbers for every error), ``group_vars/`` and ``host_vars/`` beside th
 merged in Ansible's precedence order, and any other source (a directory, a dynamic
 inventory script, a plugin config) is handed to ``ansible-inventory --list`` when it is
 installed. Ansible itself is never imported: it is an optional tool, not a library we
-depend on. ``tests/test_inventory.py`` checks our reading against ``ansible-inventory``.
+depend on. ``tests/unit/test_inventory.py`` checks our reading against ``ansible-inventory``.
 
     from reprofleet.inventory import load_inventory
     inventory = load_inventory("inventory/blackwell.yml")

@@ -8,7 +8,7 @@ model runner (vLLM 0.33's default) captures graphs while it profiles memory, bef
 sizes the KV cache, while the V1 runner and the V0 engine capture last. So ``kv_cache`` is
 before capture under V1 and after it under V2. The agent's phase tracker
 (``collectors/vllm_phases.py``, which cannot import this) follows the same two orders;
-``tests/test_protocol_agreement.py`` pins them equal.
+``tests/agent/test_protocol_agreement.py`` pins them equal.
 
 A record lists the phases it entered, in order (``phases``); the orders that sequence fits
 are the candidates, and a position is decided only when every candidate agrees. A record

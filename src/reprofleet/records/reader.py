@@ -9,7 +9,7 @@ identity it predates is computed from its own fields (``identity.record_cell_id`
 A ``RecordedAttempt`` is also the mapping of its folded line, every key as written
 (unknown ones included): the exporter writes every key, and runner/, which takes records
 in that form, reads it unchanged. Outside records/ a record's fields are read as
-attributes, never looked up by their JSON names (tests/test_record_lookups.py fails on
+attributes, never looked up by their JSON names (tests/unit/test_record_lookups.py fails on
 one), so a renamed or retyped field is found by mypy, not by a report that prints None.
 """
 

@@ -16,7 +16,7 @@ score interval, and equals statsmodels' ``confint_proportions_2indep(method="sco
 compare="ratio")`` (pinned by a test). The one-sided bound inverts the test of
 "rho >= rho0". It is a score method, not an exact one: by full enumeration its one-sided
 95% bound misses the true ratio at most 5.6% of the time at 24 to 36 attempts a side, 6.5%
-at 12 and 7.5% at 6 (tests/test_stats_ratio.py pins the enumeration), which is why a
+at 12 and 7.5% at 6 (tests/unit/test_stats_ratio.py pins the enumeration), which is why a
 verdict asks for it *and* the exact test that the cell is rarer at all, and why the
 threshold it is held to was chosen by simulation through the whole judge. (statsmodels
 returns a complex number where the reference reproduced every time; this does not.)

@@ -1,0 +1,78 @@
+"""invoke doctor on the simulated fleet, one host broken in each way the simulator can play:
+its journal volatile, no NVIDIA container runtime in docker, the image not pulled, its PDU not
+answering, a non-root login with no sudo rights; a healthy host beside them is ready, and so is
+a non-root login whose sudoers lets it run nvidia-smi (the simulated sudo: rfsim/sudo.py)."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from reprofleet.sim.power import HttpPlugServer
+from reprofleet.sim.spec import SimHostSpec
+from tests.support.fleet_campaign import write_playbook
+
+pytestmark = pytest.mark.fleet
+
+DOCKER_CELLS = "  - name: default\n    runtime: {kind: docker, image: 'vllm/vllm-openai:v0.25.1'}\n"
+
+
+def _dead_udp_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def test_doctor_names_each_broken_host_with_its_problem_and_fix(sim_fleet: Any, sim_inventory: Any,
+                                                                tmp_path: Path) -> None:
+    fleet = sim_fleet([SimHostSpec("dr-ok"), SimHostSpec("dr-journal", journal_persistent=False),
+                       SimHostSpec("dr-runtime"), SimHostSpec("dr-pdu"),
+                       SimHostSpec("dr-sudo", login_user="lab", sudo="none"),
+                       SimHostSpec("dr-sudo-smi", login_user="lab", sudo="nvidia-smi")])
+    by_name = {h.name: h for h in fleet.hosts}
+    config = by_name["dr-runtime"].paths.host_config
+    config.write_text(json.dumps({**json.loads(config.read_text()), "nvidia_container_runtime": False}))
+    book = write_playbook(tmp_path / "book", attempts=1, cells=DOCKER_CELLS)
+    with HttpPlugServer(tmp_path / "plug", "tasmota", {str(i + 1): h.paths.power for i, h in enumerate(fleet.hosts)}) \
+            as plug:
+        blocks = {h.name: plug.pdu_block(str(i + 1)) for i, h in enumerate(fleet.hosts)}
+        blocks["dr-pdu"] = {**blocks["dr-pdu"], "address": f"127.0.0.1:{_dead_udp_port()}", "timeout_s": 1,
+                            "tries": 1}
+        inventory = sim_inventory(fleet, pdu=blocks)
+        env = {**os.environ, "INVOKE_REPROFLEET_KNOWN_HOSTS": str(fleet.known_hosts_path),
+               "INVOKE_REPROFLEET_REPORTS": str(tmp_path / "reports")}
+        done = subprocess.run([sys.executable, "-m", "reprofleet", "doctor", "--hosts", str(inventory), "--playbook",
+                               str(book), "--json"], cwd=tmp_path, env=env, capture_output=True, text=True,
+                              timeout=180, stdin=subprocess.DEVNULL)
+    assert done.returncode == 3, done.stdout + done.stderr
+    found = {d["host"]: d for d in map(json.loads, done.stdout.splitlines())}
+    assert set(found) == set(by_name)
+
+    def items(host: str, status: str) -> dict[str, dict[str, str]]:
+        return {c["item"]: c for c in found[host]["checks"] if c["status"] == status}
+
+    assert found["dr-ok"]["ready"] and not items("dr-ok", "missing")
+    assert set(items("dr-journal", "missing")) == {"journal"}
+    assert "Storage=persistent" in items("dr-journal", "missing")["journal"]["fix"]
+    assert set(items("dr-runtime", "missing")) == {"docker"}
+    assert "nvidia-ctk runtime configure" in items("dr-runtime", "missing")["docker"]["fix"]
+    assert set(items("dr-pdu", "missing")) == {"power"}
+    assert "does not answer" in items("dr-pdu", "missing")["power"]["found"]
+    assert set(items("dr-sudo", "missing")) == {"privilege"}
+    no_sudo = items("dr-sudo", "missing")["privilege"]
+    assert no_sudo["found"].startswith("no passwordless sudo for nvidia-smi: lab may not run"), no_sudo
+    assert "`lab ALL=(root) NOPASSWD: /usr/local/bin/nvidia-smi`" in no_sudo["fix"], no_sudo
+    assert found["dr-sudo-smi"]["ready"], found["dr-sudo-smi"]
+    assert items("dr-sudo-smi", "ok")["privilege"]["found"] == "sudo -n /usr/local/bin/nvidia-smi without a password"
+    assert items("dr-sudo-smi", "ok")["login"]["found"].startswith("lab@")
+    image = "image vllm/vllm-openai:v0.25.1"
+    for host in by_name:  # nothing pulled yet: a warning with its command, on every host
+        assert "docker pull vllm/vllm-openai:v0.25.1" in items(host, "warn")[image]["fix"]
+    assert not (tmp_path / "reports").exists() or not list((tmp_path / "reports").glob("*/attempts.jsonl"))

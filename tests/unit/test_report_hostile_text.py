@@ -1,0 +1,69 @@
+"""Reports that survive what hosts print (issue 20, item 5).
+
+A phase name and a log line come from the host: a ``$...$`` in them was parsed by
+matplotlib as mathtext and killed report.html, and a backtick in ``last_log_line`` ended
+report.md's code span, so what followed became links and images in a pasted bug report.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from markdown_it import MarkdownIt
+
+from reprofleet.records.pooling import load_pool
+from reprofleet.report import render_html, render_markdown
+from reprofleet.report.markdown import code_span
+from reprofleet.verdicts import judge
+
+from tests.support.synthetic_campaign import Spec, build, write
+
+MATH_PHASE = r"warmup $\notacommand{x}$"  # mathtext raises on an unknown command
+MATH_LINE = r"loss went $\frac{1}{0$ at step 3"  # and on an unclosed brace
+HOSTILE_LINE = "done` [bug tracker](https://evil.example/x) ![pixel](https://evil.example/p.png) ``|`"
+
+
+def hostile_campaign(folder: Path, phase: str, line: str) -> Path:
+    content: dict[str, Any] = build(Spec(attempts=3))
+    for lines in content["streams"].values():
+        for entry in lines:
+            if entry["k"] == "phase":
+                entry["phase"] = f"{entry['phase']} {phase}"
+            if entry["k"] in ("log", "phase"):
+                entry["line"] = line
+    for record in content["records"]:
+        if record["last_phase"]:
+            record["last_phase"] = f"{record['last_phase']} {phase}"
+            record["last_log_line"] = line
+    return write(folder, content)
+
+
+def test_dollar_signs_in_host_phases_and_log_lines_are_drawn_as_text_and_the_page_is_made(tmp_path: Path) -> None:
+    folder = hostile_campaign(tmp_path / "c", MATH_PHASE, MATH_LINE)
+    pool = load_pool([folder])
+    page = render_html(judge(pool), pool, "t")
+    wedge = next(r for r in pool.records if r["outcome"] == "wedge")
+    block = page.split(f'id="freeze-{wedge["attempt"]}"', 1)[1].split("</article>", 1)[0]
+    assert "<svg" in block
+    assert r"$\notacommand{x}$" in block  # the label as the host wrote it, inside the figure's text
+
+
+def markdown_html(markdown: str) -> str:
+    return MarkdownIt("commonmark").enable("table").render(markdown)
+
+
+def test_a_backtick_and_a_link_in_the_last_log_line_stay_inside_its_code_span(tmp_path: Path) -> None:
+    folder = hostile_campaign(tmp_path / "c", "`[x](https://evil.example/phase)`", HOSTILE_LINE)
+    pool = load_pool([folder])
+    html = markdown_html(render_markdown(judge(pool), pool.records, "t"))
+    assert "<a " not in html and "<img" not in html
+    assert "<code>done` [bug tracker](https://evil.example/x) ![pixel](https://evil.example/p.png) ``|`</code>" in html
+
+
+@pytest.mark.parametrize("text", ["plain", "`", "``a`", "a ` b", " lead", "x|y", "ends with `", "```"])
+def test_a_code_span_renders_back_to_exactly_the_text_it_quotes(text: str) -> None:
+    html = markdown_html(f"| a |\n| --- |\n| {code_span(text)} |\n")
+    cell = html.split("<td>", 1)[1].split("</td>", 1)[0]
+    assert cell == "<code>" + text.replace("&", "&amp;").replace("<", "&lt;") + "</code>"
