@@ -11,10 +11,10 @@ from reprofleet.model import Record
 
 PACKAGE = Path(__file__).resolve().parents[2] / "src" / "reprofleet"
 
-# records/ is the reader itself. runner/ and playbook/ take records in their mapping form
-# (a RecordedAttempt is one): playbook/ sits beside records/ in the layers and cannot import
-# the reader, and runner/ is changed on its own. sim/ writes its own lines, never reads ours.
-NOT_SCANNED = ("records", "runner", "playbook", "sim")
+# records/ is the reader itself. playbook/ takes records in their mapping form (a
+# RecordedAttempt is one): it sits beside records/ in the layers and cannot import the reader.
+# sim/ writes its own lines, never reads ours.
+NOT_SCANNED = ("records", "playbook", "sim")
 FIELDS = sorted(set(Record.__dataclass_fields__) | {"amended", "cut"})
 # The names a record goes by in this code base (a stop or power event is an ``entry``, ``e`` or ``s``).
 HOLDERS = r"(?:r|rec|record|records|attempt|first|second|last|sample|\w+_record|\w+\.record|\w+\[[^\]\n]*\])"

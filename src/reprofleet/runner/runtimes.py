@@ -18,6 +18,7 @@ from typing import Any, Callable, Iterable, Mapping
 
 
 from reprofleet.errors import AgentError, ReprofleetError
+from reprofleet.records.reader import attempts_of
 from reprofleet.model import Cell, PipOptions, Runtime, RuntimeKind, frozen_mapping
 from reprofleet.playbook.venv import poc_requirement
 from reprofleet.model.events import CampaignEvent
@@ -161,10 +162,10 @@ class HostRuntimes:
             str(e.get("runtime")): {k: e[k] for k in RECORDED_RUNTIME_KEYS if e.get(k) is not None}
             for e in resolved_before if e.get("runtime") is not None}
         self.held: dict[str, tuple[str | None, str | None]] = {}  # cell -> (image id, repo digest) it ran
-        for record in earlier:  # a resumed campaign holds each cell to the image it already ran
-            runtime = record.get("runtime") or {}
-            if runtime.get("image_id") and str(record.get("cell")) not in self.held:
-                self.held[str(record.get("cell"))] = (runtime.get("image_id"), runtime.get("image_digest"))
+        for record in attempts_of(earlier):  # a resumed campaign holds each cell to the image it already ran
+            runtime = record.runtime
+            if runtime.get("image_id") and record.cell not in self.held:
+                self.held[record.cell] = (runtime.get("image_id"), runtime.get("image_digest"))
 
     def prepare(self, agent: AgentClient, cells: Iterable[Cell], base_python: str) -> None:
         """Resolve every runtime the host's plan uses, once, before its first attempt."""

@@ -21,6 +21,7 @@ from __future__ import annotations
 import threading
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
+from reprofleet.records.reader import attempts_of
 from reprofleet.model import Cell, Judging, Playbook, Record
 from reprofleet.model.events import CampaignEvent
 from reprofleet.model.reasons import slot_runs_again
@@ -47,9 +48,9 @@ class LadderSchedule:
         self.active = set(hosts)
         self.probes: list[Probe] = probes_of(earlier, plan, self.judging)
         self.indexes: dict[tuple[str, str], int] = {}
-        for record in earlier:
-            if not slot_runs_again(str(record.get("outcome")), record.get("reason")):
-                key = (str(record.get("host")), str(record.get("cell")))
+        for record in attempts_of(earlier):
+            if not record.runs_again:
+                key = (record.host, record.cell)
                 self.indexes[key] = self.indexes.get(key, 0) + 1
         self.running: dict[str, int] = {}
         self.spent = sum(self.indexes.values())  # slots taken: counted when chosen, given back if they run again

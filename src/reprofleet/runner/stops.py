@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping, Sequence
 
 from reprofleet.stats import stop_rules as stopping
+from reprofleet.records.reader import attempts_of
 from reprofleet.model import Cell, Playbook, Role, StopKind, frozen_mapping
 from reprofleet.model.events import CampaignEvent
 from reprofleet.runner.host_log import HostLog
@@ -57,9 +58,8 @@ class HostStops:
         self.playbook = playbook
         self.tallies: dict[str, Tally] = {}
         self.stopped: set[str] = set(stopped)
-        for record in earlier:
-            self.add(str(record.get("cell")), str(record.get("outcome")), record.get("last_phase"),
-                     record.get("phases"), record.get("reason"))
+        for record in attempts_of(earlier):
+            self.add(record.cell, record.outcome, record.last_phase, record.phases, record.reason)
 
     def add(self, cell: str, outcome: str, last_phase: str | None, phases: Sequence[str] | None = None,
             reason: str | None = None) -> None:
