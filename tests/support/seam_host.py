@@ -403,7 +403,8 @@ class FakeAgent:
         self._fence()
         self.fake.killed.append(attempt_id)
         orphan = next((o for o in self.fake.orphans if o["id"] == attempt_id), None)
-        self.fake.orphans = [o for o in self.fake.orphans if o["id"] != attempt_id]
+        if not (orphan and orphan.get("undying")):  # one stuck in the driver (D state) outlives SIGKILL
+            self.fake.orphans = [o for o in self.fake.orphans if o["id"] != attempt_id]
         reply = {"k": "killed", "id": attempt_id, "was_running": orphan is not None}
         if orphan is not None and orphan.get("container"):  # the agent docker-kills a container left running
             reply.update(container=orphan["container"], container_killed=True)

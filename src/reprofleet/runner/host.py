@@ -265,6 +265,9 @@ class HostRunner:
                                  boot_id=resume.boot_id or record.boot_id)
             if self.attempts.refused:  # nothing ran: say so, clear what holds the GPU, and run the slot once more
                 self.recorder.append(record)
+                self._count(record, refused=True)
+                if self.state.quarantined:  # refused too often in a row: the streak quarantined it
+                    return record
                 self.preparation.reconcile_orphans(self.link.agent())
                 record = self.run_attempt(cell, index)
             if record.outcome in (Outcome.WEDGE, Outcome.REBOOT):
@@ -287,7 +290,7 @@ class HostRunner:
                                       "(GPUs restored, nothing half-written)") from exc
         except Exception as exc:  # not one of ours (or one nobody caught): a bug; recorded, never silent
             return self._unexpected(cell, index, declared, exc)
-        self._count(record)
+        self._count(record, refused=self.attempts.refused)
         return record
 
     def skipped_record(self, cell: Cell, index: int) -> Record:
@@ -323,10 +326,12 @@ class HostRunner:
         self._count(declared)
         return declared
 
-    def _count(self, record: Record) -> None:
+    def _count(self, record: Record, refused: bool = False) -> None:
+        """Every record once: the ladder, the infra streak, the stop rules and the live view see it.
+        A refused start counts in the streak and against a search's budget (it ran nothing)."""
         if self.schedule is not None:
-            self.schedule.observe(self.host.name, record)
-        streak_over = self.streak.note(record)
+            self.schedule.observe(self.host.name, record, refused=refused)
+        streak_over = self.streak.note(record, refused=refused)
         if streak_over is not None and not self.state.quarantined:
             self.quarantine(streak_over)
         self.stops.add(record.cell, record.outcome.value, record.last_phase, record.phases, record.reason)
