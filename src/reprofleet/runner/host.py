@@ -97,6 +97,7 @@ class HostRunner:
             host=self.host, link=self.link, policy=self.policy, log=self.log, clock=ctx.clock, settings=ctx.settings,
             boot_deadline_s=ctx.playbook.timeouts.boot, stop=ctx.stop, fleet=ctx.fleet, power=power,
             power_of=lambda: self.link.port.power(power.power_log), budget=self.budget,
+            after_budget=ctx.playbook.after_budget,
             facts=lambda: read_facts(ctx.directory, self.host.name), sysctls_in_force=lambda: self.sysctls.applied,
             host_outlets=ctx.host_outlets, note_cut=ctx.note_cut, cut_since=ctx.cut_since))
 
@@ -188,11 +189,9 @@ class HostRunner:
         self.prepare()
 
     def _recover_at_start(self, recovery: HostRecovery, userspace: bool) -> None:
-        """Frozen with its power on at the start. When this campaign started an attempt on it
-        that has no record, that attempt is the reproduction: it is recorded as a wedge
-        "declared on resume" and recovery amends that record with what it finds. Otherwise
-        (a controller that died mid-recovery, after the wedge was recorded) a placeholder
-        carries the recovery."""
+        """Frozen with its power on at the start. An attempt this campaign started on it with no
+        record is the reproduction: recorded as a wedge "declared on resume", amended by recovery.
+        Else (a controller died mid-recovery, after the wedge was recorded) a placeholder carries it."""
         pending = self.unrecorded()
         if not pending and not self.preparation.seen_alive():
             raise ConnectError(self.host.name, self.preparation.never_answered())
