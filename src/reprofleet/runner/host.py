@@ -283,7 +283,8 @@ class HostRunner:
                 declared = record
                 record = self._recover_declared(record, resume is not None)
             else:
-                if record.stream is None and not self.ctx.stop.is_set() and self.link.stays_silent(self.ctx.settings.watchdog, self.ctx.stop):
+                if record.stream is None and not self.ctx.stop.is_set() and self.link.stays_silent(
+                        self.ctx.settings.watchdog, self.ctx.stop, self.ctx.playbook.timeouts.boot):
                     record = self.after_unreachable(record)
                 self.recorder.append(record)
         except ControllerDiskError:
