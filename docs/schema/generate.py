@@ -236,7 +236,8 @@ RESULT = O("How the campaign ended", {
     "attempts": I("records written", minimum=0), "stopped_by_signal": B("interrupted by a signal (--resume goes on)"),
     "failure": nul("string", "why the campaign stopped on its own"),
     "quarantined": M(S("why"), "host -> why it was quarantined"),
-    "unjudged": A(S("cell"), "cells with no judged attempt on any host")})
+    "unjudged": A(S("cell"), "cells with no judged attempt on any host"),
+    "given_back": M(S("what it got back, in words"), "host -> what it got back at the end (GPU settings restored or not, and why)")})
 EXIT = I("the task's exit status (README, Exit status): 0 ok, 1 error, 2 bad input, 3 a host failed, 4 a cell not judged, 130 interrupted",
          enum=[0, 1, 2, 3, 4, 130])
 RAN = {"type": "object", "description": "invoke campaign --json, after the campaign", "properties": {

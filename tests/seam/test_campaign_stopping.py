@@ -244,7 +244,7 @@ def test_skipped_records_of_a_quarantined_host_carry_the_same_identity(tmp_path:
     ctx = context(playbook, tmp_path)
     runner = HostRunner(ctx, HOST, [])
     runner.state.quarantined = "could not prepare the host"
-    skipped = runner.skipped_record(playbook.cells[0], 0)
+    skipped = runner.recorder.not_run(playbook.cells[0], 0, str(runner.state.quarantined))
     assert skipped.poc == hashlib.sha256(POC_BYTES).hexdigest()
     assert skipped.cell_id == cell_identity(playbook.cells[0], skipped.poc)
     assert dict(skipped.runtime) == record_runtime(playbook.cells[0])

@@ -49,6 +49,23 @@ def test_a_start_the_agent_refuses_is_not_run_the_orphan_is_killed_and_the_slot_
     assert not events(ctx, "reattach_failed")  # a refusal is no broken stream: no reconnect storm
 
 
+def test_a_host_whose_old_attempt_never_dies_is_quarantined_after_the_infra_streak_not_spun_through(
+        tmp_path: Path) -> None:
+    clock = VirtualClock()
+    fake = FakeHost(clock, "undying", script=("clean",) * 20)
+    fake.orphans = [{"id": "stuck-1", "age_s": 600.0, "undying": True}]  # in D state: no kill ends it
+    ctx = seam_context(seam_book(tmp_path, attempts=20), tmp_path, clock)
+    started = clock.monotonic()
+    run_host(fake, ctx)
+    found = records(ctx)
+    refused = [r for r in found if (r["reason"] or "").startswith("not run: the agent refused to start it")]
+    assert len(refused) == ctx.settings.infra_streak  # one streak's worth of refusals, then it stops asking
+    (quarantined,) = events(ctx, "quarantined")
+    assert "in a row were infra" in quarantined["reason"] and "refused" in quarantined["reason"]
+    assert len(found) == len(refused) + 18  # slots 0 and 1 refused, the 18 others recorded as not run, each once
+    assert len(fake.refused) == ctx.settings.infra_streak and clock.monotonic() - started < 60
+
+
 def test_re_attaches_that_keep_failing_back_off_instead_of_storming_the_host(tmp_path: Path) -> None:
     clock = VirtualClock()
     fake = FakeHost(clock, "stuck", script=("stuck",))  # answers every probe, streams nothing, cannot be attached

@@ -44,3 +44,30 @@ def test_a_host_without_a_power_port_waits_for_a_person(tmp_path: Path) -> None:
     assert [r["outcome"] for r in records(ctx)] == ["wedge", "clean"]
     assert events(ctx, "needs_person")
     assert recovery_path(ctx)[:2] == ["booting", "booted"]
+
+
+def test_a_host_frozen_once_the_budget_is_spent_gets_one_last_cycle_and_is_left_booted(tmp_path: Path) -> None:
+    clock = VirtualClock()
+    fake = FakeHost(clock, "spent", script=("wedge", "wedge", "clean"))
+    ctx = seam_context(seam_book(tmp_path, attempts=3), tmp_path, clock, power_cycle_budget=1)
+    runner = run_host(fake, ctx)
+    found = records(ctx)
+    assert [r["outcome"] for r in found] == ["wedge", "wedge", "infra"]
+    assert found[1]["forensics"]["after_budget"] == "cycled once more, booted"
+    assert len(fake.boot_ids) == 3 and fake.up and fake.device.state.value == "on"  # never left frozen
+    assert "budget of 1 spent: cycled once more so it is left booted" in str(runner.state.quarantined)
+    assert events(ctx, "policy_restored")  # it answers: its settings were given back at the end
+
+
+def test_after_budget_off_leaves_a_host_that_froze_past_the_budget_switched_off_and_says_so(tmp_path: Path) -> None:
+    from dataclasses import replace
+
+    clock = VirtualClock()
+    fake = FakeHost(clock, "spent", script=("wedge", "wedge", "clean"))
+    ctx = seam_context(replace(seam_book(tmp_path, attempts=3), after_budget="off"), tmp_path, clock,
+                       power_cycle_budget=1)
+    runner = run_host(fake, ctx)
+    found = records(ctx)
+    assert found[1]["forensics"]["after_budget"] == "left off"
+    assert fake.device.state.value == "off" and len(fake.boot_ids) == 2
+    assert "switched off and left off (after_budget: off)" in str(runner.state.quarantined)

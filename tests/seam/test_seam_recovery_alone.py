@@ -51,7 +51,7 @@ class Bound:
         self.recovery = HostRecovery(RecoveryBinding(
             host=fake.host, link=self.link, policy=self.policy, log=log, clock=clock, settings=settings,
             boot_deadline_s=BOOT_DEADLINE_S, stop=threading.Event(), fleet=fleet, power=power,
-            power_of=lambda: port.power(power.power_log), budget=self.budget, facts=lambda: {},
+            power_of=lambda: port.power(power.power_log), budget=self.budget, after_budget="cycle", facts=lambda: {},
             sysctls_in_force=lambda: None, host_outlets={fake.name: outlets, "peer": outlets}, cut_since=lambda h, t: None,
             note_cut=lambda host, why: self.cuts.append((host, why))))
 

@@ -132,3 +132,22 @@ def test_a_controller_outage_of_120_s_after_a_kernel_answer_cycles_nothing(tmp_p
     answers = [e["answer"] for e in events(ctx, "probe")]
     assert answers[:3] == ["KERNEL", "DEAD", "KERNEL"]
     assert [e["network"] for e in events(ctx, "guard")][:2] == ["down", "up"]
+
+
+def test_a_userspace_wedge_found_between_attempts_waits_the_boot_deadline_then_is_cycled(tmp_path: Path) -> None:
+    clock = VirtualClock()
+    fake = FakeHost(clock, "userland", script=("clean", "clean", "clean"))
+    ctx = seam_context(seam_book(tmp_path, attempts=3, boot=30), tmp_path, clock)
+
+    def dies_before_the_second(host: str, **fields: Any) -> None:
+        if fields.get("status") == "running" and fields.get("attempt") == 2 and len(fake.boot_ids) == 1:
+            fake.freeze_userspace()  # sshd is gone, the kernel still answers
+
+    ctx.progress = dies_before_the_second
+    waited_from = clock.monotonic()
+    run_host(fake, ctx)
+    found = records(ctx)
+    assert [r["outcome"] for r in found] == ["clean", "infra", "clean"]  # one infra, then cycled and back
+    assert "unreachable before the attempt; recovered" in found[1]["reason"]
+    assert "set off" in fake.device.requests and len(fake.boot_ids) == 2
+    assert not events(ctx, "quarantined") and clock.monotonic() - waited_from >= 30  # the boot deadline first

@@ -186,3 +186,35 @@ def test_two_hosts_see_each_others_running_levels_and_a_waiting_host_leaves_when
     waiter.join(10)
     assert left == [None] and not waiter.is_alive()
     assert [e[1] for e in events].count("search_done") == 1
+
+
+def _refused_and_interrupted_records(cell: str) -> tuple[Any, Any]:
+    from reprofleet.model import Outcome, Record
+    from reprofleet.model.reasons import ReasonCode
+
+    def infra(reason: str) -> Record:
+        return Record(campaign="c", attempt=reason[:8], controller="pytest", host="h1", cell=cell, factors={},
+                      policy=None, runtime={}, cache=None, attempt_index=0, attempt_in_boot=0, cold_boot=False,
+                      boot_id=None, started="2026-12-06T00:00:00Z", ended="2026-12-06T00:00:00Z",
+                      outcome=Outcome.INFRA, reason=reason)
+
+    return (infra(ReasonCode.NOT_RUN.words("the agent refused to start it (attempt x is still running)")),
+            infra(ReasonCode.INTERRUPTED.words("the campaign was stopped")))
+
+
+def test_a_refused_start_keeps_its_place_in_the_budget_while_an_interrupted_slot_gives_it_back(
+        tmp_path: Path) -> None:
+    from reprofleet.model import Host
+
+    book = search_book(tmp_path / "book")
+    assert book.ladder is not None
+    hosts = (Host(name="h1", address="127.0.0.1"),)
+    schedule = LadderSchedule(book, ladder_plan(book.ladder, hosts, book.seed), StepLadder(len(LEVELS)), ["h1"], [],
+                              lambda *args, **fields: None, threading.Event())
+    cell, _ = schedule.next_slot("h1")  # type: ignore[misc]
+    refused, interrupted = _refused_and_interrupted_records(cell.name)
+    schedule.observe("h1", refused, refused=True)
+    assert schedule.spent == 1  # nothing ran, but a host that is refused for ever must reach the budget
+    schedule.next_slot("h1")
+    schedule.observe("h1", interrupted)
+    assert schedule.spent == 1  # the interrupted slot runs again: its place is given back

@@ -81,6 +81,7 @@ class FakeHost:
         self.boot_ids = [self.boot_id]
         self.up_at: float | None = clock.monotonic() - 600.0  # up since 10 min before the test
         self.frozen_at: float | None = None
+        self.userspace_only = False  # a freeze_userspace(): its kernel still answers probes
         self.off = False
         self.attempts_run = 0
         self.orphans: list[dict[str, Any]] = []  # attempts still running under the agent
@@ -121,6 +122,7 @@ class FakeHost:
 
     def _boot(self, at: float) -> None:
         self.frozen_at = None
+        self.userspace_only = False
         self.off = False
         self.boot_id = self._new_boot_id()
         self.boot_ids.append(self.boot_id)
@@ -149,6 +151,12 @@ class FakeHost:
             self._boot(self.clock.monotonic() + self.self_reset_s - self.boot_delay_s)
             self.up_at = self.clock.monotonic() + self.self_reset_s
 
+    def freeze_userspace(self) -> None:
+        """Userspace is gone (sshd with it) while the kernel still answers pings and handshakes."""
+        with self._lock:
+            self.frozen_at = self.clock.monotonic()
+            self.userspace_only = True
+
     def lose_power(self) -> None:
         """The outlet switches off by itself (the plug's own timer, an overload trip, someone's app):
         the device reads off and the host goes dark, with no request of this controller."""
@@ -171,7 +179,11 @@ class FakeHost:
         return FakePort(self, ctx)
 
     def probe(self) -> ProbeAnswer:
-        return ProbeAnswer.SSHD if self.up else ProbeAnswer.DEAD
+        if self.up:
+            return ProbeAnswer.SSHD
+        with self._lock:
+            kernel = self.userspace_only and self.frozen_at is not None
+        return ProbeAnswer.KERNEL if kernel else ProbeAnswer.DEAD
 
     def require_up(self) -> None:
         if not self.up:
@@ -403,7 +415,8 @@ class FakeAgent:
         self._fence()
         self.fake.killed.append(attempt_id)
         orphan = next((o for o in self.fake.orphans if o["id"] == attempt_id), None)
-        self.fake.orphans = [o for o in self.fake.orphans if o["id"] != attempt_id]
+        if not (orphan and orphan.get("undying")):  # one stuck in the driver (D state) outlives SIGKILL
+            self.fake.orphans = [o for o in self.fake.orphans if o["id"] != attempt_id]
         reply = {"k": "killed", "id": attempt_id, "was_running": orphan is not None}
         if orphan is not None and orphan.get("container"):  # the agent docker-kills a container left running
             reply.update(container=orphan["container"], container_killed=True)

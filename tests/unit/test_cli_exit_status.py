@@ -19,6 +19,7 @@ class Result:
     interrupted: bool = False
     quarantined: Mapping[str, str] = field(default_factory=dict)
     unjudged: tuple[str, ...] = ()
+    given_back: Mapping[str, str] = field(default_factory=dict)
 
 
 def status(result: Result) -> tuple[ExitStatus, str]:
@@ -45,3 +46,11 @@ def test_a_cell_no_host_could_judge_is_named_and_the_status_is_4() -> None:
 def test_the_controllers_own_failure_and_an_interruption_come_first() -> None:
     assert status(Result(failure="disk full", quarantined={"a": "x"}))[0] is ExitStatus.ERROR
     assert status(Result(interrupted=True, unjudged=("c",)))[0] is ExitStatus.INTERRUPTED
+
+
+def test_a_campaign_the_controller_stopped_says_exactly_what_each_host_got_back() -> None:
+    code, text = status(Result(failure="the controller's disk holding /r has 100 MiB free",
+                               given_back={"ws01": "GPU settings restored",
+                                           "ws02": "GPU settings NOT restored: it does not answer"}))
+    assert code is ExitStatus.ERROR
+    assert "ws01: GPU settings restored" in text and "ws02: GPU settings NOT restored: it does not answer" in text

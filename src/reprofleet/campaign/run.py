@@ -200,13 +200,14 @@ class CampaignResult:
     failure: str | None = None  # why the campaign stopped on its own (e.g. the controller's disk is full)
     quarantined: Mapping[str, str] = field(default_factory=dict)  # host -> why it stopped running its plan
     unjudged: tuple[str, ...] = ()  # cells with no judged attempt on any host (every record infra)
+    given_back: Mapping[str, str] = field(default_factory=dict)  # host -> what it got back at the end, in words
 
     def to_json(self) -> dict[str, Any]:
         """How the campaign ended (``invoke campaign --json``'s ``result``)."""
         return {"campaign": self.campaign_id, "folder": str(self.directory.root),
                 "records": str(self.directory.attempts), "attempts": len(self.records),
                 "stopped_by_signal": self.interrupted, "failure": self.failure, "quarantined": dict(self.quarantined),
-                "unjudged": list(self.unjudged)}
+                "unjudged": list(self.unjudged), "given_back": dict(self.given_back)}
 
 
 # One thing of a folder's history, read on its own (a test, or a tool that needs only it);
@@ -371,7 +372,8 @@ def run_campaign(
         records = read_attempts(directory.attempts)
         result = CampaignResult(plan.campaign_id, directory, records[before:], stop.is_set(), ctx.failure,
                                 quarantined={r.host.name: str(r.state.quarantined) for r in runners if r.state.quarantined},
-                                unjudged=unjudged_cells(plan.playbook, records))
+                                unjudged=unjudged_cells(plan.playbook, records),
+                                given_back={r.host.name: r.state.given_back for r in runners})
         watch.ended = Ended(result.interrupted, result.failure, result.quarantined)
     return result
 

@@ -21,6 +21,7 @@ from reprofleet.cli.config import DEMO_OVERRIDES, controller, reports, sim_dir
 from reprofleet.cli.exits import BadArgument, ExitStatus, handled
 from reprofleet.cli.output import console, json_document, say, stderr_console
 from reprofleet.cli.signals import install_stop_handlers
+from rich.markup import escape
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -115,7 +116,9 @@ def write_campaign_report(folder: Path, console: "Console", title: str) -> tuple
 def campaign_status(result: "CampaignResult", err: "Console") -> ExitStatus:
     """The exit status of a campaign, with one line on stderr per reason it is not 0."""
     if result.failure:
-        err.print(f"[red]campaign stopped: {result.failure}[/]")
+        err.print(f"[red]campaign stopped: {escape(result.failure)}[/]")
+        for host, said in sorted(result.given_back.items()):  # exactly what was and was not restored
+            err.print(f"  {escape(host)}: {escape(said)}")
         return ExitStatus.ERROR
     if result.interrupted:
         return ExitStatus.INTERRUPTED

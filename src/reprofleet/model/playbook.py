@@ -77,6 +77,8 @@ class Playbook:
     hosts_line: int | None = None  # the line of that pattern in the playbook (for its one-line error)
     search: SearchBlock | None = None  # the cells are a search's levels, chosen at run time (model/search.py)
     bisect: BisectBlock | None = None  # the cells are a bisection's versions, chosen at run time
+    after_budget: str = "cycle"  # a host frozen once the power-cycle budget is spent: "cycle" (one last, booted and
+    # restored) or "off" (left switched off, on purpose)
 
     @property
     def ladder(self) -> SearchBlock | BisectBlock | None:

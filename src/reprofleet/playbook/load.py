@@ -21,7 +21,9 @@ from reprofleet.playbook.document import MAX_COUNT, Doc, line_of_path, positive,
 
 TOP_KEYS = ("name", "description", "poc", "runtime", "attempts", "timeouts", "order", "seed",
             "reproductions", "reference", "at_risk_phase", "max_excluded_share", "fixed_ratio", "early_reproductions",
-            "stop", "defaults", "matrix", "env_secrets", "env_secrets_identity", "hosts", "search", "bisect")
+            "stop", "defaults", "matrix", "env_secrets", "env_secrets_identity", "hosts", "search", "bisect",
+            "after_budget")
+AFTER_BUDGET = ("cycle", "off")  # the first is the default
 POC_KEYS = ("script", "cache", "cache_source")
 TIMEOUT_KEYS = ("attempt", "boot", "connect")
 ORDERS = ("blocks", "interleaved", "sequential", "shuffled")  # the first is the default
@@ -94,6 +96,7 @@ def _settings(doc: Doc, top: Any, path: str | Path, file: str, attempts_override
         timeouts=timeouts,
         cells=cells,
         order=_choice(doc, top, "order", "order", ORDERS, ORDERS[0]),
+        after_budget=_choice(doc, top, "after_budget", "after_budget", AFTER_BUDGET, AFTER_BUDGET[0]),
         reproductions=judging.reproductions(doc, top),
         description=_description(doc, top),
         seed=seed,

@@ -41,6 +41,7 @@ class RunSettings:
     clock_threshold_mhz: float = 2800.0
     power_cycle_budget: int = 20
     infra_streak: int = 3  # this many infra attempts in a row for one reason quarantine the host with it
+    disk_floor_mb: float = 512.0  # no attempt starts while the campaign folder's disk has less free than this
     dwell_s: float = DEFAULT_TIMINGS.dwell_s
     stability_s: float = DEFAULT_TIMINGS.stability_s
     reboot_grace_s: float = DEFAULT_TIMINGS.reboot_grace_s

@@ -41,11 +41,15 @@ class GiveBack:
             return False  # nothing of ours is on it (refused before the first change)
         return self.link.port.probe(self.banner_timeout_s) is ProbeAnswer.SSHD
 
-    def __call__(self, quarantined: bool, prepared: bool) -> None:
+    def __call__(self, quarantined: bool, prepared: bool) -> str:
+        """Give back what may be given back; what was and was not, in words for the end message."""
         give_back = self.may_restore(quarantined, prepared)
+        said = "GPU settings NOT restored: " + ("another controller holds the host" if self.link.fenced
+                                               else "it does not answer")
         if give_back:
-            self.policy.restore(self.link.agent, prepared)
+            said = self.policy.restore(self.link.agent, prepared)
         self.sysctls.restore_at_end(self.link.agent, not give_back, prepared)
         self.netconsole.restore_at_end(self.link.agent, not give_back)
         self.link.release_lease()
         self.link.close()
+        return said

@@ -52,6 +52,7 @@ class HostState:
 
     quarantined: str | None = None
     counts: dict[str, int] = field(default_factory=dict)
+    given_back: str = ""  # what the host got back at the end, in words (the end message says it)
 
 
 class HostRunner:
@@ -96,6 +97,7 @@ class HostRunner:
             host=self.host, link=self.link, policy=self.policy, log=self.log, clock=ctx.clock, settings=ctx.settings,
             boot_deadline_s=ctx.playbook.timeouts.boot, stop=ctx.stop, fleet=ctx.fleet, power=power,
             power_of=lambda: self.link.port.power(power.power_log), budget=self.budget,
+            after_budget=ctx.playbook.after_budget,
             facts=lambda: read_facts(ctx.directory, self.host.name), sysctls_in_force=lambda: self.sysctls.applied,
             host_outlets=ctx.host_outlets, note_cut=ctx.note_cut, cut_since=ctx.cut_since))
 
@@ -133,7 +135,8 @@ class HostRunner:
         """The host's settings back, its lease released, its session closed (runner/give_back.py)."""
         if self.schedule is not None:
             self.schedule.leave(self.host.name)
-        GiveBack(self.link, self.policy, self.sysctls, self.netconsole, self.ctx.settings.timings.banner_timeout_s)(
+        self.state.given_back = GiveBack(self.link, self.policy, self.sysctls, self.netconsole,
+                                         self.ctx.settings.timings.banner_timeout_s)(
             bool(self.state.quarantined), self.preparation.prepared)
         self.ctx.progress(self.host.name, status="quarantined" if self.state.quarantined else "done")
 
@@ -186,11 +189,9 @@ class HostRunner:
         self.prepare()
 
     def _recover_at_start(self, recovery: HostRecovery, userspace: bool) -> None:
-        """Frozen with its power on at the start. When this campaign started an attempt on it
-        that has no record, that attempt is the reproduction: it is recorded as a wedge
-        "declared on resume" and recovery amends that record with what it finds. Otherwise
-        (a controller that died mid-recovery, after the wedge was recorded) a placeholder
-        carries the recovery."""
+        """Frozen with its power on at the start. An attempt this campaign started on it with no
+        record is the reproduction: recorded as a wedge "declared on resume", amended by recovery.
+        Else (a controller died mid-recovery, after the wedge was recorded) a placeholder carries it."""
         pending = self.unrecorded()
         if not pending and not self.preparation.seen_alive():
             raise ConnectError(self.host.name, self.preparation.never_answered())
@@ -249,12 +250,13 @@ class HostRunner:
         declaration); what recovery learns afterwards is appended as an amendment. Returns
         the slot's record as it stands at the end (None when nothing was recorded)."""
         if self.state.quarantined:
-            skipped = self.skipped_record(cell, index)
+            skipped = self.recorder.not_run(cell, index, str(self.state.quarantined))
             self.recorder.append(skipped)
             return skipped
         declared: Record | None = None  # the record once it is on disk
         slot_began = self.ctx.clock.monotonic()
         try:
+            self.recorder.check_disk()  # below the floor the whole campaign stops (ControllerDiskError)
             self.ctx.progress(self.host.name, status="running", cell=cell.name, attempt=index + 1, phase="")
             record = self.run_attempt(cell, index, resume) if resume is not None else self.run_attempt(cell, index)
             if self.link.fenced:  # the host is another controller's now: record nothing, touch nothing
@@ -265,16 +267,24 @@ class HostRunner:
                                  boot_id=resume.boot_id or record.boot_id)
             if self.attempts.refused:  # nothing ran: say so, clear what holds the GPU, and run the slot once more
                 self.recorder.append(record)
+                self._count(record, refused=True)
+                if self.state.quarantined:  # refused too often in a row: the streak quarantined it
+                    return record
                 self.preparation.reconcile_orphans(self.link.agent())
                 record = self.run_attempt(cell, index)
             if record.outcome in (Outcome.WEDGE, Outcome.REBOOT):
                 if self.recovery is not None:  # a neighbour's cycle, or an outlet already off, explains it
                     record = self.recovery.explain(record, slot_began)
-                self.recorder.append(record)  # on disk before recovery starts
+                try:
+                    self.recorder.append(record)  # on disk before recovery starts
+                except ControllerDiskError:  # a failed write never leaves a frozen host frozen
+                    self._recover_declared(record, resume is not None, write=False)
+                    raise
                 declared = record
                 record = self._recover_declared(record, resume is not None)
             else:
-                if record.stream is None and not self.ctx.stop.is_set() and self.link.stays_silent(self.ctx.settings.watchdog, self.ctx.stop):
+                if record.stream is None and not self.ctx.stop.is_set() and self.link.stays_silent(
+                        self.ctx.settings.watchdog, self.ctx.stop, self.ctx.playbook.timeouts.boot):
                     record = self.after_unreachable(record)
                 self.recorder.append(record)
         except ControllerDiskError:
@@ -284,17 +294,14 @@ class HostRunner:
                 return self._unexpected(cell, index, declared, exc)
             # the controller's own files (a stream on a full disk): stop everything
             raise ControllerDiskError(f"the controller cannot write: {exc}; the campaign stops "
-                                      "(GPUs restored, nothing half-written)") from exc
+                                      "(each host is given back what it can as it stops; the end says which were)"
+                                      ) from exc
         except Exception as exc:  # not one of ours (or one nobody caught): a bug; recorded, never silent
             return self._unexpected(cell, index, declared, exc)
-        self._count(record)
+        self._count(record, refused=self.attempts.refused)
         return record
 
-    def skipped_record(self, cell: Cell, index: int) -> Record:
-        """The record of a slot a quarantined host does not run: ``not run``, with the quarantine's reason."""
-        return self.recorder.infra(cell, index, ReasonCode.NOT_RUN.words(str(self.state.quarantined)))
-
-    def _recover_declared(self, record: Record, resumed: bool) -> Record:
+    def _recover_declared(self, record: Record, resumed: bool, write: bool = True) -> Record:
         """A declared wedge, reboot, power loss or cut, recovered and amended with what recovery found."""
         if record.outcome is Outcome.INFRA:
             after = self.after_cut(record)
@@ -306,7 +313,8 @@ class HostRunner:
         else:
             after = self.after_reboot(record, found_on_resume=True) if resumed else self.after_reboot(record)
         after = self.netconsole.with_late_lines(after)  # a panic's text arrives after the declaration
-        self.recorder.amend(record, after)
+        if write:
+            self.recorder.amend(record, after)
         return after
 
     def _unexpected(self, cell: Cell, index: int, declared: Record | None, exc: BaseException) -> Record:
@@ -323,10 +331,12 @@ class HostRunner:
         self._count(declared)
         return declared
 
-    def _count(self, record: Record) -> None:
+    def _count(self, record: Record, refused: bool = False) -> None:
+        """Every record once: the ladder, the infra streak, the stop rules and the live view see it.
+        A refused start counts in the streak and against a search's budget (it ran nothing)."""
         if self.schedule is not None:
-            self.schedule.observe(self.host.name, record)
-        streak_over = self.streak.note(record)
+            self.schedule.observe(self.host.name, record, refused=refused)
+        streak_over = self.streak.note(record, refused=refused)
         if streak_over is not None and not self.state.quarantined:
             self.quarantine(streak_over)
         self.stops.add(record.cell, record.outcome.value, record.last_phase, record.phases, record.reason)
@@ -339,13 +349,11 @@ class HostRunner:
         self.ctx.event(self.host.name, CampaignEvent.QUARANTINED, reason=reason, **({"traceback": trace} if trace else {}))
 
     def _fenced_off(self) -> None:
-        """Another controller broke this host's lease (``--break-lease``): its records are the
-        other's from now on, so this runner writes none, restores nothing and gives nothing back."""
+        """Another controller broke this host's lease: it writes, restores and gives back nothing."""
         self.ctx.event(self.host.name, CampaignEvent.FENCED, reason=self.link.fenced,
                        message="another controller took this host's lease; this controller stops using it")
         self.quarantine(f"fenced: {self.link.fenced}")
 
-    # -- after a silence ---------------------------------------------------------------------
     def _settle(self, recovered: Recovered) -> Record:
         """What a recovery decided: a host it could not bring back is quarantined here."""
         if recovered.quarantine is not None:

@@ -20,13 +20,15 @@ class InfraStreak:
         self.limit = limit
         self.shapes: list[str] = []
 
-    def note(self, record: Record) -> str | None:
+    def note(self, record: Record, refused: bool = False) -> str | None:
         """Count ``record``; the quarantine reason once the streak reaches the limit (else None).
-        Slots that run again (interrupted, not run) neither extend nor break the streak."""
+        Slots that run again (interrupted, not run) neither extend nor break the streak, except a
+        start the agent refused (``refused``: another attempt still holds the GPU): nothing ran,
+        and a host whose old attempt never dies would refuse every slot in milliseconds."""
         if record.outcome is not Outcome.INFRA:
             self.shapes = []
             return None
-        if reason_code(record.reason).runs_again_on_resume:
+        if reason_code(record.reason).runs_again_on_resume and not refused:
             return None
         key = reason_shape(record.reason)
         self.shapes = [*self.shapes, key] if self.shapes and self.shapes[-1] == key else [key]

@@ -142,17 +142,34 @@ class HostLink:
     def banner(self, timeout_s: float) -> bool:
         return self.port.banner(timeout_s)
 
-    def stays_silent(self, watchdog: WatchdogSettings, stop: threading.Event) -> bool:
-        """An attempt could not even start: is the host gone (every probe failing for the confirm
-        window)? Then the fleet hears it went silent (hosts silent with it hold its recovery)."""
+    def stays_silent(self, watchdog: WatchdogSettings, stop: threading.Event, boot_deadline_s: float) -> bool:
+        """An attempt could not even start: is the host gone? Every probe failing for the confirm
+        window, or (the same rule as at campaign start) a kernel that answers while sshd does not
+        come back within the boot deadline: a userspace wedge. Then the fleet hears it went
+        silent (hosts silent with it hold its recovery)."""
         began = self.clock.monotonic()
         deadline = began + watchdog.confirm_s
-        while self.clock.monotonic() < deadline:
-            if self.probe():
+        while self.clock.monotonic() < deadline and not stop.is_set():
+            answer = self.probe()
+            if answer is ProbeAnswer.SSHD:
                 return False
+            if answer is ProbeAnswer.KERNEL:  # booting, or its userspace is gone: sshd has the boot deadline
+                if self.sshd_by(began + boot_deadline_s, stop, watchdog.probe_interval_s):
+                    return False
+                break
             self.clock.wait(stop, watchdog.probe_interval_s)
+        if stop.is_set():
+            return False
         self.fleet.silent(self.host.name, began)
         return True
+
+    def sshd_by(self, deadline: float, stop: threading.Event, poll_s: float) -> bool:
+        """Does sshd answer a probe before ``deadline`` (monotonic)?"""
+        while self.clock.monotonic() < deadline and not stop.is_set():
+            if self.probe() is ProbeAnswer.SSHD:
+                return True
+            self.clock.wait(stop, poll_s)
+        return False
 
     # -- the boot --------------------------------------------------------------------------
     def note_boot(self, boot_id: str, uptime_s: float) -> bool:

@@ -82,15 +82,17 @@ class PolicyKeeper:
             return f"the GPU policy could not be re-applied after recovery: {exc}"
         return None
 
-    def restore(self, agent: Callable[[], AgentClient], prepared: bool) -> None:
+    def restore(self, agent: Callable[[], AgentClient], prepared: bool) -> str:
         """Defaults back at the end. A host this run prepared is restored even when this run
         applied nothing: a resume with no slot left on it must still undo the lock a killed
         controller left between its last record and its own restore."""
         if self.host.observe_only or (self.applied is None and not prepared):
-            return  # an observe-only host's card was never set: nothing to put back
+            return "GPU settings: nothing to restore"  # an observe-only host's card was never set
         try:
             readback = policy.restore(agent(), self.host)
             self.log.event(CampaignEvent.POLICY_RESTORED, readback=dict(readback))
             self.applied = None
         except ReprofleetError as exc:
             self.log.event(CampaignEvent.POLICY_RESTORE_FAILED, error=str(exc))
+            return f"GPU settings NOT restored: {exc}"
+        return "GPU settings restored"

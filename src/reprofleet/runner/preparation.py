@@ -97,11 +97,7 @@ class HostPreparation:
         return self._sshd_by(self.ctx.clock.monotonic() + self.ctx.playbook.timeouts.boot)
 
     def _sshd_by(self, deadline: float) -> bool:
-        while self.ctx.clock.monotonic() < deadline and not self.ctx.stop.is_set():
-            if self.link.probe() is ProbeAnswer.SSHD:
-                return True
-            self.ctx.clock.wait(self.ctx.stop, self.ctx.settings.timings.switched_on_poll_s)
-        return False
+        return self.link.sshd_by(deadline, self.ctx.stop, self.ctx.settings.timings.switched_on_poll_s)
 
     def seen_alive(self) -> bool:
         """Whether this campaign has seen the host answer (it prepared it, or recorded an

@@ -142,6 +142,7 @@ class RecoveryBinding:
     power: PowerControl
     power_of: Callable[[], HostPower]  # the drivers of every outlet that feeds the host
     budget: PowerBudget
+    after_budget: str  # the playbook's ``after_budget``: "cycle" (one last, left booted) or "off" (left off)
     facts: Callable[[], Mapping[str, Any] | None]  # the host's facts as last read (the health gate, the grace)
     sysctls_in_force: Callable[[], HostDebugState | None]  # the lockup sysctls this boot was given
     host_outlets: Mapping[str, frozenset[str]]  # host -> its outlet keys: who shares an outlet with this host
@@ -196,22 +197,7 @@ class HostRecovery:
         return replace(record, outcome=Outcome.POWER_LOSS, reason=lost)
 
     def power_off_words(self) -> str | None:
-        """Read the host's power before acting on its silence: the device's own words when any
-        outlet (or the chassis) reads off, else None (on, or a device that cannot say)."""
-        if self.host.pdu is None:
-            return None
-        try:
-            power = self.b.power_of()
-            off = [d.outlet_key for d in power.drivers if d.status() is PowerState.OFF]
-        except (PowerError, ReprofleetError) as exc:
-            self.log.event(CampaignEvent.WARNING, message=f"the power device could not be read before acting "
-                                                          f"on the silence: {exc}")
-            return None
-        if not off:
-            return None
-        driver = self.host.power_ports[0].driver
-        return (f"{', '.join(off)} ({driver}) read off before this controller switched anything: the host lost "
-                "power (a plug's own timer, an overload trip, a switch by someone else, or its power supply)")
+        return power_off_words(self.host, self.b.power_of, self.log)
 
     def recover(self, record: Record) -> Recovered:
         if record.outcome is not Outcome.POWER_LOSS:
@@ -236,6 +222,8 @@ class HostRecovery:
                 answered = self._answers_before_switching(record)
                 if answered is not None:
                     return Recovered(answered)
+                if self.budget.used >= self.settings.power_cycle_budget:
+                    return self._after_budget(seq, record, old_boot)
                 self._power_cycle(seq)
             self._bring_back(seq, old_boot)
             forensics = {**self._forensics(seq), **self._bmc_events(record)}
@@ -272,6 +260,29 @@ class HostRecovery:
                              quarantine=f"recovery failed: {exc}")
         forensics = {**self._forensics(seq), **self._bmc_events(record)}
         return self._rejoin(seq, record, forensics)
+
+    def _after_budget(self, seq: Sequence, record: Record, old_boot: str | None) -> Recovered:
+        """The power-cycle budget is spent and a host froze again: it is never left frozen. One
+        last cycle leaves it booted (its settings given back when its runner ends), or, where
+        the playbook says ``after_budget: off``, it is switched off and left off on purpose; the
+        record says which, and the host is quarantined either way."""
+        from reprofleet.power.ports import cycle_host
+
+        spent = f"power-cycle budget of {self.settings.power_cycle_budget} spent"
+        power = self.b.power_of()
+        if self.b.after_budget == "off":
+            for driver in power.drivers:
+                driver.off()
+            seq.transition(RecoveryState.OFF, after_budget="off", outlets=[d.outlet_key for d in power.drivers])
+            return Recovered(replace(record, forensics={"recovery": "after_budget", "after_budget": "left off"}),
+                             quarantine=f"{spent}: switched off and left off (after_budget: off)")
+        self.budget.used += 1
+        cycle_host(power, self.settings.dwell_s, on_state=lambda state: seq.transition(RecoveryState(state),
+                                                                                      after_budget="cycle"))
+        self._bring_back(seq, old_boot)
+        forensics = {**self._forensics(seq), **self._bmc_events(record), "after_budget": "cycled once more, booted"}
+        return Recovered(replace(record, forensics=forensics),
+                         quarantine=f"{spent}: cycled once more so it is left booted (after_budget: cycle)")
 
     def _answers_before_switching(self, record: Record) -> Record | None:
         """The last word before a host's power is cut: probe it; ask the partition guard and
@@ -539,6 +550,22 @@ class HostRecovery:
         from reprofleet.power.bmc_log.events import bmc_forensics
 
         return bmc_forensics(self.host, record.started, log=self.b.power.power_log, lock_dir=self.b.power.lock_dir)
+
+
+def power_off_words(host: Host, power_of: Callable[[], HostPower], log: HostLog) -> str | None:
+    """Read a silent host's power before acting on its silence: the device's own words when any
+    outlet (or the chassis) reads off, else None (on, or a device that cannot say: a warning)."""
+    if host.pdu is None:
+        return None
+    try:
+        off = [d.outlet_key for d in power_of().drivers if d.status() is PowerState.OFF]
+    except (PowerError, ReprofleetError) as exc:
+        log.event(CampaignEvent.WARNING, message=f"the power device could not be read before acting on the silence: {exc}")
+        return None
+    if not off:
+        return None
+    return (f"{', '.join(off)} ({host.power_ports[0].driver}) read off before this controller switched anything: "
+            "the host lost power (a plug's own timer, an overload trip, a switch by someone else, or its power supply)")
 
 
 def note_neighbours_cut(host: str, power: HostPower, host_outlets: Mapping[str, frozenset[str]],

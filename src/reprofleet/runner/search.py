@@ -74,8 +74,10 @@ class LadderSchedule:
             self._leave(host)
             return None
 
-    def observe(self, host: str, record: Record) -> None:
-        """A record a host runner counted: its probe joins the evidence, and waiting hosts ask again."""
+    def observe(self, host: str, record: Record, refused: bool = False) -> None:
+        """A record a host runner counted: its probe joins the evidence, and waiting hosts ask again.
+        A slot that runs again gives its place in the budget back, except a refused start: a host
+        whose old attempt never dies must not spin through a search's slots for nothing."""
         probe = probe_of(record.to_json(), self.plan, self.judging)
         with self._changed:
             if probe is not None:
@@ -83,7 +85,7 @@ class LadderSchedule:
             if not slot_runs_again(record.outcome.value, record.reason):
                 key = (host, record.cell)
                 self.indexes[key] = self.indexes.get(key, 0) + 1
-            elif record.cell in self.plan.cells:
+            elif record.cell in self.plan.cells and not refused:
                 self.spent -= 1
             self._changed.notify_all()
 

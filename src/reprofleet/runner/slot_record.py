@@ -7,11 +7,14 @@ A controller that cannot write stops the whole campaign (``ControllerDiskError``
 
 from __future__ import annotations
 
+import shutil
 import uuid
+from pathlib import Path
 from typing import Any, Callable, Mapping
 
 from reprofleet.errors import ControllerDiskError
 from reprofleet.model import Cell, Host, Outcome, Record
+from reprofleet.model.reasons import ReasonCode
 from reprofleet.power.wall import WallPowerSampler, freeze_telemetry
 from reprofleet.records import identity
 from reprofleet.records.store import iso_utc, utc_now
@@ -53,6 +56,10 @@ class SlotRecorder:
             facts=self.facts_hash, poc=self.ctx.poc_digest, cell_id=self._cell_id(cell, runtime),
         )
 
+    def not_run(self, cell: Cell, index: int, why: str) -> Record:
+        """A slot a quarantined host does not run: ``not run``, with the quarantine's reason."""
+        return self.infra(cell, index, ReasonCode.NOT_RUN.words(why))
+
     def attempt(self, cell: Cell, index: int, attempt_id: str, started: str, end: AttemptEnd,
                 readback: Mapping[str, Any] | None, trace: AttemptTrace | None, *, followed: bool,
                 cache_manifest: str | None = None, cache_snapshot: str | None = None,
@@ -83,6 +90,18 @@ class SlotRecorder:
             poc=self.ctx.poc_digest, cell_id=self._cell_id(cell, runtime),
         )
 
+    def check_disk(self, free_bytes: Callable[[Path], int] | None = None) -> None:
+        """Before an attempt: the campaign folder's disk keeps ``disk_floor_mb`` free, so a wedge's
+        record, its amendments and the power log always have room; below it no attempt starts
+        and the whole campaign stops, with the path and the numbers."""
+        root = self.ctx.directory.root
+        free = (free_bytes or _free_bytes)(root)
+        floor = self.ctx.settings.disk_floor_mb * 2**20
+        if free < floor:
+            raise ControllerDiskError(f"the controller's disk holding {root} has {free / 2**20:.0f} MiB free, below "
+                                      f"the floor of {floor / 2**20:.0f} MiB (disk_floor_mb): no attempt is started, "
+                                      "so a wedge's record and its power log always have room")
+
     def append(self, record: Record) -> None:
         """Append and fsync a record; a controller that cannot write stops the whole campaign."""
         try:
@@ -90,7 +109,8 @@ class SlotRecorder:
             self.ctx.ledger.record(record.attempt)
         except OSError as exc:
             raise ControllerDiskError(f"cannot write {self.ctx.directory.attempts}: {exc}; the campaign stops "
-                                      "(GPUs restored, nothing half-written)") from exc
+                                      "(each host is given back what it can as it stops; the end says which were)"
+                                      ) from exc
 
     def amend(self, declared: Record, final: Record) -> None:
         """What recovery changed in a record written at declaration."""
@@ -105,6 +125,10 @@ class SlotRecorder:
     def amend_failed(self, declared: Record, reason: str) -> None:
         """A recovery that raised: its declared record says so."""
         self.ctx.attempt_log.amend(declared.attempt, forensics={"recovery": "failed", "error": reason})
+
+
+def _free_bytes(path: Path) -> int:
+    return shutil.disk_usage(path).free
 
 
 def attempt_telemetry(exit_line: Mapping[str, Any], trace: AttemptTrace | None, outcome: Outcome | None,
