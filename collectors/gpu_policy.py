@@ -12,8 +12,9 @@ clock-frequency string (nvmlDeviceGetCurrentClockFreqs: ``nvclockmin``/``nvclock
 ``memclockmin``/``memclockmax``). Neither is documented to reflect a lock; on an H200 at
 default both read 345-1980 MHz (tests/fixtures/real_gpu/). The clock-event reasons are read
 beside them: NVML documents ``nvmlClocksThrottleReasonUserDefinedClocks`` as the same bit
-as ApplicationsClocksSetting (0x2), the reason a user's clocks limit the card. The card's persistence mode before our first apply
-is kept in ``policy/gpu<N>.baseline.json`` (it survives reboots) so restore can put it back.
+as ApplicationsClocksSetting (0x2), the reason a user's clocks limit the card. What the card held before our first apply (persistence,
+the power limit the owner set) is kept in ``policy/gpu<N>.baseline.json`` (it survives
+reboots) so restore can put it back.
 """
 
 from __future__ import annotations
@@ -183,14 +184,20 @@ def read(gpu: int) -> Dict[str, Any]:
 
 
 def restore(state_dir: str, gpu: int) -> Dict[str, Any]:
-    """Card defaults for clocks, app clocks and power; persistence as before our first apply."""
+    """What the owner had before our first apply: persistence and the power limit from the
+    baseline; clocks and application clocks back to the card's defaults."""
     before, _ = readback(gpu)
     notes: List[str] = []
     baseline = state.read_json(_baseline_path(state_dir, gpu))
     if baseline is None:
         notes.append("no baseline recorded (never applied here): persistence left as it is")
     errors: List[str] = []
-    steps = plan.plan_restore(before.get("default_power_limit_w"), (baseline or {}).get("persistence"))
+    owner_limit = (baseline or {}).get("power_limit_w")
+    if owner_limit is not None and owner_limit != before.get("default_power_limit_w"):
+        notes.append("power limit back to the owner's %s W (the card's default is %s W)"
+                     % (plan._watts(float(owner_limit)), before.get("default_power_limit_w")))
+    steps = plan.plan_restore(before.get("default_power_limit_w"), (baseline or {}).get("persistence"),
+                              float(owner_limit) if isinstance(owner_limit, (int, float)) else None)
     commands = _run_plan(gpu, steps, errors, notes)
     report = _report("restore", gpu, commands, errors, notes)
     if report["ok"] and baseline is not None:

@@ -90,8 +90,13 @@ def plan_apply(policy: Dict[str, Any], default_limit_w: Optional[float],
     return steps
 
 
-def plan_restore(default_limit_w: Optional[float], baseline_persistence: Optional[bool]) -> List[Step]:
-    return plan_apply({}, default_limit_w, baseline_persistence)
+def plan_restore(default_limit_w: Optional[float], baseline_persistence: Optional[bool],
+                 baseline_limit_w: Optional[float] = None) -> List[Step]:
+    """What the owner had before our first apply: its persistence and its power limit (a custom
+    limit of the owner's is theirs to keep, not the card's default); clocks reset to the card's
+    (a lock has no NVML getter: one the owner had cannot be read back, so it cannot be put back)."""
+    owner = {"power_limit_w": baseline_limit_w} if baseline_limit_w is not None else {}
+    return plan_apply(owner, default_limit_w, baseline_persistence)
 
 
 def _clock_step(pair: Optional[List[int]], set_flag: str, reset_flag: str, key: str) -> Step:

@@ -80,6 +80,18 @@ def test_restore_puts_defaults_back_and_persistence_to_its_baseline(card: FakeCa
     assert not card.baseline().exists()
 
 
+def test_restore_puts_back_the_power_limit_the_owner_had_not_the_cards_default(tmp_path: Path) -> None:
+    card = FakeCard(tmp_path)
+    state = json.loads(card.state.read_text())
+    state["gpus"][0].update(limit=450000, enforcedLimit=450000)  # the owner runs this card at 450 W
+    card.state.write_text(json.dumps(state))
+    card.policy("apply", "--json", '{"power_limit_w": 350}')
+    rc, report = card.policy("restore")
+    assert rc == 0 and report["ok"]
+    assert card.smi_calls()[-4] == ["-pl", "450"] and report["readback"]["power_limit_w"] == 450.0
+    assert any("owner's 450 W" in note for note in report["notes"])
+
+
 def test_restore_without_a_baseline_leaves_persistence_alone(card: FakeCard) -> None:
     rc, report = card.policy("restore")
     assert rc == 0 and ["-pm", "0"] not in card.smi_calls() and ["-pm", "1"] not in card.smi_calls()
