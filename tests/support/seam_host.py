@@ -87,7 +87,8 @@ class FakeHost:
         self.orphans: list[dict[str, Any]] = []  # attempts still running under the agent
         self.killed: list[str] = []
         self.attaches: list[float] = []  # when each re-attach was tried (virtual time)
-        self.facts: dict[str, Any] = {}  # facts beyond the minimum (nvml, nvidia_smi, docker ...), as the agent sends them
+        self.facts: dict[str, Any] = {}
+        self.facts_next_boot: dict[str, Any] = {}  # facts that change with the next boot (a driver upgrade)  # facts beyond the minimum (nvml, nvidia_smi, docker ...), as the agent sends them
         self.policy_broken: str | None = None  # every policy apply fails with these words
         self.refused: list[str] = []  # attempt ids whose start the agent refused (another was alive)
         self.finished: dict[str, str] = {}  # a dead controller's attempts that ended since: id -> scripted outcome
@@ -121,6 +122,8 @@ class FakeHost:
             self._boot(self.frozen_at + self.rescued_after_s)
 
     def _boot(self, at: float) -> None:
+        self.facts.update(self.facts_next_boot)  # an upgrade that lands with this boot (unattended-upgrades)
+        self.facts_next_boot = {}
         self.frozen_at = None
         self.userspace_only = False
         self.off = False

@@ -18,7 +18,7 @@ SRC = paths.REPO / "src" / "reprofleet"
 
 # The names as users' files hold them: a change here is a change of the events.jsonl format.
 WRITTEN_NAMES = {
-    "torn_line_cut", "prepared", "unreachable_at_start", "switched_on_at_start", "power_lost", "lease_broken",
+    "torn_line_cut", "prepared", "unreachable_at_start", "switched_on_at_start", "power_lost", "facts_changed", "lease_broken",
     "lease_release_failed", "orphan_killed", "runtime_resolved", "cache_pushed", "policy_applied",
     "policy_restored", "policy_restore_failed", "host_debug_applied", "host_debug_restored",
     "host_debug_restore_failed", "netconsole_applied", "netconsole_failed", "netconsole_restored",

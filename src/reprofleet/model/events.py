@@ -24,6 +24,7 @@ class CampaignEvent(str, Enum):
     NOT_READY = "not_ready"  # the host lacks what its plan needs (problems: one line each); no attempt runs
     UNREACHABLE_AT_START = "unreachable_at_start"
     SWITCHED_ON_AT_START = "switched_on_at_start"
+    FACTS_CHANGED = "facts_changed"  # a new boot runs another kernel, driver, CUDA or VBIOS than the last one
     POWER_LOST = "power_lost"  # a silent host's power device read off before this controller acted: switched on
     LEASE_BROKEN = "lease_broken"
     LEASE_RELEASE_FAILED = "lease_release_failed"

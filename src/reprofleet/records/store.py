@@ -341,7 +341,22 @@ def write_facts(campaign: CampaignDir, host: str, facts: dict[str, Any]) -> str:
     body = json.dumps(facts, sort_keys=True, default=str)
     digest = hashlib.sha256(body.encode()).hexdigest()
     write_atomic(campaign.facts / f"{host}.json", body + "\n")
+    kept = campaign.facts / "by-hash" / f"{digest}.json"  # each snapshot a record names stays readable
+    if not kept.exists():
+        kept.parent.mkdir(parents=True, exist_ok=True)
+        write_atomic(kept, body + "\n")
     return digest
+
+
+def read_facts_by_hash(campaign: CampaignDir, digest: str) -> dict[str, Any] | None:
+    """The facts snapshot a record's ``facts`` hash names (the host's facts as they were when it ran)."""
+    if not all(c in "0123456789abcdef" for c in digest) or len(digest) != 64:
+        return None
+    try:
+        facts = json.loads((campaign.facts / "by-hash" / f"{digest}.json").read_text())
+    except (OSError, ValueError):
+        return None
+    return facts if isinstance(facts, dict) else None
 
 
 def read_facts(campaign: CampaignDir, host: str) -> dict[str, Any] | None:

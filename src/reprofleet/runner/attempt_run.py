@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import uuid
 from dataclasses import dataclass, replace
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 from reprofleet.errors import AgentError, AgentFenced, ReprofleetError
 from reprofleet.liveness.watchdog import Verdict, Watchdog
@@ -61,6 +61,7 @@ class AttemptRunner:
         self.cache_manifest: str | None = None
         self.cache_snapshot: str | None = None  # the snapshot the current attempt's cache was built from (seeded)
         self.wall: WallPowerSampler | None = None  # the current attempt's wall-power sampler
+        self.before_start: Callable[[AgentClient], None] = lambda agent: None
 
     def run(self, cell: Cell, index: int, resume: AttemptListing | None = None) -> Record:
         """One attempt of ``cell``: started now, or (``resume``) one a dead controller started,
@@ -74,6 +75,7 @@ class AttemptRunner:
         try:
             agent = self.link.agent()
             self.link.current_boot(agent)
+            self.before_start(agent)  # facts read again in a boot they were not read in
             if resume is not None:
                 readback = policy.read(agent, self.host.gpu_index) if resume.status == "running" else None
                 follower = self._follow_existing(agent, attempt_id, generation)

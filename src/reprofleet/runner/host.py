@@ -84,6 +84,7 @@ class HostRunner:
                                       self.recorder, self.log)
         self.budget = PowerBudget(ctx.settings.power_cycle_budget)
         self.preparation = HostPreparation(ctx, host, self.link, self.runtimes, self.recorder, self.budget, self.log)
+        self.attempts.before_start = self.preparation.refresh_facts  # facts again after every boot
         self.recovery = self._bind_recovery()
         self.streak = InfraStreak(ctx.settings.infra_streak)
         self.may_run = {cell.name for cell, _ in plan}  # a ladder's cells this host may run (observe-only: no settings)
@@ -348,8 +349,7 @@ class HostRunner:
         self.state.quarantined = reason
         self.ctx.event(self.host.name, CampaignEvent.QUARANTINED, reason=reason, **({"traceback": trace} if trace else {}))
 
-    def _fenced_off(self) -> None:
-        """Another controller broke this host's lease: it writes, restores and gives back nothing."""
+    def _fenced_off(self) -> None:  # another controller broke this host's lease: it writes and restores nothing
         self.ctx.event(self.host.name, CampaignEvent.FENCED, reason=self.link.fenced,
                        message="another controller took this host's lease; this controller stops using it")
         self.quarantine(f"fenced: {self.link.fenced}")

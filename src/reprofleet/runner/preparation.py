@@ -14,7 +14,9 @@ from reprofleet.model.events import CampaignEvent
 from reprofleet.model.reasons import ReasonCode
 from reprofleet.power.control import PowerControl
 from reprofleet.records.facts_cache import cache_facts
+from reprofleet.records.host_stack import software_stack, stack_changes
 from reprofleet.records.store import power_cycles_logged, write_facts
+from reprofleet.remote.replies import Facts
 from reprofleet.remote.agent import AgentClient
 from reprofleet.runner import cache_sync, gpu_policy as policy, readiness
 from reprofleet.runner.attempt_run import PushedFiles
@@ -41,6 +43,8 @@ class HostPreparation:
         self.budget = budget
         self.log = log
         self.prepared = False  # this run reached the host and prepared it (so it restores it at the end)
+        self.stack: dict[str, str | None] | None = None  # kernel, driver, CUDA, VBIOS as last read
+        self.facts_boot: str | None = None  # the boot the facts were read in
 
     def prepare(self, cells: Sequence[Cell]) -> PushedFiles:
         """Lease, orphans, facts, readiness, the PoC and the cache on the host; what was pushed."""
@@ -48,9 +52,7 @@ class HostPreparation:
         self.link.take_lease(agent)
         self.budget.sync(self.ctx.directory, self.host.name)
         self.reconcile_orphans(agent)
-        facts = agent.facts()
-        self.recorder.facts_hash = write_facts(self.ctx.directory, self.host.name, dict(facts.as_json))
-        cache_facts(self.ctx.directory.root.parent, self.host.name, dict(facts.as_json))
+        facts = self._read_facts(agent)
         self.link.note_boot(str(facts.boot_id), float(facts.uptime_s))
         missing = readiness.problems(self.host, list(cells), facts.as_json)
         if missing:
@@ -72,6 +74,27 @@ class HostPreparation:
                        boot_id=self.link.boot.boot_id)
         self.prepared = True
         return PushedFiles(f"{self.link.home}/{rel}", cache_seed)
+
+    def _read_facts(self, agent: AgentClient) -> Facts:
+        """The host's facts now, stored (by host and by hash); the records after carry their hash.
+        A kernel, driver, CUDA or VBIOS other than the last boot's is a ``facts_changed`` event."""
+        facts = agent.facts()
+        self.recorder.facts_hash = write_facts(self.ctx.directory, self.host.name, dict(facts.as_json))
+        cache_facts(self.ctx.directory.root.parent, self.host.name, dict(facts.as_json))
+        stack = software_stack(facts.as_json, self.host.gpu_index)
+        changes = stack_changes(self.stack, stack) if self.stack is not None else {}
+        if changes:
+            self.log.event(CampaignEvent.FACTS_CHANGED, boot_id=facts.boot_id, changes=changes,
+                           facts=self.recorder.facts_hash,
+                           message="the host booted into other software: records from here on carry the new facts")
+        self.stack, self.facts_boot = stack, facts.boot_id
+        return facts
+
+    def refresh_facts(self, agent: AgentClient) -> None:
+        """Facts after every boot the campaign sees: read again when the host is in a boot other
+        than the one they were read in (a recovery's, or a reset by itself)."""
+        if self.prepared and self.facts_boot is not None and self.link.boot.boot_id != self.facts_boot:
+            self._read_facts(agent)
 
     def reconcile_orphans(self, agent: AgentClient) -> None:
         """An attempt still running on the host (a controller died under it) is killed and
