@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from reprofleet.model.cells import Cell
 from reprofleet.model.hosts import CredentialRef
@@ -77,6 +77,8 @@ class Playbook:
     hosts_line: int | None = None  # the line of that pattern in the playbook (for its one-line error)
     search: SearchBlock | None = None  # the cells are a search's levels, chosen at run time (model/search.py)
     bisect: BisectBlock | None = None  # the cells are a bisection's versions, chosen at run time
+    # the YAML as it was read: campaign.json keeps a copy, and a resume runs that copy (campaign/resume.py)
+    text: str = field(default="", repr=False, compare=False)
 
     @property
     def ladder(self) -> SearchBlock | BisectBlock | None:
