@@ -157,10 +157,12 @@ def check(directory: CampaignDir, book: Playbook, stored: StoredInputs | None, n
     if changes and accept:
         _refuse_unrecorded(directory, changes)
     if changes and not accept:
+        renewed = [name for change in changes for name in change.new_identity]
         hint = ("resume without --playbook to run the stored copy, or " if playbook_given else "") + \
-               f"pass {CHANGED_FLAG} to run the change (changed cells get new identities)"
+            f"pass {CHANGED_FLAG} to run it all the same" + \
+            (f" ({', '.join(dict.fromkeys(renewed))} then run afresh under new identities)" if renewed else "")
         raise ResumeRefused(f"--resume {directory.root}: not the experiment this campaign ran: "
-                            + " | ".join(c.line() for c in changes) + f"; {hint}")
+                            + " | ".join(c.line() for c in changes) + f"; nothing was run; {hint}")
     return Resumed(directory, book, changes)
 
 
@@ -228,18 +230,30 @@ def belongs_to(book: Playbook, poc_digest: str) -> Callable[[RecordedAttempt], b
     """Whether a record is of one of ``book``'s cells as they are now: the same name, factors
     and runtime, and the same PoC (a record from before records carried it: assumed so)."""
     cells: dict[str, Cell] = {cell.name: cell for cell in book.cells}
-    keys = {name: (content_hash(cell.factors, None, None), _runtime_key(record_runtime(cell)))
-            for name, cell in cells.items()}
+    keys = {name: (_factors_key(cell.factors), _runtime_key(record_runtime(cell))) for name, cell in cells.items()}
 
     def belongs(record: RecordedAttempt) -> bool:
         key = keys.get(record.cell)
         if key is None:
             return True  # not a cell of this plan: nothing of the plan counts it either way
         same_runtime = not record.runtime or _runtime_key(record.runtime) == key[1]
-        return content_hash(record.factors, None, None) == key[0] and same_runtime \
+        return _factors_key(record.factors) == key[0] and same_runtime \
             and record.poc in (None, poc_digest)
 
     return belongs
+
+
+def _factors_key(factors: Mapping[str, Any]) -> str:
+    """Factors as a record's JSON line holds them (read-only mappings and tuples as JSON has them)."""
+    return content_hash(_plain(factors), None, None)
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, Mapping):
+        return {str(key): _plain(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(item) for item in value]
+    return value
 
 
 def _runtime_key(runtime: Mapping[str, Any]) -> tuple[Any, Any]:
