@@ -145,3 +145,16 @@ def test_resume_changed_runs_the_other_playbook_and_the_plan_carries_what_change
     lgc = [c for c in manifest["cells"] if c["name"] == "lgc"]
     assert len({c["cell_id"] for c in lgc}) == 2 and [c.get("superseded", False) for c in lgc] == [False, True]
     assert manifest["changes"][0]["changes"][0]["changed"] == ["lgc"]
+
+
+def test_resume_changed_is_refused_while_a_started_attempt_of_a_renewed_cell_is_not_recorded(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    inventory = write_inventory(tmp_path)
+    folder = first_campaign(monkeypatch, inventory, write_book(tmp_path / "a"), tmp_path / "reports")
+    (folder / "events.jsonl").write_text(json.dumps({"t": "2026-01-01T00:00:00Z", "host": "h1", "event": "attempt_started",
+                                                     "attempt": "a-dead", "cell": "lgc", "index": 0}) + "\n")
+    other = write_book(tmp_path / "b", cells="  - name: ref\n  - name: lgc\n    graphics_clocks: [180, 2600]\n")
+    ran = manifest_only(monkeypatch)
+    line = _refused(request(inventory, other, tmp_path / "reports", resume=folder, changed=True))
+    assert "attempts a controller started of lgc are not recorded yet" in line
+    assert "resume once without --resume-changed (it records them), then with it" in line and not ran
