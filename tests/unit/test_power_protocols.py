@@ -181,10 +181,15 @@ def test_command_status_parsing() -> None:
     assert parse_status_output("ON\n") is PowerState.ON
     assert parse_status_output("off (since 12:00)") is PowerState.OFF
     assert parse_status_output("Outlet 3: on") is PowerState.UNKNOWN
+    assert parse_status_output("Status: OFF\n") is PowerState.OFF  # a fence agent's -o status
+
+
+def test_a_status_commands_exit_is_a_fence_agents_and_1_is_an_error_never_off() -> None:
     assert parse_status_exit(0) is PowerState.ON
-    assert parse_status_exit(1) is PowerState.OFF
-    with pytest.raises(PowerError, match="exited 2"):
-        parse_status_exit(2)
+    assert parse_status_exit(2) is PowerState.OFF
+    for code in (1, 3, 127):  # 1: the agent could not tell (the device unreachable); the rest: not the API
+        with pytest.raises(TransientPowerError, match=f"exited {code}: it could not tell"):
+            parse_status_exit(code)
 
 
 def test_command_driver_needs_on_and_off_and_reads_state_only_with_a_status_command() -> None:
