@@ -308,3 +308,14 @@ def test_every_driver_has_defaults_fitting_its_devices() -> None:
     assert all(d.timeout_s >= 30 and d.tries >= 4 and d.settle_s >= 60 for d in bmc)
     assert DRIVERS["redfish"].defaults.connect_s == 30.0  # an unreachable BMC fails on the connect, not the read
     assert all(d.timeout_s <= 5 and d.settle_s <= 10 for d in quick)
+
+
+def test_an_snmp_error_indication_is_read_by_its_type_never_its_words() -> None:
+    from pysnmp.proto import errind
+
+    from reprofleet.power.drivers.snmp import indication_error
+
+    silent = indication_error("GET 1.3", errind.RequestTimedOut("the agent said nothing"), 2.0)
+    assert isinstance(silent, TransientPowerError) and "no SNMP answer within 2s" in str(silent)
+    worded = indication_error("GET 1.3", errind.ErrorIndication("engine discovery: timeout value rejected"), 2.0)
+    assert type(worded) is PowerError  # the agent answered, whatever its words say
