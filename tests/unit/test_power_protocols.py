@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
+import http.server
 import importlib
-from typing import Any
+import ssl
+import subprocess
+import threading
+from pathlib import Path
+from typing import Any, Iterator
 
 import pytest
 
@@ -286,19 +291,60 @@ def test_a_busy_bmcs_refusals_are_transient_and_other_errors_are_not() -> None:
         assert not isinstance(translate(error, "Reset"), TransientPowerError), error
 
 
-def test_an_untrusted_certificate_is_named_with_what_to_set_and_not_retried() -> None:
+@pytest.fixture
+def self_signed_https(tmp_path: Path) -> Iterator[str]:
+    """A local HTTPS server whose certificate nobody trusts (a BMC as shipped)."""
+    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", str(key), "-out", str(cert),
+                    "-days", "1", "-subj", "/CN=localhost"], check=True, capture_output=True, timeout=60)
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(cert, key)
+    server = http.server.HTTPServer(("127.0.0.1", 0), http.server.BaseHTTPRequestHandler)
+    server.socket = context.wrap_socket(server.socket, server_side=True)
+    server.handle_error = lambda *_: None  # type: ignore[method-assign]  # the refused handshake, expected
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield f"https://127.0.0.1:{server.server_address[1]}/redfish/v1/"
+    finally:
+        server.shutdown()
+
+
+def test_an_untrusted_certificate_is_named_with_what_to_set_and_not_retried(self_signed_https: str) -> None:
+    """Decided on the type ssl raises (wrapped by urllib3, requests and sushy), never on its words."""
     import requests
     from sushy import exceptions as sushy_errors
 
     from reprofleet.power.drivers.redfish_errors import translate
 
-    ssl_error = requests.exceptions.SSLError("[SSL: CERTIFICATE_VERIFY_FAILED] certificate verify failed: "
-                                             "self-signed certificate (_ssl.c:1006)")
-    wrapped = sushy_errors.ConnectionError(url="https://bmc/redfish/v1/", error=ssl_error)
-    for error in (ssl_error, wrapped):
+    with pytest.raises(requests.exceptions.SSLError) as direct:
+        requests.get(self_signed_https, timeout=10)
+    with pytest.raises(sushy_errors.ConnectionError) as wrapped:
+        try:
+            requests.get(self_signed_https, timeout=10)
+        except requests.RequestException as exc:  # what sushy's connector does
+            raise sushy_errors.ConnectionError(url=self_signed_https, error=exc)
+    for error in (direct.value, wrapped.value):
         translated = translate(error, "read PowerState")
         assert not isinstance(translated, TransientPowerError)
         assert "TLS certificate not trusted: set verify_tls: false or a CA bundle path" in str(translated)
+    worded = requests.exceptions.SSLError("[SSL: WRONG_VERSION_NUMBER] the reply doesn't match TLS: self-signed?")
+    assert isinstance(translate(worded, "read PowerState"), TransientPowerError)  # no certificate was judged
+
+
+def test_a_redfish_timeout_is_read_by_its_type_through_sushys_wrapper() -> None:
+    import requests
+    from sushy import exceptions as sushy_errors
+
+    from reprofleet.power.drivers.redfish_errors import translate
+
+    with pytest.raises(sushy_errors.ConnectionError) as wrapped:
+        try:
+            raise requests.ReadTimeout("read: the BMC said nothing for 10 s")
+        except requests.RequestException as exc:
+            raise sushy_errors.ConnectionError(url="https://bmc/redfish/v1/", error=exc)
+    assert str(translate(wrapped.value, "read PowerState")) == "read PowerState: no answer in time"
+    refused = sushy_errors.ConnectionError(url="https://bmc/", error="the BMC refused: timed out waiting for POST")
+    assert str(translate(refused, "read PowerState")) == "read PowerState: connection failed"
 
 
 def test_every_driver_has_defaults_fitting_its_devices() -> None:
