@@ -123,7 +123,7 @@ def run_or_plan(request: CampaignRequest, view: CampaignView) -> DryRun | Campai
     changes: tuple[resume.InputChange, ...] = ()
     if directory is not None:
         resumed = resume.check(directory, book, stored, inputs, accept=request.resume_changed,
-                               playbook_given=request.playbook is not None)
+                               playbook_given=request.playbook is not None, attempts=request.attempts)
         if resumed.warning:
             view.warning(resumed.warning)
         changes = resumed.changes

@@ -147,13 +147,14 @@ def _canonical(value: Any) -> str:
 
 
 def check(directory: CampaignDir, book: Playbook, stored: StoredInputs | None, now: StoredInputs, *,
-          accept: bool, playbook_given: bool) -> Resumed:
-    """``book`` against what ``directory`` stored: refused on a difference unless ``accept``."""
+          accept: bool, playbook_given: bool, attempts: int | None = None) -> Resumed:
+    """``book`` against what ``directory`` stored: refused on a difference unless ``accept``
+    (``attempts``: the --attempts both are read with, so that flag is no playbook change)."""
     if stored is None:
         return Resumed(directory, book, warning=(
             f"{directory.manifest}: no stored copy of the playbook (written by an older controller): "
             f"{book.path} could not be checked against what this campaign ran"))
-    changes = differences(stored, now, book, stored_book(stored))
+    changes = differences(stored, now, book, stored_book(stored, attempts))
     if changes and accept:
         _refuse_unrecorded(directory, changes)
     if changes and not accept:
@@ -178,10 +179,10 @@ def _refuse_unrecorded(directory: CampaignDir, changes: Sequence[InputChange]) -
                             f"not recorded yet; resume once without {CHANGED_FLAG} (it records them), then with it")
 
 
-def stored_book(stored: StoredInputs) -> Playbook | PlaybookError:
+def stored_book(stored: StoredInputs, attempts: int | None = None) -> Playbook | PlaybookError:
     """The stored copy as a Playbook (its PoC resolved beside where it was), or why it no longer loads."""
     try:
-        return load_playbook(stored.playbook.path, text=stored.playbook.text)
+        return load_playbook(stored.playbook.path, attempts_override=attempts, text=stored.playbook.text)
     except PlaybookError as exc:
         return exc
 
