@@ -158,3 +158,16 @@ def test_resume_changed_is_refused_while_a_started_attempt_of_a_renewed_cell_is_
     line = _refused(request(inventory, other, tmp_path / "reports", resume=folder, changed=True))
     assert "attempts a controller started of lgc are not recorded yet" in line
     assert "resume once without --resume-changed (it records them), then with it" in line and not ran
+
+
+def test_a_superseded_cell_of_the_manifest_plans_no_slots(tmp_path: Path) -> None:
+    from reprofleet.records.pooling import read_manifest
+
+    manifest = tmp_path / "campaign.json"
+    manifest.write_text(json.dumps({
+        "campaign": "c", "attempts_per_cell": 4, "hosts": [{"name": "h1"}],
+        "cells": [{"name": "lgc", "cell_id": "lgc@new", "stop": {"kind": "fixed_n"}},
+                  {"name": "lgc", "cell_id": "lgc@old", "superseded": True,
+                   "stop": {"kind": "sprt", "p0": 0.3, "p1": 0.03}}]}))
+    info = read_manifest(manifest, running=lambda _folder: False)
+    assert info is not None and info.plan is not None and info.plan.of("lgc") == 4
