@@ -17,11 +17,10 @@ import pytest
 from reprofleet.campaign import run as campaign
 from reprofleet.records import identity
 from reprofleet.stats import stop_rules as stopping
-from reprofleet.runner.host import HostRunner, RunSettings, cell_identity, record_runtime
+from reprofleet.runner.host import HostRunner, cell_identity, record_runtime
 from reprofleet.runner.stops import HostStops
 from reprofleet.model import Outcome, Playbook, Record, Runtime, RuntimeKind, StopKind, StopRule
 from reprofleet.records.store import AttemptLog, CampaignDir, JsonlAppender
-from reprofleet.remote.transport import TransportSettings
 from tests.support.scripted_runner import HOST, POC_BYTES, Script, ScriptedRecovery, ScriptedRunner, book, cell, context, records_of
 
 FIRST = StopRule(StopKind.FIRST_REPRODUCTION)
@@ -266,7 +265,7 @@ def test_the_manifest_records_judging_reference_order_seed_and_each_cells_identi
     plan = campaign.make_plan(playbook, [], "unit-campaign")
     directory = CampaignDir(tmp_path / "unit-campaign").create()
     digest = hashlib.sha256(POC_BYTES).hexdigest()
-    campaign._write_manifest(directory, plan, RunSettings(transport=TransportSettings(known_hosts=tmp_path / "known_hosts")), digest)
+    campaign.write_manifest(directory, plan, "controller", digest)
     manifest: Mapping[str, Any] = json.loads(directory.manifest.read_text())
     assert manifest["judging"] == playbook.judging.to_json()
     assert manifest["judging"]["at_risk_phase"] == "cuda_graph_capture"

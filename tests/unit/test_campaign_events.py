@@ -29,6 +29,7 @@ WRITTEN_NAMES = {
     "self_reset_grace",  # issue 18
     "notify_failed",  # issue 21: a notification that could not be sent
     "search_probe", "search_done",  # issue 23: a search's choices and its result
+    "resume_changed",  # issue 32: a resume that runs a changed playbook, PoC or inventory, by request
 }
 
 

@@ -9,7 +9,7 @@ import threading
 from pathlib import Path
 
 from reprofleet.liveness.witness import PartitionGuard, Witness, build_witnesses, judge
-from reprofleet.model import Host, PowerPort
+from reprofleet.model import Host, PowerPort, frozen_mapping
 from reprofleet.power import PowerLog
 
 
@@ -161,3 +161,26 @@ def test_the_campaign_wires_each_hosts_witness_and_segment(tmp_path: Path) -> No
     assert fleet._host_witnesses == {"ws01": ("10.1.2.1",), "ws02": ()}
     assert fleet._segments == {"ws01": "subnet 10.1.2.0/24", "ws02": "segment r7"}
     assert fleet.hold_s == 300.0
+
+
+def _command_witness(tmp_path: Path, status_command: str, status_from: str = "exit_code") -> Witness:
+    port = PowerPort("command", "pdu-local", "3", options=frozen_mapping({
+        "on_command": "true", "off_command": "true", "status_command": status_command, "status_from": status_from}))
+    (pdu,) = [w for w in build_witnesses([Host("ws01", "192.0.2.7", pdu=port)], PowerLog(tmp_path / "power.jsonl"))
+              if w.name.startswith("power")]
+    return pdu
+
+
+def test_a_command_device_whose_status_exits_1_does_not_answer_for_the_network(tmp_path: Path) -> None:
+    """A fence agent's exit 1 (the device unreachable) read as OFF made the guard count the
+    device as answering: the network would have looked up while it was cut."""
+    assert _command_witness(tmp_path, "exit 1").ask() is False
+    assert _command_witness(tmp_path, "exit 2").ask() is True  # off is an answer
+    assert _command_witness(tmp_path, "exit 0").ask() is True
+
+
+def test_the_guard_decides_on_the_errors_type_not_its_words(tmp_path: Path) -> None:
+    """A definite answer is the device answering whatever its text says (here a status that
+    contradicts itself, printing words a message test once took for silence)."""
+    assert _command_witness(tmp_path, "echo 'on: the PDU gave up after 3 tries'; exit 2", "output").ask() is True
+    assert _command_witness(tmp_path, "echo 'off'; exit 1").ask() is False  # no try answered, whatever it printed

@@ -12,6 +12,7 @@ import pytest
 from reprofleet.errors import PowerError
 from reprofleet.model import CredentialRef, PowerPort, frozen_mapping
 from reprofleet.power import PowerLog, PowerState, driver_for
+from reprofleet.power.base import PowerUnansweredError
 
 
 def secret_checker(folder: Path) -> Path:
@@ -47,7 +48,7 @@ def test_command_driver_exit_code_status_and_failing_commands(tmp_path: Path, po
     monkeypatch.setenv("RF_TEST_CMD_SECRET", "wrong")
     switch = tmp_path / "power"
     switch.write_text("off\n")
-    by_exit = driver_for(command_port(switch, status_command=f"grep -q on {switch}", status_from="exit_code",
+    by_exit = driver_for(command_port(switch, status_command=f"grep -q on {switch} || exit 2", status_from="exit_code",
                                       tries=2), "ws01", power_log)
     assert by_exit.status() is PowerState.OFF
     with pytest.raises(PowerError, match=r"on command exited 1.*gave up after 2 tries"):
@@ -57,3 +58,31 @@ def test_command_driver_exit_code_status_and_failing_commands(tmp_path: Path, po
     with pytest.raises(PowerError, match="did not finish within 0.2s"):
         hung.off()
     assert time.monotonic() - started < 5.0
+
+
+@pytest.mark.parametrize("status_from", ["exit_code", "output"])
+def test_a_status_command_that_exits_1_is_no_answer_never_off(tmp_path: Path, power_log: PowerLog, status_from: str,
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    """A fence agent's exit 1: it could not reach the device. Read as OFF, a campaign would
+    take a live host's outlet for off and the partition guard the device for answering."""
+    monkeypatch.setenv("RF_TEST_CMD_SECRET", "cmd-pw-0b7")
+    switch = tmp_path / "power"
+    switch.write_text("on\n")
+    unreachable = "echo 'Failed: Unable to obtain correct plug status or plug is not available' >&2; echo off; exit 1"
+    driver = driver_for(command_port(switch, status_command=unreachable, status_from=status_from, tries=2),
+                        "ws01", power_log)
+    with pytest.raises(PowerUnansweredError, match="exited 1: it could not tell"):
+        driver.status()
+
+
+def test_a_status_command_that_exits_2_is_off_and_says_so_in_either_mode(tmp_path: Path, power_log: PowerLog,
+                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("RF_TEST_CMD_SECRET", "cmd-pw-0b7")
+    switch = tmp_path / "power"
+    for status_from in ("exit_code", "output"):
+        driver = driver_for(command_port(switch, status_command="echo 'Status: OFF'; exit 2", status_from=status_from),
+                            "ws01", power_log)
+        assert driver.status() is PowerState.OFF
+    contradicts = driver_for(command_port(switch, status_command="echo on; exit 2", tries=1), "ws01", power_log)
+    with pytest.raises(PowerError, match="exited 2 [(]off[)] but printed on"):
+        contradicts.status()

@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
+import http.server
 import importlib
-from typing import Any
+import ssl
+import subprocess
+import threading
+from pathlib import Path
+from typing import Any, Iterator
 
 import pytest
 
@@ -181,10 +186,15 @@ def test_command_status_parsing() -> None:
     assert parse_status_output("ON\n") is PowerState.ON
     assert parse_status_output("off (since 12:00)") is PowerState.OFF
     assert parse_status_output("Outlet 3: on") is PowerState.UNKNOWN
+    assert parse_status_output("Status: OFF\n") is PowerState.OFF  # a fence agent's -o status
+
+
+def test_a_status_commands_exit_is_a_fence_agents_and_1_is_an_error_never_off() -> None:
     assert parse_status_exit(0) is PowerState.ON
-    assert parse_status_exit(1) is PowerState.OFF
-    with pytest.raises(PowerError, match="exited 2"):
-        parse_status_exit(2)
+    assert parse_status_exit(2) is PowerState.OFF
+    for code in (1, 3, 127):  # 1: the agent could not tell (the device unreachable); the rest: not the API
+        with pytest.raises(TransientPowerError, match=f"exited {code}: it could not tell"):
+            parse_status_exit(code)
 
 
 def test_command_driver_needs_on_and_off_and_reads_state_only_with_a_status_command() -> None:
@@ -281,19 +291,60 @@ def test_a_busy_bmcs_refusals_are_transient_and_other_errors_are_not() -> None:
         assert not isinstance(translate(error, "Reset"), TransientPowerError), error
 
 
-def test_an_untrusted_certificate_is_named_with_what_to_set_and_not_retried() -> None:
+@pytest.fixture
+def self_signed_https(tmp_path: Path) -> Iterator[str]:
+    """A local HTTPS server whose certificate nobody trusts (a BMC as shipped)."""
+    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", str(key), "-out", str(cert),
+                    "-days", "1", "-subj", "/CN=localhost"], check=True, capture_output=True, timeout=60)
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(cert, key)
+    server = http.server.HTTPServer(("127.0.0.1", 0), http.server.BaseHTTPRequestHandler)
+    server.socket = context.wrap_socket(server.socket, server_side=True)
+    server.handle_error = lambda *_: None  # type: ignore[method-assign]  # the refused handshake, expected
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield f"https://127.0.0.1:{server.server_address[1]}/redfish/v1/"
+    finally:
+        server.shutdown()
+
+
+def test_an_untrusted_certificate_is_named_with_what_to_set_and_not_retried(self_signed_https: str) -> None:
+    """Decided on the type ssl raises (wrapped by urllib3, requests and sushy), never on its words."""
     import requests
     from sushy import exceptions as sushy_errors
 
     from reprofleet.power.drivers.redfish_errors import translate
 
-    ssl_error = requests.exceptions.SSLError("[SSL: CERTIFICATE_VERIFY_FAILED] certificate verify failed: "
-                                             "self-signed certificate (_ssl.c:1006)")
-    wrapped = sushy_errors.ConnectionError(url="https://bmc/redfish/v1/", error=ssl_error)
-    for error in (ssl_error, wrapped):
+    with pytest.raises(requests.exceptions.SSLError) as direct:
+        requests.get(self_signed_https, timeout=10)
+    with pytest.raises(sushy_errors.ConnectionError) as wrapped:
+        try:
+            requests.get(self_signed_https, timeout=10)
+        except requests.RequestException as exc:  # what sushy's connector does
+            raise sushy_errors.ConnectionError(url=self_signed_https, error=exc)
+    for error in (direct.value, wrapped.value):
         translated = translate(error, "read PowerState")
         assert not isinstance(translated, TransientPowerError)
         assert "TLS certificate not trusted: set verify_tls: false or a CA bundle path" in str(translated)
+    worded = requests.exceptions.SSLError("[SSL: WRONG_VERSION_NUMBER] the reply doesn't match TLS: self-signed?")
+    assert isinstance(translate(worded, "read PowerState"), TransientPowerError)  # no certificate was judged
+
+
+def test_a_redfish_timeout_is_read_by_its_type_through_sushys_wrapper() -> None:
+    import requests
+    from sushy import exceptions as sushy_errors
+
+    from reprofleet.power.drivers.redfish_errors import translate
+
+    with pytest.raises(sushy_errors.ConnectionError) as wrapped:
+        try:
+            raise requests.ReadTimeout("read: the BMC said nothing for 10 s")
+        except requests.RequestException as exc:
+            raise sushy_errors.ConnectionError(url="https://bmc/redfish/v1/", error=exc)
+    assert str(translate(wrapped.value, "read PowerState")) == "read PowerState: no answer in time"
+    refused = sushy_errors.ConnectionError(url="https://bmc/", error="the BMC refused: timed out waiting for POST")
+    assert str(translate(refused, "read PowerState")) == "read PowerState: connection failed"
 
 
 def test_every_driver_has_defaults_fitting_its_devices() -> None:
@@ -303,3 +354,14 @@ def test_every_driver_has_defaults_fitting_its_devices() -> None:
     assert all(d.timeout_s >= 30 and d.tries >= 4 and d.settle_s >= 60 for d in bmc)
     assert DRIVERS["redfish"].defaults.connect_s == 30.0  # an unreachable BMC fails on the connect, not the read
     assert all(d.timeout_s <= 5 and d.settle_s <= 10 for d in quick)
+
+
+def test_an_snmp_error_indication_is_read_by_its_type_never_its_words() -> None:
+    from pysnmp.proto import errind
+
+    from reprofleet.power.drivers.snmp import indication_error
+
+    silent = indication_error("GET 1.3", errind.RequestTimedOut("the agent said nothing"), 2.0)
+    assert isinstance(silent, TransientPowerError) and "no SNMP answer within 2s" in str(silent)
+    worded = indication_error("GET 1.3", errind.ErrorIndication("engine discovery: timeout value rejected"), 2.0)
+    assert type(worded) is PowerError  # the agent answered, whatever its words say

@@ -125,8 +125,42 @@ def test_a_host_probe_is_dead_only_when_neither_echo_nor_tcp_answers(monkeypatch
     assert HostProbe("127.0.0.1", 22, 0.2)() is ProbeAnswer.SSHD
 
 
-def test_a_host_name_is_resolved_once_however_often_it_is_probed(
-        monkeypatch: pytest.MonkeyPatch, banner_server: int) -> None:
+class MovingName:
+    """A resolver whose answer for ``ws01.lab`` changes as DHCP moves the host (None: no answer)."""
+
+    def __init__(self, *addresses: str | None) -> None:
+        self.addresses = list(addresses)
+        self.asked: list[str] = []
+
+    def __call__(self, name: str) -> str:
+        self.asked.append(name)
+        address = self.addresses.pop(0)
+        if address is None:
+            raise probes.UnresolvedName(f"{name} does not resolve (Name or service not known)")
+        return address
+
+
+def test_a_name_whose_address_changes_between_rounds_is_probed_at_its_new_address(banner_server: int) -> None:
+    # the stream went silent because DHCP moved ws01.lab: its old address (127.0.0.2) has no sshd
+    # on this port (a RST: KERNEL); the new one (127.0.0.1) answers with a banner
+    moving = MovingName("127.0.0.2", "127.0.0.1", "127.0.0.1")
+    probe = HostProbe("ws01.lab", banner_server, 1.0, resolver=moving)
+    assert probe() is ProbeAnswer.KERNEL and probe.address == "127.0.0.2"
+    assert probe() is ProbeAnswer.SSHD and probe.address == "127.0.0.1"
+    assert probe() is ProbeAnswer.SSHD
+    assert moving.asked == ["ws01.lab"] * 3  # once per round, nothing cached between rounds
+
+
+def test_a_name_that_stops_resolving_is_unresolved_never_dead(banner_server: int) -> None:
+    probe = HostProbe("ws01.lab", banner_server, 1.0, resolver=MovingName("127.0.0.1", None, "127.0.0.1"))
+    assert probe() is ProbeAnswer.SSHD
+    assert probe() is ProbeAnswer.UNRESOLVED and "ws01.lab does not resolve" in str(probe.unresolved)
+    assert probe() is ProbeAnswer.SSHD and probe.unresolved is None
+    assert ProbeAnswer.UNRESOLVED and not ProbeAnswer.DEAD  # no proof of silence for a check that asks `if probe():`
+
+
+def test_the_real_resolver_asks_every_time_and_names_a_name_that_does_not_resolve(
+        monkeypatch: pytest.MonkeyPatch) -> None:
     looked_up = []
     real = socket.getaddrinfo
 
@@ -134,10 +168,20 @@ def test_a_host_name_is_resolved_once_however_often_it_is_probed(
         looked_up.append(kwargs.get("host", args[0] if args else None))
         return real(*args, **kwargs)  # type: ignore[arg-type]
 
-    probes.resolve.cache_clear()
     monkeypatch.setattr(socket, "getaddrinfo", counting)
-    probe = HostProbe("localhost", banner_server, 1.0)
-    answers = [probe() for _ in range(3)]
-    assert probe.address == "127.0.0.1"
-    assert answers == [ProbeAnswer.SSHD] * 3
-    assert looked_up.count("localhost") == 1
+    assert [probes.resolve_now("localhost") for _ in range(3)] == ["127.0.0.1"] * 3
+    assert looked_up.count("localhost") == 3
+    with pytest.raises(probes.UnresolvedName, match="no-such-host.invalid does not resolve"):
+        probes.resolve_now("no-such-host.invalid")
+    assert probes.resolve("no-such-host.invalid") == "no-such-host.invalid"  # witnesses ask the name, as silence
+
+
+def test_the_ssh_host_port_probes_a_moved_host_at_its_new_address(banner_server: int) -> None:
+    from reprofleet.model import Host
+    from reprofleet.runner.port import SshHostPort
+
+    moving = MovingName("127.0.0.2", "127.0.0.1", None, "127.0.0.1")
+    port = SshHostPort(None, Host("ws01", "ws01.lab", port=banner_server), resolver=moving)  # type: ignore[arg-type]
+    assert [port.probe(1.0), port.probe(1.0), port.probe(1.0)] == [
+        ProbeAnswer.KERNEL, ProbeAnswer.SSHD, ProbeAnswer.UNRESOLVED]
+    assert port.banner(1.0) is True

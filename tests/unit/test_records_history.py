@@ -113,3 +113,19 @@ def test_a_resumed_campaign_reads_its_folder_through_one_history(tmp_path: Path,
     assert history.recorded_ids() == {r.attempt for r in first.records} and len(first.records) == 2
     assert history.seen_alive == {"once"} and history.completed_counts() == {("once", "ref"): 2}
     assert resumed.records == ()  # the plan was done: the resume ran nothing again
+
+
+def test_a_stop_of_a_cell_a_resume_renewed_no_longer_holds_and_one_after_the_change_does() -> None:
+    stopped = {"event": "stopped", "host": "h1", "cell": "fix"}
+    renewed = {"event": "resume_changed", "host": "", "what": "playbook", "new_identity": ["fix"]}
+    other = {"event": "stopped", "host": "h1", "cell": "ref"}
+    assert history_module.history_of((), [stopped, other, renewed]).stopped == {("h1", "ref")}
+    assert history_module.history_of((), [stopped, renewed, stopped]).stopped == {("h1", "fix")}
+
+
+def test_keeping_leaves_a_record_out_of_the_plan_but_never_out_of_the_recorded_ids(tmp_path: Path) -> None:
+    history = read_history(_folder(tmp_path))
+    kept = history.keeping(lambda record: record.cell != "fix")
+    assert [r.attempt for r in kept.records] == ["a1", "a3", "a4"]
+    assert kept.recorded_ids() == history.recorded_ids() == {"a1", "a2", "a3", "a4"}
+    assert ("h1", "fix") not in kept.completed_counts()

@@ -16,7 +16,7 @@ from pathlib import Path
 import paramiko
 import pytest
 
-from reprofleet.errors import InventoryError
+from reprofleet.errors import ConnectError, HostKeyError, InventoryError
 from reprofleet.inventory import load_inventory
 from reprofleet.model import Host
 from reprofleet.remote import transport
@@ -141,11 +141,13 @@ def test_a_proxyjump_hop_is_checked_with_the_hosts_own_known_hosts_and_policy(
     assert hop.host == "bastion.lab"
     policy = hop.client._policy
     key = a_key()
-    if not accept_new:  # the bastion's known key is loaded, and an unknown one is refused (paramiko's own policy)
+    if not accept_new:  # the bastion's known key is loaded, and an unknown one is refused (a reject policy of ours)
         known = a_key()
         hostile_ssh_config.write_text(f"bastion.lab {known.get_name()} {known.get_base64()}\n")
         hop = transport._fabric_connection(Host("ws01", "ws01"), settings).gateway
-        assert type(hop.client._policy) is paramiko.RejectPolicy
+        assert type(hop.client._policy) is transport._RejectPolicy
+        with pytest.raises(transport.UnknownHostKey):
+            hop.client._policy.missing_host_key(hop.client, "bastion.lab", key)
         assert hop.client.get_host_keys().lookup("bastion.lab")[known.get_name()] == known
         return
     policy.missing_host_key(hop.client, "bastion.lab", key)  # accept-new records it where the host's keys live
@@ -162,3 +164,35 @@ def test_accept_new_still_refuses_a_key_marked_revoked(tmp_path: Path) -> None:
     with pytest.raises(paramiko.SSHException, match="@revoked"):
         connection.client._policy.missing_host_key(connection.client, "10.0.0.9", key)
     assert key.get_base64() not in known.read_text().split("@revoked", 1)[1].split("\n", 1)[1]
+
+
+def test_without_accept_new_an_unknown_key_is_refused_with_a_type_of_ours(tmp_path: Path) -> None:
+    connection = transport._fabric_connection(Host("ws09", "10.0.0.9"), transport.TransportSettings(tmp_path / "kh"))
+    with pytest.raises(transport.UnknownHostKey):
+        connection.client._policy.missing_host_key(connection.client, "10.0.0.9", a_key())
+
+
+class _Opening:
+    """A connection whose open fails with ``error`` (the seam ``connect`` translates at)."""
+
+    gateway = None
+
+    def __init__(self, error: Exception) -> None:
+        self.error = error
+
+    def open(self) -> None:
+        raise self.error
+
+
+def test_connect_decides_a_host_key_refusal_on_the_exceptions_type_never_its_words(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    host, settings = Host("ws09", "10.0.0.9"), transport.TransportSettings(tmp_path / "kh")
+    for error, refused in ((transport.UnknownHostKey("no key on file for 10.0.0.9"), HostKeyError),
+                           (transport.RevokedHostKey("a key a person withdrew"), HostKeyError),
+                           # a server's own words may say anything: a broken banner is no host-key refusal
+                           (paramiko.SSHException("Error reading SSH protocol banner: @revoked, not found in "
+                                                  "known_hosts"), ConnectError)):
+        monkeypatch.setattr(transport, "_fabric_connection", lambda _h, _s, e=error: _Opening(e))
+        with pytest.raises(ConnectError) as raised:
+            transport.connect(host, settings)
+        assert type(raised.value) is refused, error

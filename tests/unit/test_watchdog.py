@@ -102,6 +102,24 @@ def test_a_suspect_that_answered_once_and_then_went_dead_is_a_wedge() -> None:
     assert [f["answer"] for _, what, f in events.seen if what == "probe"] == ["SSHD", "DEAD"]
 
 
+def test_rounds_whose_name_did_not_resolve_never_make_a_wedge_and_break_a_dead_run() -> None:
+    """A DNS outage or a DHCP move in a silence says nothing of the host: no verdict rests on it."""
+    answers = iter([ProbeAnswer.DEAD, ProbeAnswer.DEAD] + [ProbeAnswer.UNRESOLVED] * 20 + [ProbeAnswer.DEAD] * 100)
+    dog, clock, events = make(lambda: next(answers))
+    assert advance(dog, clock, 10.0) is Verdict.SUSPECT  # 2 DEAD, then 16 rounds that could not ask: never K dead
+    assert [f["answer"] for _, what, f in events.seen if what == "probe"] == ["DEAD", "UNRESOLVED"]
+    assert advance(dog, clock, 3.0) is Verdict.WEDGED  # the name resolves again and K rounds are dead
+    assert dog.wedge_kind is WedgeKind.FROZEN
+
+
+def test_an_unresolved_round_restarts_the_userspace_window() -> None:
+    answers = iter([ProbeAnswer.KERNEL] * 10 + [ProbeAnswer.UNRESOLVED] + [ProbeAnswer.KERNEL] * 100)
+    dog, clock, _ = make(lambda: next(answers), settings=WatchdogSettings(userspace_s=10.0))
+    assert advance(dog, clock, 10.5) is Verdict.SUSPECT  # 10 s of kernel-only, but one round could not ask
+    assert advance(dog, clock, 1.0) is Verdict.SUSPECT  # the window started again at 6.5 s
+    assert advance(dog, clock, 5.5) is Verdict.WEDGED and dog.wedge_kind is WedgeKind.USERSPACE
+
+
 def test_a_kernel_that_answers_without_sshd_is_a_suspect_until_the_userspace_window_ends() -> None:
     settings = WatchdogSettings(userspace_s=10.0)
     dog, clock, events = make(lambda: ProbeAnswer.KERNEL, settings=settings)

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, ContextManager, Mapping, Protocol
 
-from reprofleet.campaign import run as run_mod
+from reprofleet.campaign import resume, run as run_mod
 from reprofleet.campaign.facts import readiness_lines
 from reprofleet.campaign.preflight import (
     check_playbook_against_hosts,
@@ -30,9 +30,9 @@ from reprofleet.inventory import Inventory
 from reprofleet.model import Playbook
 from reprofleet.playbook import load_playbook
 from reprofleet.power.base import PowerState
-from reprofleet.records.store import CampaignDir
 from reprofleet.runner.recovery import recovery_factory
 
+DEFAULT_PLAYBOOK = "playbooks/sm120-hostwedge.yml"  # a new campaign's, when none is named
 Progress = Callable[..., None]  # run_campaign's progress: told each host's changes as they happen
 
 
@@ -41,7 +41,7 @@ class CampaignRequest:
     """What a person asked for on the command line, with the config it runs under."""
 
     inventory: str
-    playbook: str
+    playbook: str | None  # None: not named (a new campaign runs DEFAULT_PLAYBOOK, a resume its stored copy)
     config: ControllerConfig
     reports: Path  # where a new campaign's folder goes (a resume: beside the folder it continues)
     attempts: int | None = None  # per cell and host, over the playbook's
@@ -51,6 +51,7 @@ class CampaignRequest:
     overrides: Mapping[str, Any] | None = None  # settings over the config (--break-lease, --bring-up, the demo's timings)
     check_hosts: bool = False  # with dry_run: ask every host whether it can run its plan
     limit: str | None = None  # an Ansible host pattern over the playbook's own
+    resume_changed: bool = False  # --resume-changed: a resume may run a changed playbook, PoC or inventory
 
 
 class CampaignView(Protocol):
@@ -64,6 +65,9 @@ class CampaignView(Protocol):
 
     def outlet_off(self, line: str) -> None:
         """A host whose outlet reads off at the start."""
+
+    def warning(self, line: str) -> None:
+        """A caveat said before anything runs (a resume whose playbook could not be checked)."""
 
     def live(self, planned: Mapping[str, int | None], budget: int | None,
              stop: threading.Event) -> ContextManager[Progress]:
@@ -101,21 +105,33 @@ class DryRun:
 
 def run_or_plan(request: CampaignRequest, view: CampaignView) -> DryRun | CampaignResult:
     """Load and validate everything (nothing is contacted before it all holds), then describe
-    the plan (``dry_run``) or run it on every chosen host."""
-    # The playbook first: the env_secrets it names are kept from a dynamic inventory's script.
-    book = load_playbook(request.playbook, attempts_override=request.attempts)
+    the plan (``dry_run``) or run it on every chosen host. A resume runs what its folder ran
+    (campaign/resume.py), or is refused before anything is contacted or created."""
+    # A resume's folder first (a typo creates nothing); the playbook next: the env_secrets it
+    # names are kept from a dynamic inventory's script.
+    directory = resume.campaign_folder(request.resume) if request.resume is not None else None
+    if directory is not None:
+        book, stored = resume.resumed_playbook(directory, request.playbook, DEFAULT_PLAYBOOK, request.attempts)
+    else:
+        book, stored = load_playbook(request.playbook or DEFAULT_PLAYBOOK, attempts_override=request.attempts), None
     whole, inventory = chosen_hosts(book, request.inventory, request.limit)
+    inputs = resume.current_inputs(book, whole)
     request.config.configure_power()  # before the preflight builds every driver: its timings are those of invoke.yaml
     report_root = request.reports
     done: dict[tuple[str, str], int] = {}
     campaign_id = None
-    if request.resume is not None:
-        directory = CampaignDir(request.resume)
-        done = run_mod.completed_counts(directory)
+    changes: tuple[resume.InputChange, ...] = ()
+    if directory is not None:
+        resumed = resume.check(directory, book, stored, inputs, accept=request.resume_changed,
+                               playbook_given=request.playbook is not None, attempts=request.attempts)
+        if resumed.warning:
+            view.warning(resumed.warning)
+        changes = resumed.changes
+        done = run_mod.completed_counts(directory, book, inputs.poc.sha256)
         campaign_id = directory.root.name
         report_root = directory.root.parent
     check_playbook_against_hosts(book, inventory.hosts, report_root)
-    plan = run_mod.make_plan(book, inventory.hosts, campaign_id, done)
+    plan = run_mod.make_plan(book, inventory.hosts, campaign_id, done, inputs=inputs, changes=changes)
     if request.dry_run:
         return _dry_run(request, plan, book, whole, inventory, view)
     for line in observe_only_refusals(book, inventory.hosts):  # the dry run's plan text carries these itself

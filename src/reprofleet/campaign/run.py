@@ -35,7 +35,7 @@ from reprofleet.runner.search import LadderSchedule
 from reprofleet.stats.changepoint import bad_check_attempts
 from reprofleet.records.history import CampaignHistory, history_of, read_history
 from reprofleet.records.reader import RecordedAttempt, attempts_of, read_attempts
-from reprofleet.records.store import CampaignDir, CampaignLock, read_log_lines, write_atomic
+from reprofleet.records.store import CampaignDir, CampaignLock, read_log_lines, utc_now, write_atomic
 from reprofleet.power import PowerLog
 from reprofleet.power.ports import outlet_keys
 from reprofleet.liveness.watchdog import FleetLiveness
@@ -45,6 +45,8 @@ from reprofleet.liveness.witness import HostsSideWitness, campaign_guard, named_
 from reprofleet.model.events import CampaignEvent
 from reprofleet.campaign.metrics import CampaignMetrics
 from reprofleet.campaign.observe import Ended, Observer, Watched, watching
+from reprofleet.campaign.resume import InputChange, belongs_to
+from reprofleet.records.manifest import StoredInputs
 
 
 @dataclass(frozen=True)
@@ -53,6 +55,8 @@ class CampaignPlan:
     playbook: Playbook
     hosts: tuple[Host, ...]
     per_host: Mapping[str, tuple[tuple[Cell, int], ...]]
+    inputs: StoredInputs | None = None  # the playbook's text, the PoC's and inventory's digests campaign.json keeps
+    changes: tuple[InputChange, ...] = ()  # what a resume changed, by request (--resume-changed)
 
     @property
     def total_attempts(self) -> int:
@@ -87,22 +91,26 @@ def new_campaign_id(playbook: Playbook) -> str:
 
 
 def make_plan(playbook: Playbook, hosts: Sequence[Host], campaign_id: str | None = None,
-              done: Mapping[tuple[str, str], int] | None = None) -> CampaignPlan:
+              done: Mapping[tuple[str, str], int] | None = None, *, inputs: StoredInputs | None = None,
+              changes: Sequence[InputChange] = ()) -> CampaignPlan:
     """Each host's (cell, attempt index) sequence; attempts already recorded are skipped, and
-    so are the cells an observe-only host refuses (``gpu_policy.refusal``: they ask for a setting)."""
+    so are the cells an observe-only host refuses (``gpu_policy.refusal``: they ask for a setting).
+    ``inputs``: what campaign.json keeps of the playbook, PoC and inventory; ``changes``: what a
+    resume changed, by request."""
     done = done or {}
     per_host: dict[str, tuple[tuple[Cell, int], ...]] = {}
     if playbook.ladder is not None:  # a search's slots are chosen at run time: a host is prepared for every level
         return CampaignPlan(campaign_id or new_campaign_id(playbook), playbook, tuple(hosts),
                             {h.name: tuple((c, 0) for c in playbook.cells if gpu_policy.refusal(h, c) is None)
-                             for h in hosts})
+                             for h in hosts}, inputs, tuple(changes))
     for host in hosts:
         order = plan_order(playbook, host.name)
         per_host[host.name] = tuple(
             (playbook.cells[c], k) for c, k in order if k >= done.get((host.name, playbook.cells[c].name), 0)
             and gpu_policy.refusal(host, playbook.cells[c]) is None
         )
-    return CampaignPlan(campaign_id or new_campaign_id(playbook), playbook, tuple(hosts), per_host)
+    return CampaignPlan(campaign_id or new_campaign_id(playbook), playbook, tuple(hosts), per_host, inputs,
+                        tuple(changes))
 
 
 def _shared(cells: Sequence[Cell], attr: str) -> dict[str, Any]:
@@ -181,14 +189,20 @@ def runs_again(record: Mapping[str, Any]) -> bool:
     return RecordedAttempt.from_json(record).runs_again
 
 
-def completed_counts(directory: CampaignDir) -> dict[tuple[str, str], int]:
+def completed_counts(directory: CampaignDir, playbook: Playbook | None = None,
+                     poc_digest: str | None = None) -> dict[tuple[str, str], int]:
     """Attempts per (host, cell) already done; interrupted or never-run ones run again on resume
-    (attempts.jsonl alone: the plan of ``invoke campaign --resume`` is made from it).
+    (attempts.jsonl alone: the plan of ``invoke campaign --resume`` is made from it). With
+    ``playbook`` and ``poc_digest``, only records of its cells as they are now count (a cell a
+    resume changed runs its plan afresh under its new identity).
 
     A cell that its stop rule ended keeps its remaining slots in the plan; the host runner
     skips them (its ``stopped`` event says so).
     """
-    return CampaignHistory(read_attempts(directory.attempts)).completed_counts()
+    history = CampaignHistory(read_attempts(directory.attempts))
+    if playbook is not None and poc_digest is not None:
+        history = history.keeping(belongs_to(playbook, poc_digest))
+    return history.completed_counts()
 
 
 @dataclass(frozen=True)
@@ -233,16 +247,26 @@ def stopped_cells(directory: CampaignDir) -> set[tuple[str, str]]:
     return set(history_of((), read_log_lines(directory.events)).stopped)
 
 
-def _write_manifest(directory: CampaignDir, plan: CampaignPlan, settings: RunSettings, poc_digest: str,
-                    secret_digests: Mapping[str, str] | None = None) -> None:
-    """campaign.json: how this campaign judges and stops, for every report that reads it later."""
+def write_manifest(directory: CampaignDir, plan: CampaignPlan, controller: str, poc_digest: str,
+                   secret_digests: Mapping[str, str] | None = None) -> None:
+    """campaign.json: how this campaign judges and stops, for every report that reads it later,
+    and the inputs it ran (a resume runs the same; campaign/resume.py). Written once; a resume
+    that changed its inputs by request rewrites it (:func:`_changed_manifest`)."""
+    manifest = _manifest(plan, controller, poc_digest, secret_digests)
     if directory.manifest.exists():
-        return
+        if not plan.changes:
+            return
+        manifest = _changed_manifest(json.loads(directory.manifest.read_text(encoding="utf-8")), manifest, plan)
+    write_atomic(directory.manifest, json.dumps(manifest, indent=2, default=str) + "\n")
+
+
+def _manifest(plan: CampaignPlan, controller: str, poc_digest: str,
+              secret_digests: Mapping[str, str] | None) -> dict[str, Any]:
     book = plan.playbook
-    manifest = {
+    manifest: dict[str, Any] = {
         "campaign": plan.campaign_id,
         "playbook": plan.playbook.path,
-        "controller": settings.controller,
+        "controller": controller,
         "created": datetime.now(timezone.utc).isoformat(),
         "hosts": [{"name": h.name, "address": h.address, "port": h.port} for h in plan.hosts],
         # the planned identity; each record carries the one resolved on its host (image digest,
@@ -259,7 +283,21 @@ def _write_manifest(directory: CampaignDir, plan: CampaignPlan, settings: RunSet
     }
     if book.ladder is not None:  # the report computes the search's result from the folder alone
         manifest["search"] = ladder_json(ladder_plan(book.ladder, plan.hosts, book.seed))
-    write_atomic(directory.manifest, json.dumps(manifest, indent=2, default=str) + "\n")
+    if plan.inputs is not None:
+        manifest["inputs"] = plan.inputs.to_json()
+    return manifest
+
+
+def _changed_manifest(before: Mapping[str, Any], now: dict[str, Any], plan: CampaignPlan) -> dict[str, Any]:
+    """The manifest of a resume that ran changed inputs by request: the new plan's, the same
+    campaign and creation time, every earlier cell identity kept (``superseded``: its records
+    stay in the folder and in reports, apart from the new one's), and the changes listed."""
+    current = {cell["cell_id"] for cell in now["cells"]}
+    earlier = [{**cell, "superseded": True} for cell in before.get("cells") or []
+               if isinstance(cell, dict) and cell.get("cell_id") not in current]
+    change = {"t": utc_now(), "changes": [c.to_json() for c in plan.changes]}
+    return {**now, "campaign": before.get("campaign", now["campaign"]), "created": before.get("created", now["created"]),
+            "cells": now["cells"] + earlier, "changes": [*(before.get("changes") or []), change]}
 
 
 def fleet_liveness(hosts: Sequence[Host], settings: RunSettings, power_log: PowerLog, clock: Clock,
@@ -324,10 +362,16 @@ def run_campaign(
     directory = CampaignDir(report_root / plan.campaign_id).create()
     with CampaignLock(directory.root), watching(Watched(plan.campaign_id, directory, plan.playbook, plan.hosts),
                                                 (CampaignMetrics(), *observers)) as watch:  # one controller per folder
-        _write_manifest(directory, plan, settings, hashlib.sha256(poc_script).hexdigest(), secret_digests)
+        poc_digest = hashlib.sha256(poc_script).hexdigest()
+        write_manifest(directory, plan, settings.controller, poc_digest, secret_digests)
+        for change in plan.changes:  # before the history is read: it forgets the stops of renewed cells
+            watch.events.append({"t": utc_now(), "host": "", "event": CampaignEvent.RESUME_CHANGED.value,
+                                 **change.to_json(), "message": change.line()})
         stop = stop or threading.Event()
         clock = clock or SystemClock()
-        history = read_history(directory)  # what the folder holds (a resume): attempts and events, read once
+        # what the folder holds (a resume): attempts and events, read once; a record of a cell's
+        # earlier identity (a resume that changed it) counts for nothing of the plan
+        history = read_history(directory).keeping(belongs_to(plan.playbook, poc_digest))
         recorded = frozenset(history.recorded_ids())
         before = len(recorded)
         earlier = history.earlier()

@@ -52,6 +52,9 @@ class _Terminal:
     def outlet_off(self, line: str) -> None:
         self.console.print(f"[yellow]{line}[/]")
 
+    def warning(self, line: str) -> None:
+        stderr_console().print(f"[yellow]warning: {line}[/]")
+
     @contextmanager
     def live(self, planned: Mapping[str, int | None], budget: int | None,
              stop: threading.Event) -> Iterator[Callable[..., None]]:
@@ -63,20 +66,23 @@ class _Terminal:
             yield progress
 
 
-def run_and_report(c: Any, hosts: str, playbook: str, attempts: int | None, dry_run: bool,
+def run_and_report(c: Any, hosts: str, playbook: str | None, attempts: int | None, dry_run: bool,
                    resume: str | None, accept_new: bool | None,
                    overrides: dict[str, Any] | None = None, check_hosts: bool = False,
-                   limit: str | None = None, as_json: bool = False) -> ExitStatus:
+                   limit: str | None = None, as_json: bool = False, resume_changed: bool = False) -> ExitStatus:
     """Load and validate everything, then run (or describe) the campaign and summarize it.
+    ``playbook`` None: not named (a new campaign's default, or a resume's stored copy);
     ``check_hosts`` (with ``dry_run``): also ask every host whether it can run its plan;
     ``limit``: an Ansible host pattern choosing which of the inventory's hosts run;
-    ``as_json``: stdout carries one JSON document at the end, the live view and tables go to stderr."""
+    ``as_json``: stdout carries one JSON document at the end, the live view and tables go to stderr;
+    ``resume_changed``: a resume may run a changed playbook, PoC or inventory."""
     # lazy: the runner, power drivers, paramiko and scipy: 0.92 s that `invoke --list` never pays
     from reprofleet.campaign import pipeline
 
     view = _Terminal(as_json)
     request = pipeline.CampaignRequest(hosts, playbook, controller(c), reports(c), attempts, dry_run,
-                                       Path(resume) if resume else None, accept_new, overrides, check_hosts, limit)
+                                       Path(resume) if resume else None, accept_new, overrides, check_hosts, limit,
+                                       resume_changed)
     outcome = pipeline.run_or_plan(request, view)
     if isinstance(outcome, pipeline.DryRun):
         ready = outcome.readiness is None or outcome.readiness.ready
@@ -133,10 +139,13 @@ def campaign_status(result: "CampaignResult", err: "Console") -> ExitStatus:
 
 @task(help={
     "hosts": "Ansible inventory (YAML, INI, or any source ansible-inventory reads)",
-    "playbook": "campaign YAML (default playbooks/sm120-hostwedge.yml)",
+    "playbook": "campaign YAML (default playbooks/sm120-hostwedge.yml; with --resume: the copy the folder keeps)",
     "attempts": "attempts per cell per host (overrides the playbook)",
     "dry-run": "print the plan and contact nothing",
-    "resume": "continue the campaign in this report folder",
+    "resume": "continue the campaign in this report folder, with the playbook it ran (a different playbook, PoC "
+              "or inventory is refused)",
+    "resume-changed": "with --resume: run a changed playbook, PoC or inventory all the same (an event says what "
+                      "changed; changed cells get new identities)",
     "accept-new-host-keys": "record unknown host keys instead of refusing them",
     "break-lease": "take hosts whose lease another campaign holds (say so only when that campaign is dead)",
     "bring-up": "power-cycle hosts that do not answer at the start even if this campaign never saw them answer",
@@ -146,18 +155,20 @@ def campaign_status(result: "CampaignResult", err: "Console") -> ExitStatus:
             "view goes to stderr (docs/schema/campaign.schema.json)",
 })
 @handled
-def campaign(c: Context, hosts: str = "", playbook: str = "playbooks/sm120-hostwedge.yml", attempts: str | None = None,
-             dry_run: bool = False, resume: str | None = None, accept_new_host_keys: bool = False,
-             break_lease: bool = False, bring_up: bool = False, check_hosts: bool = False,
-             limit: str = "", json_: bool = False) -> ExitStatus:
+def campaign(c: Context, hosts: str = "", playbook: str = "", attempts: str | None = None,
+             dry_run: bool = False, resume: str | None = None, resume_changed: bool = False,
+             accept_new_host_keys: bool = False, break_lease: bool = False, bring_up: bool = False,
+             check_hosts: bool = False, limit: str = "", json_: bool = False) -> ExitStatus:
     """Run a reproduction campaign on every host of an inventory."""
     hosts = need_inventory(hosts)
     if check_hosts and not dry_run:
         raise BadArgument("--check-hosts goes with --dry-run (a campaign checks its hosts anyway)")
+    if resume_changed and not resume:
+        raise BadArgument("--resume-changed goes with --resume (it lets a resume run a changed playbook)")
     overrides = {**({"break_leases": True} if break_lease else {}), **({"bring_up": True} if bring_up else {})}
-    return run_and_report(c, hosts, playbook, whole_number("attempts", attempts), dry_run, resume,
+    return run_and_report(c, hosts, playbook or None, whole_number("attempts", attempts), dry_run, resume,
                           accept_new_host_keys or None, overrides or None, check_hosts=check_hosts,
-                          limit=limit or None, as_json=json_)
+                          limit=limit or None, as_json=json_, resume_changed=resume_changed)
 
 
 @task(help={"count": "number of simulated hosts (default 3)", "playbook": "demo campaign YAML",

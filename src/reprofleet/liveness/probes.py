@@ -7,7 +7,15 @@ A probe asks two layers of the host at once and gives one of three answers:
   RST) but sshd did not: the host runs, its userspace is stuck or busy (SIGSTOP, a CPU
   starved by a cgroup quota, an OOM storm);
 - ``DEAD``: nothing answered: no echo reply, no SYN-ACK, no RST. A frozen host looks like
-  this, and so does a cut network (which is why a wedge also needs the partition guard).
+  this, and so does a cut network (which is why a wedge also needs the partition guard);
+- ``UNRESOLVED``: the host's name did not resolve, so nothing could be asked. It says nothing
+  of the host (a DNS server down, a DHCP lease moving ``ws01.lab``): it never counts toward a
+  wedge, and a watchdog keeps its suspicion without a verdict until the name resolves again.
+
+A host's name is resolved on every probe (every round of a silence, from its first), as ssh
+resolves on every connect; nothing is cached here, so after DHCP moves a host its silence is
+probed at the address the name has now. The system resolver's own cache keeps each answer for
+its DNS TTL, which is the lifetime the name's owner chose.
 
 A router's "unreachable" is not the host answering: it counts as DEAD. ICMP goes through
 icmplib, on a raw socket when we may open one, else on a datagram ICMP socket (Linux,
@@ -24,18 +32,26 @@ import threading
 import time
 from enum import IntEnum, unique
 from functools import lru_cache
+from typing import Callable
 
 from icmplib import ICMPRequest, ICMPv4Socket, ICMPv6Socket
 from icmplib.exceptions import ICMPLibError
 
+from reprofleet.errors import ReprofleetError
+
 
 @unique
 class ProbeAnswer(IntEnum):
-    """What a host said to one probe; falsy only when nothing answered."""
+    """What a host said to one probe; falsy only when it was asked and nothing answered.
+
+    ``UNRESOLVED`` is truthy on purpose: no proof of silence, so a check that asks ``if
+    probe():`` to decide a host is gone does not count it (a name that fails to resolve must
+    never lead to a power cycle); a verdict that needs an answer compares members."""
 
     DEAD = 0
     KERNEL = 1
     SSHD = 2
+    UNRESOLVED = 3
 
 
 @unique
@@ -113,35 +129,60 @@ def probe_icmp_echo(address: str, timeout: float, mode: IcmpMode | None = None) 
     return False
 
 
-@lru_cache(maxsize=1024)
-def resolve(name: str) -> str:
-    """A host's address, looked up once per name (a DNS name works; probes never re-resolve)."""
+class UnresolvedName(ReprofleetError):
+    """A host's name did not resolve to an address (now: the next lookup may)."""
+
+
+Resolver = Callable[[str], str]  # a name (or an address) -> the address it has now; raises UnresolvedName
+
+
+def resolve_now(name: str) -> str:
+    """The address ``name`` has now (an address is itself); asked anew on every call."""
     try:
         return str(socket.getaddrinfo(name, None, type=socket.SOCK_STREAM)[0][4][0])
-    except OSError:
-        return name  # probes then fail as DEAD; the guard and the transport report the name
+    except (OSError, UnicodeError) as exc:
+        raise UnresolvedName(f"{name} does not resolve ({getattr(exc, 'strerror', None) or exc})") from None
+
+
+def resolve(name: str) -> str:
+    """``name``'s address now, or the name itself when it does not resolve (a witness or a
+    segment then asks the name, and fails as silence); asked anew on every call."""
+    try:
+        return resolve_now(name)
+    except UnresolvedName:
+        return name
 
 
 class HostProbe:
-    """One host's probe: its address resolved once, ICMP echo and TCP banner in parallel."""
+    """One host's probe: its name resolved on every call, then ICMP echo and TCP banner in
+    parallel at the address it has now (UNRESOLVED when it has none)."""
 
-    def __init__(self, address: str, port: int, timeout: float) -> None:
-        self.address = resolve(address)
+    def __init__(self, address: str, port: int, timeout: float, resolver: Resolver = resolve_now) -> None:
+        self.name = address
         self.port = port
         self.timeout = timeout
+        self.resolver = resolver
+        self.address: str | None = None  # the address the last round asked (what a person reads)
+        self.unresolved: str | None = None  # why the last round's name did not resolve
 
     def __call__(self) -> ProbeAnswer:
+        try:
+            address = self.resolver(self.name)
+        except UnresolvedName as exc:
+            self.unresolved = str(exc)
+            return ProbeAnswer.UNRESOLVED
+        self.address, self.unresolved = address, None
         echo: list[bool | None] = []
-        icmp = threading.Thread(target=lambda: echo.append(probe_icmp_echo(self.address, self.timeout)),
+        icmp = threading.Thread(target=lambda: echo.append(probe_icmp_echo(address, self.timeout)),
                                 daemon=True, name="probe-icmp")
         icmp.start()
-        tcp = probe_tcp(self.address, self.port, self.timeout)
+        tcp = probe_tcp(address, self.port, self.timeout)
         icmp.join(self.timeout + 0.5)
         if tcp is ProbeAnswer.SSHD:
             return tcp
         return ProbeAnswer.KERNEL if tcp is ProbeAnswer.KERNEL or any(echo) else ProbeAnswer.DEAD
 
 
-def probe_host(address: str, port: int, timeout: float) -> ProbeAnswer:
-    """Both independent probes at once; falsy (DEAD) only when neither answered."""
-    return HostProbe(address, port, timeout)()
+def probe_host(address: str, port: int, timeout: float, resolver: Resolver = resolve_now) -> ProbeAnswer:
+    """Both independent probes at once, at the address ``address`` has now."""
+    return HostProbe(address, port, timeout, resolver)()

@@ -4,7 +4,9 @@ The attempt stream carries a heartbeat at least every half second. After ``probe
 of silence the host is a *suspect* and is probed independently of the stalled connection
 (:mod:`probes`: ICMP echo + TCP/SSH banner) in rounds every ``probe_interval_s``; a round
 never waits for an earlier one's timeout, so a frozen host's answers (all DEAD) arrive on
-a steady grid. Each round answers DEAD, KERNEL or SSHD:
+a steady grid. Each round answers DEAD, KERNEL or SSHD (or UNRESOLVED: the host's name did
+not resolve that round, which breaks a run of DEAD rounds and the userspace window: no verdict
+rests on a round that could not ask the host):
 
 - a *frozen* wedge needs the stream silent for ``silence_s`` AND the last ``dead_rounds``
   rounds all DEAD AND the partition guard saying our own network works;
@@ -379,8 +381,11 @@ class Watchdog:
             self._dead_in_a_row = self._dead_in_a_row + 1 if r.answer is ProbeAnswer.DEAD else 0
             if r.answer is ProbeAnswer.KERNEL and self._kernel_only_since is None:
                 self._kernel_only_since = r.launched
-            elif r.answer is ProbeAnswer.SSHD or self._dead_in_a_row >= max(1, self.settings.dead_rounds):
-                self._kernel_only_since = None  # sshd answered, or nothing did: the window starts again
+            elif r.answer in (ProbeAnswer.SSHD, ProbeAnswer.UNRESOLVED) \
+                    or self._dead_in_a_row >= max(1, self.settings.dead_rounds):
+                # sshd answered, nothing did, or nothing could be asked (the name did not resolve,
+                # and it breaks the dead rounds too): the window starts again
+                self._kernel_only_since = None
             if r.answer is not self._last_answer:
                 self._event(CampaignEvent.PROBE, answer=r.answer.name, round=r.index,
                             silent_s=round(now - self.last_heard, 2))

@@ -40,6 +40,7 @@ from typing import Any, Callable, Iterable, Sequence
 from reprofleet.errors import ReprofleetError
 from reprofleet.model import Host, PowerPort
 from reprofleet.power import PowerLog, PowerState, driver_for
+from reprofleet.power.base import PowerUnansweredError
 from reprofleet.liveness.probes import probe_icmp_echo, resolve, tcp_answers
 
 WITNESS_TIMEOUT_S = 1.0  # one witness's own timeout, and the whole check's budget
@@ -147,8 +148,11 @@ def power_witness(host: Host, port: PowerPort, log: PowerLog, timeout: float) ->
 
     HTTP devices (plugs, Redfish, pdudaemon): a TCP handshake or RST on their port, no request.
     SNMP and IPMI (UDP): an echo; without one, a single status read (one try, ``timeout``).
-    A ``command`` driver: its status command, whose exit says whatever it says.
-    A status read that fails (a wrong outlet, a refused password) is still the device answering.
+    A ``command`` driver: its status command (0 on, 2 off: an answer; 1 or anything else: the
+    command could not tell, which is no answer).
+    A status read that fails definitely (a wrong outlet, a refused password) is still the device
+    answering; one whose every try failed without an answer (``PowerUnansweredError``) is silence.
+    The answer is decided on the exception's type, never on its words.
     """
     name = f"power device {port.address}"
     if port.driver in HTTP_DRIVERS:
@@ -165,8 +169,10 @@ def power_witness(host: Host, port: PowerPort, log: PowerLog, timeout: float) ->
             return None
         try:
             return driver.status() is not PowerState.UNKNOWN
-        except ReprofleetError as exc:  # only retriable failures (no reply in time) are silence
-            return "gave up after" not in str(exc)
+        except PowerUnansweredError:  # no try got an answer (no reply in time, a status that could not tell)
+            return False
+        except ReprofleetError:  # a definite refusal: the device answered
+            return True
 
     if port.driver == "command":
         return Witness(name, status_answers)

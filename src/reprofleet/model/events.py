@@ -19,6 +19,9 @@ class CampaignEvent(str, Enum):
 
     # the campaign
     TORN_LINE_CUT = "torn_line_cut"  # a killed controller's half-written line, cut at resume
+    # a resume run with a changed playbook, PoC or inventory (--resume-changed): what changed, and
+    # the cells whose identity it changed (their earlier records and stops no longer count for the plan)
+    RESUME_CHANGED = "resume_changed"
     # preparing a host
     PREPARED = "prepared"
     NOT_READY = "not_ready"  # the host lacks what its plan needs (problems: one line each); no attempt runs

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from reprofleet.model.cells import Cell
 from reprofleet.model.hosts import CredentialRef
@@ -79,6 +79,8 @@ class Playbook:
     bisect: BisectBlock | None = None  # the cells are a bisection's versions, chosen at run time
     after_budget: str = "cycle"  # a host frozen once the power-cycle budget is spent: "cycle" (one last, booted and
     # restored) or "off" (left switched off, on purpose)
+    # the YAML as it was read: campaign.json keeps a copy, and a resume runs that copy (campaign/resume.py)
+    text: str = field(default="", repr=False, compare=False)
 
     @property
     def ladder(self) -> SearchBlock | BisectBlock | None:

@@ -29,14 +29,16 @@ TIMEOUT_KEYS = ("attempt", "boot", "connect")
 ORDERS = ("blocks", "interleaved", "sequential", "shuffled")  # the first is the default
 
 
-def load_playbook(path: str | Path, *, attempts_override: int | None = None) -> Playbook:
+def load_playbook(path: str | Path, *, attempts_override: int | None = None, text: str | None = None) -> Playbook:
     """Read and validate a campaign; ``attempts_override`` replaces ``attempts`` (>= 1).
 
+    ``text``: the YAML itself (a resume's stored copy), read as if it were the file at
+    ``path``: the PoC and cache folder are found beside ``path``, errors name it.
     Every error names file, line and field: one raised without a line gets the line of the
     key its field path leads to.
     """
     try:
-        return _load(path, attempts_override)
+        return _load(path, attempts_override, text)
     except PlaybookError as exc:
         if exc.location.line is not None or exc.top is None:
             raise
@@ -44,12 +46,13 @@ def load_playbook(path: str | Path, *, attempts_override: int | None = None) -> 
         raise PlaybookError(located, exc.reason) from None
 
 
-def _load(path: str | Path, attempts_override: int | None) -> Playbook:
+def _load(path: str | Path, attempts_override: int | None, text: str | None) -> Playbook:
     file = str(path)
-    try:
-        text = Path(path).read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise PlaybookError(Location(file), f"cannot read: {exc}") from None
+    if text is None:
+        try:
+            text = Path(path).read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            raise PlaybookError(Location(file), f"cannot read: {exc}") from None
     doc = Doc(file)
     top = load_located_yaml(text, file, PlaybookError, reject_duplicates=True)
     if not isinstance(top, dict):
@@ -57,7 +60,7 @@ def _load(path: str | Path, attempts_override: int | None) -> Playbook:
         raise PlaybookError(Location(file, line_of(top) or 1, "(document)"),
                             f"a playbook is a mapping of settings (name, poc, attempts, matrix ...), got {got}")
     try:
-        return _settings(doc, top, path, file, attempts_override)
+        return replace(_settings(doc, top, path, file, attempts_override), text=text)
     except PlaybookError as exc:
         exc.top = top  # lets the caller find a line for a value that has none
         raise

@@ -51,7 +51,8 @@ from reprofleet.power.stagger import Stagger, gate_for
 
 __all__ = [
     "DeviceCycle", "DriverSettings", "PowerActionError", "PowerConfigError", "PowerDriver", "PowerLog",
-    "PowerState", "TransientPowerError", "backoff_delays", "pdu_lock",
+    "PowerState", "PowerUnansweredError", "TransientPowerError", "UnansweredPowerActionError", "backoff_delays",
+    "pdu_lock",
 ]
 
 T = TypeVar("T")
@@ -69,17 +70,35 @@ class PowerState(str, Enum):
 
 
 class TransientPowerError(PowerError):
-    """A failure worth retrying: no answer in time, connection refused, HTTP 5xx, a busy BMC."""
+    """One try failed in a way worth retrying: no answer in time, connection refused, HTTP 5xx,
+    a busy BMC, a status command that could not tell (exit 1)."""
+
+
+class PowerUnansweredError(PowerError):
+    """Every try of a request failed as a :class:`TransientPowerError` does: the device gave no
+    usable answer. Any other PowerError is a definite answer (a refused password, a wrong
+    outlet): the device was reached. The partition guard decides on this type, never on words."""
 
 
 class PowerActionError(PowerError):
-    """A power action failed; the message names host, driver, address, outlet and why."""
+    """A power action failed; the message names host, driver, address, outlet and why.
+    :func:`action_error` picks :class:`UnansweredPowerActionError` where the device never answered."""
 
     def __init__(self, where: str, action: str, reason: str) -> None:
         self.where = where
         self.action = action
         self.reason = reason
         super().__init__(f"{where}: {action} failed: {reason}")
+
+
+class UnansweredPowerActionError(PowerActionError, PowerUnansweredError):
+    """A power action that failed because the device never answered (every try transient)."""
+
+
+def action_error(where: str, action: str, reason: str, cause: BaseException) -> PowerActionError:
+    """The action's error, of the type its cause says: unanswered, or a definite failure."""
+    unanswered = isinstance(cause, (PowerUnansweredError, TransientPowerError))
+    return (UnansweredPowerActionError if unanswered else PowerActionError)(where, action, reason)
 
 
 def lock_key(address: str, default_scheme: str = "http", default_port: int | None = None) -> str:
@@ -438,7 +457,7 @@ class PowerDriver(ABC):
                 last = exc
             if attempt < len(delays):
                 self.clock.sleep(delays[attempt])
-        raise PowerError(f"{what}: {last} (gave up after {s.tries} tries)")
+        raise PowerUnansweredError(f"{what}: {last} (gave up after {s.tries} tries)")
 
     def _scrub(self, text: str) -> str:
         return scrub(text, self._secrets)
@@ -454,7 +473,7 @@ class PowerDriver(ABC):
             self._append(name, started_at, started, action, self._scrub(str(exc)))
             raise
         except ReprofleetError as exc:
-            error = PowerActionError(self.where, name, self._scrub(str(exc)))
+            error = action_error(self.where, name, self._scrub(str(exc)), exc)
             self._append(name, started_at, started, action, error.reason)
             raise error from None
         except Exception as exc:  # a library error a driver did not map: never leak it raw

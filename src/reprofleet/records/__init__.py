@@ -2,7 +2,8 @@
 
 Modules: ``store`` (attempts.jsonl, streams, events, amendments, torn-tail repair),
 ``reader`` (attempts.jsonl read back as typed records, amendments folded: the one reader
-of records), ``history`` (a campaign folder as a resume reads it, once), ``identity`` (what makes two cells the same experiment), ``pooling`` (records of many
+of records), ``history`` (a campaign folder as a resume reads it, once), ``manifest`` (the inputs
+campaign.json keeps: the playbook's copy, the PoC's and the inventory's digests), ``identity`` (what makes two cells the same experiment), ``pooling`` (records of many
 campaigns and controllers pooled), ``facts_cache`` (the last facts seen of each host),
 ``folder_state`` (where a campaign stands, read from its folder alone), ``prometheus``
 (the textfile format, and the controller's heartbeat read back from it), ``export``

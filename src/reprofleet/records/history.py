@@ -11,8 +11,8 @@ into one :class:`CampaignHistory`; each thing above is a field or a method of it
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Any, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any, Callable, Mapping, Sequence
 
 from reprofleet.model import Cell, Playbook
 from reprofleet.model.events import CampaignEvent, event_of
@@ -44,10 +44,19 @@ class CampaignHistory:
     # the probe count of the last ``search_done`` told (None: none): a resume of a finished search
     # that runs nothing new must not tell it again
     search_done_probes: int | None = None
+    others: frozenset[str] = frozenset()  # ids of records :meth:`keeping` left out (recorded all the same)
 
     def recorded_ids(self) -> set[str]:
         """Attempt ids already in attempts.jsonl (a dead controller's attempt is recorded once)."""
-        return {record.attempt for record in self.records}
+        return {record.attempt for record in self.records} | self.others
+
+    def keeping(self, belongs: Callable[[RecordedAttempt], bool]) -> "CampaignHistory":
+        """This history with only the records that ``belongs`` to the plan (a resume that changed
+        a cell's factors or the PoC: the records of the cell's earlier identity no longer count for
+        its plan, its stop tallies or a search); every record's id stays recorded."""
+        kept = tuple(record for record in self.records if belongs(record))
+        left = frozenset(record.attempt for record in self.records if not belongs(record))
+        return replace(self, records=kept, others=self.others | left)
 
     def counting(self) -> tuple[RecordedAttempt, ...]:
         """The records that count: an interrupted or never-run slot runs again and counts for nothing."""
@@ -107,6 +116,9 @@ def history_of(records: Sequence[RecordedAttempt], events: Sequence[Mapping[str,
             alive.add(host)
         elif event is CampaignEvent.STOPPED:
             stopped.add((host, str(entry.get("cell"))))
+        elif event is CampaignEvent.RESUME_CHANGED:  # a stop ended a cell's earlier identity, not its new one
+            renewed = {str(name) for name in entry.get("new_identity") or ()}
+            stopped = {(where, cell) for where, cell in stopped if cell not in renewed}
         elif event is CampaignEvent.RUNTIME_RESOLVED:
             resolved.setdefault(host, []).append(dict(entry))
         elif event is CampaignEvent.SEARCH_DONE and isinstance(entry.get("probes"), int):

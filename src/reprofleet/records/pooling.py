@@ -116,8 +116,8 @@ def _plan(data: Mapping[str, Any]) -> Plan | None:
         return None
     names = tuple(str(h.get("name")) for h in hosts if isinstance(h, dict) and h.get("name"))
     slots = {}
-    for cell in data.get("cells") or []:
-        if isinstance(cell, dict) and isinstance(cell.get("stop"), dict):
+    for cell in data.get("cells") or []:  # a cell identity a resume replaced (``superseded``) plans nothing more
+        if isinstance(cell, dict) and isinstance(cell.get("stop"), dict) and not cell.get("superseded"):
             rule = StopRule.from_json(cell["stop"])
             if rule.kind is not StopKind.FIXED_N:
                 slots[str(cell.get("name"))] = max_attempts(rule, attempts)

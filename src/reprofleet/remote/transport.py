@@ -131,6 +131,21 @@ def load_known_hosts(keys: paramiko.HostKeys, known_hosts: Path) -> set[str]:
     return revoked
 
 
+class UnknownHostKey(paramiko.SSHException):
+    """The host offered a key known_hosts does not hold, and new keys are not accepted."""
+
+
+class RevokedHostKey(paramiko.SSHException):
+    """The host offered a key known_hosts marks ``@revoked``."""
+
+
+class _RejectPolicy(paramiko.MissingHostKeyPolicy):
+    """paramiko's RejectPolicy, raising a type of ours: ``connect`` decides on it, not on its words."""
+
+    def missing_host_key(self, client: paramiko.SSHClient, hostname: str, key: paramiko.PKey) -> None:
+        raise UnknownHostKey(f"Server {hostname!r} not found in known_hosts")
+
+
 class _AcceptNewPolicy(paramiko.MissingHostKeyPolicy):
     """Record a host key we have never seen (like OpenSSH's StrictHostKeyChecking=accept-new).
 
@@ -144,7 +159,7 @@ class _AcceptNewPolicy(paramiko.MissingHostKeyPolicy):
 
     def missing_host_key(self, client: paramiko.SSHClient, hostname: str, key: paramiko.PKey) -> None:
         if key.get_base64() in self._revoked:
-            raise paramiko.SSHException(f"the host key of {hostname} is marked @revoked in known_hosts")
+            raise RevokedHostKey(f"the host key of {hostname} is marked @revoked in known_hosts")
         client.get_host_keys().add(hostname, key.get_name(), key)
         append_known_host(self._known_hosts, hostname, key)
 
@@ -459,7 +474,7 @@ def _check_host_keys(connection: Connection, known_hosts: Path, settings: Transp
     if settings.accept_new_host_keys:
         client.set_missing_host_key_policy(_AcceptNewPolicy(known_hosts, frozenset(revoked)))
     else:
-        client.set_missing_host_key_policy(paramiko.RejectPolicy())
+        client.set_missing_host_key_policy(_RejectPolicy())
     return revoked
 
 
@@ -483,16 +498,16 @@ def connect(host: Host, settings: TransportSettings) -> Session:
             f"host key CHANGED for {host.address}:{host.port} (known_hosts says otherwise); "
             "refusing to connect",
         ) from exc
+    except RevokedHostKey as exc:
+        raise HostKeyError(host.name, str(exc)) from exc
+    except UnknownHostKey as exc:
+        hop = f" (ProxyJump from ~/.ssh/config: {exc})" if isinstance(connection.gateway, Connection) else ""
+        raise HostKeyError(
+            host.name,
+            f"unknown host key for {host.address}:{host.port}{hop}; "
+            "run with --accept-new-host-keys to record it",
+        ) from exc
     except paramiko.SSHException as exc:
-        if "@revoked" in str(exc):
-            raise HostKeyError(host.name, str(exc)) from exc
-        if "not found in known_hosts" in str(exc):
-            hop = f" (ProxyJump from ~/.ssh/config: {exc})" if isinstance(connection.gateway, Connection) else ""
-            raise HostKeyError(
-                host.name,
-                f"unknown host key for {host.address}:{host.port}{hop}; "
-                "run with --accept-new-host-keys to record it",
-            ) from exc
         raise ConnectError(host.name, f"SSH failed: {exc}") from exc
     except (socket.timeout, TimeoutError) as exc:
         raise ConnectError(host.name, f"connect to {host.address}:{host.port} timed out") from exc

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Protocol
 
 from reprofleet.errors import ReprofleetError
-from reprofleet.liveness.probes import HostProbe, ProbeAnswer, probe_ssh_banner
+from reprofleet.liveness.probes import HostProbe, ProbeAnswer, Resolver, UnresolvedName, probe_ssh_banner, resolve_now
 from reprofleet.model import Host
 from reprofleet.power.wall import WallLine, WallPowerSampler, wall_sampler
 from reprofleet.remote.agent import AgentClient
@@ -55,10 +55,11 @@ class HostPort(Protocol):
 class SshHostPort:
     """The real host: SSH for the agent, TCP/ICMP probes, the inventory's power drivers."""
 
-    def __init__(self, ctx: "CampaignContext", host: Host) -> None:
+    def __init__(self, ctx: "CampaignContext", host: Host, resolver: Resolver = resolve_now) -> None:
         self._ctx = ctx
         self._host = host
-        self._probes: dict[float, HostProbe] = {}  # the address is resolved once per host
+        self._resolver = resolver  # asked on every probe and banner check: a name DHCP moved is followed
+        self._probes: dict[float, HostProbe] = {}  # one per timeout; each resolves the name on every round
 
     @property
     def _lock_dir(self) -> Path:
@@ -78,11 +79,15 @@ class SshHostPort:
 
     def probe(self, timeout_s: float) -> ProbeAnswer:
         if timeout_s not in self._probes:
-            self._probes[timeout_s] = HostProbe(self._host.address, self._host.port, timeout_s)
+            self._probes[timeout_s] = HostProbe(self._host.address, self._host.port, timeout_s, self._resolver)
         return self._probes[timeout_s]()
 
     def banner(self, timeout_s: float) -> bool:
-        return probe_ssh_banner(self._host.address, self._host.port, timeout_s)
+        try:
+            address = self._resolver(self._host.address)
+        except UnresolvedName:
+            return False  # no banner was seen: nothing could be asked
+        return probe_ssh_banner(address, self._host.port, timeout_s)
 
     def power(self, log: "PowerLog") -> "HostPower":
         from reprofleet.power.ports import build_host_power

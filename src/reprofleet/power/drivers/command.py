@@ -8,7 +8,7 @@ Selected by an inventory ``pdu:`` block like::
       on_command: "ipmitool -I lanplus -C 3 -H {address} -U admin -E chassis power on"
       off_command: "ipmitool -I lanplus -C 3 -H {address} -U admin -E chassis power off"
       status_command: "ipmitool -I lanplus -C 3 -H {address} -U admin -E chassis power status | awk '{print $NF}'"
-      status_from: output                 # output (prints on/off) | exit_code (0 on, 1 off)
+      status_from: output                 # output (prints on/off) | exit_code (0 on, 2 off, as fence agents)
       credentials: env:WS07_BMC_PASSWORD  # optional
       secret_env: IPMI_PASSWORD           # the variable the secret is given in (ipmitool -E reads it)
       # secret_stdin: true                # also write the secret to the command's stdin
@@ -23,9 +23,20 @@ there: a command line naming ``REPROFLEET_POWER_SECRET`` at all (``$VAR``, ``${V
 ``$(printenv VAR)``, ``awk 'ENVIRON["VAR"]'``) could have the shell or a tool put it into a
 process argument that every user of the controller can read in ``ps``, so such a command
 is refused when the inventory is loaded. The command's environment holds no other
-credential the inventory or playbook names (``credentials.child_environment``). A non-zero exit or a timeout is retried
-like any transient failure. Without ``status_command`` the driver cannot
-read state: status is UNKNOWN and on/off are logged as unverified.
+credential the inventory or playbook names (``credentials.child_environment``). An on or off
+command's non-zero exit or a timeout is retried like any transient failure. Without
+``status_command`` the driver cannot read state: status is UNKNOWN and on/off are logged as
+unverified.
+
+The status command's exit status is read as ClusterLabs fence agents' ``status`` action
+returns it (``fence_ipmilan -o status``, the Fence Agent API): **0 on, 2 off, 1 or anything
+else an error**: the command could not tell (the device unreachable, a login refused), which
+is never OFF. An error is retried like a transient failure; a status whose every try failed
+is no answer (``PowerUnansweredError``), so the partition guard never counts an unreachable
+device as answering. ``status_from: exit_code`` reads the state from the exit status alone;
+``output`` (the default) reads it from the first word printed (``on``/``off``, ``1``/``0``
+..., or a fence agent's ``Status: ON``) when the command exits 0; an exit 2 is off (one that
+prints ``on`` contradicts itself: an error).
 """
 
 from __future__ import annotations
@@ -63,10 +74,14 @@ def render(template: str, host: str, address: str, outlet: str | None) -> str:
         raise PowerConfigError(f"command {template!r}: bad placeholder {exc}; use {{host}} {{address}} {{outlet}}") from None
 
 
+STATUS_ON, STATUS_OFF = 0, 2  # a fence agent's ``status``: 0 on, 2 off; 1 (or anything else) an error
+
+
 def parse_status_output(stdout: str) -> PowerState:
-    """The first word of the output: on/1/true... -> ON, off/0/false... -> OFF."""
-    words = stdout.strip().lower().split()
-    first = words[0].strip(".,:;\"'") if words else ""
+    """The first word of the output: on/1/true... -> ON, off/0/false... -> OFF (a fence agent's
+    ``Status: ON`` is read past its label)."""
+    words = [word.strip(".,:;\"'") for word in stdout.strip().lower().split()]
+    first = words[1] if len(words) > 1 and words[0] == "status" else words[0] if words else ""
     if first in ON_WORDS:
         return PowerState.ON
     if first in OFF_WORDS:
@@ -75,11 +90,13 @@ def parse_status_output(stdout: str) -> PowerState:
 
 
 def parse_status_exit(code: int) -> PowerState:
-    if code == 0:
+    """A fence agent's status exit: 0 ON, 2 OFF; anything else the command could not tell
+    (TransientPowerError: retried, and never read as OFF)."""
+    if code == STATUS_ON:
         return PowerState.ON
-    if code == 1:
+    if code == STATUS_OFF:
         return PowerState.OFF
-    raise PowerError(f"status command exited {code} (exit_code mode: 0 is on, 1 is off)")
+    raise TransientPowerError(f"status command exited {code}: it could not tell (0 is on, 2 is off)")
 
 
 class CommandDriver(PowerDriver):
@@ -140,8 +157,10 @@ class CommandDriver(PowerDriver):
     def _read(self) -> PowerState:
         assert self.status_command is not None
         done = self._run(self.status_command, "status")
+        by_exit = parse_status_exit(done.returncode)  # 1 or another code: raised here, never OFF
         if self.status_from == "exit_code":
-            return parse_status_exit(done.returncode)
-        if done.returncode != 0:
-            raise TransientPowerError(f"status command exited {done.returncode}")
-        return parse_status_output(done.stdout)
+            return by_exit
+        printed = parse_status_output(done.stdout)
+        if by_exit is PowerState.OFF and printed is PowerState.ON:
+            raise PowerError(f"status command exited {STATUS_OFF} (off) but printed on: {done.stdout.strip()[:80]!r}")
+        return PowerState.OFF if by_exit is PowerState.OFF else printed

@@ -8,7 +8,8 @@ query string or the headers, which may carry a password (Tasmota takes it in the
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+import ssl
+from typing import Any, Iterator, Mapping
 
 import requests
 from requests.auth import AuthBase
@@ -26,14 +27,32 @@ def base_url(address: str, default_scheme: str = "http") -> str:
 
 
 TLS_ADVICE = "TLS certificate not trusted: set verify_tls: false or a CA bundle path"
-TLS_MARKERS = ("certificate verify failed", "certificate_verify_failed", "self-signed certificate",
-               "self signed certificate", "hostname mismatch", "doesn't match", "unable to get local issuer")
+
+
+def causes(exc: BaseException) -> Iterator[BaseException]:
+    """``exc`` and every error it wraps: its cause and context, urllib3's ``reason``, and errors
+    passed as arguments (requests, urllib3 and sushy each wrap the one below this way)."""
+    seen: set[int] = set()
+    pending = [exc]
+    while pending:
+        error = pending.pop()
+        if id(error) in seen:
+            continue
+        seen.add(id(error))
+        yield error
+        pending += [inner for inner in (error.__cause__, error.__context__, getattr(error, "reason", None), *error.args)
+                    if isinstance(inner, BaseException)]
+
+
+def caused_by(exc: BaseException, kinds: type[BaseException] | tuple[type[BaseException], ...]) -> bool:
+    return any(isinstance(error, kinds) for error in causes(exc))
 
 
 def tls_not_trusted(exc: BaseException) -> bool:
-    """Did the TLS handshake fail because the device's certificate was not trusted (not a network fault)?"""
-    text = str(exc).lower()
-    return any(marker in text for marker in TLS_MARKERS)
+    """Did the TLS handshake fail because the device's certificate was not trusted (not a network
+    fault)? Decided by the type ``ssl`` raises for it (an unknown issuer, a self-signed or expired
+    certificate, a hostname mismatch), wherever the libraries above wrapped it."""
+    return caused_by(exc, ssl.SSLCertVerificationError)
 
 
 def _connection_reason(exc: requests.ConnectionError) -> str:

@@ -25,7 +25,7 @@ from sushy import exceptions as sushy_errors
 
 from reprofleet.errors import PowerError
 from reprofleet.power.base import TransientPowerError
-from reprofleet.power.drivers.http import TLS_ADVICE, tls_not_trusted
+from reprofleet.power.drivers.http import TLS_ADVICE, caused_by, tls_not_trusted
 
 __all__ = ["BUSY_MESSAGES", "message_ids", "translate"]
 
@@ -64,10 +64,11 @@ def translate(exc: BaseException, what: str) -> PowerError:
                                    f"or still in POST ({_detail(exc)})")
     if isinstance(exc, sushy_errors.ServerSideError):
         return TransientPowerError(f"{what}: HTTP {exc.status_code}")
-    if isinstance(exc, requests.Timeout) or "timed out" in str(exc).lower():  # sushy wraps a ReadTimeout
+    if isinstance(exc, requests.Timeout) or (isinstance(exc, sushy_errors.ConnectionError)  # sushy wraps a ReadTimeout
+                                             and caused_by(exc, (requests.Timeout, TimeoutError))):
         return TransientPowerError(f"{what}: no answer in time")
     if isinstance(exc, (sushy_errors.ConnectionError, requests.ConnectionError)):
-        refused = "connection refused" if "refused" in str(exc).lower() else "connection failed"
+        refused = "connection refused" if caused_by(exc, ConnectionRefusedError) else "connection failed"
         return TransientPowerError(f"{what}: {refused}")
     if isinstance(exc, sushy_errors.HTTPError):
         return PowerError(f"{what}: HTTP {exc.status_code} ({_detail(exc)})")

@@ -50,6 +50,7 @@ from pysnmp.hlapi.v3arch.asyncio import (
     get_cmd, next_cmd, set_cmd, usmAesCfb128Protocol, usmAesCfb256Protocol, usmDESPrivProtocol, usmHMACMD5AuthProtocol,
     usmHMACSHAAuthProtocol, usmHMAC192SHA256AuthProtocol, usmNoAuthProtocol, usmNoPrivProtocol,
 )
+from pysnmp.proto import errind
 from pysnmp.proto.rfc1902 import Integer32
 from pysnmp.proto.rfc1905 import EndOfMibView, NoSuchInstance, NoSuchObject
 
@@ -115,6 +116,15 @@ def row_for_pdu(oids: OutletOids, pdu_id: int, where: str) -> OutletOids:
         f"({oids.mib or 'its OIDs'} carry no PDU index); a daisy-chained APC rPDU2 is model apc_rpdu, "
         "a generic model needs {pdu} in its OIDs", field="pdu_id")
 
+
+
+def indication_error(what: str, indication: Any, timeout_s: float) -> PowerError:
+    """pysnmp's error indication as our error, by its type: no response before the timeout is
+    transient (retried; no answer at all), any other indication a definite failure."""
+    if isinstance(indication, errind.RequestTimedOut):
+        return TransientPowerError(f"{what}: no SNMP answer within {timeout_s:g}s "
+                                   "(PDU down, or a wrong community, which agents ignore)")
+    return PowerError(f"{what}: {indication}")
 
 class SnmpDriver(PowerDriver):
     name = "snmp"
@@ -229,10 +239,7 @@ class SnmpDriver(PowerDriver):
             raise TransientPowerError(f"{verb} {oid}: {exc.strerror or type(exc).__name__}") from None
         if error_indication:
             self._drop_engine()
-            if "timeout" in str(error_indication).lower():
-                raise TransientPowerError(f"{verb} {oid}: no SNMP answer within {self.settings.timeout_s:g}s "
-                                          "(PDU down, or a wrong community, which agents ignore)")
-            raise PowerError(f"{verb} {oid}: {error_indication}")
+            raise indication_error(f"{verb} {oid}", error_indication, self.settings.timeout_s)
         if error_status:
             raise PowerError(f"{verb} {oid}: the PDU answered {error_status.prettyPrint()}: "
                              f"{ERROR_HINTS.get(str(error_status.prettyPrint()), 'see the PDU MIB')}"
