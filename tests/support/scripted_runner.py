@@ -13,6 +13,8 @@ import uuid
 from pathlib import Path
 from typing import Any, Callable
 
+from reprofleet.errors import ConnectError
+from reprofleet.liveness.probes import ProbeAnswer
 from reprofleet.model import (Cell, Host, Outcome, Phase, Playbook, Poc, Record, Runtime, RuntimeKind, StopRule,
                               Timeouts)
 from reprofleet.records.store import AttemptLog, CampaignDir, JsonlAppender, read_records, utc_now
@@ -113,6 +115,31 @@ class ScriptedRecovery:
     forensics_after_the_fact = switch_back_on = recover
 
 
+class ScriptedPort:
+    """The host seam of a runner without a host: every probe finds sshd answering (the host is
+    there; an attempt that ends without a stream is the script's, not a silence), no session."""
+
+    def __init__(self, answer: ProbeAnswer = ProbeAnswer.SSHD) -> None:
+        self.answer = answer
+        self.probes = 0
+
+    def probe(self, timeout_s: float) -> ProbeAnswer:
+        self.probes += 1
+        return self.answer
+
+    def banner(self, timeout_s: float) -> bool:
+        return self.answer is ProbeAnswer.SSHD
+
+    def connect(self) -> Any:
+        raise ConnectError(HOST.name, "a scripted host has no session")  # as an unreachable host's connect
+
+    def power(self, log: Any) -> Any:
+        raise AssertionError("a scripted runner has no outlets")
+
+    def wall_sampler(self, write: Any) -> Any:
+        raise AssertionError("a scripted runner samples no wall power")
+
+
 class ScriptedRunner:
     """A HostRunner with scripted parts at its seams (attempts, preparation, recovery), no host.
 
@@ -122,6 +149,7 @@ class ScriptedRunner:
     def __init__(self, ctx: CampaignContext, plan: list[tuple[Cell, int]], script: Script,
                  interrupt_after: int | None = None, *, fault: Fault | None = None,
                  recovery: Any = "at once", refuse_prepare: BaseException | None = None, **kwargs: Any) -> None:
+        kwargs.setdefault("port", ScriptedPort())
         self.runner = HostRunner(ctx, HOST, plan, **kwargs)
         self.attempts = ScriptedAttempts(self.runner.recorder, script, ctx.stop, interrupt_after, fault)
         self.runner.attempts = self.attempts  # type: ignore[assignment]
