@@ -467,7 +467,8 @@ class FakeAgent:
 
     def run(self, attempt_id: str, argv: list[str], *, timeout: float, env: Mapping[str, str] | None = None,
             gpu: int = 0, sample_hz: float = 10.0, clock_threshold: float = 0.0,
-            container: str | None = None, secrets: Mapping[str, Any] | None = None) -> "FakeStream":
+            container: str | None = None, secrets: Mapping[str, Any] | None = None,
+            key: Any = None) -> "FakeStream":
         self._call()
         holder = self.fake.lease_holder
         if self.lease_token and (holder is None or holder.get("token") != self.lease_token):  # host_lease.check
@@ -483,7 +484,7 @@ class FakeAgent:
         self.fake.started[attempt_id] = self.fake.boot_id
         return FakeStream(self.fake, attempt_id, self.fake.next_outcome(), timeout)
 
-    def attach(self, attempt_id: str, from_seq: int) -> "FakeStream":
+    def attach(self, attempt_id: str, from_seq: int, key: Any = None) -> "FakeStream":
         self._call()
         self.fake.attaches.append(self.fake.clock.monotonic())
         if self.fake.started.get(attempt_id) not in (None, self.fake.boot_id) or attempt_id in self.fake.lost:
