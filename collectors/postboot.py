@@ -3,7 +3,9 @@
 The seed's freeze left nothing (no Xid, NVRM, AER, MCE, watchdog); saying so with
 evidence ("the previous boot's kernel log is available and has no findings") is as much
 a result as a finding. Sources: the persistent journal's kernel log of boot -1, and
-pstore (what the kernel wrote to firmware-backed storage as it died).
+pstore (what the kernel wrote to firmware-backed storage as it died). The previous boot's
+whole journal says whether it was shut down in an orderly way, and who asked
+(shutdown_evidence.py): a person's ``reboot`` or an automatic upgrade's is not the bug.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from typing import Any, Dict, Iterable, List, Optional, Tuple
 
 import attempt_state as state
 import host_facts
+import shutdown_evidence
 from kernel_log import tags_of
 
 PSTORE_DIR = "/sys/fs/pstore"
@@ -56,12 +59,18 @@ def previous_boot_journal() -> Tuple[Optional[List[str]], Optional[str]]:
     return [line for line in lines if line.strip() and line.strip() != "-- No entries --"], None
 
 
-def previous_boot() -> Dict[str, Any]:
+def previous_boot(pstore_records: Iterable[Dict[str, Any]] = ()) -> Dict[str, Any]:
+    """The previous boot's kernel log (findings, tail) and how it ended (``shutdown``); a panic
+    in it or in ``pstore_records`` is never an orderly shutdown."""
     lines, reason = previous_boot_journal()
+    pstore_panic = any("panic" in f.get("tags", ()) for r in pstore_records for f in r.get("findings", ()))
     if lines is None:
-        return {"available": False, "reason": reason, "lines": 0, "findings": [], "tail": []}
-    return {"available": True, "lines": len(lines), "findings": extract_findings(lines),
-            "tail": lines[-TAIL_LINES:]}
+        shutdown = shutdown_evidence.previous_boot((), pstore_panic)
+        return {"available": False, "reason": reason, "lines": 0, "findings": [], "tail": [], "shutdown": shutdown}
+    findings = extract_findings(lines)
+    panicked = pstore_panic or any("panic" in tags_of(line) for line in lines)  # all of it: findings are capped
+    return {"available": True, "lines": len(lines), "findings": findings, "tail": lines[-TAIL_LINES:],
+            "shutdown": shutdown_evidence.previous_boot(lines, panicked)}
 
 
 def pstore(directory: str = PSTORE_DIR) -> List[Dict[str, Any]]:
@@ -110,5 +119,6 @@ def collect(pstore_dir: str = PSTORE_DIR) -> Dict[str, Any]:
             host_facts.journald_storage(host_facts.journald_texts()), os.path.isdir("/var/log/journal"))
     except OSError:
         persistent = None
+    records = pstore(pstore_dir) + archived_pstore()
     return {"k": "postboot", "boot_id": state.read_boot_id(), "journal_persistent": persistent,
-            "previous_boot": previous_boot(), "pstore": pstore(pstore_dir) + archived_pstore()}
+            "previous_boot": previous_boot(records), "pstore": records}

@@ -140,7 +140,7 @@ def probe_of(record: Mapping[str, Any], plan: LadderPlan, judging: Judging) -> P
     level = plan.level_of(str(record.get("cell")))
     if level is None:
         return None
-    role = judging.role(str(record.get("outcome")), record.get("last_phase"), record.get("phases"), record.get("reason"))
+    role = judging.classify_record(record).role  # an orderly reboot in its forensics is no reproduction
     if role is Role.NOT_RUN:
         return None
     outcome = _OUTCOMES.get(role, ProbeOutcome.UNUSABLE)  # infra, excluded, failed at risk: neither

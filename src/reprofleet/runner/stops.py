@@ -15,6 +15,7 @@ from typing import Any, Iterable, Mapping, Sequence
 from reprofleet.stats import stop_rules as stopping
 from reprofleet.model import Cell, Playbook, Role, StopKind, frozen_mapping
 from reprofleet.model.events import CampaignEvent
+from reprofleet.model.shutdown import orderly_shutdown
 from reprofleet.runner.host_log import HostLog
 
 
@@ -59,14 +60,15 @@ class HostStops:
         self.stopped: set[str] = set(stopped)
         for record in earlier:
             self.add(str(record.get("cell")), str(record.get("outcome")), record.get("last_phase"),
-                     record.get("phases"), record.get("reason"))
+                     record.get("phases"), record.get("reason"), orderly=orderly_shutdown(record.get("forensics")))
 
     def add(self, cell: str, outcome: str, last_phase: str | None, phases: Sequence[str] | None = None,
-            reason: str | None = None) -> None:
+            reason: str | None = None, *, orderly: str | None = None) -> None:
         """Count one record of ``cell`` (call it after every record the host runner writes);
-        roles as the judge gives them, so a slot that runs again counts for nothing."""
+        roles as the judge gives them, so a slot that runs again counts for nothing, nor does a
+        reboot whose forensics show an orderly shutdown (``orderly``: model.shutdown's words)."""
         tally = self.tallies.setdefault(cell, Tally())
-        role = self.playbook.judging.role(outcome, last_phase, phases, reason)
+        role = self.playbook.judging.role(outcome, last_phase, phases, reason, orderly=orderly)
         if role is Role.NOT_RUN:
             return
         tally.attempts += 1

@@ -122,10 +122,7 @@ def judge_records(records: Iterable[Mapping[str, Any]],
     for record in records:
         judging = judging_of(record)
         outcome = str(record.get("outcome"))
-        phases = record.get("phases")
-        verdict = judging.classify(outcome, record.get("last_phase"),
-                                   [str(p) for p in phases] if isinstance(phases, list) else None,
-                                   str(record.get("reason") or "") or None)
+        verdict = judging.classify_record(record)  # an orderly reboot in its forensics is no reproduction
         out.append(Judged(record, record_cell_id(record), str(record.get("host")), outcome, verdict.role,
                           verdict.reason, verdict.early))
     return out
