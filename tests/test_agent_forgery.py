@@ -275,3 +275,27 @@ def test_a_key_that_is_not_64_hex_digits_is_refused_before_anything_runs(state_d
                           timeout=30)
     assert done.returncode == 2 and b"64 hex digits" in done.stdout
     assert not (state_dir / "attempts" / "bad").exists()
+
+
+def test_the_agents_own_refusal_is_signed_so_a_keyed_stream_still_reads_it_as_busy(state_dir: Path) -> None:
+    """``run`` signs the lines it makes up (an error, a lost exit) with the key it was given: a
+    refusal still reaches the controller as the typed error it is, and a PoC's forged one does not."""
+    from reprofleet.errors import AgentRefused
+
+    command = h.agent_argv(state_dir, "run", "--id", "busy1", "--timeout", "30", "--key-stdin", "--", "sleep", "30")
+    first = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                             env=h.agent_env())
+    assert first.stdin is not None and first.stdout is not None
+    first.stdin.write((KEY.hex + "\n").encode())
+    first.stdin.close()
+    assert first.stdout.readline()  # the supervisor is up
+    other = AttemptKey(bytes(range(32, 64)))
+    rc, lines = run_with_key(state_dir, "busy2", ["true"], key=other)
+    assert rc == 1 and len(lines) == 1
+    stream = EventStream("local", NoLines(), other)  # type: ignore[arg-type]
+    with pytest.raises(AgentRefused, match="busy1 is still running"):
+        stream.accept(lines[0])
+    assert EventStream("local", NoLines(), KEY).accept(lines[0]) is None  # under another key: a forgery  # type: ignore[arg-type]
+    h.run_agent(state_dir, "kill", "--id", "busy1", "--ignore-lease")
+    first.stdout.read()
+    first.wait(timeout=30)

@@ -29,6 +29,7 @@ from reprofleet.credentials import Secret
 from reprofleet.errors import AgentError, AgentFenced, AgentRefused, HostLeased
 from reprofleet.model import EventKind, frozen_mapping
 from reprofleet.remote import host_bytes, replies
+from reprofleet.remote.host_bytes import HostBytesError
 from reprofleet.remote.transport import LineStream, Session
 
 REMOTE_ROOT = ".cache/reprofleet"  # relative to the login user's home (SFTP starts there)
@@ -206,15 +207,21 @@ class EventStream:
                 return None
 
     def accept(self, raw: str) -> StreamEvent | None:
-        """One line as an event, or None (counted) when it fails its MAC."""
+        """One line as an event, or None (counted) when it fails its MAC. A signed line is the
+        agent's word: its error (busy, fenced) or a malformed exit raises as without a key."""
         if self.key is None:
             return parse_event(self._host, raw)
         try:
-            data = host_bytes.parse_object(self._host, raw, "stream")
-            if data.get("k") in UNSIGNED_KINDS or self.key.signed(data):
+            data: dict[str, Any] | None = host_bytes.parse_object(self._host, raw, "stream")
+        except HostBytesError:
+            data = None  # not even a line the agent writes: a forgery too (and not a reason to drop the stream)
+        if data is not None and self.key.signed(data):
+            return event_of(self._host, data, raw)
+        if data is not None and data.get("k") in UNSIGNED_KINDS:
+            try:
                 return event_of(self._host, data, raw)
-        except AgentError:
-            pass  # not even a line the agent writes: a forgery too (and not a reason to drop the stream)
+            except AgentError:
+                pass  # a heartbeat no agent wrote
         self.forged += 1
         if self.first_forged is None:
             self.first_forged = raw[:200]
