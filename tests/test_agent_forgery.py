@@ -299,3 +299,23 @@ def test_the_agents_own_refusal_is_signed_so_a_keyed_stream_still_reads_it_as_bu
     h.run_agent(state_dir, "kill", "--id", "busy1", "--ignore-lease")
     first.stdout.read()
     first.wait(timeout=30)
+
+
+def test_a_lost_exit_that_attach_makes_up_is_signed_and_judged(state_dir: Path) -> None:
+    command = h.agent_argv(state_dir, "run", "--id", "lost1", "--timeout", "30", "--key-stdin", "--",
+                           "sh", "-c", "echo ready; sleep 30")
+    proc = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                            env=h.agent_env())
+    assert proc.stdin is not None and proc.stdout is not None
+    proc.stdin.write((KEY.hex + "\n").encode())
+    proc.stdin.close()
+    lines: List[str] = []
+    while not any('"ready"' in line for line in lines):
+        lines.append(proc.stdout.readline().decode())
+    os.kill(int((state_dir / "attempts" / "lost1" / "supervisor.pid").read_text()), signal.SIGKILL)
+    lines += proc.stdout.read().decode().splitlines()
+    proc.wait(timeout=30)
+    events, stream = accepted([line for line in lines if line.strip()])
+    assert stream.forged == 0 and events[-1].data["lost"] is True
+    assert classify_exit(events[-1].data, boot_changed=False) == (
+        Outcome.INFRA, "the agent's supervisor vanished without recording an exit")
