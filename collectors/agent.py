@@ -47,6 +47,8 @@ def build_parser() -> Parser:
     run.add_argument("--env", action="append", default=[], metavar="K=V")
     run.add_argument("--secrets-stdin", action="store_true",
                      help="one JSON line on stdin: {NAME: value}, for the PoC's environment only")
+    run.add_argument("--key-stdin", action="store_true",
+                     help="the attempt's key (64 hex digits) on stdin's first line: every line is signed with it")
     run.add_argument("--gpu", type=int, default=0)
     run.add_argument("--sample-hz", type=float, default=10.0)
     run.add_argument("--clock-threshold", type=float, default=2800.0, metavar="MHZ")
@@ -59,6 +61,8 @@ def build_parser() -> Parser:
     attach.add_argument("--id", required=True)
     attach.add_argument("--from", dest="start_seq", type=int, default=0)
     attach.add_argument("--hb", type=float, default=0.5)
+    attach.add_argument("--key-stdin", action="store_true",
+                        help="the attempt's key on stdin's first line: only a signed exit line ends the stream")
     kill = sub.add_parser("kill", help="stop a running attempt")
     kill.add_argument("--id", required=True)
     _lease_flags(kill)
@@ -81,6 +85,7 @@ def build_parser() -> Parser:
     health.add_argument("--smi-timeout", type=float, default=20.0, help="seconds nvidia-smi may take to answer")
     postboot = sub.add_parser("postboot", help="what the previous boot left behind")
     postboot.add_argument("--pstore", default="/sys/fs/pstore", help=argparse.SUPPRESS)
+    postboot.add_argument("--boot", default=None, help="the boot an attempt ran in (its boot_id); default: boot -1")
     lease = sub.add_parser("lease", help="take, give back or show this host's campaign lease")
     lease.add_argument("action", choices=("acquire", "release", "show"))
     lease.add_argument("--controller", default="")
@@ -163,6 +168,24 @@ def read_secrets() -> Dict[str, str]:
     return parse_secrets(sys.stdin.buffer.read(SECRETS_MAX_BYTES + 1))
 
 
+def read_key(args: argparse.Namespace) -> Optional[bytes]:
+    """``--key-stdin``: the attempt's key, the first line on stdin (before any secrets). From
+    here on this process's own lines are signed with it, and nothing of its uid may read its
+    memory (attempt_mac.py)."""
+    import attempt_mac
+    from agent_protocol import sign_own_lines
+
+    if not getattr(args, "key_stdin", False):
+        return None
+    try:
+        key = attempt_mac.parse_key(sys.stdin.buffer.readline(256).decode("ascii"))
+    except (UnicodeDecodeError, ValueError):
+        raise UsageError("--key-stdin wants the attempt's key, 64 hex digits, on stdin's first line") from None
+    attempt_mac.protect_memory()
+    sign_own_lines(attempt_mac.Signer(key))
+    return key
+
+
 class AgentLeaseRefused(AgentFailure):
     """Another controller holds this host's lease (code ``fenced`` or ``leased``): nothing was done."""
 
@@ -194,6 +217,7 @@ def command_run(args: argparse.Namespace, cmd: List[str]) -> int:
     if args.timeout <= 0 or args.hb <= 0 or args.sample_hz < 0 or args.kill_grace < 0:
         raise UsageError("--timeout and --hb must be > 0, --sample-hz and --kill-grace >= 0")
     env = parse_env(args.env)
+    key = read_key(args)
     secrets = read_secrets() if args.secrets_stdin else {}
     if set(secrets) & set(env):
         raise UsageError("a variable is given both as --env and as a secret: %s" % ", ".join(sorted(set(secrets) & set(env))))
@@ -205,42 +229,49 @@ def command_run(args: argparse.Namespace, cmd: List[str]) -> int:
         if alive:
             raise AgentBusy("attempt %s is still running on this host (started %.0f s ago): kill it or judge it "
                             "before starting another" % (alive[0]["id"], alive[0]["age_s"]))
-        _create_attempt(args, cmd, env, secrets)
-    stream_follow.attach(args.state_dir, args.id, 0, args.hb)
+        _create_attempt(args, cmd, env, secrets, key)
+    stream_follow.attach(args.state_dir, args.id, 0, args.hb, key)
     return ExitStatus.OK
 
 
 def _create_attempt(args: argparse.Namespace, cmd: List[str], env: Dict[str, str],
-                    secrets: Optional[Dict[str, str]] = None) -> str:
-    """The attempt's folder and meta, and its detached supervisor started. ``secrets`` reach
-    the supervisor on its stdin and live in its memory and the PoC's environment only:
-    meta.json (world-readable) keeps their names."""
+                    secrets: Optional[Dict[str, str]] = None, key: Optional[bytes] = None) -> str:
+    """The attempt's folder and meta, and its detached supervisor started. ``secrets`` and
+    ``key`` reach the supervisor on its stdin and live in its memory only (the secrets also in
+    the PoC's environment): meta.json (world-readable) keeps the secrets' names and whether the
+    lines are signed. The PoC's working folder is ``work/`` (or ``--cwd``), never the attempt's
+    folder, whose files the supervisor alone writes."""
     from detach import spawn_supervisor
 
     directory = state.attempt_dir(args.state_dir, args.id)
-    cwd = os.path.abspath(args.cwd) if args.cwd else directory
+    work = os.path.join(directory, state.WORK)
+    cwd = os.path.abspath(args.cwd) if args.cwd else work
     if args.cwd and not os.path.isdir(cwd):
         raise AgentFailure("--cwd %s is not a directory" % cwd)
+    if os.path.realpath(cwd) == os.path.realpath(directory):
+        raise UsageError("--cwd must not be the attempt's own folder: its files are the supervisor's")
     os.makedirs(os.path.dirname(directory), exist_ok=True)
     try:
         os.mkdir(directory)
     except FileExistsError:
         raise UsageError("attempt id %r already exists" % args.id) from None
+    os.mkdir(work, 0o700)
     meta = {
         "id": args.id, "cmd": cmd, "cwd": cwd, "env": env, "timeout": args.timeout,
         "gpu": args.gpu, "sample_hz": args.sample_hz, "clock_threshold_mhz": args.clock_threshold,
         "hb": args.hb, "kill_grace_s": args.kill_grace,
         "kmsg_path": args.kmsg, "created": time.time(), "boot_id": state.read_boot_id(),
         "agent": AGENT_PATH, "python": sys.executable, "container": args.container,
-        "secret_env": sorted(secrets or {}),
+        "secret_env": sorted(secrets or {}), "authenticated": key is not None,
     }
     open(os.path.join(directory, state.EVENTS), "ab").close()
     state.write_json_atomic(os.path.join(directory, state.META), meta)
     python = sys.executable or "python3"
+    given = {"key": key.hex() if key is not None else None, "secrets": secrets or {}}
     spawn_supervisor(
         [python, AGENT_PATH, "--state-dir", args.state_dir, state.SUPERVISOR_ARG, "--id", args.id],
         directory, os.path.join(directory, state.SUPERVISOR_LOG),
-        stdin_data=json.dumps(secrets).encode() if secrets else b"",
+        stdin_data=json.dumps(given).encode() if key is not None or secrets else b"",
     )
     _wait_for_supervisor(directory, args.id, meta)
     return directory
@@ -327,7 +358,7 @@ def dispatch(args: argparse.Namespace, cmd: List[str]) -> int:
 
         if args.start_seq < 0 or args.hb <= 0:
             raise UsageError("--from must be >= 0 and --hb > 0")
-        stream_follow.attach(args.state_dir, args.id, args.start_seq, args.hb)
+        stream_follow.attach(args.state_dir, args.id, args.start_seq, args.hb, read_key(args))
         return ExitStatus.OK
     if args.command == "kill":
         import stream_follow
@@ -356,7 +387,11 @@ def dispatch(args: argparse.Namespace, cmd: List[str]) -> int:
     if args.command == "postboot":
         import postboot
 
-        emit(postboot.collect(args.pstore))
+        try:
+            collected = postboot.collect(args.pstore, args.boot)
+        except ValueError as exc:
+            raise UsageError(str(exc))
+        emit(collected)
         return ExitStatus.OK
     if args.command == "lease":
         return command_lease(args)

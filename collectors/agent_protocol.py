@@ -12,7 +12,7 @@ import os
 import sys
 import time
 from enum import IntEnum, unique
-from typing import Any, Dict
+from typing import Any, Callable, Dict, Optional
 
 
 @unique
@@ -62,8 +62,21 @@ def emit_raw(line: bytes) -> None:
         raise StdoutClosed(str(exc)) from None
 
 
+_own_lines_signer: Optional[Callable[[Dict[str, Any]], Dict[str, Any]]] = None
+
+
+def sign_own_lines(signer: Callable[[Dict[str, Any]], Dict[str, Any]]) -> None:
+    """From now on every line this process writes itself (a synthesized ``lost`` exit, an
+    error) carries the attempt's MAC (attempt_mac.py); lines copied from events.jsonl go out
+    through ``emit_raw`` as they are."""
+    global _own_lines_signer
+    _own_lines_signer = signer
+
+
 def emit(line: Dict[str, Any]) -> None:
     """Write one JSON line to stdout and flush it."""
+    if _own_lines_signer is not None:
+        line = _own_lines_signer(line)
     emit_raw(dumps(line).encode("utf-8"))
 
 

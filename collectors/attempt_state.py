@@ -24,6 +24,7 @@ EXIT = "exit.json"
 SUPERVISOR_PID = "supervisor.pid"
 SUPERVISOR_LOG = "supervisor.log"
 KILL_REQUEST = "kill.request"
+WORK = "work"  # the PoC's working folder: the folder above it is the supervisor's alone
 
 SUPERVISOR_ARG = "_supervise"  # the hidden subcommand the detached supervisor runs
 ATTEMPT_ENV = "REPROFLEET_ATTEMPT"  # set in the PoC's environment: marks its processes as ours

@@ -10,23 +10,30 @@ from __future__ import annotations
 import json
 import os
 import threading
-from typing import Any, Dict, List, Optional
+from typing import Any, Callable, Dict, List, Optional
 
 from agent_protocol import dumps, event
 
 
-class EventLog:
-    """The supervisor's writer: assigns seq, appends one line per event, flushed at once."""
+Signer = Callable[[Dict[str, Any]], Dict[str, Any]]
 
-    def __init__(self, path: str) -> None:
+
+class EventLog:
+    """The supervisor's writer: assigns seq, appends one line per event, flushed at once;
+    ``sign`` adds the attempt's MAC to each line (attempt_mac.Signer)."""
+
+    def __init__(self, path: str, sign: Optional[Signer] = None) -> None:
         self._lock = threading.Lock()
         self._fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
         self._next_seq = _count_lines(path)
+        self._sign = sign
 
     def append(self, kind: str, **fields: Any) -> Dict[str, Any]:
-        """Stamp, number and store one event; returns what was stored."""
+        """Stamp, number, sign and store one event; returns what was stored."""
         with self._lock:
             line = event(kind, seq=self._next_seq, **fields)
+            if self._sign is not None:
+                line = self._sign(line)
             data = (dumps(line) + "\n").encode("utf-8")
             _write_all(self._fd, data)
             self._next_seq += 1

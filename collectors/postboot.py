@@ -3,7 +3,9 @@
 The seed's freeze left nothing (no Xid, NVRM, AER, MCE, watchdog); saying so with
 evidence ("the previous boot's kernel log is available and has no findings") is as much
 a result as a finding. Sources: the persistent journal's kernel log of boot -1, and
-pstore (what the kernel wrote to firmware-backed storage as it died).
+pstore (what the kernel wrote to firmware-backed storage as it died). The previous boot's
+whole journal says whether it was shut down in an orderly way, and who asked
+(shutdown_evidence.py): a person's ``reboot`` or an automatic upgrade's is not the bug.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from typing import Any, Dict, Iterable, List, Optional, Tuple
 
 import attempt_state as state
 import host_facts
+import shutdown_evidence
 from kernel_log import tags_of
 
 PSTORE_DIR = "/sys/fs/pstore"
@@ -40,9 +43,9 @@ def extract_findings(lines: Iterable[str], limit: int = MAX_FINDINGS) -> List[Di
     return findings
 
 
-def previous_boot_journal() -> Tuple[Optional[List[str]], Optional[str]]:
-    """The kernel log of boot -1 as lines, or (None, why it is not available)."""
-    argv = ["journalctl", "-k", "-b", "-1", "-o", "short-iso", "--no-pager"]
+def previous_boot_journal(boot: str = "-1") -> Tuple[Optional[List[str]], Optional[str]]:
+    """The kernel log of boot -1 (or of the boot ``boot`` names) as lines, or (None, why not)."""
+    argv = ["journalctl", "-k", "-b", boot, "-o", "short-iso", "--no-pager"]
     try:
         result = subprocess.run(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                 stderr=subprocess.PIPE, timeout=JOURNAL_TIMEOUT_S)
@@ -56,12 +59,18 @@ def previous_boot_journal() -> Tuple[Optional[List[str]], Optional[str]]:
     return [line for line in lines if line.strip() and line.strip() != "-- No entries --"], None
 
 
-def previous_boot() -> Dict[str, Any]:
-    lines, reason = previous_boot_journal()
+def previous_boot(pstore_records: Iterable[Dict[str, Any]] = (), boot: str = "-1") -> Dict[str, Any]:
+    """The previous boot's kernel log (findings, tail) and how it ended (``shutdown``); a panic
+    in it or in ``pstore_records`` is never an orderly shutdown."""
+    lines, reason = previous_boot_journal(boot)
+    pstore_panic = any("panic" in f.get("tags", ()) for r in pstore_records for f in r.get("findings", ()))
     if lines is None:
-        return {"available": False, "reason": reason, "lines": 0, "findings": [], "tail": []}
-    return {"available": True, "lines": len(lines), "findings": extract_findings(lines),
-            "tail": lines[-TAIL_LINES:]}
+        shutdown = shutdown_evidence.previous_boot((), pstore_panic, boot)
+        return {"available": False, "reason": reason, "lines": 0, "findings": [], "tail": [], "shutdown": shutdown}
+    findings = extract_findings(lines)
+    panicked = pstore_panic or any("panic" in tags_of(line) for line in lines)  # all of it: findings are capped
+    return {"available": True, "lines": len(lines), "findings": findings, "tail": lines[-TAIL_LINES:],
+            "shutdown": shutdown_evidence.previous_boot(lines, panicked, boot)}
 
 
 def pstore(directory: str = PSTORE_DIR) -> List[Dict[str, Any]]:
@@ -104,11 +113,26 @@ def archived_pstore(directory: str = PSTORE_ARCHIVE_DIR) -> List[Dict[str, Any]]
     return records
 
 
-def collect(pstore_dir: str = PSTORE_DIR) -> Dict[str, Any]:
+def boot_selector(boot_id: Optional[str]) -> str:
+    """journalctl's ``-b`` value: the boot an attempt ran in (its id, 32 hex digits, dashes
+    dropped), or -1 when the controller does not know it. Anything else is refused: it goes on
+    journalctl's command line."""
+    if boot_id is None:
+        return "-1"
+    plain = boot_id.replace("-", "").lower()
+    if len(plain) != 32 or any(c not in "0123456789abcdef" for c in plain):
+        raise ValueError("--boot must be a boot id (32 hex digits), not %r" % boot_id)
+    return plain
+
+
+def collect(pstore_dir: str = PSTORE_DIR, boot_id: Optional[str] = None) -> Dict[str, Any]:
+    """What the boot an attempt ran in left (``boot_id``; boot -1 when not given)."""
+    boot = boot_selector(boot_id)
     try:
         persistent: Optional[bool] = host_facts.journal_persistent(
             host_facts.journald_storage(host_facts.journald_texts()), os.path.isdir("/var/log/journal"))
     except OSError:
         persistent = None
+    records = pstore(pstore_dir) + archived_pstore()
     return {"k": "postboot", "boot_id": state.read_boot_id(), "journal_persistent": persistent,
-            "previous_boot": previous_boot(), "pstore": pstore(pstore_dir) + archived_pstore()}
+            "previous_boot": previous_boot(records, boot), "pstore": records}

@@ -4,6 +4,14 @@
 heartbeat so the controller can tell "host alive, PoC quiet" from "host gone". It ends
 after the `exit` line, or with a synthesized `exit` (`lost: true`) when the supervisor
 is gone without writing one: the host rebooted under it, or it was killed.
+
+With the attempt's key (``--key-stdin``) only an exit line that carries its MAC ends the
+stream: a PoC that appends an ``exit`` line of its own to events.jsonl cannot end it early.
+Every stored line still goes out as it is (the controller verifies and counts), but for one
+too long to be any line the supervisor writes, which goes out as a short unsigned stand-in.
+
+`kill` decides from the supervisor's liveness alone, never from exit.json or an exit line
+(files the PoC could write).
 """
 
 from __future__ import annotations
@@ -13,9 +21,10 @@ import signal
 import time
 from typing import Any, Dict, List, Optional, Tuple
 
+import attempt_mac
 import attempt_state as state
 import containers
-from agent_protocol import UsageError, emit, emit_raw, event
+from agent_protocol import UsageError, dumps, emit, emit_raw, event
 from event_log import EventTail, parse_line
 from supervisor import KILL_GRACE_S, STUCK_AFTER_KILL_S
 
@@ -23,6 +32,7 @@ POLL_S = 0.05  # how often a follower looks for new lines
 LIVENESS_EVERY_S = 0.5
 START_GRACE_S = 15.0  # a brand-new attempt may not have supervisor.pid yet
 OVERRUN_MARGIN_S = 120.0  # the supervisor stops itself long before this
+MAX_STORED_LINE = 512 * 1024  # the supervisor's longest line (a 64 KiB log line, escaped) is far shorter
 
 
 def open_attempt(state_dir: str, attempt_id: str) -> Tuple[str, Dict[str, Any]]:
@@ -43,18 +53,22 @@ def _alive(directory: str, attempt_id: str, meta: Dict[str, Any]) -> bool:
     return starting and state.age_s(meta) < START_GRACE_S and meta.get("boot_id") == state.read_boot_id()
 
 
-def _is_exit(raw: bytes) -> bool:
+def _is_exit(raw: bytes, signer: Optional[attempt_mac.Signer] = None) -> bool:
+    """An exit line (one the attempt's supervisor signed, when the key is known)."""
     if b'"k":"exit"' not in raw:
         return False
     line = parse_line(raw)
-    return line is not None and line.get("k") == "exit"
+    return line is not None and line.get("k") == "exit" and (signer is None or signer.authentic(line))
 
 
-def _emit_all(lines: List[bytes]) -> bool:
-    """Print stored lines; True once the exit line went out."""
+def _emit_all(lines: List[bytes], signer: Optional[attempt_mac.Signer] = None) -> bool:
+    """Print stored lines; True once the (authentic) exit line went out."""
     for raw in lines:
+        if signer is not None and signer.key is not None and len(raw) > MAX_STORED_LINE:
+            emit_raw(dumps(event("notice", what="unreadable_line", detail="%d bytes" % len(raw))).encode())
+            continue
         emit_raw(raw)
-        if _is_exit(raw):
+        if _is_exit(raw, signer):
             return True
     return False
 
@@ -68,9 +82,10 @@ def lost_exit(meta: Dict[str, Any], seq: int, reason: str) -> Dict[str, Any]:
     )
 
 
-def attach(state_dir: str, attempt_id: str, start_seq: int, hb_s: float) -> None:
+def attach(state_dir: str, attempt_id: str, start_seq: int, hb_s: float, key: Optional[bytes] = None) -> None:
     """Follow an attempt's events from `start_seq` until its exit line (bounded in time)."""
     directory, meta = open_attempt(state_dir, attempt_id)
+    signer = attempt_mac.Signer(key)
     tail = EventTail(os.path.join(directory, state.EVENTS), start_seq)
     hb_every = max(0.05, hb_s * 0.75)  # beat early: scheduling jitter must not exceed --hb
     budget = float(meta.get("created", time.time())) + float(meta.get("timeout", 0)) - time.time()
@@ -78,7 +93,7 @@ def attach(state_dir: str, attempt_id: str, start_seq: int, hb_s: float) -> None
     last_hb = next_check = 0.0
     while True:
         lines = tail.read_new()
-        if _emit_all(lines):
+        if _emit_all(lines, signer):
             return
         now = time.monotonic()
         if now - last_hb >= hb_every:
@@ -87,17 +102,19 @@ def attach(state_dir: str, attempt_id: str, start_seq: int, hb_s: float) -> None
         if not lines and now >= next_check:
             next_check = now + LIVENESS_EVERY_S
             if not _alive(directory, attempt_id, meta) or now > give_up:
-                _finish_lost(tail, meta, "supervisor overran its deadline" if now > give_up else None)
+                _finish_lost(tail, meta, "supervisor overran its deadline" if now > give_up else None, signer)
                 return
         if not lines:
             time.sleep(max(0.0, min(POLL_S, last_hb + hb_every - time.monotonic())))
 
 
-def _finish_lost(tail: EventTail, meta: Dict[str, Any], reason: Optional[str]) -> None:
-    """The supervisor is gone: print what it left, then an exit it never wrote."""
+def _finish_lost(tail: EventTail, meta: Dict[str, Any], reason: Optional[str],
+                 signer: Optional[attempt_mac.Signer] = None) -> None:
+    """The supervisor is gone: print what it left, then an exit it never wrote (signed by
+    ``emit`` with this process's key, when it has one)."""
     for _ in range(1000):  # bounded: drain what was written just before it died
         lines = tail.read_new()
-        if _emit_all(lines):
+        if _emit_all(lines, signer):
             return
         if not lines:
             break
@@ -116,13 +133,12 @@ def kill(state_dir: str, attempt_id: str) -> Dict[str, Any]:
         if not labelled:
             raise
         return _killed(attempt_id, False, [containers.kill(name) for name in labelled])
-    if _has_exit(directory):
-        return _killed(attempt_id, False, _stop_containers(meta, attempt_id))
     if state.supervisor_alive(directory, attempt_id, meta):
         state.write_atomic(os.path.join(directory, state.KILL_REQUEST), "%f\n" % time.time())
         grace = float(meta.get("kill_grace_s", KILL_GRACE_S))
-        ended = _wait_for_exit(directory, grace + STUCK_AFTER_KILL_S + 5.0 + containers.KILL_TIMEOUT_S)
-        exit_line = state.read_json(os.path.join(directory, state.EXIT)) or {}
+        ended = _wait_for_supervisor_end(directory, attempt_id, meta,
+                                         grace + STUCK_AFTER_KILL_S + 5.0 + containers.KILL_TIMEOUT_S)
+        exit_line = state.read_json(os.path.join(directory, state.EXIT)) or {}  # only what docker did: words
         stopped: List[Dict[str, Any]]
         if ended and "container" in exit_line:  # the supervisor stopped it: say what it found
             stopped = [{k: exit_line[k] for k in ("container", "container_killed", "container_error") if k in exit_line}]
@@ -159,17 +175,12 @@ def _killed(attempt_id: str, was_running: bool, stopped: List[Dict[str, Any]]) -
     return reply
 
 
-def _has_exit(directory: str) -> bool:
-    if os.path.exists(os.path.join(directory, state.EXIT)):
-        return True
-    tail = EventTail(os.path.join(directory, state.EVENTS))
-    return any(_is_exit(raw) for raw in tail.read_new(max_bytes=1 << 30))
-
-
-def _wait_for_exit(directory: str, timeout_s: float) -> bool:
+def _wait_for_supervisor_end(directory: str, attempt_id: str, meta: Dict[str, Any], timeout_s: float) -> bool:
+    """Until the supervisor is gone (it writes exit.json, then exits); exit.json alone proves
+    nothing, the PoC could have written it."""
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
-        if os.path.exists(os.path.join(directory, state.EXIT)):
+        if not state.supervisor_alive(directory, attempt_id, meta):
             return True
         time.sleep(0.05)
     return False

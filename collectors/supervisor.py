@@ -5,6 +5,13 @@ output into `log`/`phase` lines, enforces the timeout (SIGTERM to the group, SIG
 `KILL_GRACE_S` later), honours kill requests, stops the attempt's docker container (by
 name: killing the client does not stop it), and always ends the stream with one `exit`
 line, even when something in the agent itself failed.
+
+It is the only writer of the attempt's state folder's events.jsonl and exit.json, and it
+signs every line with the attempt's key (attempt_mac.py), which it reads from its stdin and
+keeps in memory; the PoC runs in a folder of its own (``work/``), its stdin is /dev/null and
+its environment never held the key. A SIGTERM it did not ask for says why in the exit line's
+``stopped_by``: ``controller`` (``kill`` wrote kill.request), ``host_shutdown`` (the host is
+shutting down in an orderly way: host_shutdown.py), or ``signal`` (something else on the host).
 """
 
 from __future__ import annotations
@@ -17,10 +24,12 @@ import subprocess
 import sys
 import time
 import traceback
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Tuple
 
+import attempt_mac
 import attempt_state as state
 import containers
+import host_shutdown
 from event_log import EventLog
 from text_lines import LineSplitter
 from watchers import Watchers
@@ -35,7 +44,7 @@ class Termination:
     """Why and when we started stopping the PoC; escalates SIGTERM -> SIGKILL once."""
 
     def __init__(self, grace_s: float = KILL_GRACE_S) -> None:
-        self.reason: Optional[str] = None  # "timeout" | "kill"
+        self.reason: Optional[str] = None  # "timeout" | "kill" (kill.request) | "signal" (a SIGTERM to us)
         self.grace_s = grace_s
         self.term_at = 0.0
         self.kill_at = 0.0
@@ -61,11 +70,12 @@ def _signal_group(pgid: int, signum: int) -> None:
 
 
 class Supervisor:
-    def __init__(self, directory: str, meta: Dict[str, Any], secrets: Optional[Dict[str, str]] = None) -> None:
+    def __init__(self, directory: str, meta: Dict[str, Any], secrets: Optional[Dict[str, str]] = None,
+                 key: Optional[bytes] = None) -> None:
         self.directory = directory
         self.meta = meta
         self.secrets = dict(secrets or {})  # env_secrets: in memory and in the PoC's environment, nowhere else
-        self.log = EventLog(os.path.join(directory, state.EVENTS))
+        self.log = EventLog(os.path.join(directory, state.EVENTS), attempt_mac.Signer(key))  # the key: in memory only
         self.output = open(os.path.join(directory, state.OUTPUT), "ab")
         self.splitter = LineSplitter()
         self.watchers = Watchers(self.log, meta)
@@ -142,11 +152,29 @@ class Supervisor:
             self.watchers.on_log_line(text)
 
     def _enforce(self, pgid: int, now: float, deadline: float) -> None:
-        if self.signalled or os.path.exists(os.path.join(self.directory, state.KILL_REQUEST)):
+        if self._kill_requested():
             self.termination.begin("kill", pgid, now)
+        elif self.signalled:
+            self.termination.begin("signal", pgid, now)
         elif now >= deadline:
             self.termination.begin("timeout", pgid, now)
         self.termination.escalate(pgid, now)
+
+    def _kill_requested(self) -> bool:
+        return os.path.exists(os.path.join(self.directory, state.KILL_REQUEST))
+
+    def stopped_by(self) -> Dict[str, Any]:
+        """Who stopped the attempt, when something did (PROTOCOL.md, ``stopped_by``). A host
+        that is shutting down as the attempt ends decides it whatever the PoC's own exit: the
+        session's SIGTERM reaches the PoC too, and a PoC may exit 0 on it."""
+        if self.termination.reason == "kill" or self._kill_requested():
+            return {"stopped_by": "controller"}
+        shutdown = host_shutdown.evidence()
+        if shutdown:
+            return {"stopped_by": "host_shutdown", "shutdown": shutdown}
+        if self.signalled:
+            return {"stopped_by": "signal"}
+        return {}
 
     def _kill_stragglers(self, pgid: int) -> None:
         """The PoC exited but children of it still hold its output: the attempt is over."""
@@ -159,13 +187,15 @@ class Supervisor:
                 error: Optional[str] = None) -> Dict[str, Any]:
         self._emit_lines(self.splitter.flush())
         rc = proc.poll() if proc is not None else None
+        stopped = self.stopped_by()
         fields: Dict[str, Any] = {
             "rc": rc if rc is not None and rc >= 0 else None,
             "signal": -rc if rc is not None and rc < 0 else None,
             "timed_out": self.termination.reason == "timeout",
-            "killed": self.termination.reason == "kill",
+            "killed": bool(stopped),  # kept for older controllers: stopped by something else than its own end
             "lost": False,
             "duration_s": round(time.monotonic() - started, 3),
+            **stopped,
         }
         if self.stuck:
             fields["stuck"] = True  # did not die after SIGKILL (uninterruptible: GPU hang?)
@@ -198,10 +228,12 @@ def supervise(state_dir: str, attempt_id: str) -> int:
     if meta is None:
         sys.stderr.write("supervisor: no meta.json in %s\n" % directory)
         return 2
+    attempt_mac.protect_memory()  # before the key is read: no process of our uid may read our memory
     signal.signal(signal.SIGHUP, signal.SIG_IGN)
-    supervisor = Supervisor(directory, meta, take_secrets(meta.get("secret_env") or []))
+    key, secrets = take_stdin(meta)
+    supervisor = Supervisor(directory, meta, secrets, key)
 
-    def on_term(signum: int, frame: Any) -> None:  # a shutdown or a kill: stop the PoC
+    def on_term(signum: int, frame: Any) -> None:  # not the controller's kill (a file): a shutdown, or someone
         supervisor.signalled = True
 
     signal.signal(signal.SIGTERM, on_term)
@@ -214,11 +246,14 @@ def supervise(state_dir: str, attempt_id: str) -> int:
     return 0
 
 
-def take_secrets(names: List[str]) -> Dict[str, str]:
-    """The values of the attempt's secret variables from stdin (a pipe the agent filled), then
-    stdin becomes /dev/null; a name meta.json lists but stdin lacks is left unset."""
-    if not names:
-        return {}
+def take_stdin(meta: Dict[str, Any]) -> Tuple[Optional[bytes], Dict[str, str]]:
+    """The attempt's key and the values of its secret variables, from stdin (a pipe the agent
+    filled: ``{"key": hex, "secrets": {NAME: value}}``); then stdin becomes /dev/null. A name
+    meta.json lists but stdin lacks is left unset; a key that does not parse leaves the lines
+    unsigned (the controller then counts every one of them as forged: nothing is judged)."""
+    names = meta.get("secret_env") or []
+    if not names and not meta.get("authenticated"):
+        return None, {}
     data = b""
     try:
         for _ in range(64):  # bounded: the agent wrote at most 32 KiB and closed the pipe
@@ -232,7 +267,13 @@ def take_secrets(names: List[str]) -> Dict[str, str]:
     null = os.open(os.devnull, os.O_RDONLY)
     os.dup2(null, 0)
     os.close(null)
-    return {name: given[name] for name in names if isinstance(given, dict) and isinstance(given.get(name), str)}
+    given = given if isinstance(given, dict) else {}
+    secrets = given.get("secrets") if isinstance(given.get("secrets"), dict) else {}
+    try:
+        key: Optional[bytes] = attempt_mac.parse_key(str(given.get("key") or ""))
+    except ValueError:
+        key = None
+    return key, {name: secrets[name] for name in names if isinstance(secrets.get(name), str)}
 
 
 def _container_after_crash(supervisor: Supervisor) -> Dict[str, Any]:

@@ -67,5 +67,34 @@ def test_a_previous_boot_the_journal_does_not_have_is_unavailable_with_the_reaso
     env = h.agent_env({"PATH": f"{bin_dir}:/usr/bin:/bin"})
     rc, lines, _ = h.run_agent(tmp_path, "postboot", "--pstore", str(tmp_path / "no-pstore"), env=env)
     previous = lines[0]["previous_boot"]
+    shutdown = previous.pop("shutdown")  # the whole journal of that boot is not there either
     assert rc == 0 and previous == {"available": False, "reason": message, "lines": 0, "findings": [], "tail": []}
+    assert {k: v for k, v in shutdown.items() if k != "reason"} == {"orderly": False, "by": None, "lines": [],
+                                                                     "available": False}
     assert lines[0]["pstore"] == []
+
+
+def journalctl_for_boot(bin_dir: Path, boot: str, log: Path) -> Path:
+    """A journalctl that has the kernel log of boot ``boot`` only (``-b -1`` is another boot)."""
+    bin_dir.mkdir(exist_ok=True)
+    script = bin_dir / "journalctl"
+    script.write_text('#!/bin/sh\ncase "$*" in\n'
+                      f'  *"-k -b {boot} "*) cat "{log}";;\n'
+                      f'  *"-b {boot} "*) ;;\n'
+                      '  *) echo "Data from the specified boot is not available: $*" >&2; exit 1;;\nesac\n')
+    script.chmod(0o755)
+    return bin_dir
+
+
+def test_postboot_reads_the_boot_it_is_asked_about_not_boot_minus_one(tmp_path: Path) -> None:
+    """A reboot, then a power cycle: the attempt ran two boots ago, and its boot_id names it."""
+    boot = "8c1f7d1e-3a4b-4c5d-9e6f-0a1b2c3d4e5f"
+    bin_dir = journalctl_for_boot(tmp_path / "bin", boot.replace("-", ""), FIXTURES / "prev-boot-kernel.log")
+    env = h.agent_env({"PATH": f"{bin_dir}:/usr/bin:/bin"})
+    rc, lines, _ = h.run_agent(tmp_path, "postboot", "--pstore", str(tmp_path / "none"), "--boot", boot, env=env)
+    assert rc == 0 and lines[0]["previous_boot"]["lines"] == len(PREVIOUS_BOOT)
+
+
+def test_postboot_refuses_a_boot_that_is_not_a_boot_id(tmp_path: Path) -> None:
+    rc, lines, err = h.run_agent(tmp_path, "postboot", "--boot", "-1; reboot")
+    assert rc != 0 and "--boot must be a boot id" in (err + str(lines))

@@ -2,7 +2,8 @@
 
 A :class:`FakeHost` answers a host runner through the host seam (``runner.port.HostPort``)
 from a script: the outcome of each attempt (``clean``, ``error``, ``hang``, ``wedge``,
-``reboot``, ``freeze-after``: frozen after the attempt ended), what a probe finds, the
+``reboot``, ``orderly_reboot``: systemd reboots it for someone, ``freeze-after``: frozen after
+the attempt ended), what a probe finds, the
 outlet that feeds it and how its power device fails. Its state is a function of the
 :class:`VirtualClock` (a boot that takes 3 s is up 3 virtual seconds after power came
 back), so a scenario that takes minutes on the simulated fleet plays in milliseconds and
@@ -83,7 +84,9 @@ class FakeHost:
         self.frozen_at: float | None = None
         self.userspace_only = False  # a freeze_userspace(): its kernel still answers probes
         self.off = False
+        self.shut_down_by: dict[str, str] = {}  # boot_id -> who shut that boot down in an orderly way
         self.attempts_run = 0
+        self.postboot_asked: list[str | None] = []  # the boot each postboot asked about
         self.orphans: list[dict[str, Any]] = []  # attempts still running under the agent
         self.killed: list[str] = []
         self.attaches: list[float] = []  # when each re-attach was tried (virtual time)
@@ -487,11 +490,22 @@ class FakeAgent:
                                                 "ok": not self.fake.gpu_lost, "lost": self.fake.gpu_lost,
                                                 "checks": checks})
 
-    def postboot(self) -> replies.Postboot:
+    def postboot(self, boot_id: str | None = None) -> replies.Postboot:
         self._call()
+        self.fake.postboot_asked.append(boot_id)
         return replies.parse_postboot(self.host, {
             "k": "postboot", "boot_id": self.fake.boot_id, "journal_persistent": True, "pstore": [],
-            "previous_boot": {"available": True, "findings": [{"line": "NVRM: Xid 79"}], "tail": ["NVRM: Xid 79"]}})
+            "previous_boot": {"available": True, "findings": [{"line": "NVRM: Xid 79"}], "tail": ["NVRM: Xid 79"],
+                              "shutdown": self._shutdown(boot_id)}})
+
+    def _shutdown(self, boot_id: str | None) -> dict[str, Any]:
+        """How the boot ``boot_id`` (else the previous one) ended, as collectors/shutdown_evidence.py words it."""
+        boot = boot_id if boot_id is not None else self.fake.boot_ids[-2] if len(self.fake.boot_ids) > 1 else None
+        by = self.fake.shut_down_by.get(boot or "")
+        if by is None:
+            return {"orderly": False, "by": None, "lines": [], "available": True}
+        return {"orderly": True, "by": by, "available": True,
+                "lines": ["systemd[1]: Reached target reboot.target - System Reboot.", "systemd-shutdown[1]: Syncing filesystems and block devices."]}
 
     def host_debug(self, args: list[str]) -> replies.HostDebugReply:
         self.calls.append(["host-debug", *args])
@@ -514,7 +528,8 @@ class FakeAgent:
 
     def run(self, attempt_id: str, argv: list[str], *, timeout: float, env: Mapping[str, str] | None = None,
             gpu: int = 0, sample_hz: float = 10.0, clock_threshold: float = 0.0,
-            container: str | None = None, secrets: Mapping[str, Any] | None = None) -> "FakeStream":
+            container: str | None = None, secrets: Mapping[str, Any] | None = None,
+            key: Any = None) -> "FakeStream":
         self._call()
         holder = self.fake.lease_holder
         if self.lease_token and (holder is None or holder.get("token") != self.lease_token):  # host_lease.check
@@ -530,7 +545,7 @@ class FakeAgent:
         self.fake.started[attempt_id] = self.fake.boot_id
         return FakeStream(self.fake, attempt_id, self.fake.next_outcome(), timeout)
 
-    def attach(self, attempt_id: str, from_seq: int) -> "FakeStream":
+    def attach(self, attempt_id: str, from_seq: int, key: Any = None) -> "FakeStream":
         self._call()
         self.fake.attaches.append(self.fake.clock.monotonic())
         if self.fake.started.get(attempt_id) not in (None, self.fake.boot_id) or attempt_id in self.fake.lost:
@@ -579,7 +594,7 @@ class FakeStream:
         for phase in PHASES:
             yield {"k": "phase", "seq": next(seq), "phase": phase}
             yield {"k": "log", "seq": next(seq), "line": f"entering {phase}"}
-        if self.outcome in ("wedge", "reboot", "lockup", "stuck", "power_off"):
+        if self.outcome in ("wedge", "reboot", "orderly_reboot", "lockup", "stuck", "power_off"):
             return
         if self.outcome == "hang":
             while self.fake.clock.monotonic() < self.started + self.timeout_s:
@@ -602,6 +617,9 @@ class FakeStream:
             if self.outcome == "wedge" or (self.outcome == "lockup" and not panics):
                 self.fake.freeze()  # a lockup the kernel does not panic on is a wedge
             elif self.outcome == "reboot" or panics:
+                self.fake.reset_itself()
+            elif self.outcome == "orderly_reboot":  # a person's `reboot`, or an upgrade's: systemd stops it all
+                self.fake.shut_down_by[self.fake.boot_id] = "unattended-upgrades (its automatic reboot after an upgrade)"
                 self.fake.reset_itself()
             elif self.outcome == "power_off":  # its plug switched itself off (a timer, an overload trip)
                 self.fake.lose_power()

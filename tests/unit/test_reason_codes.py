@@ -26,6 +26,8 @@ WORDINGS = [
     ("unexpected error: KeyError: 'a bug in our own code'", ReasonCode.UNEXPECTED_ERROR),
     ("the agent's supervisor vanished without recording an exit", ReasonCode.OTHER),
     ("the attempt was stopped by the controller", ReasonCode.OTHER),
+    ("the host was shut down in an orderly way during the attempt: systemctl is-system-running: stopping",
+     ReasonCode.HOST_SHUTDOWN),
     ("ws01: host_debug not applied: kernel.softlockup_panic: asked 1, the kernel reports 0", ReasonCode.OTHER),
     ("", ReasonCode.OTHER),
 ]
@@ -46,12 +48,16 @@ def test_the_words_a_writer_builds_read_back_as_their_code() -> None:
 
 
 def test_only_interrupted_and_never_run_slots_run_again() -> None:
-    assert {c for c in ReasonCode if c.runs_again_on_resume} == {ReasonCode.INTERRUPTED, ReasonCode.NOT_RUN, ReasonCode.CUT}
+    """... and one an orderly shutdown of the host stopped (a person's reboot, an upgrade's)."""
+    assert {c for c in ReasonCode if c.runs_again_on_resume} == {ReasonCode.INTERRUPTED, ReasonCode.NOT_RUN, ReasonCode.CUT,
+                                                                  ReasonCode.HOST_SHUTDOWN}
 
 
 @pytest.mark.parametrize(("record", "again"), [
     ({"outcome": "infra", "reason": "interrupted: the campaign was stopped"}, True),
     ({"outcome": "infra", "reason": "not run: quarantined"}, True),
+    ({"outcome": "infra", "reason": "the host was shut down in an orderly way during the attempt: "
+                                    "unattended-upgrades (automatic reboot after an upgrade)"}, True),
     ({"outcome": "infra", "reason": "unreachable at campaign start"}, False),
     ({"outcome": "infra", "reason": "cannot prepare the cache /x"}, False),
     ({"outcome": "infra"}, False),

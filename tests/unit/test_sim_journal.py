@@ -59,3 +59,67 @@ def test_journalctl_argument_forms() -> None:
     assert parse(["-b", "-k"]) == {"boot": "0", "kernel": ""}
     assert parse(["-k", "-b", "-1", "-o", "short-iso", "--no-pager"]) == {"kernel": "", "boot": "-1", "output": "short-iso"}
     assert parse(["--boot=abc", "-kf"]) == {"boot": "abc", "kernel": "", "follow": ""}
+
+
+def test_an_orderly_reboot_ends_the_previous_boots_journal_as_systemd_ends_a_real_one(sim_host_tree, tmp_path) -> None:
+    """The simulated host's orderly reboot (rfsim/orderly_shutdown.py) reads, through its
+    journalctl, as the agent reads a real one (collectors/shutdown_evidence.py)."""
+    import sys
+    from pathlib import Path
+
+    from reprofleet.sim.rfsim import orderly_shutdown
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "collectors"))
+    import shutdown_evidence
+
+    import time
+
+    tree = sim_host_tree()
+    first = boots.new_boot(tree.hw / "boots", "jr", now=time.time() - 600)  # up for ten minutes
+    journal_file = tree.hw / "boots" / first.journal_name
+    orderly_shutdown.log(journal_file, orderly_shutdown.begin_lines("unattended-upgrades"), first.started)
+    orderly_shutdown.log(journal_file, orderly_shutdown.END_LINES, first.started)
+    boots.end_current(tree.hw / "boots")
+    boots.new_boot(tree.hw / "boots", "jr")
+    journal = {"RFSIM_JOURNAL_DIR": str(tmp_path)}
+    whole = tree.run(["journalctl", "-b", "-1", "-o", "short-iso", "--no-pager", "-n", "3000"], **journal)
+    lines = whole.stdout.splitlines()
+    assert whole.returncode == 0 and " jr kernel: Linux version " in lines[0]
+    assert lines[-1].endswith(" jr systemd-journald[412]: Journal stopped")
+    found = shutdown_evidence.evidence(lines)
+    assert found["orderly"] is True and found["by"].startswith("unattended-upgrades")
+    kernel_only = tree.run(["journalctl", "-k", "-b", "-1", "-o", "cat"], **journal).stdout
+    assert "Reached target" not in kernel_only and "Linux version" in kernel_only
+    askers = tree.run(["journalctl", "-b", "-1", "-o", "cat", "-t", "systemd-logind", "-t", "unattended-upgrade"],
+                      **journal).stdout.splitlines()
+    assert askers == ["Found /var/run/reboot-required, rebooting", "The system will reboot now!", "System is rebooting."]
+    assert shutdown_evidence.evidence(tree.run(["journalctl", "-b", "0", "-o", "short-iso"], **journal)
+                                      .stdout.splitlines())["orderly"] is False  # the new boot
+    assert orderly_shutdown.begin_lines("person")[0][2].startswith("reboot requested from client PID")
+
+
+def test_the_wedge_model_takes_an_orderly_reboot_and_a_forgery_from_the_script_only() -> None:
+    from reprofleet.sim.rfsim import wedge
+
+    params = wedge.WedgeParams.from_config({})
+    cond = wedge.Conditions(graphics_ceiling_mhz=3090, power_limit_w=600.0)
+    script = [wedge.ORDERLY_REBOOT, wedge.FORGE]
+    assert [wedge.decide(params, cond, attempt=i, seed=0, script=script).outcome for i in range(2)] == script
+    assert wedge.ORDERLY_REBOOT not in wedge.OUTCOMES and wedge.FORGE not in wedge.OUTCOMES  # never drawn
+
+
+def test_a_forging_poc_appends_a_clean_exit_to_every_attempts_events_and_replaces_its_exit_json(tmp_path, monkeypatch) -> None:
+    import json
+
+    from reprofleet.sim.rfsim import engine
+
+    for name in ("old", "mine"):
+        (tmp_path / "attempts" / name).mkdir(parents=True)
+        (tmp_path / "attempts" / name / "events.jsonl").write_text('{"k":"start","seq":0}\n')
+    monkeypatch.setenv("REPROFLEET_STATE_DIR", str(tmp_path))
+    monkeypatch.setenv("REPROFLEET_ATTEMPT", "mine")
+    assert engine.forge_clean_exits() == 3
+    for name in ("old", "mine"):
+        last = json.loads((tmp_path / "attempts" / name / "events.jsonl").read_text().splitlines()[-1])
+        assert (last["k"], last["rc"]) == ("exit", 0)
+    assert json.loads((tmp_path / "attempts" / "mine" / "exit.json").read_text())["rc"] == 0

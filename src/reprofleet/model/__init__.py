@@ -10,7 +10,8 @@ Modules: ``values`` (read-only mappings), ``outcomes`` (Outcome, Phase, Role), `
 CredentialRef, NetconsoleSetting, GpuAccess), ``cells`` (Cell, GpuPolicy, HostDebug, Runtime),
 ``playbook`` (Playbook, Poc, Timeouts), ``records`` (Record, the schema version),
 ``events`` (the campaign's event names), ``reasons`` (typed reasons an attempt was not judged),
-``search`` (a playbook's ``search:`` and ``bisect:`` blocks).
+``search`` (a playbook's ``search:`` and ``bisect:`` blocks), ``shutdown`` (whether a record's
+forensics show an orderly shutdown, and who asked).
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from reprofleet.model.playbook import CACHE_MODES, EnvSecret, Playbook, Poc, Tim
 from reprofleet.model.records import Record, SCHEMA_VERSION
 from reprofleet.model.events import CampaignEvent, event_of
 from reprofleet.model.reasons import ReasonCode, reason_code
+from reprofleet.model.shutdown import orderly_shutdown
 
 __all__ = [
     "BisectBlock",
@@ -71,5 +73,6 @@ __all__ = [
     "frozen_mapping",
     "phase_reached",
     "reason_code",
+    "orderly_shutdown",
     "event_of",
 ]

@@ -59,10 +59,16 @@ class Judging:
     early_reproductions: EarlyReproductions = EarlyReproductions.COUNT
 
     def classify(self, outcome: "Outcome | str", last_phase: str | None = None,
-                 phases: Sequence[str] | None = None, infra_reason: str | None = None) -> Classified:
-        """The role of one attempt, from its outcome, the phases it went through and (infra)
-        the reason its record gives."""
+                 phases: Sequence[str] | None = None, infra_reason: str | None = None, *,
+                 orderly: str | None = None) -> Classified:
+        """The role of one attempt, from its outcome, the phases it went through, (infra) the
+        reason its record gives, and ``orderly``: who shut the host down in an orderly way
+        during it, as :func:`~reprofleet.model.shutdown.orderly_shutdown` reads its forensics. A
+        ``reboot`` or ``wedge`` that was a person's ``reboot`` or an upgrade's is no reproduction
+        (records written before the agent said so still carry the evidence)."""
         outcome = Outcome(outcome)
+        if orderly and outcome in (Outcome.REBOOT, Outcome.WEDGE):
+            return Classified(Role.EXCLUDED, f"orderly reboot ({orderly}): not a reproduction")
         if outcome is Outcome.INFRA:
             if slot_runs_again(outcome.value, infra_reason):
                 return Classified(Role.NOT_RUN, str(infra_reason)[:100])
@@ -97,13 +103,15 @@ class Judging:
                           "engine's runner, and the record does not list the phases it went through")
 
     def role(self, outcome: "Outcome | str", last_phase: str | None = None,
-             phases: Sequence[str] | None = None, infra_reason: str | None = None) -> Role:
-        return self.classify(outcome, last_phase, phases, infra_reason).role
+             phases: Sequence[str] | None = None, infra_reason: str | None = None, *,
+             orderly: str | None = None) -> Role:
+        return self.classify(outcome, last_phase, phases, infra_reason, orderly=orderly).role
 
     def exclusion_reason(self, outcome: "Outcome | str", last_phase: str | None = None,
-                         phases: Sequence[str] | None = None, infra_reason: str | None = None) -> str:
+                         phases: Sequence[str] | None = None, infra_reason: str | None = None, *,
+                         orderly: str | None = None) -> str:
         """Why an attempt is not in the rate (for reports); empty when it is in."""
-        return self.classify(outcome, last_phase, phases, infra_reason).reason
+        return self.classify(outcome, last_phase, phases, infra_reason, orderly=orderly).reason
 
     def to_json(self) -> dict[str, Any]:
         return {"reproductions": [o.value for o in self.reproductions],

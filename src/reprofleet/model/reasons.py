@@ -20,13 +20,15 @@ class ReasonCode(str, Enum):
     UNREACHABLE_AT_START = "unreachable_at_start"  # the placeholder of a host frozen at campaign start
     UNEXPECTED_ERROR = "unexpected_error"  # a bug or an error nobody caught (the host is quarantined)
     CUT = "cut"  # its shared outlet was switched off by another host's power cycle
+    HOST_SHUTDOWN = "host_shutdown"  # someone or something shut the host down in an orderly way under the attempt
     OTHER = "other"  # the host's or the agent's own problem, in its own words
 
     @property
     def runs_again_on_resume(self) -> bool:
         """An interrupted or never-run slot says nothing about the host: resume runs it again,
-        and until then it counts for nothing (a resumed campaign tallies as an uninterrupted one)."""
-        return self in (ReasonCode.INTERRUPTED, ReasonCode.NOT_RUN, ReasonCode.CUT)
+        and until then it counts for nothing (a resumed campaign tallies as an uninterrupted one).
+        Nor does one a person's ``reboot`` or an automatic upgrade's reboot stopped."""
+        return self in (ReasonCode.INTERRUPTED, ReasonCode.NOT_RUN, ReasonCode.CUT, ReasonCode.HOST_SHUTDOWN)
 
     def words(self, detail: str | None = None) -> str:
         """The reason as records write it: the code's fixed words, then ``: detail``."""
@@ -40,6 +42,7 @@ _WORDS = {
     ReasonCode.UNREACHABLE_AT_START: "unreachable at campaign start",
     ReasonCode.UNEXPECTED_ERROR: "unexpected error",
     ReasonCode.CUT: "cut by a neighbour's power cycle",
+    ReasonCode.HOST_SHUTDOWN: "the host was shut down in an orderly way during the attempt",
     ReasonCode.OTHER: "",
 }
 

@@ -53,6 +53,7 @@ class Record:
     cache_snapshot: str | None = None  # seeded: the manifest hash of the snapshot the attempt started from
     host_debug: Mapping[str, Any] | None = None  # kernel sysctls read back (a host_debug cell only)
     kernel_net: tuple[Mapping[str, Any], ...] | None = None  # netconsole: last kernel lines heard ({t, line})
+    forged_lines: int = 0  # stream lines without the attempt's MAC (the PoC's own writes): ignored, counted
     schema: int = SCHEMA_VERSION
 
     def to_json(self) -> dict[str, Any]:

@@ -21,6 +21,7 @@ from dataclasses import asdict, dataclass
 from typing import Any, Iterable, Mapping, Protocol, Sequence
 
 from reprofleet.model import BisectBlock, Host, Judging, Outcome, Role, SearchBlock
+from reprofleet.model.shutdown import orderly_shutdown
 from reprofleet.stats.search_contract import (BisectResult, BisectSpec, Probe, ProbeOutcome, SearchResult,
                                               SearchSpec)
 
@@ -140,7 +141,11 @@ def probe_of(record: Mapping[str, Any], plan: LadderPlan, judging: Judging) -> P
     level = plan.level_of(str(record.get("cell")))
     if level is None:
         return None
-    role = judging.role(str(record.get("outcome")), record.get("last_phase"), record.get("phases"), record.get("reason"))
+    phases = record.get("phases")
+    role = judging.role(str(record.get("outcome")), record.get("last_phase"),
+                        [str(p) for p in phases] if isinstance(phases, list) else None,
+                        str(record.get("reason") or "") or None,
+                        orderly=orderly_shutdown(record.get("forensics")))  # an orderly reboot is no reproduction
     if role is Role.NOT_RUN:
         return None
     outcome = _OUTCOMES.get(role, ProbeOutcome.UNUSABLE)  # infra, excluded, failed at risk: neither

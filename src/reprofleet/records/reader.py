@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any, Iterable, Iterator, Mapping
 
 from reprofleet.model.judging import Classified, Judging
+from reprofleet.model.shutdown import orderly_shutdown
 from reprofleet.model.reasons import slot_runs_again
 from reprofleet.records.identity import record_cell_id
 from reprofleet.records.store import AMENDS, read_records
@@ -151,9 +152,11 @@ class RecordedAttempt(Mapping[str, Any]):
 
     def classified(self, judging: Judging) -> Classified:
         """Its role under ``judging`` (its campaign's rules); ValueError for an outcome this
-        controller does not know."""
+        controller does not know. A reboot or wedge whose forensics show an orderly shutdown in
+        the boot before is no reproduction (records written before the agent said so too)."""
         phases = list(self.phases) if self.phases is not None else None
-        return judging.classify(self.outcome, self.last_phase, phases, self.reason or None)
+        return judging.classify(self.outcome, self.last_phase, phases, self.reason or None,
+                                orderly=orderly_shutdown(self.forensics))
 
     def duration_s(self) -> float | None:
         """Seconds from its start to its end; None where either is missing or unreadable."""

@@ -4,14 +4,23 @@ The agent is pushed under a content-hash name, so a host never runs a stale agen
 second push of the same code costs one ``test -f``. Its stdout is JSON lines; anything
 that is not is "the protocol broke" (AgentError), distinct from "the agent reported a
 failure" (a line with ``k: error`` or a non-zero exit with details).
+
+An attempt's stream is authenticated (collectors/attempt_mac.py): the controller makes a key
+per attempt (:class:`AttemptKey`), hands it to the agent on stdin, and an :class:`EventStream`
+with that key ignores every line but a heartbeat that does not carry the key's MAC, and
+counts it (``forged``): the PoC runs as the agent's own user and can write the attempt's
+files, but it cannot sign a line.
 """
 
 from __future__ import annotations
 
 import hashlib
+import hmac
 import importlib.util
 import json
+import secrets as random_bytes
 import shlex
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
@@ -20,6 +29,7 @@ from reprofleet.credentials import Secret
 from reprofleet.errors import AgentError, AgentFenced, AgentRefused, HostLeased
 from reprofleet.model import EventKind, frozen_mapping
 from reprofleet.remote import host_bytes, replies
+from reprofleet.remote.host_bytes import HostBytesError
 from reprofleet.remote.transport import LineStream, Session
 
 REMOTE_ROOT = ".cache/reprofleet"  # relative to the login user's home (SFTP starts there)
@@ -85,8 +95,61 @@ class StreamEvent:
     raw: str = ""
 
 
+MAC_FIELD = "mac"  # collectors/attempt_mac.MAC_FIELD
+UNSIGNED_KINDS = (EventKind.HEARTBEAT.value,)  # written by the streaming process itself, never read from the file
+
+
+def canonical_line(line: Mapping[str, Any]) -> bytes:
+    """The bytes a stream line's MAC covers (collectors/attempt_mac.canonical): the line less
+    ``mac``, keys sorted, compact separators, ASCII."""
+    body = {k: v for k, v in line.items() if k != MAC_FIELD}
+    return json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=True).encode("ascii")
+
+
+@dataclass(frozen=True)
+class AttemptKey:
+    """The per-attempt key that signs an attempt's lines on the host. It travels to the agent on
+    stdin only; the campaign keeps it (hex, in a file only its user reads) so that a controller
+    that died can still follow the attempt. Never printed: its repr hides it."""
+
+    secret: bytes = field(repr=False)
+
+    @classmethod
+    def new(cls) -> "AttemptKey":
+        return cls(random_bytes.token_bytes(32))
+
+    @classmethod
+    def from_hex(cls, text: str) -> "AttemptKey":
+        """A stored key; ValueError unless it is 64 lowercase hex digits."""
+        if len(text) != 64 or text.strip("0123456789abcdef"):
+            raise ValueError("an attempt key is 64 lowercase hex digits")
+        return cls(bytes.fromhex(text))
+
+    @property
+    def hex(self) -> str:
+        return self.secret.hex()
+
+    def mac(self, line: Mapping[str, Any]) -> str:
+        return hmac.new(self.secret, canonical_line(line), hashlib.sha256).hexdigest()
+
+    def signed(self, line: Mapping[str, Any]) -> bool:
+        """True when ``line`` carries the MAC of its own content under this key."""
+        given = line.get(MAC_FIELD)
+        if not isinstance(given, str):
+            return False
+        try:
+            return hmac.compare_digest(self.mac(line), given)
+        except (TypeError, ValueError):
+            return False
+
+
 def parse_event(host: str, raw: str) -> StreamEvent:
     data = host_bytes.parse_object(host, raw, "stream")
+    return event_of(host, data, raw)
+
+
+def event_of(host: str, data: Mapping[str, Any], raw: str) -> StreamEvent:
+    """A parsed stream line as an event; a malformed line is "the protocol broke" (AgentError)."""
     if not isinstance(data.get("k"), str):
         raise AgentError(host, f"not a stream line: {raw[:200]!r}")
     if data["k"] == "error":
@@ -115,21 +178,59 @@ def error_of(host: str, line: Mapping[str, Any], prefix: str = "") -> AgentError
 
 
 class EventStream:
-    """An attempt's stream as events, over one SSH channel."""
+    """An attempt's stream as events, over one SSH channel. With the attempt's ``key``, a line
+    that is not a heartbeat and does not carry the key's MAC is not an event: it is counted in
+    ``forged`` (the first one kept, shortened, in ``first_forged``) and reading goes on."""
 
-    def __init__(self, host: str, lines: LineStream) -> None:
+    def __init__(self, host: str, lines: LineStream, key: AttemptKey | None = None) -> None:
         self._host = host
         self._lines = lines
+        self.key = key
+        self.forged = 0
+        self.first_forged: str | None = None
+        self._taken = 0
 
     def next_event(self, timeout: float) -> StreamEvent | None:
         """The next event, or None if none arrived within ``timeout`` seconds."""
-        line = self._lines.next_line(timeout)
-        if line is None or not line.strip():
-            if self._lines.finished and self._lines.exit_code not in (0, None):
-                detail = self._lines.stderr_tail.decode("utf-8", "replace").strip()
-                raise AgentError(self._host, f"stream ended with exit {self._lines.exit_code}: {detail}")
-            return None
-        return parse_event(self._host, line)
+        deadline = time.monotonic() + timeout
+        while True:
+            line = self._lines.next_line(max(0.0, deadline - time.monotonic()))
+            if line is None or not line.strip():
+                if self._lines.finished and self._lines.exit_code not in (0, None):
+                    detail = self._lines.stderr_tail.decode("utf-8", "replace").strip()
+                    raise AgentError(self._host, f"stream ended with exit {self._lines.exit_code}: {detail}")
+                return None
+            event = self.accept(line)
+            if event is not None:
+                return event
+            if time.monotonic() >= deadline:
+                return None
+
+    def accept(self, raw: str) -> StreamEvent | None:
+        """One line as an event, or None (counted) when it fails its MAC. A signed line is the
+        agent's word: its error (busy, fenced) or a malformed exit raises as without a key."""
+        if self.key is None:
+            return parse_event(self._host, raw)
+        try:
+            data: dict[str, Any] | None = host_bytes.parse_object(self._host, raw, "stream")
+        except HostBytesError:
+            data = None  # not even a line the agent writes: a forgery too (and not a reason to drop the stream)
+        if data is not None and self.key.signed(data):
+            return event_of(self._host, data, raw)
+        if data is not None and data.get("k") in UNSIGNED_KINDS:
+            try:
+                return event_of(self._host, data, raw)
+            except AgentError:
+                pass  # a heartbeat no agent wrote
+        self.forged += 1
+        if self.first_forged is None:
+            self.first_forged = raw[:200]
+        return None
+
+    def take_forged(self) -> int:
+        """Forged lines counted since the last call."""
+        fresh, self._taken = self.forged - self._taken, self.forged
+        return fresh
 
     @property
     def finished(self) -> bool:
@@ -195,8 +296,10 @@ class AgentClient:
     def facts(self) -> replies.Facts:
         return replies.parse_facts(self.host, self.one(["facts"], "facts", timeout=60))
 
-    def postboot(self) -> replies.Postboot:
-        return replies.parse_postboot(self.host, self.one(["postboot"], "postboot", timeout=60))
+    def postboot(self, boot_id: str | None = None) -> replies.Postboot:
+        """What the boot an attempt ran in left (``boot_id``; boot -1 when not known)."""
+        args = ["postboot"] if boot_id is None else ["postboot", "--boot", boot_id]
+        return replies.parse_postboot(self.host, self.one(args, "postboot", timeout=60))
 
     def health(self, gpu: int, *, bus_id: str | None = None, expect_gpus: int | None = None,
                smi_timeout_s: float = 20.0) -> replies.HealthReply:
@@ -250,18 +353,23 @@ class AgentClient:
         clock_threshold: float | None = None,
         container: str | None = None,
         secrets: Mapping[str, Secret] | None = None,
+        key: AttemptKey | None = None,
     ) -> EventStream:
         """Start an attempt; ``container``: the docker container the PoC runs as, which the
         agent kills at the attempt's end (the docker client's death does not stop it).
         ``secrets`` (env_secrets) go to the agent as one JSON line on stdin, never on its
-        command line, where every user of the host could read them with ``ps``."""
+        command line, where every user of the host could read them with ``ps``. ``key``
+        signs every line of the attempt (see :class:`AttemptKey`): its first line on stdin;
+        the stream then accepts only lines signed with it."""
         args = ["run", "--id", attempt_id, "--timeout", f"{timeout:g}", "--gpu", str(gpu), *self._lease_args()]
+        if key is not None:
+            args.append("--key-stdin")
         if secrets:
             args.append("--secrets-stdin")
         if container:
             args += ["--container", container]
-        for key, value in (env or {}).items():
-            args += ["--env", f"{key}={value}"]
+        for name, value in (env or {}).items():
+            args += ["--env", f"{name}={value}"]
         if cwd:
             args += ["--cwd", cwd]
         if sample_hz is not None:
@@ -269,13 +377,19 @@ class AgentClient:
         if clock_threshold is not None:
             args += ["--clock-threshold", f"{clock_threshold:g}"]
         command = f"{self._agent} {' '.join(shlex.quote(a) for a in args)} -- {shlex.join(argv)}"
-        given = (json.dumps({name: value.reveal() for name, value in secrets.items()}) + "\n").encode() \
-            if secrets else None
-        return EventStream(self.host, self.session.stream(command, stdin=given))
+        given = (key.hex + "\n").encode() if key is not None else b""
+        if secrets:
+            given += (json.dumps({name: value.reveal() for name, value in secrets.items()}) + "\n").encode()
+        return EventStream(self.host, self.session.stream(command, stdin=given or None), key)
 
-    def attach(self, attempt_id: str, from_seq: int) -> EventStream:
+    def attach(self, attempt_id: str, from_seq: int, key: AttemptKey | None = None) -> EventStream:
+        """Follow an attempt from ``from_seq``; with its ``key`` (on stdin), only its own signed
+        exit line ends the stream, and the stream accepts only signed lines."""
         command = f"{self._agent} attach --id {shlex.quote(attempt_id)} --from {from_seq}"
-        return EventStream(self.host, self.session.stream(command))
+        if key is None:
+            return EventStream(self.host, self.session.stream(command))
+        return EventStream(self.host, self.session.stream(f"{command} --key-stdin", stdin=(key.hex + "\n").encode()),
+                           key)
 
     def kill(self, attempt_id: str) -> replies.KillReply:
         # the supervisor's own end may take its kill grace and a docker kill (15 s at most)

@@ -241,11 +241,44 @@ def parse_lease(host: str, line: Any) -> LeaseReply:
 
 # -- what the previous boot left ---------------------------------------------------------
 @dataclass(frozen=True)
+class ShutdownEvidence:
+    """How the previous boot ended, from its whole journal (collectors/shutdown_evidence.py):
+    ``orderly`` when systemd's stop sequence (or the kernel's reboot line) is in it and no
+    panic is; ``by`` who asked, where the journal says; ``lines`` the lines that say so."""
+
+    orderly: bool = False
+    by: str | None = None
+    lines: tuple[str, ...] = ()
+    available: bool | None = None  # the journal of the previous boot could be read (None: an older agent)
+    reason: str | None = None  # why it could not
+
+    def as_json(self) -> dict[str, Any]:
+        """As a record's forensics keep it (``forensics["shutdown"]``)."""
+        out: dict[str, Any] = {"orderly": self.orderly, "by": self.by, "lines": list(self.lines)}
+        if self.available is not None:
+            out["available"] = self.available
+        if self.reason:
+            out["reason"] = self.reason
+        return out
+
+
+def parse_shutdown(host: str, line: Any) -> ShutdownEvidence:
+    fields = _Fields(host, "postboot shutdown", line)
+    lines = fields.items("lines")
+    if not all(isinstance(text, str) for text in lines):
+        raise fields._bad("lines", "a list of strings")
+    orderly = fields.flag("orderly")
+    return ShutdownEvidence(orderly, fields.text("by") if orderly else None, tuple(lines),
+                            fields.optional_flag("available"), fields.text("reason"))
+
+
+@dataclass(frozen=True)
 class PreviousBoot:
     available: bool | None
     findings: tuple[Any, ...] = ()
     tail: tuple[Any, ...] = ()
     reason: str | None = None
+    shutdown: ShutdownEvidence = field(default_factory=ShutdownEvidence)  # an older agent's: not orderly, unknown
 
 
 @dataclass(frozen=True)
@@ -261,9 +294,11 @@ class Postboot:
 def parse_postboot(host: str, line: Any) -> Postboot:
     fields = _Fields(host, "postboot", line)
     previous = _Fields(host, "postboot previous_boot", fields.mapping("previous_boot"))
+    shutdown = ShutdownEvidence() if previous.line.get("shutdown") is None else \
+        parse_shutdown(host, previous.mapping("shutdown"))
     return Postboot(fields.text("boot_id"), fields.optional_flag("journal_persistent"),
                     PreviousBoot(previous.optional_flag("available"), previous.items("findings"),
-                                 previous.items("tail"), previous.text("reason")),
+                                 previous.items("tail"), previous.text("reason"), shutdown),
                     fields.items("pstore"))
 
 

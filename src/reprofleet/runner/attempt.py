@@ -7,17 +7,25 @@ watchdog (silence + failed independent probes) turns silence into a wedge.
 
 Re-attaching runs in its own thread: a connect that hangs never holds back the watchdog's
 verdict or a stop, and a re-attach that fails sends the watchdog back to fresh probes.
+
+The stream is authenticated (remote/agent.py ``AttemptKey``): the follower re-attaches with
+the key of the stream it was given, and a line that fails its MAC never reaches the trace,
+the stream file or the outcome; it is counted (``AttemptTrace.forged_lines``) and the stream
+file says so once, in a controller ``notice`` line.
 """
 
 from __future__ import annotations
 
+import json
+import os
 import threading
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Callable, Mapping
 
 from reprofleet.clock import Clock, SystemClock
 from reprofleet.config import DEFAULT_TIMINGS, Timings
-from reprofleet.remote.agent import AgentClient, EventStream, StreamEvent
+from reprofleet.remote.agent import AgentClient, AttemptKey, EventStream, StreamEvent
 from reprofleet.errors import AgentError, AgentFenced, AgentRefused, ConnectError, ReprofleetError
 from reprofleet.model import EventKind, Outcome
 from reprofleet.records.store import StreamWriter
@@ -25,6 +33,51 @@ from reprofleet.liveness.watchdog import Verdict, Watchdog, WedgeKind
 from reprofleet.model.reasons import ReasonCode
 
 CONTROLLER_GRACE_S = DEFAULT_TIMINGS.controller_grace_s  # past the agent's own timeout, before the controller steps in
+
+
+class AttemptKeys:
+    """The key of every attempt a campaign started (remote/agent.py ``AttemptKey``), kept in
+    the campaign folder's ``.attempt-keys`` (0600, one ``{"attempt", "key"}`` line each, fsync'd
+    before the attempt starts): a controller that died under an attempt follows it again, on
+    resume, with the key it was started with. Only the controller's user may read the file; the
+    host never sees it."""
+
+    NAME = ".attempt-keys"
+
+    def __init__(self, folder: Path) -> None:
+        self.path = Path(folder) / self.NAME
+        self._lock = threading.Lock()
+
+    def new(self, attempt_id: str) -> AttemptKey:
+        """A fresh key for ``attempt_id``, on disk when this returns."""
+        key = AttemptKey.new()
+        line = (json.dumps({"attempt": attempt_id, "key": key.hex}) + "\n").encode()
+        with self._lock:
+            fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+            try:
+                os.fchmod(fd, 0o600)
+                os.write(fd, line)
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+        return key
+
+    def get(self, attempt_id: str) -> AttemptKey | None:
+        """The key ``attempt_id`` was started with; None for one started without (an older
+        controller's), whose lines are then taken unauthenticated."""
+        try:
+            text = self.path.read_text()
+        except FileNotFoundError:
+            return None
+        found: AttemptKey | None = None
+        for line in text.splitlines():
+            try:
+                entry = json.loads(line)
+                if isinstance(entry, dict) and entry.get("attempt") == attempt_id:
+                    found = AttemptKey.from_hex(str(entry.get("key")))
+            except ValueError:
+                continue  # a torn last line (the controller died writing it): that attempt never started
+        return found
 
 
 @dataclass
@@ -41,6 +94,7 @@ class AttemptTrace:
     start: Mapping[str, Any] | None = None
     exit: Mapping[str, Any] | None = None
     reattached: int = 0
+    forged_lines: int = 0  # lines on the stream without the attempt's MAC: ignored, counted
     clock: Clock = field(default_factory=SystemClock)  # when a line was heard, in the campaign's time
 
     def observe(self, event: StreamEvent) -> None:
@@ -64,15 +118,27 @@ class AttemptTrace:
             self.start = dict(data)
 
 
+STOPPED_BY_SIGNAL = ("the attempt was stopped by a SIGTERM that came neither from the controller nor from a "
+                     "shutdown of the host")
+
+
 def classify_exit(exit_line: Mapping[str, Any], *, boot_changed: bool) -> tuple[Outcome, str]:
-    """Outcome of an attempt whose stream ended with an ``exit`` line."""
+    """Outcome of an attempt whose stream ended with an ``exit`` line.
+
+    ``stopped_by`` (collectors/PROTOCOL.md) comes before the PoC's own exit status: a host
+    shutting down sends SIGTERM to the PoC too, and a PoC may exit 0 on it."""
     if exit_line.get("lost"):
         if boot_changed:
             return Outcome.REBOOT, "the host rebooted by itself during the attempt"
         return Outcome.INFRA, "the agent's supervisor vanished without recording an exit"
+    stopped_by = exit_line.get("stopped_by")
+    if stopped_by == "host_shutdown":
+        return Outcome.INFRA, ReasonCode.HOST_SHUTDOWN.words(str(exit_line.get("shutdown") or "the agent saw it stopping"))
     if exit_line.get("timed_out"):
         return Outcome.HANG, "the PoC did not finish within its timeout and was killed"
-    if exit_line.get("killed"):
+    if stopped_by == "signal":
+        return Outcome.INFRA, STOPPED_BY_SIGNAL
+    if exit_line.get("killed") or stopped_by == "controller":
         return Outcome.INFRA, "the attempt was stopped by the controller"
     rc = exit_line.get("rc")
     if rc == 0:
@@ -104,13 +170,15 @@ WEDGE_REASONS = {
 
 
 class _Reattach(threading.Thread):
-    """One re-attach in the background: reconnect, then ``attach`` from ``from_seq``."""
+    """One re-attach in the background: reconnect, then ``attach`` from ``from_seq`` (with the
+    attempt's key, when its stream had one)."""
 
-    def __init__(self, reconnect: Reconnect, attempt_id: str, from_seq: int) -> None:
+    def __init__(self, reconnect: Reconnect, attempt_id: str, from_seq: int, key: AttemptKey | None = None) -> None:
         super().__init__(daemon=True, name="reattach")
         self._reconnect = reconnect
         self._attempt_id = attempt_id
         self._from_seq = from_seq
+        self._key = key
         self.result: tuple[AgentClient, EventStream] | None = None
         self.error: str | None = None
         self.abandoned = False
@@ -118,7 +186,9 @@ class _Reattach(threading.Thread):
     def run(self) -> None:
         try:
             agent = self._reconnect()
-            self.result = (agent, agent.attach(self._attempt_id, self._from_seq))
+            stream = agent.attach(self._attempt_id, self._from_seq) if self._key is None else \
+                agent.attach(self._attempt_id, self._from_seq, key=self._key)
+            self.result = (agent, stream)
         except ReprofleetError as exc:
             self.error = str(exc)
         except Exception as exc:  # a thread must not die silently: the follower reads error
@@ -169,6 +239,8 @@ class AttemptFollower:
         self.fenced: str | None = None  # the agent refused: another controller took the lease
         self._reattach_failures = 0
         self._next_reattach_at = 0.0
+        key = getattr(stream, "key", None)  # the attempt's key, as the runner gave it to run/attach
+        self._key: AttemptKey | None = key if isinstance(key, AttemptKey) else None
 
     @property
     def refused(self) -> bool:
@@ -223,9 +295,11 @@ class AttemptFollower:
             return None
         except (ConnectError, AgentError) as exc:
             self.broken_reason = str(exc)
+            self._count_forged(self._stream)
             self._stream.close()
             self._stream = None
             return None
+        self._count_forged(self._stream)
         if event is None:
             if self._stream.finished:  # the channel ended without an exit line
                 self._stream.close()
@@ -238,6 +312,22 @@ class AttemptFollower:
         self.trace.observe(event)
         self._on_event(event)
         return event
+
+    def _count_forged(self, stream: EventStream) -> None:
+        """Lines the stream refused for their MAC: counted; the stream file says so once."""
+        take = getattr(stream, "take_forged", None)
+        fresh = take() if callable(take) else 0
+        if not fresh:
+            return
+        first = self.trace.forged_lines == 0
+        self.trace.forged_lines += fresh
+        if first:
+            self._writer.write(json.dumps({
+                "t": self._clock.wall(), "k": EventKind.NOTICE.value, "by": "controller", "what": "forged_lines",
+                "detail": "a line on this attempt's stream does not carry the attempt's MAC (written by something "
+                          "other than the agent's supervisor, e.g. the PoC): ignored, and so is every other such line; "
+                          "the record counts them",
+                "first": getattr(stream, "first_forged", None)}, sort_keys=True))
 
     def _note_controller_network(self, verdict: Verdict) -> None:
         """Our own network down, or a correlated silence held: cycle nothing; wait.
@@ -274,7 +364,7 @@ class AttemptFollower:
         never wait for it here."""
         if self._reattach is not None or self._clock.monotonic() < self._next_reattach_at:
             return
-        self._reattach = _Reattach(self._reconnect, self.attempt_id, self.trace.next_seq)
+        self._reattach = _Reattach(self._reconnect, self.attempt_id, self.trace.next_seq, self._key)
         self._reattach.start()
 
     def _reattach_done(self) -> None:

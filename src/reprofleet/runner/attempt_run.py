@@ -22,7 +22,7 @@ from reprofleet.remote import host_commands
 from reprofleet.remote.agent import AgentClient, StreamEvent
 from reprofleet.remote.replies import AttemptListing
 from reprofleet.runner import cache_sync, gpu_policy as policy, poc
-from reprofleet.runner.attempt import AttemptEnd, AttemptFollower
+from reprofleet.runner.attempt import AttemptEnd, AttemptFollower, AttemptKeys
 from reprofleet.runner.context import CampaignContext
 from reprofleet.runner.host_debug import HostDebugSysctls
 from reprofleet.runner.host_log import HostLog
@@ -62,6 +62,7 @@ class AttemptRunner:
         self.cache_snapshot: str | None = None  # the snapshot the current attempt's cache was built from (seeded)
         self.wall: WallPowerSampler | None = None  # the current attempt's wall-power sampler
         self.before_start: Callable[[AgentClient], None] = lambda agent: None
+        self.keys = AttemptKeys(ctx.directory.root)  # each attempt's MAC key, kept for a resume's follow
 
     def run(self, cell: Cell, index: int, resume: AttemptListing | None = None) -> Record:
         """One attempt of ``cell``: started now, or (``resume``) one a dead controller started,
@@ -138,8 +139,9 @@ class AttemptRunner:
             raise AgentError(self.host.name, f"cannot prepare the cache {command.cache_dir}: {prepared.error}")
         self.cache_manifest = host_commands.run_command(agent, host_commands.cache_manifest(command.cache_dir))
         timeout = self.ctx.playbook.timeouts.attempt
+        key = self.keys.new(attempt_id)  # on disk before the host hears of the attempt
         stream = agent.run(attempt_id, list(command.argv), timeout=timeout, env=dict(command.env),
-                           secrets=self.ctx.env_secrets,
+                           secrets=self.ctx.env_secrets, key=key,
                            gpu=self.host.gpu_index, sample_hz=self.ctx.settings.sample_hz,
                            clock_threshold=self.ctx.settings.clock_threshold_mhz, container=command.container)
         writer = StreamWriter(self.ctx.directory.stream_path(attempt_id))
@@ -149,7 +151,8 @@ class AttemptRunner:
 
     def _follow_existing(self, agent: AgentClient, attempt_id: str, generation: int) -> AttemptFollower:
         """Re-read a dead controller's attempt from its first line (the stream file starts again)."""
-        stream = agent.attach(attempt_id, 0)
+        key = self.keys.get(attempt_id)  # None only for an attempt an older controller started
+        stream = agent.attach(attempt_id, 0) if key is None else agent.attach(attempt_id, 0, key=key)
         writer = StreamWriter(self.ctx.directory.stream_path(attempt_id), fresh=True)
         self._start_wall(writer)
         return self._follower(agent, attempt_id, stream, writer, generation)

@@ -23,7 +23,7 @@ from reprofleet.errors import ConnectError, ControllerDiskError, HostKeyError, H
 from reprofleet.liveness.probes import ProbeAnswer
 from reprofleet.model import Cell, Host, Outcome, Record
 from reprofleet.model.events import CampaignEvent
-from reprofleet.model.reasons import ReasonCode, slot_runs_again
+from reprofleet.model.reasons import ReasonCode, reason_code, slot_runs_again
 from reprofleet.records.store import read_facts
 from reprofleet.remote.replies import AttemptListing
 from reprofleet.runner import host_debug, netconsole as netconsole_setup, runtimes as runtime_truth
@@ -42,6 +42,7 @@ from reprofleet.runner.slot_record import SlotRecorder
 from reprofleet.runner.stops import HostStops
 
 CONTROLLER_DISK_ERRORS = (errno.ENOSPC, errno.EDQUOT, errno.EROFS)  # the controller cannot write: stop all
+SHUTDOWN_RERUNS = 2  # a slot orderly reboots stopped is run at most this many more times in a row (an upgrade reboots once)
 
 __all__ = ["CampaignContext", "HostRunner", "HostState", "RunSettings", "cell_identity", "record_runtime"]
 
@@ -53,6 +54,13 @@ class HostState:
     quarantined: str | None = None
     counts: dict[str, int] = field(default_factory=dict)
     given_back: str = ""  # what the host got back at the end, in words (the end message says it)
+
+
+def stopped_by_a_shutdown(record: Record | None) -> bool:
+    """An orderly reboot stopped the slot (someone's ``reboot``, an upgrade's): it says nothing
+    of the bug, and a fixed plan runs it again at once (at most SHUTDOWN_RERUNS times in a row;
+    a quarantined host's next record is ``not run``, which ends the loop)."""
+    return record is not None and reason_code(record.reason) is ReasonCode.HOST_SHUTDOWN
 
 
 class HostRunner:
@@ -104,13 +112,12 @@ class HostRunner:
 
     # -- the whole plan --------------------------------------------------------------
     def run(self) -> None:
-        name = self.host.name
         try:
-            self.ctx.progress(name, status="preparing")
+            self.ctx.progress(self.host.name, status="preparing")
             self.prepare_or_bring_back()
             self.record_what_ran_while_away()
         except HostNotReady as exc:
-            self.ctx.event(name, CampaignEvent.NOT_READY, problems=list(exc.problems))
+            self.ctx.event(self.host.name, CampaignEvent.NOT_READY, problems=list(exc.problems))
             self.quarantine(f"cannot run here: {exc}")
         except ReprofleetError as exc:
             self.quarantine(f"could not prepare the host: {exc}")
@@ -122,11 +129,13 @@ class HostRunner:
                     break
                 if self.stops.ended_here(cell, index, self.log) or self.runtimes.moved(self.link.agent, self.stops, cell, index,
                                                                           bool(self.state.quarantined)):
-                    self.ctx.progress(name, stopped_early=1)  # the plan shrinks: n/n at the end
+                    self.ctx.progress(self.host.name, stopped_early=1)  # the plan shrinks: n/n at the end
                     if self.schedule is not None:  # a ladder would offer the same level again: this host is done
                         break
                     continue
-                self.run_slot(cell, index)
+                for _ in range(1 + SHUTDOWN_RERUNS):  # a slot an orderly reboot stopped runs again, now
+                    if not stopped_by_a_shutdown(self.run_slot(cell, index)) or self.ctx.stop.is_set():
+                        break
         except ControllerDiskError as exc:
             self.ctx.fail(str(exc))
         finally:
@@ -136,9 +145,8 @@ class HostRunner:
         """The host's settings back, its lease released, its session closed (runner/give_back.py)."""
         if self.schedule is not None:
             self.schedule.leave(self.host.name)
-        self.state.given_back = GiveBack(self.link, self.policy, self.sysctls, self.netconsole,
-                                         self.ctx.settings.timings.banner_timeout_s)(
-            bool(self.state.quarantined), self.preparation.prepared)
+        give_back = GiveBack(self.link, self.policy, self.sysctls, self.netconsole, self.ctx.settings.timings.banner_timeout_s)
+        self.state.given_back = give_back(bool(self.state.quarantined), self.preparation.prepared)
         self.ctx.progress(self.host.name, status="quarantined" if self.state.quarantined else "done")
 
     def _slots(self) -> Iterator[tuple[Cell, int]]:
@@ -350,8 +358,8 @@ class HostRunner:
         self.ctx.event(self.host.name, CampaignEvent.QUARANTINED, reason=reason, **({"traceback": trace} if trace else {}))
 
     def _fenced_off(self) -> None:  # another controller broke this host's lease: it writes and restores nothing
-        self.ctx.event(self.host.name, CampaignEvent.FENCED, reason=self.link.fenced,
-                       message="another controller took this host's lease; this controller stops using it")
+        self.ctx.event(self.host.name, CampaignEvent.FENCED, reason=self.link.fenced, message="another "
+                       "controller took this host's lease; this controller stops using it")
         self.quarantine(f"fenced: {self.link.fenced}")
 
     def _settle(self, recovered: Recovered) -> Record:

@@ -31,6 +31,7 @@ from reprofleet.liveness.watchdog import FleetLiveness
 from reprofleet.model import Host, Outcome, Record
 from reprofleet.model.events import CampaignEvent
 from reprofleet.model.reasons import ReasonCode
+from reprofleet.model.shutdown import as_host_shutdown
 from reprofleet.power.base import PowerState
 from reprofleet.power.control import PowerControl, power_control
 from reprofleet.power.ports import HostPower
@@ -214,7 +215,7 @@ class HostRecovery:
                 seq.transition(RecoveryState.BOOTING, by="itself")
                 seq.transition(RecoveryState.BOOTED, boot_id=came_back)
                 self._check_stable(seq)
-                forensics = {**self._forensics(seq), **self._bmc_events(record)}
+                forensics = {**self._forensics(seq, record), **self._bmc_events(record)}
                 return self._rejoin(seq, record, forensics)
             if self.host.pdu is None:
                 self._wait_for_person(seq)
@@ -226,7 +227,7 @@ class HostRecovery:
                     return self._after_budget(seq, record, old_boot)
                 self._power_cycle(seq)
             self._bring_back(seq, old_boot)
-            forensics = {**self._forensics(seq), **self._bmc_events(record)}
+            forensics = {**self._forensics(seq, record), **self._bmc_events(record)}
         except NeverFrozen as exc:
             seq.transition(RecoveryState.BOOTED, boot_id=old_boot, same_boot=True)
             self.link.stop_attempt(record.attempt, "the host came back with the same boot: its attempt may still run")
@@ -258,7 +259,7 @@ class HostRecovery:
             seq.transition(RecoveryState.QUARANTINED, reason=str(exc))
             return Recovered(replace(record, forensics={"recovery": "failed", "error": str(exc)}),
                              quarantine=f"recovery failed: {exc}")
-        forensics = {**self._forensics(seq), **self._bmc_events(record)}
+        forensics = {**self._forensics(seq, record), **self._bmc_events(record)}
         return self._rejoin(seq, record, forensics)
 
     def _after_budget(self, seq: Sequence, record: Record, old_boot: str | None) -> Recovered:
@@ -280,7 +281,7 @@ class HostRecovery:
         cycle_host(power, self.settings.dwell_s, on_state=lambda state: seq.transition(RecoveryState(state),
                                                                                       after_budget="cycle"))
         self._bring_back(seq, old_boot)
-        forensics = {**self._forensics(seq), **self._bmc_events(record), "after_budget": "cycled once more, booted"}
+        forensics = {**self._forensics(seq, record), **self._bmc_events(record), "after_budget": "cycled once more, booted"}
         return Recovered(replace(record, forensics=forensics),
                          quarantine=f"{spent}: cycled once more so it is left booted (after_budget: cycle)")
 
@@ -359,6 +360,7 @@ class HostRecovery:
         with the failing checks' words in the forensics (``gpu_health``) and the reason."""
         from reprofleet.runner import health_gate
 
+        record = as_host_shutdown(replace(record, forensics=forensics))  # an orderly reboot is infra, runs again
         after = "the wedge" if record.outcome is Outcome.WEDGE else \
             "the reset" if record.outcome is Outcome.REBOOT else "recovery"
         try:
@@ -538,12 +540,12 @@ class HostRecovery:
             seq.transition(RecoveryState.QUARANTINED, reason=str(exc))
             return Recovered(replace(record, forensics={"recovery": "failed", "error": str(exc)}),
                              quarantine=f"recovery failed: {exc}")
-        forensics = {**self._forensics(seq), **self._bmc_events(record)}
+        forensics = {**self._forensics(seq, record), **self._bmc_events(record)}
         return self._rejoin(seq, record, forensics)
 
-    def _forensics(self, seq: Sequence) -> dict[str, Any]:
+    def _forensics(self, seq: Sequence, record: Record) -> dict[str, Any]:
         seq.transition(RecoveryState.FORENSICS)
-        return postboot_forensics(self.link.agent, self.budget.used, self.log)
+        return postboot_forensics(self.link.agent, self.budget.used, self.log, record.boot_id)
 
     def _bmc_events(self, record: Record) -> dict[str, Any]:
         """What the host's BMC logged since the attempt started ({} without a BMC; see power/event_log)."""
@@ -594,14 +596,17 @@ def switch_on_round(power: HostPower, clock: Clock, log: HostLog, warn: bool = T
     return True
 
 
-def postboot_forensics(agent: Callable[[], Any], power_cycles: int, log: HostLog) -> dict[str, Any]:
-    """What the previous boot left (its kernel log's findings and tail, pstore), read through the agent."""
+def postboot_forensics(agent: Callable[[], Any], power_cycles: int, log: HostLog,
+                       boot_id: str | None = None) -> dict[str, Any]:
+    """What the boot the attempt ran in left (its kernel log's findings and tail, how it shut
+    down, pstore), read through the agent; boot -1 where the record names no boot."""
     try:
-        postboot = agent().postboot()
+        postboot = agent().postboot(boot_id) if boot_id else agent().postboot()
     except ReprofleetError as exc:
         return {"error": f"post-boot forensics failed: {exc}"}
     previous = postboot.previous_boot
     forensics: dict[str, Any] = {
+        "shutdown": previous.shutdown.as_json(),  # systemd's stop lines: someone rebooted it, not the bug
         "journal_persistent": postboot.journal_persistent,
         "previous_boot_available": previous.available,
         "findings": list(previous.findings),

@@ -88,6 +88,7 @@ class SlotRecorder:
             forensics=None, facts=self.facts_hash,
             stream=f"streams/{attempt_id}.jsonl" if followed else None,
             poc=self.ctx.poc_digest, cell_id=self._cell_id(cell, runtime),
+            forged_lines=trace.forged_lines if trace else 0,
         )
 
     def check_disk(self, free_bytes: Callable[[Path], int] | None = None) -> None:

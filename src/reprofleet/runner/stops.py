@@ -16,6 +16,7 @@ from reprofleet.stats import stop_rules as stopping
 from reprofleet.records.reader import attempts_of
 from reprofleet.model import Cell, Playbook, Role, StopKind, frozen_mapping
 from reprofleet.model.events import CampaignEvent
+from reprofleet.model.shutdown import orderly_shutdown
 from reprofleet.runner.host_log import HostLog
 
 
@@ -59,14 +60,16 @@ class HostStops:
         self.tallies: dict[str, Tally] = {}
         self.stopped: set[str] = set(stopped)
         for record in attempts_of(earlier):
-            self.add(record.cell, record.outcome, record.last_phase, record.phases, record.reason)
+            self.add(record.cell, record.outcome, record.last_phase, record.phases, record.reason,
+                     orderly=orderly_shutdown(record.forensics))
 
     def add(self, cell: str, outcome: str, last_phase: str | None, phases: Sequence[str] | None = None,
-            reason: str | None = None) -> None:
+            reason: str | None = None, *, orderly: str | None = None) -> None:
         """Count one record of ``cell`` (call it after every record the host runner writes);
-        roles as the judge gives them, so a slot that runs again counts for nothing."""
+        roles as the judge gives them, so a slot that runs again counts for nothing, nor does a
+        reboot whose forensics show an orderly shutdown (``orderly``: model.shutdown's words)."""
         tally = self.tallies.setdefault(cell, Tally())
-        role = self.playbook.judging.role(outcome, last_phase, phases, reason)
+        role = self.playbook.judging.role(outcome, last_phase, phases, reason, orderly=orderly)
         if role is Role.NOT_RUN:
             return
         tally.attempts += 1

@@ -14,7 +14,10 @@ vLLM asking to wedge) goes through the same code:
   space reads all ones and the driver says so in each new boot's kernel log.
 * ``<host>/hw/requests/*.json`` asks for ``wedge`` (iptables DROP in the host's netns, then
   freezer FROZEN: the host goes silent within ~100 ms), ``reboot`` (a reset: off + on by
-  itself) or ``stall`` (SIGSTOP sshd and the agent, SIGCONT later).
+  itself), ``orderly_reboot`` (what a person's ``reboot`` or unattended-upgrades' automatic
+  reboot does: the system is "stopping", systemd-logind says who asked, every process gets
+  SIGTERM, then what is left gets SIGKILL and systemd's shutdown lines end the boot's journal,
+  and a new boot starts) or ``stall`` (SIGSTOP sshd and the agent, SIGCONT later).
 
 Everything it does is appended to ``<fleet>/hardware.jsonl``; each host's current state is
 in ``<host>/hw/state.json``.
@@ -37,7 +40,7 @@ from reprofleet.sim import netns
 from reprofleet.sim.cgroup import FreezerGroup
 from reprofleet.sim.layout import FleetPaths, HostPaths
 from reprofleet.sim.manifest import HostRecord
-from reprofleet.sim.rfsim import boots, gpu, hwio, kernel_panic, netconsole_tx, sysfs
+from reprofleet.sim.rfsim import boots, gpu, hwio, kernel_panic, netconsole_tx, orderly_shutdown, sysfs
 
 TICK_S = 0.02
 PR_SET_CHILD_SUBREAPER = 36
@@ -61,6 +64,7 @@ class HostMachine:
     lockup: dict[str, Any] | None = None  # a freeze the kernel's watchdog will see: kind, comm, pid, at
     panic_reboot_at: float | None = None  # kernel.panic seconds after a panic
     panicked: bool = False  # this boot panicked: the next boot keeps its pstore record
+    stopping: dict[str, Any] | None = None  # an orderly reboot under way: by whom, and when its SIGTERM grace ends
 
 
 class Hardware:
@@ -88,6 +92,7 @@ class Hardware:
                 "power": host.power,
                 "frozen": host.frozen,
                 "stalled": host.stall_until is not None,
+                "stopping": host.stopping is not None,
                 "boot_id": boot.boot_id if boot else None,
                 "boot_index": boot.index if boot else None,
                 "sshd_pid": host.sshd,
@@ -108,7 +113,7 @@ class Hardware:
             self.forget_frozen_boot(host)
         ended = boots.end_current(host.paths.boots)
         host.power, host.frozen = "off", False
-        host.lockup, host.panic_reboot_at = None, None
+        host.lockup, host.panic_reboot_at, host.stopping = None, None, None
         self.event(host, "power_off", reason=reason, boot_id=ended.boot_id if ended else None,
                    took_s=round(time.monotonic() - started, 3))
         self.publish(host)
@@ -125,6 +130,7 @@ class Hardware:
             kernel_panic.clear_pstore(host.paths.hw)
         host.panicked = False
         delay = 0.0 if host.first_boot else host.record.spec.boot_delay_s
+        orderly_shutdown.set_state(host.paths.hw, "starting")
         host.power, host.boot_at, host.first_boot = "booting", time.monotonic() + delay, False
         self.event(host, "power_on", reason=reason, boot_id=boot.boot_id, boot_delay_s=delay)
         self.publish(host)
@@ -140,6 +146,7 @@ class Hardware:
         ]
         netns.set_host_link(host.record.netns, True, self.manifest.gateway, host.record.address)
         host.sshd = _spawn_in_cgroup(argv, host.paths.sshd_log, host.cgroup)
+        orderly_shutdown.set_state(host.paths.hw, "running")
         host.power = "on"
         self.event(host, "boot", boot_id=boot.boot_id, sshd_pid=host.sshd)
         self.publish(host)
@@ -183,6 +190,36 @@ class Hardware:
                         boots.xid_message(79, 0, "<unknown>", bus=bus[:-2])):
             boots.append_kmsg(host.paths.boots / boot.kmsg_name, message, level=boots.KERN_ERR, usec=2_400_000)
 
+    def orderly_reboot(self, host: HostMachine, request: dict[str, Any]) -> None:
+        """systemd reboots the host on someone's request: the manager is "stopping", logind says
+        who asked, and every process (the sessions, sshd, the agent's supervisor, the PoC) gets
+        SIGTERM at once, as stopping their units does; ``finish_orderly_reboot`` follows."""
+        if host.power != "on" or host.frozen or host.stopping is not None:
+            return
+        boot = boots.current(host.paths.boots)
+        if boot is None:
+            return
+        by = str(request.get("by") or "person")
+        orderly_shutdown.set_state(host.paths.hw, "stopping")
+        orderly_shutdown.log(host.paths.boots / boot.journal_name, orderly_shutdown.begin_lines(by), boot.started)
+        pids = host.cgroup.pids()
+        for pid in pids:
+            _signal(pid, signal.SIGTERM)
+        host.stopping = {"by": by, "until": time.monotonic() + orderly_shutdown.SIGTERM_GRACE_S}
+        self.event(host, "orderly_reboot", by=by, boot_id=boot.boot_id, sigterm=len(pids),
+                   source=request.get("source", "request"))
+        self.publish(host)
+
+    def finish_orderly_reboot(self, host: HostMachine) -> None:
+        """Every unit stopped (or its grace is over): systemd-shutdown's lines end the boot's
+        journal, what is left is killed, and the host boots again."""
+        boot = boots.current(host.paths.boots)
+        if boot is not None:
+            orderly_shutdown.log(host.paths.boots / boot.journal_name, orderly_shutdown.END_LINES, boot.started)
+        self.event(host, "reset", source="orderly_reboot")
+        self.power_off(host, "orderly reboot")
+        self.power_on(host, "orderly reboot")
+
     def stall(self, host: HostMachine, seconds: float) -> None:
         if host.power != "on" or host.frozen:
             return
@@ -219,6 +256,8 @@ class Hardware:
             self.netconsole(host)
         if host.lockup is not None and time.monotonic() >= host.lockup["at"]:
             self.watchdog_fires(host)
+        if host.stopping is not None and (time.monotonic() >= host.stopping["until"] or not host.cgroup.pids()):
+            self.finish_orderly_reboot(host)
         if host.panic_reboot_at is not None and time.monotonic() >= host.panic_reboot_at:
             self.event(host, "reset", source="panic")
             self.power_off(host, "panic")
@@ -285,6 +324,8 @@ class Hardware:
                 self.event(host, "reset", source=request.get("source", "request"))
                 self.power_off(host, "reset")
                 self.power_on(host, "reset")
+        elif kind == "orderly_reboot":
+            self.orderly_reboot(host, request)
         elif kind == "stall":
             self.stall(host, float(request.get("seconds", 1.0)))
         else:

@@ -132,6 +132,18 @@ class SimHost:
         if wait:
             wait_until(lambda: self.is_frozen, timeout_s, f"{self.name} to freeze")
 
+    def orderly_reboot(self, by: str = "person", wait: bool = True, timeout_s: float = 20.0) -> None:
+        """Reboot the host in an orderly way, as ``sudo systemctl reboot`` (``by="person"``) or
+        unattended-upgrades' automatic reboot (``by="unattended-upgrades"``) would: every
+        process gets SIGTERM while the system is "stopping", systemd's shutdown lines end the
+        boot's journal, and a new boot starts (hardware.py ``orderly_reboot``). ``wait``: until
+        the new boot's sshd answers."""
+        old = self.boot_id
+        hwio.request("orderly_reboot", self.paths.hw, source="test", by=by)
+        if wait:
+            wait_until(lambda: self.boot_id not in (None, old), timeout_s, f"{self.name} to reboot in order")
+            self.wait_ssh(self.spec.boot_delay_s + BOOT_SLACK_S)
+
     def stall(self, seconds: float, wait: bool = True) -> None:
         """SIGSTOP sshd and the agent for ``seconds`` (the host stays up and keeps its network)."""
         hwio.request("stall", self.paths.hw, seconds=seconds)

@@ -93,10 +93,12 @@ def sshd_config_text(paths: HostPaths, address: str, authorized_keys: Path, logi
             "PrintLastLog no",
             "X11Forwarding no",
             "AcceptEnv LANG LC_*",
-            # the host's sysctls (host_debug), configfs (netconsole) and sysfs (its PCI bus, watchdog:
-            # rfsim/sysfs.py); sshd takes one SetEnv line only
+            # the host's sysctls (host_debug), configfs (netconsole), sysfs (its PCI bus, watchdog:
+            # rfsim/sysfs.py) and systemd's state (an orderly reboot: rfsim/orderly_shutdown.py);
+            # sshd takes one SetEnv line only
             f"SetEnv REPROFLEET_PROC_SYS={HOST_ETC / 'hw' / 'proc-sys'} "
-            f"REPROFLEET_CONFIGFS={HOST_ETC / 'hw' / 'configfs'} REPROFLEET_SYSFS={HOST_ETC / 'hw' / 'sys'}",
+            f"REPROFLEET_CONFIGFS={HOST_ETC / 'hw' / 'configfs'} REPROFLEET_SYSFS={HOST_ETC / 'hw' / 'sys'} "
+            f"REPROFLEET_SYSTEM_STATE={HOST_ETC / 'hw' / 'system_state'}",
             "Subsystem sftp internal-sftp",
             "LogLevel INFO",
             "",

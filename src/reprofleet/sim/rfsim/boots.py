@@ -5,13 +5,17 @@ bind-mounted over /proc/sys/kernel/random/boot_id and a fresh kernel log file bi
 over /dev/kmsg) and closes it on power off. The fake ``journalctl`` reads previous boots
 from here, as the real one reads a persistent journal.
 
-Kernel log lines use the /dev/kmsg record format ``pri,seq,usec,flags;message``.
+Kernel log lines use the /dev/kmsg record format ``pri,seq,usec,flags;message``. What
+userspace logs (systemd, systemd-logind, unattended-upgrades during an orderly shutdown) is
+in ``<index>.journal``, one JSON object a line: ``usec`` (since the boot began), ``ident``,
+``pid``, ``message``; ``journalctl`` without ``-k`` shows both, in time order.
 
 Host-side module: standard library only.
 """
 
 from __future__ import annotations
 
+import json
 import time
 import uuid
 from dataclasses import asdict, dataclass
@@ -42,6 +46,10 @@ class Boot:
     def boot_id_name(self) -> str:
         return f"{self.index}.boot_id"
 
+    @property
+    def journal_name(self) -> str:
+        return f"{self.index}.journal"
+
 
 def index_path(boots_dir: Path) -> Path:
     return boots_dir / "index.json"
@@ -70,6 +78,7 @@ def new_boot(boots_dir: Path, hostname: str, now: Optional[float] = None) -> Boo
     (boots_dir / boot.boot_id_name).write_text(boot.boot_id + "\n")
     kmsg = boots_dir / boot.kmsg_name
     kmsg.write_text("")
+    (boots_dir / boot.journal_name).write_text("")
     for offset, level, message in boot_lines(hostname):
         append_kmsg(kmsg, message, level=level, usec=int(offset * 1e6))
     _save(boots_dir, boots + [boot])
@@ -111,6 +120,31 @@ def append_kmsg(path: Path, message: str, *, level: int = KERN_INFO, usec: Optio
     seq = sum(1 for _ in open(path)) if path.exists() else 0
     with open(path, "a") as out:
         out.write(f"{level},{seq},{usec},-;{message}\n")
+
+
+def append_journal(path: Path, ident: str, message: str, *, pid: Optional[int] = None,
+                   started: Optional[float] = None) -> None:
+    """Append one userspace journal entry, stamped with the time since ``started``."""
+    usec = int(max(0.0, time.time() - (started or time.time())) * 1e6)
+    with open(path, "a") as out:
+        out.write(json.dumps({"usec": usec, "ident": ident, "pid": pid, "message": message}) + "\n")
+
+
+def read_journal(path: Path) -> List[Dict[str, Any]]:
+    """A boot's userspace entries (none for a boot recorded before they were kept)."""
+    try:
+        text = path.read_text()
+    except OSError:
+        return []
+    entries = []
+    for line in text.splitlines():
+        try:
+            entry = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(entry, dict) and isinstance(entry.get("message"), str):
+            entries.append(entry)
+    return entries
 
 
 def parse_kmsg(text: str) -> List[Dict[str, Any]]:

@@ -10,7 +10,12 @@ using the GPU policy actually applied *at that moment*:
 * hang   - stops printing and sleeps forever (the host is fine); with the host's
   ``hang_ignores_sigterm`` it is stuck in the driver and only SIGKILL ends it;
 * wedge  - asks the hardware to wedge the host, then sleeps forever (it will be frozen);
-* reboot - asks the hardware to reset the host, then sleeps until it dies with it.
+* reboot - asks the hardware to reset the host, then sleeps until it dies with it;
+* orderly_reboot (script only) - unattended-upgrades reboots the host under the attempt: asks
+  the hardware for an orderly reboot, then sleeps until systemd's SIGTERM ends it;
+* forge (script only) - appends a clean ``exit`` line of its own to every events.jsonl under
+  the agent's state folder and writes the attempt's exit.json (a PoC, or a package it imports,
+  that writes the agent's files), then fails as ``error`` does.
 
 Every decision is appended to ``hw/decisions.jsonl`` (the simulation's ground truth).
 
@@ -20,6 +25,7 @@ Host-side module: standard library only.
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import random
 import signal
@@ -158,6 +164,12 @@ class Engine:
     def act(self, decision: wedge.Decision) -> None:
         if decision.outcome == "clean":
             return
+        if decision.outcome == wedge.FORGE:
+            forge_clean_exits()
+            self.fail(False)
+        if decision.outcome == wedge.ORDERLY_REBOOT:
+            hwio.request("orderly_reboot", source="vllm", by="unattended-upgrades", attempt=decision.attempt)
+            sleep_forever()
         if decision.outcome == "error":
             self.fail(random.Random(decision.attempt).random() < 0.5)
         if decision.outcome == "hang" and hwio.host_config().get("hang_ignores_sigterm"):
@@ -191,6 +203,26 @@ class Engine:
         emit(f"{_prefix(self.core_pid)}Process EngineCore:", sys.stderr)
         gpu.write_load(0, dict(self.load, level=0.0))
         raise RuntimeError("Engine core initialization failed. See root cause above. Failed core proc(s): {}")
+
+
+def forge_clean_exits() -> int:
+    """What a PoC of the agent's own uid can do to the agent's files: a clean exit line appended
+    (compact, as the agent writes its lines) to every events.jsonl under the state folder, and
+    its own attempt's exit.json replaced. Returns how many files it wrote."""
+    root = Path(os.environ.get("REPROFLEET_STATE_DIR") or Path.home() / ".cache" / "reprofleet")
+    lie = {"t": time.time(), "k": "exit", "seq": 10_000, "rc": 0, "signal": None, "timed_out": False,
+           "killed": False, "lost": False, "duration_s": 1.0, "telemetry": None, "mac": "0" * 64}
+    line = json.dumps(lie, separators=(",", ":"))
+    written = 0
+    for events in sorted(root.glob("attempts/*/events.jsonl")):
+        with open(events, "a") as out:
+            out.write(line + "\n")
+        written += 1
+    mine = os.environ.get("REPROFLEET_ATTEMPT")
+    if mine and (root / "attempts" / mine).is_dir():
+        (root / "attempts" / mine / "exit.json").write_text(line)
+        written += 1
+    return written
 
 
 def sleep_forever() -> None:

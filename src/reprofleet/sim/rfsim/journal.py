@@ -1,9 +1,12 @@
 """``journalctl`` on a simulated host: kernel messages of this boot and, when the journal
 is persistent (/var/log/journal exists), of earlier boots; otherwise a previous boot is
-"not available", with systemd 252's message and exit status 1.
+"not available", with systemd 252's message and exit status 1. Without ``-k`` it also shows
+what userspace logged (rfsim/boots.py ``<index>.journal``: an orderly shutdown's lines), in
+time order, as ``<ident>[<pid>]: <message>``.
 
 Supports what post-boot forensics use: ``-k``, ``-b [N|ID]``, ``--list-boots``,
-``-o short|short-iso|short-unix|cat``, ``-n N``, ``-f``, ``--no-pager``.
+``-o short|short-iso|short-unix|cat``, ``-n N``, ``-t IDENT`` (repeatable: any of them), ``-f``,
+``--no-pager``.
 
 Host-side module: standard library only.
 """
@@ -23,7 +26,7 @@ def journal_persistent() -> bool:
 
 
 VALUE_FLAGS = {"-b": "boot", "--boot": "boot", "-o": "output", "--output": "output",
-               "-n": "lines", "--lines": "lines"}
+               "-n": "lines", "--lines": "lines", "-t": "identifier", "--identifier": "identifier"}
 SWITCHES = {"-k": ("kernel",), "--dmesg": ("kernel",), "-f": ("follow",), "--follow": ("follow",),
             "-kf": ("kernel", "follow"), "-fk": ("kernel", "follow"), "--list-boots": ("list-boots",),
             "--no-pager": (), "-q": (), "--quiet": (), "--no-hostname": (), "-a": (), "--all": ()}
@@ -44,6 +47,8 @@ def parse(argv: List[str]) -> Dict[str, Optional[str]]:
             boot_without_value = flag in ("-b", "--boot") and (not args or (args[0].startswith("-")
                                                                              and not _is_offset(args[0])))
             value = "0" if boot_without_value else args.pop(0)
+        if VALUE_FLAGS[flag] == "identifier" and parsed.get("identifier"):
+            value = f"{parsed['identifier']},{value}"  # repeated: any of them
         parsed[VALUE_FLAGS[flag]] = value
     return parsed
 
@@ -72,6 +77,8 @@ def visible_boots(boots_dir: Path) -> List[boots.Boot]:
 def format_line(boot: boots.Boot, record: Dict[str, object], output: str) -> str:
     stamp = boot.started + int(record["usec"]) / 1e6  # type: ignore[call-overload]
     message = str(record["message"])
+    ident = str(record.get("ident") or "kernel")
+    source = ident if record.get("pid") is None else f"{ident}[{record['pid']}]"
     if output == "cat":
         return message
     if output == "short-unix":
@@ -80,7 +87,7 @@ def format_line(boot: boots.Boot, record: Dict[str, object], output: str) -> str
         prefix = time.strftime("%Y-%m-%dT%H:%M:%S%z", time.localtime(stamp))
     else:
         prefix = time.strftime("%b %d %H:%M:%S", time.localtime(stamp))
-    return f"{prefix} {boot.hostname} kernel: {message}"
+    return f"{prefix} {boot.hostname} {source}: {message}"
 
 
 def list_boots(known: List[boots.Boot]) -> List[str]:
@@ -110,6 +117,13 @@ def main(argv: List[str]) -> int:
         return 1
     output = parsed.get("output") or "short"
     records = boots.parse_kmsg((boots_dir / boot.kmsg_name).read_text())
+    kernel_seen = len(records)  # -f follows the kernel log from its end
+    if "kernel" not in parsed:
+        userspace = boots.read_journal(boots_dir / boot.journal_name)
+        records = sorted(records + userspace, key=lambda r: int(r["usec"]))  # stable: kernel first at a tie
+    if parsed.get("identifier"):
+        wanted = set(str(parsed["identifier"]).split(","))
+        records = [r for r in records if str(r.get("ident") or "kernel") in wanted]
     if parsed.get("lines"):
         records = records[-int(parsed["lines"] or 10):]
     if not records and "follow" not in parsed:
@@ -117,7 +131,7 @@ def main(argv: List[str]) -> int:
         return 0
     _print([format_line(boot, r, output) for r in records])
     if "follow" in parsed:
-        return follow(boot, boots_dir / boot.kmsg_name, len(records), output)
+        return follow(boot, boots_dir / boot.kmsg_name, kernel_seen, output)
     return 0
 
 

@@ -28,7 +28,11 @@ from typing import Any, Dict, Mapping, Optional, Sequence, Tuple
 
 OUTCOMES = ("clean", "error", "hang", "wedge", "reboot")
 LOCKUP = "lockup"  # a script entry: a wedge that the kernel's lockup watchdog sees
-SCRIPT_ENTRIES = OUTCOMES + (LOCKUP, "auto")
+# script entries of things that are not the bug: an automatic upgrade's reboot during the attempt,
+# and a PoC that writes a clean exit of its own into the agent's files, then fails
+ORDERLY_REBOOT = "orderly_reboot"
+FORGE = "forge"
+SCRIPT_ENTRIES = OUTCOMES + (LOCKUP, ORDERLY_REBOOT, FORGE, "auto")
 LOCKUP_KINDS = ("soft", "hard")
 
 
@@ -157,7 +161,7 @@ def decide(
         forced = script[attempt]
         if forced == LOCKUP:
             return Decision("wedge", "script", attempt, probs, lockup=params.lockup_kind)
-        if forced not in OUTCOMES:
+        if forced not in OUTCOMES + (ORDERLY_REBOOT, FORGE):
             raise ValueError(f"script entry {forced!r} is not one of {', '.join(SCRIPT_ENTRIES)}")
         return Decision(forced, "script", attempt, probs)
     outcome = pick(probs, random.Random(f"{seed}:{attempt}").random())
