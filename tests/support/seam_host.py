@@ -58,6 +58,7 @@ class Device:
     lose_on_readbacks: int = 0  # the next N reads while on are lost (a BMC slow to answer after power-on)
     state: PowerState = PowerState.ON
     requests: list[str] = field(default_factory=list)
+    before_set: Callable[[PowerState], None] | None = None  # a test's hook as each switch request arrives
 
 
 class FakeHost:
@@ -222,6 +223,8 @@ class FakeOutlet(PowerDriver):
 
     def _set(self, state: PowerState) -> None:
         device = self.fake.device
+        if device.before_set is not None:
+            device.before_set(state)
         device.requests.append(f"set {state.value}")
         if state is PowerState.ON and device.lose_ons > 0:
             device.lose_ons -= 1

@@ -43,6 +43,7 @@ from reprofleet.liveness.probes import resolve
 from reprofleet.liveness.silence_hold import segments_of
 from reprofleet.liveness.witness import HostsSideWitness, campaign_guard, named_witnesses
 from reprofleet.model.events import CampaignEvent
+from reprofleet.campaign.left_off import switch_on_left_off
 from reprofleet.campaign.metrics import CampaignMetrics
 from reprofleet.campaign.observe import Ended, Observer, Watched, watching
 from reprofleet.campaign.resume import InputChange, belongs_to
@@ -403,6 +404,7 @@ def run_campaign(
                               port=port_for(ctx, host) if port_for is not None else None,
                               resolved_before=history.resolved_on(host.name), schedule=schedule)
                    for host in plan.hosts]
+        started = utc_now()  # this controller's own power actions are those logged from now on
         threads = [threading.Thread(target=r.run, name=f"host-{r.host.name}", daemon=True) for r in runners]
         try:
             for thread in threads:
@@ -410,6 +412,13 @@ def run_campaign(
             for thread in threads:
                 while thread.is_alive():
                     thread.join(0.2)
+        except KeyboardInterrupt:  # the second Ctrl-C: no host is left switched off on the way out
+            ports = {r.host.name: r.link.port for r in runners}
+            said = switch_on_left_off(lambda name, log: ports[name].power(log), directory.power, started, clock)
+            if said is not None:
+                ctx.event("", CampaignEvent.POWER_ON_AT_EXIT, message=said)
+                raise KeyboardInterrupt(f"stopped by a second Ctrl-C; {said}") from None
+            raise
         finally:
             if ctx.netconsole is not None:
                 ctx.netconsole.close()

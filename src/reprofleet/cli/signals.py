@@ -2,8 +2,9 @@
 
 The stop is set before anything is printed: the terminal that sent SIGHUP is usually gone,
 and a ``| tee`` may have closed, so the message can fail; the clean stop (attempts killed,
-GPU defaults restored, outlets on, the lease released) must not fail with it. A second
-signal forces the way out. SIGHUP stays ignored when it was ignored at start (``nohup``).
+GPU defaults restored, the lease released) must not fail with it; a stop never cuts power
+(recovery's gate refuses a power action once the stop is set). A second signal forces the way
+out: campaign/left_off.py switches on, bounded, every outlet this controller left off first. SIGHUP stays ignored when it was ignored at start (``nohup``).
 """
 
 from __future__ import annotations
@@ -12,7 +13,8 @@ import signal
 import threading
 from typing import Any, Callable
 
-STOPPING = "stopping — killing running attempts and restoring GPU defaults (again to force)"
+STOPPING = ("stopping — killing running attempts and restoring GPU defaults; no power is switched "
+            "(again to force: outlets this controller left off are switched on first)")
 
 
 def stop_handler(stop: threading.Event, say: Callable[[str], None]) -> Callable[[int, Any], None]:

@@ -66,10 +66,12 @@ class RecoveryState(str, Enum):
     FORENSICS = "forensics"
     READY = "ready"
     QUARANTINED = "quarantined"
+    STOPPED = "stopped"  # the campaign stopped before any power action: nothing switched
 
 
 _NEXT = {
-    RecoveryState.WEDGED: {RecoveryState.OFF, RecoveryState.ON, RecoveryState.BOOTING, RecoveryState.QUARANTINED},
+    RecoveryState.WEDGED: {RecoveryState.OFF, RecoveryState.ON, RecoveryState.BOOTING, RecoveryState.QUARANTINED,
+                           RecoveryState.STOPPED},
     RecoveryState.OFF: {RecoveryState.DWELL, RecoveryState.QUARANTINED},
     RecoveryState.DWELL: {RecoveryState.ON, RecoveryState.OFF, RecoveryState.QUARANTINED},  # OFF: the retry
     RecoveryState.ON: {RecoveryState.BOOTING, RecoveryState.OFF, RecoveryState.QUARANTINED},
@@ -86,6 +88,13 @@ class RecoveryError(ReprofleetError):
 
 class NeverFrozen(RecoveryError):
     """A host without a power port came back with the same boot_id: it was not wedged."""
+
+
+class StoppedBeforeSwitching(ReprofleetError):
+    """The campaign was stopped before the power action: stopping never cuts power."""
+
+    WORDS = ("stopped before the power action: the campaign was stopped, nothing was switched "
+             "and the host is left as it was")
 
 
 class Sequence:
@@ -234,6 +243,9 @@ class HostRecovery:
             return Recovered(replace(record, outcome=Outcome.INFRA, detect_latency_s=None, reason=str(exc)))
         except NetworkDown as exc:
             return Recovered(replace(record, outcome=Outcome.INFRA, reason=str(exc)))
+        except StoppedBeforeSwitching as exc:
+            seq.transition(RecoveryState.STOPPED, reason=str(exc))
+            return Recovered(replace(record, forensics={"recovery": str(exc)}))
         except (RecoveryError, PowerError) as exc:
             seq.transition(RecoveryState.QUARANTINED, reason=str(exc))
             # a BMC that failed the cycle would only fail again; a host that never came back is worth the read
@@ -297,6 +309,8 @@ class HostRecovery:
             return answered("declared wedged, but the host answered before the power cycle")
         waited = self.gate.guard()
         held = self.gate.hold()
+        if self.stop.is_set():  # a stop releases the hold (or the guard), and never into a cut
+            raise StoppedBeforeSwitching(StoppedBeforeSwitching.WORDS)
         if (waited or held) and self.link.banner(self.timings.banner_timeout_s):
             # it was our network, or its switch, all along: the host answers now that it is back
             return answered(("declared wedged while the controller's network was down" if waited else
