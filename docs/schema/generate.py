@@ -74,6 +74,27 @@ def M(values: Node, description: str) -> Node:
     return {"type": "object", "description": description, "additionalProperties": values}
 
 
+# Every outcome a record can have (src/reprofleet/model/outcomes.py, Outcome; the README's outcome table),
+# in its order; tests/unit/test_outcome_outputs.py holds the two to the same list.
+OUTCOMES = {
+    "clean": "the PoC exited 0",
+    "error": "the PoC exited non-zero, the host fine",
+    "hang": "the host answered, the PoC did not finish in time",
+    "wedge": "the host stopped answering",
+    "reboot": "the host came back by itself with a new boot_id",
+    "power_loss": "the host lost power: its outlet or chassis read off before the controller switched anything",
+    "infra": "could not be judged",
+}
+OUTCOME = S("outcome", enum=list(OUTCOMES))
+
+
+def COUNTS(description: str) -> Node:  # noqa: N802 - a node maker, as O and M
+    """Counts by outcome: every outcome its own key (0 included); a later version's outcome may follow."""
+    return {"type": "object", "description": description,
+            "properties": {name: I(f"{name}: {words}", minimum=0) for name, words in OUTCOMES.items()},
+            "required": list(OUTCOMES), "additionalProperties": I("an outcome a later version records", minimum=0)}
+
+
 INTERVAL = O("A confidence interval or bound, as the report prints it", {
     "low": N("lower end (0 for an upper bound)"), "high": N("upper end (1 for a lower bound)"),
     "confidence": N("confidence level, e.g. 0.95"),
@@ -125,7 +146,7 @@ VERDICT = O("One cell's verdict with every number its sentence rests on", {
     required=["cell", "cell_id", "verdict", "text", "reference", "reproductions", "judged", "excluded", "hosts",
               "rate", "against_reference", "anytime"])
 JUDGING = O("How attempts are judged (the campaigns' manifests)", {
-    "reproductions": A(S("outcome"), "outcomes that count as a reproduction"),
+    "reproductions": A(OUTCOME, "outcomes that count as a reproduction"),
     "at_risk_phase": nul("string", "the vLLM phase at risk"),
     "max_excluded_share": N("largest share of excluded attempts a verdict accepts"),
     "fixed_ratio": N("rate ratio below which a cell is called fixed"),
@@ -146,7 +167,7 @@ RATE = O("A cell's count and rate on one host, or pooled over its hosts (host nu
     "judged": I("attempts in the rate", minimum=0), "clean": I("clean attempts", minimum=0),
     "at_risk": I("errors/hangs in the phase at risk", minimum=0), "excluded": I("excluded", minimum=0),
     "not_run": I("slots that run again", minimum=0), "early": I("early reproductions", minimum=0),
-    "outcomes": M(I("count"), "attempts by outcome"), "rate": nul("number", "reproductions / judged (null: none judged)"),
+    "outcomes": COUNTS("attempts by outcome (slots that run again are in not_run, not here)"), "rate": nul("number", "reproductions / judged (null: none judged)"),
     "interval": NR("interval", "the rate's interval"), "approximate": B("a look before the planned end"),
     "mix": B("pooled over hosts that differ: this fleet's mix, not one rate")})
 
@@ -191,7 +212,7 @@ schema("compare", "invoke compare --json", "Sides compared over the same cells, 
 # status
 HOST_STATE = O("One host's progress", {
     "name": S("host"), "done": I("attempts done", minimum=0), "planned": nul("integer", "attempts planned (null: unknown)"),
-    "remaining": nul("integer", "slots left"), "outcomes": M(I("count"), "attempts by outcome"),
+    "remaining": nul("integer", "slots left"), "outcomes": COUNTS("records by outcome (slots that run again included)"),
     "wedges": I("wedges", minimum=0), "power_cycles": I("power cycles", minimum=0),
     "quarantined": nul("string", "why it was quarantined (null: it was not)"),
     "needs_person": nul("string", "what a person must do (a host without a PDU)"),
@@ -373,6 +394,7 @@ schema("cache.pull", "invoke cache.pull --json", "A host's cache harvested as a 
 schema("export", "invoke export --out FILE --json", "What export wrote (needs --out: stdout carries the rows otherwise)." + ONE_DOC,
        O("what was written", {"format": S("the format", enum=["csv", "parquet", "jsonl"]), "out": S("the file written"),
                               "attempts": I("rows: one per attempt, amendments folded", minimum=0),
+                              "outcomes": COUNTS("rows written by outcome"),
                               "columns_leading": A(S("column"), "the columns every row has, in order"),
                               "sources": A(S("path"), "folders or attempts files read")}))
 

@@ -92,7 +92,7 @@ def test_jsonl_is_each_folded_record_whole(tmp_path: Path) -> None:
     records = {r["attempt"]: r for r in read_records(folder / "attempts.jsonl")}
     assert len(exported) == len(records)
     for row in exported:
-        assert {k: v for k, v in row.items() if k not in ("role", "duration_s", "amended")} == \
+        assert {k: v for k, v in row.items() if k not in ("role", "role_reason", "duration_s", "amended")} == \
             {k: v for k, v in records[row["attempt"]].items() if k != "amended"}
 
 

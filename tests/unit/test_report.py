@@ -31,7 +31,7 @@ def test_report_pins_rates_comparison_and_wedge_details() -> None:
     records += [_rec("lgc-2800", "ws01", "clean") for _ in range(6)]
     records += [_rec("lgc-2800", "ws01", "infra", reason="interrupted: the campaign was stopped")]
     text = _report(records)
-    # columns: judged, the six outcomes, error/hang at risk, excluded, not run, the rate, its interval
+    # columns: judged, the seven outcomes (power_loss included), error/hang at risk, excluded, not run, the rate, its interval
     assert "| default (reference) | ws01 | 6 | 2 | 0 | 0 | 4 | 0 | 0 | 0 | 0 | 0 | 0 | 67% (4/6) |" in text
     assert "| lgc-2800 | ws01 | 6 | 6 | 0 | 0 | 0 | 0 | 0 | 0 | 0 | 0 | 1 | 0% (0/6) | 0%–46% |" in text
     assert "95% two-sided exact" in text

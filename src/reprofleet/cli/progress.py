@@ -26,6 +26,7 @@ OUTCOME_STYLE = {
 
 
 OUTCOME_COLUMNS = tuple(o.value for o in Outcome)  # every outcome its own column, power_loss included
+SHOWN_UP = ("wedge", "reboot", "power_loss")  # a count of these, when not 0, is coloured in the summary table
 
 # what changes a host's plain line outside a terminal (every other field rides along)
 PLAIN_FIELDS = ("status", "cell", "phase", "outcome")
@@ -217,7 +218,7 @@ def _row(row: Row) -> list[str]:
     cells = [f"{row.cell} (ref)" if row.reference else row.cell, row.host, str(tally.judged)]
     for outcome in OUTCOME_COLUMNS:
         value = tally.outcomes.get(outcome, 0)
-        style = OUTCOME_STYLE[outcome] if value and outcome in ("wedge", "reboot") else ""
+        style = OUTCOME_STYLE[outcome] if value and outcome in SHOWN_UP else ""
         cells.append(f"[{style}]{value}[/]" if style else str(value))
     return cells + [str(tally.at_risk), str(tally.excluded), str(tally.not_run), rate, ci]
 

@@ -17,7 +17,7 @@ forensics show an orderly shutdown, and who asked).
 from __future__ import annotations
 
 from reprofleet.model.values import frozen_mapping
-from reprofleet.model.outcomes import Outcome, PHASE_ORDER, Phase, Role, phase_reached
+from reprofleet.model.outcomes import Outcome, PHASE_ORDER, Phase, Role, outcome_counts, phase_reached
 from reprofleet.model.phases import PHASE_ORDERS, EngineRunner, PhasePosition
 from reprofleet.model.judging import (DEFAULT_FIXED_RATIO, DEFAULT_MAX_EXCLUDED_SHARE, DEFAULT_REPRODUCTIONS, Classified,
                                       EarlyReproductions, Judging, StopKind, StopRule)
@@ -74,5 +74,6 @@ __all__ = [
     "phase_reached",
     "reason_code",
     "orderly_shutdown",
+    "outcome_counts",
     "event_of",
 ]

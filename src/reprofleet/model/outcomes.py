@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 from enum import Enum, unique
+from typing import Mapping
 
 
 @unique
 class Outcome(str, Enum):
-    """How one attempt ended; see DESIGN.md's outcome table."""
+    """How one attempt ended; see the README's outcome table (Quickstart, after step 5)."""
 
     CLEAN = "clean"
     ERROR = "error"
@@ -31,6 +32,14 @@ class Phase(str, Enum):
     ATTENTION_WARMUP = "attention_warmup"
     CUDA_GRAPH_CAPTURE = "cuda_graph_capture"
     READY = "ready"
+
+
+def outcome_counts(counts: Mapping[str, int]) -> dict[str, int]:
+    """Counts by outcome as ``--json`` and ``invoke export`` give them: every outcome its own
+    key, 0 included (``power_loss`` as much as ``wedge``), in this enum's order; an outcome
+    this version does not know (a later controller's) follows, sorted."""
+    known = {o.value: int(counts.get(o.value, 0)) for o in Outcome}
+    return {**known, **{k: int(v) for k, v in sorted(counts.items()) if k not in known}}
 
 
 PHASE_ORDER: tuple[str, ...] = tuple(p.value for p in Phase)

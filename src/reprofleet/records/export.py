@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import csv
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import Enum, unique
 from pathlib import Path
 from typing import IO, Any, Iterable, Mapping, Sequence
@@ -25,6 +25,7 @@ from typing import IO, Any, Iterable, Mapping, Sequence
 import jsonlines
 
 from reprofleet.errors import ReprofleetError
+from reprofleet.model import outcome_counts
 from reprofleet.records.pooling import Pool
 
 
@@ -47,33 +48,39 @@ class Exported:
     out: Path
     attempts: int  # rows written: one per attempt, its amendments folded
     sources: tuple[str, ...]  # the folders or attempts files read
+    outcomes: Mapping[str, int] = field(default_factory=dict)  # rows written by outcome
 
     def to_json(self) -> dict[str, Any]:
         return {"format": self.format.value, "out": str(self.out), "attempts": self.attempts,
-                "columns_leading": list(LEADING), "sources": list(self.sources)}
+                "outcomes": outcome_counts(self.outcomes), "columns_leading": list(LEADING),
+                "sources": list(self.sources)}
 
 
 # Columns every row has, in this order; any other key of a record follows, sorted.
 LEADING = ("campaign", "attempt", "controller", "host", "cell", "cell_id", "attempt_index", "attempt_in_boot",
-           "cold_boot", "boot_id", "started", "ended", "duration_s", "outcome", "role", "reason", "detect_latency_s",
-           "last_phase", "last_log_line", "exit_code", "amended", "stream")
-INTEGERS = frozenset({"attempt_index", "attempt_in_boot", "exit_code", "schema"})
+           "cold_boot", "boot_id", "started", "ended", "duration_s", "outcome", "role", "role_reason", "reason",
+           "detect_latency_s", "last_phase", "last_log_line", "exit_code", "amended", "stream")
+INTEGERS = frozenset({"attempt_index", "attempt_in_boot", "exit_code", "forged_lines", "schema"})
 FLOATS = frozenset({"duration_s", "detect_latency_s"})
 BOOLEANS = frozenset({"cold_boot", "amended"})
 
 
 def folded(pool: Pool) -> list[dict[str, Any]]:
-    """Every attempt once, its amendments folded, with ``role`` (its campaign's rules) and
-    ``duration_s``; ``amended`` is whether any amendment completed it. Every key of the
-    record's line is kept, a key this version does not know included. Ordered by campaign,
-    then start time."""
+    """Every attempt once, its amendments folded, with ``role`` (its campaign's rules), why it has
+    that role (``role_reason``, empty for a reproduction or a non-reproduction: a ``power_loss``'s
+    words, an orderly reboot's "orderly reboot (...): not a reproduction", a slot's infra reason) and ``duration_s``; ``amended`` is
+    whether any amendment completed it. Every key of the record's line is kept, a key this
+    version does not know included. Ordered by campaign, then start time."""
     out = []
     for record in sorted(pool.records, key=lambda r: (r.campaign, str(r.started), r.attempt)):
         try:
-            role: str | None = record.classified(pool.judging_of(record)).role.value
+            classified = record.classified(pool.judging_of(record))
+            role: str | None = classified.role.value
+            why: str | None = classified.reason
         except ValueError:
-            role = None  # an outcome this version does not know: exported, not judged
-        out.append({**record.line, "role": role, "duration_s": record.duration_s(), "amended": record.amended})
+            role = why = None  # an outcome this version does not know: exported, not judged
+        out.append({**record.line, "role": role, "role_reason": why, "duration_s": record.duration_s(),
+                    "amended": record.amended})
     return out
 
 

@@ -16,7 +16,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from reprofleet.model import CampaignEvent, Outcome, event_of
+from reprofleet.model import CampaignEvent, Outcome, event_of, outcome_counts
 from reprofleet.records.pooling import Plan, read_manifest
 from reprofleet.records.prometheus import Heartbeat, read_heartbeat
 from reprofleet.records.reader import RecordedAttempt, read_attempts
@@ -208,7 +208,7 @@ def state_json(state: FolderState) -> dict[str, Any]:
         "cells": list(state.cells), "attempts_per_cell": state.attempts_per_cell,
         "done": state.done, "planned": state.planned, "eta_s": state.eta_s(),
         "hosts": [{"name": h.name, "done": h.done, "planned": h.planned, "remaining": h.remaining,
-                   "outcomes": dict(h.outcomes), "wedges": h.wedges, "power_cycles": h.power_cycles,
+                   "outcomes": outcome_counts(h.outcomes), "wedges": h.wedges, "power_cycles": h.power_cycles,
                    "quarantined": h.quarantined, "needs_person": h.needs_person,
                    "seconds_per_slot": h.seconds_per_slot} for h in state.hosts],
         "stopped": [{"host": h, "cell": c} for h, c in state.stopped], "warnings": list(state.warnings),

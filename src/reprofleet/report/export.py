@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import io
 import os
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from reprofleet.errors import UsageError
 from reprofleet.records.export import ExportFormat, Exported, folded, write_csv, write_jsonl, write_parquet
@@ -50,15 +52,16 @@ def export_rows(request: ExportRequest) -> ExportedRows:
             os.replace(temp, request.out)
         finally:
             temp.unlink(missing_ok=True)
-        return ExportedRows(len(rows), _exported(request, len(rows)))
+        return ExportedRows(len(rows), _exported(request, rows))
     buffer = io.StringIO()
     (write_csv if request.format is ExportFormat.CSV else write_jsonl)(rows, buffer)
     if request.out is None:
         return ExportedRows(len(rows), text=buffer.getvalue())
     write_atomic(request.out, buffer.getvalue())
-    return ExportedRows(len(rows), _exported(request, len(rows)))
+    return ExportedRows(len(rows), _exported(request, rows))
 
 
-def _exported(request: ExportRequest, attempts: int) -> Exported:
+def _exported(request: ExportRequest, rows: list[dict[str, Any]]) -> Exported:
     assert request.out is not None
-    return Exported(request.format, request.out, attempts, tuple(map(str, request.sources)))
+    return Exported(request.format, request.out, len(rows), tuple(map(str, request.sources)),
+                    Counter(str(row.get("outcome")) for row in rows))

@@ -30,6 +30,7 @@ from reprofleet.report.style import CSS
 from reprofleet.report.timeline import build_timeline, timeline_svg
 
 FREEZES = ("wedge", "reboot")
+SHOWN_UP = ("wedge", "reboot", "power_loss")  # a count of these, when not 0, is marked in the rate table
 
 
 def _e(value: Any) -> str:
@@ -55,7 +56,7 @@ def rate_table(judgement: Judgement) -> str:
         rate = (f"{approx}{pct(tally.reproductions / tally.judged)} ({tally.reproductions}/{tally.judged}){mix}"
                 if tally.judged else "—")
         ci = f"{approx}{pct(row.rate.low)}–{pct(row.rate.high)}" if tally.judged else "—"
-        counts = "".join(f'<td class="n{" o-" + o if tally.outcomes.get(o) and o in ("wedge", "reboot") else ""}">'
+        counts = "".join(f'<td class="n{" o-" + o if tally.outcomes.get(o) and o in SHOWN_UP else ""}">'
                          f"{tally.outcomes.get(o, 0)}</td>" for o in OUTCOMES) + f'<td class="n">{tally.at_risk}</td>'
         cls = ' class="pooled"' if row.host == ALL_HOSTS else ""
         cell = f"{row.cell} (reference)" if row.reference else row.cell

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from reprofleet.model import outcome_counts
 from reprofleet.verdicts import ALL_HOSTS, Judgement
 from reprofleet.verdicts.verdict import interval_json
 
@@ -22,7 +23,7 @@ def rates_json(judgement: Judgement) -> list[dict[str, Any]]:
             "cell": row.cell, "cell_id": row.cell_id, "host": None if row.host == ALL_HOSTS else row.host,
             "reference": row.reference, "reproductions": tally.reproductions, "judged": tally.judged,
             "clean": tally.clean, "at_risk": tally.at_risk, "excluded": tally.excluded, "not_run": tally.not_run,
-            "early": tally.early, "outcomes": dict(sorted(tally.outcomes.items())),
+            "early": tally.early, "outcomes": outcome_counts(tally.outcomes),  # every outcome, power_loss included, 0 or not
             "rate": tally.reproductions / tally.judged if tally.judged else None,
             "interval": interval_json(row.rate),
             "approximate": row.approximate,  # a look before the planned end: this fixed-n interval is not valid

@@ -20,6 +20,7 @@ tr.v-fixed td:last-child { color: var(--good); font-weight: 600; }
 tr.v-cannot-judge td:last-child { color: var(--warn); }
 tr.differs th, tr.differs td { background: #fff3cd; } tr.differs th { color: var(--bad); }
 .o-wedge, .o-reboot { color: var(--bad); font-weight: 600; }
+.o-power_loss { color: var(--warn); font-weight: 600; }
 figure.plot { margin: 0.5rem 0 1rem; } figure.plot svg { width: 100%; height: auto; display: block; }
 figcaption, p.meta, p.note { color: var(--muted); font-size: 0.85rem; }
 p.warning { color: var(--warn); }
