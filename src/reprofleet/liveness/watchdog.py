@@ -30,10 +30,9 @@ from typing import Any, Callable, Mapping, Protocol, Sequence
 
 from reprofleet.config import DEFAULT_TIMINGS, Timings
 from reprofleet.liveness.probes import ProbeAnswer
+from reprofleet.liveness.rounds import Probe, ProbeRounds
 from reprofleet.liveness.silence_hold import HoldRule, SilenceHold, judge_silence
 from reprofleet.model.events import CampaignEvent
-
-MAX_ROUNDS_IN_FLIGHT = 8  # a probe thread that outlives its timeout never piles up more
 
 
 @dataclass(frozen=True)
@@ -76,65 +75,7 @@ class WedgeKind(str, Enum):
     USERSPACE = "userspace"  # the kernel answers, sshd never does
 
 
-class Probe(Protocol):
-    def __call__(self) -> ProbeAnswer | bool: ...
-
-
 Report = Callable[..., None]  # report(host, event, **fields) -> an event in the campaign log
-
-
-def _as_answer(value: ProbeAnswer | bool) -> ProbeAnswer:
-    """Plain bool probes (True = alive) read as SSHD/DEAD."""
-    if isinstance(value, ProbeAnswer):
-        return value
-    return ProbeAnswer.SSHD if value else ProbeAnswer.DEAD
-
-
-@dataclass(frozen=True)
-class Round:
-    index: int
-    launched: float
-    answer: ProbeAnswer
-
-
-class ProbeRounds:
-    """Launches one probe per round in its own thread; collects answers as they come."""
-
-    def __init__(self, probe: Probe, clock: Callable[[], float]) -> None:
-        self._probe = probe
-        self._clock = clock
-        self._lock = threading.Lock()
-        self._done: list[Round] = []
-        self._in_flight = 0
-        self.launched = 0
-
-    def launch(self) -> None:
-        with self._lock:
-            if self._in_flight >= MAX_ROUNDS_IN_FLIGHT:
-                return
-            self._in_flight += 1
-            index, self.launched = self.launched, self.launched + 1
-        started = self._clock()
-        threading.Thread(target=self._run, args=(index, started), daemon=True, name="liveness-round").start()
-
-    def _run(self, index: int, started: float) -> None:
-        try:
-            answer = _as_answer(self._probe())
-        except Exception:  # a probe that raises saw nothing answer
-            answer = ProbeAnswer.DEAD
-        with self._lock:
-            self._in_flight -= 1
-            self._done.append(Round(index, started, answer))
-
-    def completed(self) -> list[Round]:
-        """Every answered round so far, in launch order."""
-        with self._lock:
-            return sorted(self._done, key=lambda r: r.index)
-
-    def answered_since(self, count: int) -> list[Round]:
-        """Rounds answered after the first ``count`` answers, in the order they answered."""
-        with self._lock:
-            return self._done[count:]
 
 
 class NetworkGuard(Protocol):
