@@ -290,10 +290,12 @@ def test_hosts_held_through_a_switch_outage_are_judged_by_fresh_rounds_once_a_pe
     assert [f["rule"] for _, what, f in events.seen if what == "silence_release"] == ["peer"] * 2
 
 
-def test_a_host_released_by_a_peer_that_stays_dead_is_a_wedge_after_its_fresh_rounds() -> None:
+def test_without_peer_evidence_a_host_released_by_a_peer_that_stays_dead_is_a_wedge_after_its_fresh_rounds() -> None:
+    """The rule before issue 32 item 15, which bench/lone_freeze.py measures as its baseline: every
+    round of the hold is thrown away on the release (tests/unit/test_peer_evidence.py: the rule now)."""
     clock, events = FakeClock(), Events()
     fleet = FleetLiveness(window_s=5.0, network_ok=lambda: True, hold_s=300.0, clock=clock,
-                          segments={"ws01": "rack1", "ws02": "rack1"})
+                          segments={"ws01": "rack1", "ws02": "rack1"}, peer_evidence=False)
     (frozen,), (peer,) = _together(fleet, clock, ["ws01"], events=events), _together(fleet, clock, ["ws02"])
     assert _tick([frozen, peer], clock, 10.0) == [Verdict.HELD] * 2
     assert _tick([frozen], clock, 0.25, live=[peer]) == [Verdict.SUSPECT]  # released: fresh rounds first
