@@ -8,7 +8,7 @@ from reprofleet.liveness.probes import ProbeAnswer
 from reprofleet.liveness.rounds import Round
 from reprofleet.liveness.silence_hold import HoldRule
 from reprofleet.liveness.watchdog import FleetLiveness, Verdict
-from tests.unit.test_watchdog import Events, FakeClock, _settle, _tick, _together
+from tests.support.watchdogs import Events, FakeClock, settle, tick, together
 
 RACK = {"ws01": "rack1", "ws02": "rack1", "ws03": "rack1"}
 
@@ -25,34 +25,34 @@ def test_a_lone_freeze_beside_a_stalled_peer_is_declared_on_the_rounds_the_peers
     path. ws02 is never declared (a kernel that answers has the userspace window)."""
     clock, events = FakeClock(), Events()
     fleet = _fleet(clock)
-    (frozen,) = _together(fleet, clock, ["ws01"], events=events)
-    (stalled,) = _together(fleet, clock, ["ws02"], answer=lambda: ProbeAnswer.KERNEL)
-    assert _tick([frozen, stalled], clock, 3.5) == [Verdict.WEDGED, Verdict.SUSPECT]
+    (frozen,) = together(fleet, clock, ["ws01"], events=events)
+    (stalled,) = together(fleet, clock, ["ws02"], answer=lambda: ProbeAnswer.KERNEL)
+    assert tick([frozen, stalled], clock, 3.5) == [Verdict.WEDGED, Verdict.SUSPECT]
     assert {f["rule"] for _, what, f in events.seen if what == "silence_release"} <= {"vouched"}
-    assert _tick([stalled], clock, 6.0) == [Verdict.SUSPECT]
+    assert tick([stalled], clock, 6.0) == [Verdict.SUSPECT]
 
 
 def test_the_same_freeze_was_held_until_the_stall_ended_without_peer_evidence() -> None:
     clock = FakeClock()
     fleet = _fleet(clock, peer_evidence=False)
-    (frozen,) = _together(fleet, clock, ["ws01"])
-    (stalled,) = _together(fleet, clock, ["ws02"], answer=lambda: ProbeAnswer.KERNEL)
-    assert _tick([frozen, stalled], clock, 8.0) == [Verdict.HELD, Verdict.SUSPECT]
+    (frozen,) = together(fleet, clock, ["ws01"])
+    (stalled,) = together(fleet, clock, ["ws02"], answer=lambda: ProbeAnswer.KERNEL)
+    assert tick([frozen, stalled], clock, 8.0) == [Verdict.HELD, Verdict.SUSPECT]
 
 
 def test_a_switch_outage_vouches_for_nothing_and_the_hold_stays() -> None:
     """Every host behind the switch is silent, streams and probes alike: no round is vouched for."""
     clock = FakeClock()
-    dogs = _together(_fleet(clock), clock, ["ws01", "ws02", "ws03"])
-    assert _tick(dogs, clock, 30.0) == [Verdict.HELD] * 3
+    dogs = together(_fleet(clock), clock, ["ws01", "ws02", "ws03"])
+    assert tick(dogs, clock, 30.0) == [Verdict.HELD] * 3
 
 
 def test_a_host_answering_on_another_segment_vouches_for_nothing() -> None:
     clock = FakeClock()
     fleet = _fleet(clock, segments={"ws01": "rack1", "ws02": "rack1", "ws03": "rack2"})
-    frozen = _together(fleet, clock, ["ws01", "ws02"])
-    (elsewhere,) = _together(fleet, clock, ["ws03"], answer=lambda: ProbeAnswer.KERNEL)
-    assert _tick(frozen + [elsewhere], clock, 10.0) == [Verdict.HELD, Verdict.HELD, Verdict.SUSPECT]
+    frozen = together(fleet, clock, ["ws01", "ws02"])
+    (elsewhere,) = together(fleet, clock, ["ws03"], answer=lambda: ProbeAnswer.KERNEL)
+    assert tick(frozen + [elsewhere], clock, 10.0) == [Verdict.HELD, Verdict.HELD, Verdict.SUSPECT]
 
 
 def test_a_release_keeps_the_dead_rounds_a_peers_answer_vouches_for_and_drops_the_rest() -> None:
@@ -63,22 +63,22 @@ def test_a_release_keeps_the_dead_rounds_a_peers_answer_vouches_for_and_drops_th
     three fresh rounds.)"""
     clock, events = FakeClock(), Events()
     fleet = _fleet(clock)
-    (frozen,), (peer,) = _together(fleet, clock, ["ws01"], events=events), _together(fleet, clock, ["ws02"])
-    assert _tick([frozen, peer], clock, 10.0) == [Verdict.HELD] * 2  # rounds every 0.5 s, the last at 10 s
+    (frozen,), (peer,) = together(fleet, clock, ["ws01"], events=events), together(fleet, clock, ["ws02"])
+    assert tick([frozen, peer], clock, 10.0) == [Verdict.HELD] * 2  # rounds every 0.5 s, the last at 10 s
     clock.now += 0.25
     peer.heard()
     assert frozen.check() is Verdict.SUSPECT  # released; the round at 9.0 s saw nothing answer: not evidence
     assert [f["rule"] for _, what, f in events.seen if what == "silence_release"] == ["lone"]  # ws02 is not silent
-    _settle(frozen)
+    settle(frozen)
     assert frozen.check() is Verdict.WEDGED  # 9.5 s and 10 s (vouched for by ws02) and the one at the release
 
 
 def test_the_power_gate_reads_the_proof_the_verdict_read_until_the_host_is_heard() -> None:
     clock = FakeClock()
     fleet = _fleet(clock)
-    (frozen,) = _together(fleet, clock, ["ws01"])
-    (stalled,) = _together(fleet, clock, ["ws02"], answer=lambda: ProbeAnswer.KERNEL)
-    assert _tick([frozen, stalled], clock, 3.5)[0] is Verdict.WEDGED
+    (frozen,) = together(fleet, clock, ["ws01"])
+    (stalled,) = together(fleet, clock, ["ws02"], answer=lambda: ProbeAnswer.KERNEL)
+    assert tick([frozen, stalled], clock, 3.5)[0] is Verdict.WEDGED
     frozen.close()  # the attempt ends; recovery asks the hold before it cuts power
     hold = fleet.hold("ws01", clock.now)
     assert not hold.holding and hold.rule is HoldRule.VOUCHED and "ws02" in hold.why
