@@ -419,6 +419,14 @@ def body(args: argparse.Namespace, results: Results, commit: str, dirty: bool,
         "(ws01 too is alive behind the switch): every wedge there is false.",
         table(results),
         goal(results) if POOLED in results else "",
+        "Where ws01 was never held (a peer's stream or its next connect was heard after ws01 fell silent) both "
+        "rules take the lone-freeze path and agree; the rules differ on the held scenarios. With stalls, the "
+        "stalled peer's kernel answers its own probes all along, so ws01's DEAD rounds are vouched for and the "
+        "hold lets go at the first verdict (rule `vouched`); today's rule waited for a stall to end (or the "
+        "userspace-dead peer's partner to speak), then for three fresh rounds. In reboot+gap nothing answers "
+        "until ws03's connect, so both rules wait for it; peer evidence then counts the rounds in flight at that "
+        "moment instead of starting afresh (the release path). The outages vouch for nothing: ws01 held in "
+        "every one, under both rules, and nothing declared.",
     ])
 
 
