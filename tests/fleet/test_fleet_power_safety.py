@@ -77,8 +77,8 @@ def test_a_switch_outage_of_45_s_during_attempts_cycles_nothing_and_the_attempts
         (held,) = [e for e in mine if e["event"] == "silence_hold"]
         assert held["rule"] == "correlated" and len(held["peers"]) == 2
         # it ended by the hosts answering: the first one back may release the others (peer, or
-        # lone once every other host is heard), who are then judged by fresh rounds and answer
-        # them; never by the silence outlasting the hold
+        # lone once every other host is heard), who are then judged by the rounds a peer vouched
+        # for and fresh ones, and answer them; never by the silence outlasting the hold
         assert {e["rule"] for e in mine if e["event"] == "silence_release"} <= {"peer", "lone"}
         assert [e["event"] for e in mine if e["event"] in ("suspect", "clear")][-1] == "clear"
 

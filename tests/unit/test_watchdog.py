@@ -11,51 +11,7 @@ import pytest
 from reprofleet.liveness.probes import ProbeAnswer
 from reprofleet.power import PowerLog
 from reprofleet.liveness.watchdog import FleetLiveness, Verdict, Watchdog, WatchdogSettings, WedgeKind
-
-SETTINGS = WatchdogSettings(silence_s=3.0, probe_after_s=1.0, probe_interval_s=0.5, probe_timeout_s=1.0,
-                            dead_rounds=3, userspace_s=60.0)
-
-
-class FakeClock:
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
-class Events:
-    def __init__(self) -> None:
-        self.seen: list[tuple[str, str, dict[str, Any]]] = []
-
-    def __call__(self, host: str, what: str, **fields: Any) -> None:
-        self.seen.append((host, what, fields))
-
-    def names(self) -> list[str]:
-        return [what for _, what, _ in self.seen]
-
-
-def _settle(dog: Watchdog) -> None:
-    """Let every launched round answer (the fake probes answer at once)."""
-    deadline = time.monotonic() + 2
-    while dog._rounds is not None and dog.rounds_completed < dog._rounds.launched and time.monotonic() < deadline:
-        time.sleep(0.002)
-
-
-def advance(dog: Watchdog, clock: FakeClock, seconds: float, step: float = 0.25) -> Verdict:
-    """Move time on as the follower does (a check every quarter second); the last verdict."""
-    verdict = dog.check()
-    for _ in range(int(round(seconds / step))):
-        clock.now += step
-        verdict = dog.check()
-        _settle(dog)
-    return dog.check()
-
-
-def make(answer: Callable[[], Any], fleet: FleetLiveness | None = None, settings: WatchdogSettings = SETTINGS,
-         name: str = "ws01") -> tuple[Watchdog, FakeClock, Events]:
-    clock, events = FakeClock(), Events()
-    return Watchdog(name, answer, settings, fleet=fleet, clock=clock, report=events), clock, events
+from tests.support.watchdogs import SETTINGS, Events, FakeClock, advance, make, settle, tick, together
 
 
 def test_a_host_that_keeps_streaming_is_live_and_never_probed() -> None:
@@ -180,7 +136,7 @@ def test_rounds_do_not_wait_for_earlier_rounds_to_time_out() -> None:
     time.sleep(0.1)
     assert most[0] == 3
     release.set()
-    _settle(dog)
+    settle(dog)
 
 
 def test_a_probe_that_raises_counts_as_dead() -> None:
@@ -215,35 +171,19 @@ def test_without_a_guard_every_host_silent_at_once_blames_our_network() -> None:
         clock.now += 0.25
         for dog in dogs:
             dog.check()
-            _settle(dog)
+            settle(dog)
     assert [d.check() for d in dogs] == [Verdict.CONTROLLER_NETWORK] * 3
     for dog in dogs:
         dog.close()
 
 
-def _together(fleet: FleetLiveness, clock: FakeClock, names: list[str], answer: Callable[[], Any] = lambda: ProbeAnswer.DEAD,
-              events: Events | None = None) -> list[Watchdog]:
-    return [Watchdog(n, answer, SETTINGS, fleet=fleet, clock=clock, report=events) for n in names]
-
-
-def _tick(dogs: list[Watchdog], clock: FakeClock, seconds: float, live: list[Watchdog] = ()) -> list[Verdict]:  # type: ignore[assignment]
-    for _ in range(int(round(seconds / 0.25))):
-        clock.now += 0.25
-        for dog in live:
-            dog.heard()
-        for dog in dogs:
-            dog.check()
-            _settle(dog)
-    return [d.check() for d in dogs]
-
-
 def test_hosts_that_freeze_together_are_held_then_wedges_once_the_silence_outlasts_the_hold() -> None:
     clock, events = FakeClock(), Events()
     fleet = FleetLiveness(window_s=5.0, network_ok=lambda: True, hold_s=30.0, clock=clock)
-    dogs = _together(fleet, clock, ["ws01", "ws02", "ws03"], events=events)
-    assert _tick(dogs, clock, 3.0) == [Verdict.HELD] * 3  # a switch outage looks the same: nothing declared
-    assert _tick(dogs, clock, 20.0) == [Verdict.HELD] * 3
-    assert _tick(dogs, clock, 8.0) == [Verdict.WEDGED] * 3  # 31 s of silence: past correlated_hold_s
+    dogs = together(fleet, clock, ["ws01", "ws02", "ws03"], events=events)
+    assert tick(dogs, clock, 3.0) == [Verdict.HELD] * 3  # a switch outage looks the same: nothing declared
+    assert tick(dogs, clock, 20.0) == [Verdict.HELD] * 3
+    assert tick(dogs, clock, 8.0) == [Verdict.WEDGED] * 3  # 31 s of silence: past correlated_hold_s
     holds = [f for _, what, f in events.seen if what == "silence_hold"]
     releases = [f for _, what, f in events.seen if what == "silence_release"]
     assert len(holds) == 3 and all(f["rule"] == "correlated" and len(f["peers"]) == 2 for f in holds)
@@ -253,8 +193,8 @@ def test_hosts_that_freeze_together_are_held_then_wedges_once_the_silence_outlas
 def test_a_switch_outage_shorter_than_the_hold_makes_no_verdict_and_clears() -> None:
     clock, events = FakeClock(), Events()
     fleet = FleetLiveness(window_s=5.0, network_ok=lambda: True, hold_s=60.0, clock=clock)
-    dogs = _together(fleet, clock, ["ws01", "ws02", "ws03"], events=events)
-    assert set(_tick(dogs, clock, 45.0)) == {Verdict.HELD}
+    dogs = together(fleet, clock, ["ws01", "ws02", "ws03"], events=events)
+    assert set(tick(dogs, clock, 45.0)) == {Verdict.HELD}
     for dog in dogs:  # the switch is back: every stream speaks again
         dog.heard()
     assert [d.check() for d in dogs] == [Verdict.LIVE] * 3
@@ -265,9 +205,9 @@ def test_a_peer_on_the_same_segment_still_answering_lets_the_hold_go_at_once() -
     clock, events = FakeClock(), Events()
     fleet = FleetLiveness(window_s=5.0, network_ok=lambda: True, hold_s=300.0, clock=clock,
                           segments={"ws01": "rack1", "ws02": "rack1", "ws03": "rack1"})
-    frozen = _together(fleet, clock, ["ws01", "ws02"], events=events)
-    live = _together(fleet, clock, ["ws03"], answer=lambda: ProbeAnswer.SSHD)
-    assert _tick(frozen, clock, 3.0, live=live) == [Verdict.WEDGED] * 2
+    frozen = together(fleet, clock, ["ws01", "ws02"], events=events)
+    live = together(fleet, clock, ["ws03"], answer=lambda: ProbeAnswer.SSHD)
+    assert tick(frozen, clock, 3.0, live=live) == [Verdict.WEDGED] * 2
     assert not [f for _, what, f in events.seen if what == "silence_hold"]  # never held: ws03 answers
 
 
@@ -281,32 +221,34 @@ def test_hosts_held_through_a_switch_outage_are_judged_by_fresh_rounds_once_a_pe
     fleet = FleetLiveness(window_s=5.0, network_ok=lambda: True, hold_s=300.0, clock=clock,
                           segments={"ws01": "rack1", "ws02": "rack1", "ws03": "rack1"})
     answer = lambda: ProbeAnswer.SSHD if switch["up"] else ProbeAnswer.DEAD  # noqa: E731
-    held, first_back = _together(fleet, clock, ["ws01", "ws02"], answer, events), _together(fleet, clock, ["ws03"], answer)
-    assert _tick(held + first_back, clock, 45.0) == [Verdict.HELD] * 3
+    held, first_back = together(fleet, clock, ["ws01", "ws02"], answer, events), together(fleet, clock, ["ws03"], answer)
+    assert tick(held + first_back, clock, 45.0) == [Verdict.HELD] * 3
     switch["up"] = True
-    verdicts = [_tick(held, clock, 0.25, live=first_back) for _ in range(12)]
+    verdicts = [tick(held, clock, 0.25, live=first_back) for _ in range(12)]
     assert Verdict.WEDGED not in {v for round_ in verdicts for v in round_}
     assert verdicts[-1] == [Verdict.ALIVE_BUT_DETACHED] * 2  # their sshd answers: re-attach, not cycle
     assert [f["rule"] for _, what, f in events.seen if what == "silence_release"] == ["peer"] * 2
 
 
-def test_a_host_released_by_a_peer_that_stays_dead_is_a_wedge_after_its_fresh_rounds() -> None:
+def test_without_peer_evidence_a_host_released_by_a_peer_that_stays_dead_is_a_wedge_after_its_fresh_rounds() -> None:
+    """The rule before issue 32 item 15, which bench/lone_freeze.py measures as its baseline: every
+    round of the hold is thrown away on the release (tests/unit/test_peer_evidence.py: the rule now)."""
     clock, events = FakeClock(), Events()
     fleet = FleetLiveness(window_s=5.0, network_ok=lambda: True, hold_s=300.0, clock=clock,
-                          segments={"ws01": "rack1", "ws02": "rack1"})
-    (frozen,), (peer,) = _together(fleet, clock, ["ws01"], events=events), _together(fleet, clock, ["ws02"])
-    assert _tick([frozen, peer], clock, 10.0) == [Verdict.HELD] * 2
-    assert _tick([frozen], clock, 0.25, live=[peer]) == [Verdict.SUSPECT]  # released: fresh rounds first
-    assert _tick([frozen], clock, 3.0, live=[peer]) == [Verdict.WEDGED]
+                          segments={"ws01": "rack1", "ws02": "rack1"}, peer_evidence=False)
+    (frozen,), (peer,) = together(fleet, clock, ["ws01"], events=events), together(fleet, clock, ["ws02"])
+    assert tick([frozen, peer], clock, 10.0) == [Verdict.HELD] * 2
+    assert tick([frozen], clock, 0.25, live=[peer]) == [Verdict.SUSPECT]  # released: fresh rounds first
+    assert tick([frozen], clock, 3.0, live=[peer]) == [Verdict.WEDGED]
 
 
 def test_a_peer_on_another_segment_does_not_vouch_for_this_one() -> None:
     clock = FakeClock()
     fleet = FleetLiveness(window_s=5.0, network_ok=lambda: True, hold_s=300.0, clock=clock,
                           segments={"ws01": "rack1", "ws02": "rack1", "ws03": "rack2"})
-    frozen = _together(fleet, clock, ["ws01", "ws02"])
-    live = _together(fleet, clock, ["ws03"], answer=lambda: ProbeAnswer.SSHD)
-    assert _tick(frozen, clock, 10.0, live=live) == [Verdict.HELD] * 2
+    frozen = together(fleet, clock, ["ws01", "ws02"])
+    live = together(fleet, clock, ["ws03"], answer=lambda: ProbeAnswer.SSHD)
+    assert tick(frozen, clock, 10.0, live=live) == [Verdict.HELD] * 2
 
 
 def test_a_hosts_side_witness_that_answers_lets_the_hold_go() -> None:
@@ -317,26 +259,26 @@ def test_a_hosts_side_witness_that_answers_lets_the_hold_go() -> None:
     fleet = FleetLiveness(window_s=5.0, network_ok=lambda: True, hold_s=300.0, clock=clock,
                           host_witnesses={"ws01": ["10.0.0.2"], "ws02": ["10.0.0.2"]},
                           hosts_side=lambda addresses: asked.append(tuple(addresses)) or NetworkCheck(True, "answers"))
-    dogs = _together(fleet, clock, ["ws01", "ws02"], events=events)
-    assert _tick(dogs, clock, 3.0) == [Verdict.WEDGED] * 2
+    dogs = together(fleet, clock, ["ws01", "ws02"], events=events)
+    assert tick(dogs, clock, 3.0) == [Verdict.WEDGED] * 2
     assert asked and set(asked) == {("10.0.0.2",)}
 
 
 def test_a_lone_freeze_keeps_its_three_second_path_while_the_others_stream() -> None:
     clock = FakeClock()
     fleet = FleetLiveness(window_s=5.0, network_ok=lambda: True, hold_s=300.0, clock=clock)
-    frozen = _together(fleet, clock, ["ws01"])
-    live = _together(fleet, clock, ["ws02", "ws03"], answer=lambda: ProbeAnswer.SSHD)
-    assert _tick(frozen, clock, 3.0, live=live) == [Verdict.WEDGED]
+    frozen = together(fleet, clock, ["ws01"])
+    live = together(fleet, clock, ["ws02", "ws03"], answer=lambda: ProbeAnswer.SSHD)
+    assert tick(frozen, clock, 3.0, live=live) == [Verdict.WEDGED]
 
 
 def test_a_host_whose_attempt_ended_while_silent_still_holds_its_peers() -> None:
     clock = FakeClock()
     fleet = FleetLiveness(window_s=5.0, network_ok=lambda: True, hold_s=300.0, clock=clock)
-    first, second = _together(fleet, clock, ["ws01", "ws02"])
-    assert _tick([first, second], clock, 3.0) == [Verdict.HELD] * 2
+    first, second = together(fleet, clock, ["ws01", "ws02"])
+    assert tick([first, second], clock, 3.0) == [Verdict.HELD] * 2
     first.close()  # its attempt ended (a deadline, a stop) without ws01 being heard again
-    assert _tick([second], clock, 3.0) == [Verdict.HELD]
+    assert tick([second], clock, 3.0) == [Verdict.HELD]
 
 
 def test_dead_rounds_restart_the_userspace_window() -> None:
@@ -367,7 +309,7 @@ def test_one_silent_host_among_live_ones_is_a_wedge_without_a_guard() -> None:
         clock.now += 0.25
         live.heard()
         silent.check()
-        _settle(silent)
+        settle(silent)
     assert silent.check() is Verdict.WEDGED
 
 

@@ -15,6 +15,9 @@ power action) until one of these lets go, named in the events:
   switch's management address, a machine on the same segment that is not under test);
 - ``peer``: another host of the same segment was heard after this one fell silent (one host
   still answering shows the segment works);
+- ``vouched``: the host's last rounds were all DEAD while a host of the same segment answered
+  (its stream, or its own probes got its kernel or sshd): the segment worked, the silence is
+  this host's (:mod:`peer_evidence`);
 - ``outlasted``: the silence outlasted ``hold_s`` (``correlated_hold_s``, by default long
   enough for a switch reboot).
 
@@ -38,6 +41,7 @@ class HoldRule(str, Enum):
     LONE = "lone"  # no other host fell silent with it: not held
     WITNESS = "witness"  # a hosts-side witness answers: the segment works
     PEER = "peer"  # a host of the same segment was heard after the silence began
+    VOUCHED = "vouched"  # its last rounds were DEAD while a host of the same segment answered
     OUTLASTED = "outlasted"  # the silence outlasted correlated_hold_s
     CORRELATED = "correlated"  # held: silent with others, nothing yet shows the segment works
 
@@ -72,12 +76,13 @@ def segment_of(host: Host, resolved: str | None = None) -> str:
 
 def judge_silence(host: str, now: float, silent_since: Mapping[str, float], heard_at: Mapping[str, float],
                   segments: Mapping[str, str], *, window_s: float, hold_s: float,
-                  witness: bool | None) -> SilenceHold:
+                  witness: bool | None, vouched_by: str | None = None) -> SilenceHold:
     """The hold for ``host`` now, from who fell silent when and who was heard since.
 
     ``silent_since``: hosts silent now, with the time their silence began; ``heard_at``: when
     each host was last heard; ``witness``: whether the host's hosts-side witness answers (None:
-    it has none, or no fresh answer yet).
+    it has none, or no fresh answer yet); ``vouched_by``: the peer that answered while each of the
+    host's last rounds went unanswered (None: no such proof).
     """
     began = silent_since.get(host)
     if began is None:
@@ -92,6 +97,9 @@ def judge_silence(host: str, now: float, silent_since: Mapping[str, float], hear
                        if h != host and h not in silent_since and segments.get(h) == segment and t > began)
     if answering:
         return SilenceHold(False, HoldRule.PEER, f"{answering[0]} on the same {segment} still answers", peers)
+    if vouched_by is not None:
+        return SilenceHold(False, HoldRule.VOUCHED, f"its last rounds got nothing while {vouched_by} on the same "
+                           f"{segment} answered: this host is silent, not the network", peers)
     start = min([began, *(silent_since[p] for p in peers)])
     if now - start >= hold_s:
         return SilenceHold(False, HoldRule.OUTLASTED,

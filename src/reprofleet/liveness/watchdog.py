@@ -30,10 +30,10 @@ from typing import Any, Callable, Mapping, Protocol, Sequence
 
 from reprofleet.config import DEFAULT_TIMINGS, Timings
 from reprofleet.liveness.probes import ProbeAnswer
+from reprofleet.liveness.peer_evidence import AnswerLog, dead_window, vouched_run
+from reprofleet.liveness.rounds import Probe, ProbeRounds, Round
 from reprofleet.liveness.silence_hold import HoldRule, SilenceHold, judge_silence
 from reprofleet.model.events import CampaignEvent
-
-MAX_ROUNDS_IN_FLIGHT = 8  # a probe thread that outlives its timeout never piles up more
 
 
 @dataclass(frozen=True)
@@ -76,65 +76,7 @@ class WedgeKind(str, Enum):
     USERSPACE = "userspace"  # the kernel answers, sshd never does
 
 
-class Probe(Protocol):
-    def __call__(self) -> ProbeAnswer | bool: ...
-
-
 Report = Callable[..., None]  # report(host, event, **fields) -> an event in the campaign log
-
-
-def _as_answer(value: ProbeAnswer | bool) -> ProbeAnswer:
-    """Plain bool probes (True = alive) read as SSHD/DEAD."""
-    if isinstance(value, ProbeAnswer):
-        return value
-    return ProbeAnswer.SSHD if value else ProbeAnswer.DEAD
-
-
-@dataclass(frozen=True)
-class Round:
-    index: int
-    launched: float
-    answer: ProbeAnswer
-
-
-class ProbeRounds:
-    """Launches one probe per round in its own thread; collects answers as they come."""
-
-    def __init__(self, probe: Probe, clock: Callable[[], float]) -> None:
-        self._probe = probe
-        self._clock = clock
-        self._lock = threading.Lock()
-        self._done: list[Round] = []
-        self._in_flight = 0
-        self.launched = 0
-
-    def launch(self) -> None:
-        with self._lock:
-            if self._in_flight >= MAX_ROUNDS_IN_FLIGHT:
-                return
-            self._in_flight += 1
-            index, self.launched = self.launched, self.launched + 1
-        started = self._clock()
-        threading.Thread(target=self._run, args=(index, started), daemon=True, name="liveness-round").start()
-
-    def _run(self, index: int, started: float) -> None:
-        try:
-            answer = _as_answer(self._probe())
-        except Exception:  # a probe that raises saw nothing answer
-            answer = ProbeAnswer.DEAD
-        with self._lock:
-            self._in_flight -= 1
-            self._done.append(Round(index, started, answer))
-
-    def completed(self) -> list[Round]:
-        """Every answered round so far, in launch order."""
-        with self._lock:
-            return sorted(self._done, key=lambda r: r.index)
-
-    def answered_since(self, count: int) -> list[Round]:
-        """Rounds answered after the first ``count`` answers, in the order they answered."""
-        with self._lock:
-            return self._done[count:]
 
 
 class NetworkGuard(Protocol):
@@ -148,13 +90,19 @@ class FleetLiveness:
     A host's silence lasts until it is heard again (a stream line, a connection), not until
     its attempt ends: a host whose attempt ended while its switch was down is still silent,
     and still holds its peers.
+
+    It also keeps when each host answered lately (a stream line, a probe round that got its
+    kernel or sshd), so a DEAD round of one host taken while a host of its segment answered
+    counts as that host's own silence (:mod:`peer_evidence`). ``peer_evidence=False`` is the
+    rule before issue 32 item 15 (a hold's rounds all thrown away on its release): the
+    baseline ``bench/lone_freeze.py`` measures beside it.
     """
 
     def __init__(self, window_s: float, network_ok: NetworkGuard | None = None, *,
                  hold_s: float = DEFAULT_TIMINGS.correlated_hold_s, segments: Mapping[str, str] | None = None,
                  host_witnesses: Mapping[str, Sequence[str]] | None = None,
                  hosts_side: Callable[[Sequence[str]], Any] | None = None,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Callable[[], float] = time.monotonic, peer_evidence: bool = True) -> None:
         self._window = window_s
         self.network_ok = network_ok
         self.hold_s = hold_s
@@ -166,6 +114,9 @@ class FleetLiveness:
         self._watched: set[str] = set()
         self._silent_since: dict[str, float] = {}
         self._heard_at: dict[str, float] = {}
+        self.peer_evidence = peer_evidence
+        self._answers = AnswerLog()
+        self._vouched: dict[str, str] = {}  # host -> the peer that answered while its last rounds got nothing
         self.report: Report | None = None
 
     def report_to(self, report: Report) -> None:
@@ -184,7 +135,33 @@ class FleetLiveness:
         """``at``: on the caller's clock (a watchdog's, the campaign's), like every time given here."""
         with self._lock:
             self._silent_since.pop(host, None)
+            self._vouched.pop(host, None)
             self._heard_at[host] = self._clock() if at is None else at
+            self._answers.note(host, self._heard_at[host])
+
+    def answered(self, host: str, at: float) -> None:
+        """One of ``host``'s probe rounds got its kernel or sshd at ``at``: the segment carried packets."""
+        with self._lock:
+            self._answers.note(host, at)
+
+    def peer_answered(self, host: str, since: float, until: float) -> str | None:
+        """Another host of ``host``'s segment that answered between ``since`` and ``until``, or None
+        (always None without ``peer_evidence``)."""
+        if not self.peer_evidence:
+            return None
+        with self._lock:
+            segment = self._segments.get(host)
+            return next((h for h in self._answers.hosts() if h != host and self._segments.get(h) == segment
+                         and self._answers.answered(h, since, until)), None)
+
+    def vouch(self, host: str, peer: str | None) -> None:
+        """``peer`` answered while each of ``host``'s last rounds got nothing (None: no such proof now).
+        Kept until the host is heard again, so the power gate reads the proof its verdict read."""
+        with self._lock:
+            if peer is None:
+                self._vouched.pop(host, None)
+            else:
+                self._vouched[host] = peer
 
     def network(self) -> bool | None:
         """Our own network: True up, False down, None not known yet (a check is under way).
@@ -216,7 +193,7 @@ class FleetLiveness:
             return judge_silence(host, self._clock() if now is None else now, dict(self._silent_since),
                                  dict(self._heard_at),
                                  self._segments, window_s=self._window, hold_s=self.hold_s,
-                                 witness=None if answer is None else bool(answer))
+                                 witness=None if answer is None else bool(answer), vouched_by=self._vouched.get(host))
 
 
 class Watchdog:
@@ -247,6 +224,7 @@ class Watchdog:
         self._kernel_only_since: float | None = None
         self._paused = False
         self._held: SilenceHold | None = None  # the hold in force, once reported
+        self._trusted_from: float | None = None  # released: rounds launched before count only if a peer vouches
         self._dead_in_a_row = 0
         if fleet:
             fleet.watching(host, True)
@@ -311,6 +289,8 @@ class Watchdog:
             if self._paused:  # our network is back: the host gets fresh rounds before any verdict
                 self._network_back(now)
                 return Verdict.SUSPECT
+            if kind is WedgeKind.FROZEN:
+                self._fleet.vouch(self.host, self._vouched_by())
             hold = self._fleet.hold(self.host, now)
             if hold.holding:
                 if self._held is None:
@@ -320,17 +300,28 @@ class Watchdog:
             if self._held is not None:
                 self._held = None
                 self._event(CampaignEvent.SILENCE_RELEASE, **hold.to_json())
-                if hold.rule is not HoldRule.OUTLASTED:
-                    # a peer or a witness answers: the segment works *now*, and this host's
-                    # rounds so far ran while it did not. Judge it by fresh rounds from here
-                    # (a switch back from its reboot: the first host heard released the
-                    # others a moment before their own answers came, and they were cut)
-                    self._kernel_only_since = None
-                    self._dead_in_a_row = 0
-                    self._fresh_rounds(now)
-                    return Verdict.SUSPECT
+                if hold.rule not in (HoldRule.OUTLASTED, HoldRule.VOUCHED):  # the segment answers now
+                    return self._released(now, kind)
         self.wedge_kind = kind
         return Verdict.WEDGED
+
+    def _released(self, now: float, kind: WedgeKind) -> Verdict:
+        """A peer or a witness answers (or the peers, heard again, are silent no more): the segment
+        works *now*, and this host's rounds in the hold may have run while it did not (a switch back
+        from its reboot: the first host heard released the others a moment before their own answers
+        came, and they were cut). A frozen suspect keeps the DEAD rounds a peer vouched for and counts
+        every round launched from now; the rest, and a userspace window, start afresh."""
+        self._kernel_only_since = None
+        self._dead_in_a_row = 0
+        if kind is WedgeKind.USERSPACE or self._fleet is None or not self._fleet.peer_evidence:
+            self._fresh_rounds(now)
+            return Verdict.SUSPECT
+        self._trusted_from = now
+        self._next_round = min(self._next_round, now)
+        if self._last_rounds_dead():
+            self.wedge_kind = kind
+            return Verdict.WEDGED
+        return Verdict.SUSPECT
 
     def _network_back(self, now: float) -> None:
         self._paused = False
@@ -346,7 +337,25 @@ class Watchdog:
             return False
         done = self._rounds.completed()
         k = max(1, self.settings.dead_rounds)
-        return len(done) >= k and all(r.answer is ProbeAnswer.DEAD for r in done[-k:])
+        return len(done) >= k and all(r.answer is ProbeAnswer.DEAD and self._counts(r) for r in done[-k:])
+
+    def _counts(self, round_: Round) -> bool:
+        """A DEAD round is evidence unless a hold let go after it was launched and no peer vouches for it."""
+        trusted = self._trusted_from
+        return trusted is None or round_.launched >= trusted or self._voucher(round_) is not None
+
+    def _voucher(self, round_: Round) -> str | None:
+        """A host of this one's segment that answered while this round got nothing."""
+        if self._fleet is None:
+            return None
+        since, until = dead_window(round_, self.settings.probe_timeout_s)
+        return self._fleet.peer_answered(self.host, since, until)
+
+    def _vouched_by(self) -> str | None:
+        """The peer that vouches for every one of the last K rounds, or None."""
+        if self._rounds is None:
+            return None
+        return vouched_run(self._rounds.completed(), max(1, self.settings.dead_rounds), self._voucher)
 
     # -- rounds ------------------------------------------------------------------------
     def _begin_suspicion(self, now: float, silent: float) -> None:
@@ -362,6 +371,7 @@ class Watchdog:
         self._next_round = now
         self._seen = 0
         self._last_answer = None
+        self._trusted_from = None
 
     def _launch_due(self, now: float) -> None:
         assert self._rounds is not None
@@ -386,6 +396,8 @@ class Watchdog:
                 # sshd answered, nothing did, or nothing could be asked (the name did not resolve,
                 # and it breaks the dead rounds too): the window starts again
                 self._kernel_only_since = None
+            if r.answer in (ProbeAnswer.KERNEL, ProbeAnswer.SSHD) and self._fleet is not None:
+                self._fleet.answered(self.host, r.answered)  # vouches for the DEAD rounds of its segment's hosts
             if r.answer is not self._last_answer:
                 self._event(CampaignEvent.PROBE, answer=r.answer.name, round=r.index,
                             silent_s=round(now - self.last_heard, 2))
@@ -403,6 +415,7 @@ class Watchdog:
         self._paused = False
         self._held = None
         self._dead_in_a_row = 0
+        self._trusted_from = None
 
     def _event(self, what: CampaignEvent, **fields: Any) -> None:
         if self._report is not None:

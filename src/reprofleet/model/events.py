@@ -68,7 +68,7 @@ class CampaignEvent(str, Enum):
     CLEAR = "clear"
     GUARD = "guard"
     SILENCE_HOLD = "silence_hold"  # silent with other hosts: verdict and power held (rule, why, peers)
-    SILENCE_RELEASE = "silence_release"  # the hold let go (rule: witness | peer | outlasted; why)
+    SILENCE_RELEASE = "silence_release"  # the hold let go (rule: witness | peer | vouched | lone | outlasted; why)
     REATTACH_FAILED = "reattach_failed"  # the stream could not be re-attached after silence
     CONTROLLER_NETWORK_SUSPECT = "controller_network_suspect"
     CONTROLLER_NETWORK_BACK = "controller_network_back"
