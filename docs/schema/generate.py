@@ -69,6 +69,20 @@ def O(description: str, props: Node, required: list[str] | None = None) -> Node:
             "required": list(props) if required is None else required}
 
 
+def _course(description: str) -> Node:
+    """One cell's course per host under one truth (campaign/stop_walk.py's Course)."""
+    return O(description, {"attempts": N("expected attempts"), "reproductions": N("expected reproductions (power cycles)"),
+                           "fixed": N("P(the stop rule ended it with the claim fixed)"),
+                           "reproduces": N("P(the stop rule ended it with the claim reproduces)"),
+                           "no_claim": N("P(it ran to its cap or out of slots with no claim)")})
+
+
+def _scenario(description: str) -> Node:
+    """A host's whole plan under one truth (campaign/estimate.py's Scenario)."""
+    return O(description, {"attempts": N("expected attempts per host"), "power_cycles": N("expected power cycles per host"),
+                           "duration_s": N("expected seconds per host")})
+
+
 def M(values: Node, description: str) -> Node:
     """A map: any key, each value as ``values``."""
     return {"type": "object", "description": description, "additionalProperties": values}
@@ -317,14 +331,18 @@ schema("plan", "invoke plan --json",
                    "cells": A(O("one cell on one host", {"cell": S("cell"), "stop_rule": S("its stop rule"),
                                                           "slots": I("slots"), "attempts": R("span", "expected attempts"),
                                                           "reproductions_at_baseline": N("expected reproductions at the baseline"),
-                                                          "reference": B("the reference cell")}), "per cell"),
+                                                          "reference": B("the reference cell"),
+                                                          "if_reproduces": _course("if it reproduces at the baseline, like the reference"),
+                                                          "if_fixed": _course("if it is truly fixed (rate 0)")}), "per cell"),
                    "slots": I("slots per host"), "attempts": R("span", "expected attempts per host"),
                    "attempt_s": N("seconds per attempt"), "attempt_s_is_timeout": B("attempt_s is the playbook's timeout (an upper bound)"),
                    "dwell_s": N("seconds off in a power cycle"), "boot_s": N("the boot timeout (an upper bound)"),
                    "cycle_s": N("seconds per power cycle"), "power_cycles": R("span", "power cycles per host"),
                    "duration_s": R("span", "expected seconds per host"),
                    "power_cycle_budget": nul("integer", "power_cycle_budget of invoke.yaml"),
-                   "over_budget": B("more power cycles than the budget may be needed")}),
+                   "over_budget": B("more power cycles than the budget may be needed"),
+                   "if_reproduces": _scenario("every compared cell reproduces at the baseline"),
+                   "if_fixed": _scenario("every compared cell is truly fixed")}),
                "verdicts": O("what the verdicts can show, from campaigns simulated and judged by the real judge", {
                    "playbook": S("playbook name"), "hosts": A(S("host"), "hosts"), "baseline": N("the reference's rate"),
                    "attempts": I("attempts per cell and host"), "compared": I("cells compared with the reference (one Holm family)"),

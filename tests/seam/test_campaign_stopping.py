@@ -369,3 +369,29 @@ def test_a_moved_tag_stops_its_cell_through_the_same_stop_as_a_rule_with_the_eve
                                    "old_digest": "a", "new_digest": "b", "old_id": "1", "new_id": "2"}
     stops.add("fix", "wedge", None)
     assert stop.tally.attempts == 1, "the event's tally is the one at the stop"
+
+
+# -- invoke plan against the real host runner (issue 33, item 6) -------------------------
+
+@pytest.mark.parametrize("rule", [FIRST, StopRule(StopKind.SPRT, 0.3, 0.03)])
+def test_plans_expected_attempts_match_the_real_host_runners_under_its_stop_rule(tmp_path: Path,
+                                                                                  rule: StopRule) -> None:
+    """The real plan loop (HostRunner through its seams), a scripted truth: the reference wedges
+    at 30%, the compared cell at 30% or never; plan's exact walk within 10% of the attempts run."""
+    import random
+
+    from reprofleet.campaign.estimate import campaign_estimate
+    playbook = book(tmp_path, cell("ref", 0), cell("other", 1), attempts=6, stop=rule)
+    plan = campaign_estimate(playbook, [HOST.name], 0.3, dwell_s=10)
+    for rate, expected in ((0.3, plan.if_reproduces.attempts), (0.0, plan.if_fixed.attempts)):
+        runs = 80 if rate else 2  # a truly fixed cell runs to its cap: no spread to average out
+        ran = 0
+        for index in range(runs):
+            draw = random.Random(f"seam-plan/{rate}/{index}")
+
+            def script(name: str, attempt: int) -> tuple[Outcome, str | None]:
+                strikes = draw.random() < (0.3 if name == "ref" else rate)
+                return (Outcome.WEDGE, "cuda_graph_capture") if strikes else (Outcome.CLEAN, "ready")
+            runner, _ = run_host(playbook, tmp_path / f"{rate}-{index}", script)
+            ran += len(runner.ran)
+        assert ran / runs == pytest.approx(expected, rel=0.10)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -12,6 +13,7 @@ import pytest
 from reprofleet.model import StopKind, StopRule
 from reprofleet.campaign.estimate import baseline_plan, campaign_estimate, cell_plan, describe_campaign
 from reprofleet.playbook import load_playbook
+from reprofleet.stats.sprt import Sprt
 from tests.support.fleet_campaign import write_playbook
 from tests.support.paths import REPO
 
@@ -91,19 +93,27 @@ def test_each_stop_rule_has_its_expected_attempts(tmp_path: Path) -> None:
     estimate = campaign_estimate(book, ["ws01"], 0.3, dwell_s=10)
     reference, first, sprt = estimate.cells
     assert (reference.reference, reference.slots, reference.attempts.low, reference.attempts.high) == (True, 6, 6, 6)
-    # first reproduction: from E[min(wait, 18)] = (1 - 0.7^18) / 0.3 to the cap of 3 x 6
-    assert first.slots == 18 and first.attempts.high == 18
-    assert first.attempts.low == pytest.approx((1 - 0.7 ** 18) / 0.3)
+    # first reproduction, reproducing at 30%: E[min(wait, 18)] = (1 - 0.7^18) / 0.3; truly fixed: its cap of 3 x 6,
+    # since 18 clean attempts never show a rate ratio below 0.2 against the reference's 6
+    assert first.slots == 18 and first.if_fixed.attempts == 18 and first.if_fixed.no_claim == 1.0
+    assert first.if_reproduces.attempts == pytest.approx((1 - 0.7 ** 18) / 0.3)
     assert first.reproductions_at_baseline == pytest.approx(1 - 0.7 ** 18)  # at most one, then it stops
-    # SPRT: between its averages at p0 and at p1, within its 42 slots
-    assert sprt.slots == 42 and 4 < sprt.attempts.low < sprt.attempts.high < 10
+    # SPRT: at least its own average at p0 (a "fixed" boundary crossed by chance must wait for the
+    # comparison); truly fixed, all 42 slots, as the comparison with 6 reference attempts never concludes
+    textbook = Sprt(0.3, 0.03, 0.05, 0.2).exact_expected_attempts(0.3, 42)
+    assert sprt.slots == 42 and textbook <= sprt.if_reproduces.attempts < 10
+    assert sprt.if_fixed.attempts == pytest.approx(42, abs=0.01) and sprt.if_fixed.no_claim > 0.99  # 6/6: 0.07%
     assert estimate.power_cycles.low == pytest.approx(0.3 * 6)
     text = describe_campaign(estimate)
     assert "first_reproduction" in text and "sprt" in text and "(reference)" in text
+    assert "42.0 (100% runs to its cap with no claim)" in text
+    assert "with no claim 100% of the time" in text and "(lgc, pl)" in text
 
 
-def test_a_cell_that_never_stops_early_is_expected_to_use_every_slot() -> None:
-    plan = cell_plan("c", StopRule(), 6, 0.3, False)
-    assert (plan.slots, plan.attempts.low, plan.attempts.high, plan.reproductions_at_baseline) == (6, 6, 6,
-                                                                                                   pytest.approx(1.8))
-    assert cell_plan("c", StopRule(StopKind.SPRT, 0.3, 0.03), 6, 0.3, False).slots == 42
+def test_a_cell_that_never_stops_early_is_expected_to_use_every_slot(tmp_path: Path) -> None:
+    book = load_playbook(write_playbook(tmp_path, attempts=6, cells="  - name: default\n  - name: c\n"))
+    plan = cell_plan(book, book.cells[1], ["ws01", "ws02"], 0.3)
+    assert (plan.slots, plan.attempts.low, plan.attempts.high) == (6, pytest.approx(6), 6)
+    assert plan.reproductions_at_baseline == pytest.approx(1.8) and plan.if_fixed.reproductions == 0
+    sprt = replace(book, stop=StopRule(StopKind.SPRT, 0.3, 0.03))
+    assert cell_plan(sprt, sprt.cells[1], ["ws01"], 0.3).slots == 42

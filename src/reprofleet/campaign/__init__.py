@@ -4,7 +4,7 @@ runners, below the command line.
 Modules: ``pipeline`` (``invoke campaign`` and ``demo`` below the command line: everything
 read and checked, then the plan described or run), ``settings`` (the ``reprofleet:`` config
 section -> run settings, power defaults, notifier), ``run`` (plan, hosts in parallel, resume,
-stop), ``left_off`` (a second Ctrl-C: the outlets this controller left off, switched on before it exits), ``resume`` (a resume is the same experiment: the folder, the stored playbook, what changed), ``preflight`` (checks that need no host, and the hosts a playbook and ``--limit`` choose), ``estimate`` (attempts, hours, power cycles and what the verdicts can show, before it
+stop), ``left_off`` (a second Ctrl-C: the outlets this controller left off, switched on before it exits), ``resume`` (a resume is the same experiment: the folder, the stored playbook, what changed), ``preflight`` (checks that need no host, and the hosts a playbook and ``--limit`` choose), ``stop_walk`` (each stop rule's course per host, walked exactly as the runner asks it), ``estimate`` (attempts, hours, power cycles and what the verdicts can show, before it
 runs), ``simulate`` (campaigns drawn from a known truth, judged by the real judge: for
 ``estimate`` and the benches), ``facts`` (``invoke facts``), ``bug_report``
 (``invoke facts --bug-report``: each host's nvidia-bug-report.sh archive), ``doctor`` (``invoke doctor``:

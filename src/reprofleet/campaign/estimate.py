@@ -22,10 +22,11 @@ from dataclasses import dataclass, replace
 from typing import Any, Sequence
 
 from reprofleet.campaign import simulate
-from reprofleet.model import Playbook, StopKind, StopRule
+from reprofleet.campaign.stop_walk import Course, StopWalk, mean_course
+from reprofleet.model import Cell, Playbook, StopKind, StopRule
 from reprofleet.stats.sprt import Sprt
 from reprofleet.stats.intervals import clean_attempts_to_rule_out
-from reprofleet.stats.stop_rules import max_attempts, percent, sprt_of
+from reprofleet.stats.stop_rules import max_attempts, percent
 
 DEFAULT_BASELINE = 0.3  # assumed when none is given: the seed wedged "in fewer than 6 tries"
 DEFAULT_ALPHA = 0.05
@@ -111,36 +112,59 @@ def describe_baseline(plan: BaselinePlan) -> str:
 
 @dataclass(frozen=True)
 class CellPlan:
-    """One cell on one host: its slots and the attempts it is expected to use."""
+    """One cell per host under the two truths a length is given for, each worked out by
+    walking the runner's own stop rule (``campaign/stop_walk.py``), averaged over the hosts'
+    slot orders: it reproduces like the reference (at the baseline), or it is truly fixed."""
 
     cell: str
     rule: StopRule
     slots: int
-    attempts: Span  # expected attempts, from the kindest to the harshest case the rule allows
-    reproductions_at_baseline: float  # expected reproductions if the cell reproduces at the baseline
+    if_reproduces: Course
+    if_fixed: Course
     reference: bool
+
+    @property
+    def attempts(self) -> Span:
+        """Expected attempts, from the kinder truth to the harsher one."""
+        ends = (self.if_reproduces.attempts, self.if_fixed.attempts)
+        return Span(min(ends), max(ends))
+
+    @property
+    def reproductions_at_baseline(self) -> float:
+        return self.if_reproduces.reproductions
 
     def to_json(self) -> dict[str, Any]:
         return {"cell": self.cell, "stop_rule": self.rule.kind.value, "slots": self.slots,
                 "attempts": self.attempts.to_json(), "reproductions_at_baseline": self.reproductions_at_baseline,
-                "reference": self.reference}
+                "reference": self.reference, "if_reproduces": self.if_reproduces.to_json(),
+                "if_fixed": self.if_fixed.to_json()}
 
 
-def cell_plan(name: str, rule: StopRule, planned: int, baseline: float, reference: bool) -> CellPlan:
-    """Expected attempts under the cell's stop rule (fixed n: the plan; SPRT: at p1 and p0;
-    first reproduction: from the expected wait for a reproduction at the baseline to the cap)."""
-    slots = max_attempts(rule, planned)
-    if rule.kind is StopKind.SPRT:
-        sprt = sprt_of(rule)
-        ends = (sprt.exact_expected_attempts(sprt.p0, slots), sprt.exact_expected_attempts(sprt.p1, slots))
-        attempts, at_baseline = Span(min(ends), max(ends)), sprt.exact_expected_attempts(baseline, slots)
-    elif rule.kind is StopKind.FIRST_REPRODUCTION:
-        at_baseline = (1.0 - (1.0 - baseline) ** slots) / baseline  # E[min(wait for a reproduction, cap)]
-        attempts = Span(at_baseline, slots)
-    else:
-        attempts, at_baseline = Span(slots, slots), float(slots)
-    # Wald's identity: expected reproductions = rate x expected attempts, for any stopping rule
-    return CellPlan(name, rule, slots, attempts, baseline * at_baseline, reference)
+def cell_plan(playbook: Playbook, cell: Cell, hosts: Sequence[str], baseline: float,
+              walk: StopWalk | None = None) -> CellPlan:
+    """``cell``'s expected course per host if it reproduces at ``baseline`` (as the reference
+    does) and if it is truly fixed: the rule that will run, comparison with the reference's
+    counts on the host and Holm rank included, not a textbook average of the rule alone."""
+    walk = walk or StopWalk(playbook)
+    reference = cell.name == playbook.reference_cell.name
+
+    def averaged(rate: float) -> Course:
+        return mean_course([walk.course(cell, h, rate, baseline) for h in hosts])
+    reproduces = averaged(baseline)
+    return CellPlan(cell.name, playbook.stop_rule(cell), max_attempts(playbook.stop_rule(cell), playbook.attempts),
+                    reproduces, reproduces if reference else averaged(0.0), reference)
+
+
+@dataclass(frozen=True)
+class Scenario:
+    """One host's whole plan under one truth for every compared cell."""
+
+    attempts: float
+    power_cycles: float
+    duration_s: float
+
+    def to_json(self) -> dict[str, float]:
+        return {"attempts": self.attempts, "power_cycles": self.power_cycles, "duration_s": self.duration_s}
 
 
 @dataclass(frozen=True)
@@ -162,22 +186,37 @@ class CampaignEstimate:
         return sum(c.slots for c in self.cells)
 
     @property
-    def attempts(self) -> Span:
-        return sum((c.attempts for c in self.cells), Span(0.0, 0.0))
-
-    @property
-    def power_cycles(self) -> Span:
-        """From "only the reference reproduces" to "every cell reproduces at the baseline"."""
-        only_reference = sum(c.reproductions_at_baseline for c in self.cells if c.reference)
-        return Span(only_reference, sum(c.reproductions_at_baseline for c in self.cells))
-
-    @property
     def cycle_s(self) -> float:
         return self.dwell_s + self.boot_s
 
     @property
+    def if_reproduces(self) -> Scenario:
+        """Every compared cell reproduces like the reference: each wedge is a power cycle."""
+        return self._scenario([c.if_reproduces for c in self.cells])
+
+    @property
+    def if_fixed(self) -> Scenario:
+        """Every compared cell is truly fixed: only the reference's wedges cost power cycles."""
+        return self._scenario([c.if_fixed for c in self.cells])
+
+    def _scenario(self, courses: Sequence[Course]) -> Scenario:
+        attempts, cycles = sum(c.attempts for c in courses), sum(c.reproductions for c in courses)
+        return Scenario(attempts, cycles, attempts * self.attempt_s + cycles * self.cycle_s)
+
+    @property
+    def attempts(self) -> Span:
+        return _span(self.if_reproduces.attempts, self.if_fixed.attempts)
+
+    @property
+    def power_cycles(self) -> Span:
+        """From "only the reference reproduces" to "every cell reproduces at the baseline"."""
+        return Span(self.if_fixed.power_cycles, self.if_reproduces.power_cycles)
+
+    @property
     def duration_s(self) -> Span:
-        return self.attempts.scaled(self.attempt_s) + self.power_cycles.scaled(self.cycle_s)
+        """Each end one truth's attempts and power cycles together (never one truth's attempts
+        with the other's cycles)."""
+        return _span(self.if_reproduces.duration_s, self.if_fixed.duration_s)
 
     def to_json(self) -> dict[str, Any]:
         """Per host, as :func:`describe_campaign` says it; ``over_budget``: the note that a host
@@ -188,8 +227,13 @@ class CampaignEstimate:
                 "attempt_s": self.attempt_s, "attempt_s_is_timeout": self.attempt_s_is_timeout,
                 "dwell_s": self.dwell_s, "boot_s": self.boot_s, "cycle_s": self.cycle_s,
                 "power_cycles": cycles.to_json(), "duration_s": self.duration_s.to_json(),
+                "if_reproduces": self.if_reproduces.to_json(), "if_fixed": self.if_fixed.to_json(),
                 "power_cycle_budget": self.power_cycle_budget,
                 "over_budget": self.power_cycle_budget is not None and cycles.high > self.power_cycle_budget}
+
+
+def _span(a: float, b: float) -> Span:
+    return Span(min(a, b), max(a, b))
 
 
 def campaign_estimate(playbook: Playbook, hosts: Sequence[str], baseline: float, dwell_s: float,
@@ -198,9 +242,10 @@ def campaign_estimate(playbook: Playbook, hosts: Sequence[str], baseline: float,
         raise ValueError(f"the baseline is a reproduction rate between 0 and 1 (exclusive), got {baseline}")
     if attempt_s is not None and attempt_s <= 0:
         raise ValueError(f"an attempt takes a positive number of seconds, got {attempt_s}")
-    reference = playbook.reference_cell.name
-    cells = tuple(cell_plan(c.name, playbook.stop_rule(c), playbook.attempts, baseline, c.name == reference)
-                  for c in playbook.cells)
+    if not hosts:
+        raise ValueError("a campaign's length needs at least one host")
+    walk = StopWalk(playbook)
+    cells = tuple(cell_plan(playbook, c, hosts, baseline, walk) for c in playbook.cells)
     return CampaignEstimate(playbook.name, tuple(hosts), baseline, cells,
                             playbook.timeouts.attempt if attempt_s is None else attempt_s, attempt_s is None,
                             dwell_s, playbook.timeouts.boot, power_cycle_budget)
@@ -210,11 +255,14 @@ def describe_campaign(plan: CampaignEstimate) -> str:
     rate = percent(plan.baseline)
     width = max(len(c.cell) for c in plan.cells) + len(" (reference)")
     lines = [f"{plan.playbook} on {len(plan.hosts)} hosts ({', '.join(plan.hosts)}); they run in parallel, "
-             "so the campaign takes as long as one host's plan:",
-             f"  {'cell':<{width}}  {'stop rule':<18}  {'slots':>5}  expected attempts"]
+             "so the campaign takes as long as one host's plan (each stop rule walked exactly as the runner asks "
+             "it, against the reference's counts on the host):",
+             f"  {'cell':<{width}}  {'stop rule':<18}  {'slots':>5}  expected attempts if it reproduces at {rate}; "
+             "if truly fixed (how the rule ends it)"]
     for c in plan.cells:
         name = c.cell + (" (reference)" if c.reference else "")
-        lines.append(f"  {name:<{width}}  {c.rule.kind.value:<18}  {c.slots:>5}  {c.attempts.text()}")
+        fixed = "" if c.reference else f"; {c.if_fixed.attempts:.1f} ({_ending(c)})"
+        lines.append(f"  {name:<{width}}  {c.rule.kind.value:<18}  {c.slots:>5}  {c.if_reproduces.attempts:.1f}{fixed}")
     cycles = plan.power_cycles
     duration = plan.duration_s.scaled(1 / 3600)
     source = "the playbook's attempt timeout: an upper bound; --attempt-s for a typical one" \
@@ -226,11 +274,46 @@ def describe_campaign(plan: CampaignEstimate) -> str:
         f"(every cell reproduces at {rate}); each up to {plan.cycle_s:g} s (dwell {plan.dwell_s:g} s "
         f"+ boot timeout {plan.boot_s:g} s, an upper bound)",
         f"expected length: {duration.text()} h per host",
+        f"  if every compared cell reproduces at {rate}: {_scenario_text(plan.if_reproduces)}",
+        f"  if every compared cell is truly fixed: {_scenario_text(plan.if_fixed)}",
     ]
+    lines += _uncalled(plan)
     if plan.power_cycle_budget is not None and cycles.high > plan.power_cycle_budget:
         lines.append(f"note: more power cycles than the budget of {plan.power_cycle_budget} per host may be needed; "
                      "a host past it is quarantined (power_cycle_budget in invoke.yaml)")
     return "\n".join(lines)
+
+
+def _ending(cell: CellPlan) -> str:
+    """How a truly fixed cell's rule ends it: stopped with a claim, or its slots run out without one."""
+    if cell.rule.kind is StopKind.FIXED_N:
+        return "every slot; the judge decides"
+    course = cell.if_fixed
+    parts = [(course.fixed, "stops fixed"), (course.reproduces, "stops reproduces"),
+             (course.no_claim, "runs to its cap with no claim")]
+    return ", ".join(f"{p:.0%} {words}" for p, words in parts if p >= 0.005)
+
+
+def _scenario_text(scenario: Scenario) -> str:
+    return (f"{scenario.attempts:.1f} attempts, {scenario.power_cycles:.1f} power cycles, "
+            f"{scenario.duration_s / 3600:.1f} h per host")
+
+
+def _uncalled(plan: CampaignEstimate) -> list[str]:
+    """The finding the textbook averages hid: a stop rule that cannot call a truly fixed cell
+    fixed against this reference runs it to its cap, and the hours say so."""
+    stuck = [c for c in plan.cells if not c.reference and c.rule.kind is not StopKind.FIXED_N
+             and c.if_fixed.no_claim >= 0.5]
+    if not stuck:
+        return []
+    reference = next(c for c in plan.cells if c.reference)
+    names = ", ".join(c.cell for c in stuck[:3]) + (f" and {len(stuck) - 3} more" if len(stuck) > 3 else "")
+    worst = max(stuck, key=lambda c: c.if_fixed.no_claim)
+    return [f"note: a truly fixed cell under its stop rule ({names}) stops as fixed only once the anytime-valid "
+            f"comparison with the reference's counts on its host concludes; against the reference's "
+            f"{reference.slots} attempts it runs to its cap of {worst.slots} with no claim "
+            f"{worst.if_fixed.no_claim:.0%} of the time (more reference attempts, or a larger fixed_ratio, let "
+            "it stop)"]
 
 
 DEFAULT_CAMPAIGNS = 60  # per number: about +-5 points near 0 or 1, +-13 at 50% (the power search: half as many per size)

@@ -51,6 +51,23 @@ class Stop:
                 "judged": self.tally.judged, **self.details}
 
 
+def ask(playbook: Playbook, cell: Cell, counts: tuple[int, int],
+        reference: tuple[int, int]) -> stopping.StopDecision | None:
+    """The stop rule's answer before a slot of ``cell`` on one host, from (reproductions, judged)
+    of the cell and of the reference there; None: run the slot.
+
+    The one place the runner's arguments to ``stopping.decide`` are made (the playbook's
+    ``attempts``, its ``fixed_ratio``, a Holm family of every compared cell), so that
+    ``invoke plan``, which walks the same question over simulated counts
+    (``campaign/stop_walk.py``), estimates the rule that will run and not a copy of it.
+    """
+    rule = playbook.stop_rule(cell)
+    if rule.kind is StopKind.FIXED_N:
+        return None  # the plan's slots are its end
+    conclusion = stopping.Conclusion(playbook.judging.fixed_ratio, max(len(playbook.cells) - 1, 1))
+    return stopping.decide(rule, counts, reference, playbook.attempts, conclusion)
+
+
 class HostStops:
     """One host's tallies per cell and the cells that stopped there."""
 
@@ -89,13 +106,8 @@ class HostStops:
         """
         if cell.name in self.stopped:
             return None
-        rule = self.playbook.stop_rule(cell)
-        if rule.kind is StopKind.FIXED_N:
-            return None  # the plan's slots are its end
-        reference = self.playbook.reference_cell.name
-        conclusion = stopping.Conclusion(self.playbook.judging.fixed_ratio, max(len(self.playbook.cells) - 1, 1))
-        decision = stopping.decide(rule, self.tally(cell.name).counts, self.tally(reference).counts,
-                                   self.playbook.attempts, conclusion)
+        decision = ask(self.playbook, cell, self.tally(cell.name).counts,
+                       self.tally(self.playbook.reference_cell.name).counts)
         if decision is None:
             return None
         return self.stop(cell.name, str(getattr(decision.rule, "value", decision.rule)), decision.why,
