@@ -21,12 +21,10 @@ from pathlib import Path
 from typing import Any, Iterator
 
 import pytest
-from invoke import Program
 from jsonschema import Draft202012Validator
 from rich.console import Console
 
 from reprofleet.cli.progress import OUTCOME_COLUMNS, OUTCOME_STYLE, summary_table
-from reprofleet.cli.tasks import ns
 from reprofleet.model import Outcome, ReasonCode
 from reprofleet.records.export import folded, write_csv, write_jsonl, write_parquet
 from reprofleet.records.pooling import load_pool
@@ -36,6 +34,7 @@ from reprofleet.report.markdown import OUTCOMES as MARKDOWN_OUTCOMES
 from reprofleet.report.plots import OUTCOME_ORDER
 from reprofleet.verdicts import judge
 from tests.support import synthetic_campaign as synthetic
+from tests.support.cli_inprocess import run_task
 from tests.support.paths import REPO
 
 EVERY = [o.value for o in Outcome]
@@ -74,13 +73,8 @@ def folder(tmp_path: Path) -> Path:
 
 
 def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str]:
-    capsys.readouterr()
-    code = 0
-    try:
-        Program(namespace=ns, name="reprofleet", binary="reprofleet").run(["reprofleet", *argv])
-    except SystemExit as stopped:
-        code = int(stopped.code or 0)
-    return code, capsys.readouterr().out
+    code, out, _ = run_task(capsys, *argv)
+    return code, out
 
 
 def valid(task: str, document: dict[str, Any]) -> dict[str, Any]:
