@@ -139,12 +139,13 @@ def kill(state_dir: str, attempt_id: str) -> Dict[str, Any]:
         ended = _wait_for_supervisor_end(directory, attempt_id, meta,
                                          grace + STUCK_AFTER_KILL_S + 5.0 + containers.KILL_TIMEOUT_S)
         exit_line = state.read_json(os.path.join(directory, state.EXIT)) or {}  # only what docker did: words
-        stopped: List[Dict[str, Any]]
+        stopped: List[Dict[str, Any]] = []
         if ended and "container" in exit_line:  # the supervisor stopped it: say what it found
             stopped = [{k: exit_line[k] for k in ("container", "container_killed", "container_error") if k in exit_line}]
-        else:
-            stopped = _stop_containers(meta, attempt_id)
-        return _killed(attempt_id, True, stopped)
+        # and stop it ourselves too: a supervisor that had already ended its attempt (exit.json
+        # written, process not yet gone) tried docker kill before a container came back or
+        # while docker failed; killing a gone container is a harmless "not killed"
+        return _killed(attempt_id, True, stopped + _stop_containers(meta, attempt_id))
     was_running = _kill_orphaned_poc(directory, attempt_id, meta)
     return _killed(attempt_id, was_running, _stop_containers(meta, attempt_id))
 

@@ -133,6 +133,24 @@ def test_kill_of_an_exited_attempt_whose_container_still_runs_kills_it(state_dir
     assert lines[0]["was_running"] is False and lines[0]["container_killed"] is False
 
 
+def test_kill_while_an_ended_supervisor_is_still_exiting_kills_the_container_that_came_back(
+        state_dir: Path, docker) -> None:
+    """The race CI once hit: exit.json written (its docker kill found nothing), the process
+    not yet gone, and a container running; the kill must not trust the exit line alone."""
+    attempt_state = h.collector("attempt_state")
+    h.run_agent(state_dir, "run", "--id", "e2", "--timeout", "10", "--sample-hz", "0", "--kmsg", "",
+                "--container", "reprofleet-e2", "--", "true", env=docker.env())
+    exiting = subprocess.Popen(["python3", "-c", "import time; time.sleep(0.5)", attempt_state.SUPERVISOR_ARG, "e2"])
+    try:
+        (state_dir / "attempts" / "e2" / attempt_state.SUPERVISOR_PID).write_text("%d\n" % exiting.pid)
+        docker.write({"reprofleet-e2": container("e2")})
+        _, lines, _ = h.run_agent(state_dir, "kill", "--id", "e2", env=docker.env())
+    finally:
+        exiting.kill()
+        exiting.wait()
+    assert lines[0]["container_killed"] is True and docker.running() == {}
+
+
 def test_kill_of_an_unknown_id_kills_a_container_labelled_with_it(state_dir: Path, docker) -> None:
     docker.write({"reprofleet-lost": container("lost1")})
     rc, lines, _ = h.run_agent(state_dir, "kill", "--id", "lost1", env=docker.env())
