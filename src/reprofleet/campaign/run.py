@@ -366,7 +366,8 @@ def run_campaign(
         poc_digest = hashlib.sha256(poc_script).hexdigest()
         write_manifest(directory, plan, settings.controller, poc_digest, secret_digests)
         for change in plan.changes:  # before the history is read: it forgets the stops of renewed cells
-            watch.events.append({"t": utc_now(), "host": "", "event": CampaignEvent.RESUME_CHANGED.value,
+            watch.events.append({"t": iso_utc((clock or SystemClock()).wall()), "host": "",
+                                 "event": CampaignEvent.RESUME_CHANGED.value,
                                  **change.to_json(), "message": change.line()})
         stop = stop or threading.Event()
         clock = clock or SystemClock()

@@ -17,7 +17,7 @@ from reprofleet.model import Cell, EventKind, Host, Outcome, Record
 from reprofleet.model.events import CampaignEvent
 from reprofleet.model.reasons import ReasonCode
 from reprofleet.power.wall import WallPowerSampler
-from reprofleet.records.store import StreamWriter, utc_now
+from reprofleet.records.store import StreamWriter, iso_utc
 from reprofleet.remote import host_commands
 from reprofleet.remote.agent import AgentClient, StreamEvent
 from reprofleet.remote.replies import AttemptListing
@@ -68,7 +68,7 @@ class AttemptRunner:
         """One attempt of ``cell``: started now, or (``resume``) one a dead controller started,
         followed from its first line without touching the GPU's settings under it."""
         attempt_id = resume.id if resume is not None else str(uuid.uuid4())
-        started = utc_now()
+        started = str(iso_utc(self.ctx.clock.wall()))  # the clock every event of the campaign is stamped by
         readback: Mapping[str, Any] | None = None
         follower: AttemptFollower | None = None
         debug: dict[str, Any] | None = None
