@@ -292,6 +292,14 @@ class HostRunner:
                     return record
                 self.preparation.reconcile_orphans(self.link.agent())
                 record = self.run_attempt(cell, index)
+            lapsed = self.link.lease_may_have_lapsed() if record.outcome in (Outcome.WEDGE, Outcome.REBOOT) else None
+            if lapsed is not None:  # suspended past its lease: the silence may be another campaign's doing
+                record = replace(record, outcome=Outcome.INFRA, detect_latency_s=None,
+                                 reason=f"{lapsed}; was {record.outcome.value}: not declared, nothing switched")
+                self.link.fenced = lapsed
+                self.recorder.append(record)
+                self._fenced_off()
+                return record
             if record.outcome in (Outcome.WEDGE, Outcome.REBOOT):
                 if self.recovery is not None:  # a neighbour's cycle, or an outlet already off, explains it
                     record = self.recovery.explain(record, slot_began)
@@ -368,9 +376,9 @@ class HostRunner:
         self.state.quarantined = reason
         self.ctx.event(self.host.name, CampaignEvent.QUARANTINED, reason=reason, **({"traceback": trace} if trace else {}))
 
-    def _fenced_off(self) -> None:  # another controller broke this host's lease: it writes and restores nothing
-        self.ctx.event(self.host.name, CampaignEvent.FENCED, reason=self.link.fenced, message="another "
-                       "controller took this host's lease; this controller stops using it")
+    def _fenced_off(self) -> None:  # another controller broke (or may hold) this host's lease: it writes and restores nothing
+        self.ctx.event(self.host.name, CampaignEvent.FENCED, reason=self.link.fenced,
+                       message=f"{self.link.fenced}; this controller stops using the host")
         self.quarantine(f"fenced: {self.link.fenced}")
 
     def _settle(self, recovered: Recovered) -> Record:
