@@ -8,6 +8,8 @@ from pathlib import Path
 from typing import Any
 
 from reprofleet.clock import VirtualClock
+from reprofleet.model.events import CampaignEvent
+from reprofleet.records.host_hold import epoch_of
 from tests.support.seam_host import (FakeHost, events, outcomes, power_actions, records, run_host, seam_book, seam_context,
                        started_by_a_dead_controller)
 
@@ -131,6 +133,7 @@ def test_a_host_silent_at_the_start_with_another_is_held_and_not_cut_if_it_answe
     fake.freeze()
     ctx = seam_context(seam_book(tmp_path, attempts=1), tmp_path, clock)
     ctx.seen_alive = {"behind-tor"}
+    ctx.event("behind-tor", CampaignEvent.PREPARED)  # it held the host a moment ago: no other campaign can
     ctx.fleet = FleetLiveness(5.0, lambda: True, hold_s=60.0, clock=clock.monotonic)
     ctx.fleet.report_to(ctx.event)
     ctx.fleet.silent("neighbour", clock.monotonic())
@@ -171,3 +174,103 @@ def test_a_wedge_recorded_on_resume_carries_the_runtime_its_attempt_ran_so_the_c
     assert (first["outcome"], second["outcome"]) == ("wedge", "clean")
     assert first["runtime"]["image_digest"] == second["runtime"]["image_digest"] == digest
     assert first["cell_id"] == second["cell_id"]
+
+
+def _switched_on_by_this_campaign(fake: FakeHost, ctx: Any, seconds_ago: float) -> None:
+    """The power log of a controller killed ``seconds_ago`` s after it switched ``fake`` back on
+    (through the real driver base, so the line is what a real switch writes); the host boots."""
+    from reprofleet.power.log import PowerLog
+
+    fake.lose_power()
+    fake.port(ctx).power(PowerLog(ctx.directory.power)).drivers[0].on()
+    fake.clock.advance(seconds_ago)
+
+
+def test_a_resume_waits_for_a_boot_this_campaign_switched_on_before_deciding_anything(tmp_path: Path) -> None:
+    """Issue 32 item 6: resumed 5 s after it switched a wedged host on, the host is still booting
+    (silent: not even its kernel answers). Its boot is awaited, then it is prepared; nothing is
+    switched again and no slot is lost."""
+    clock = VirtualClock()
+    fake = FakeHost(clock, "booting", script=("clean",) * 2, boot_delay_s=40.0)
+    ctx = seam_context(seam_book(tmp_path, attempts=2, boot=60.0), tmp_path, clock)
+    _switched_on_by_this_campaign(fake, ctx, seconds_ago=5.0)
+    ctx.seen_alive = {"booting"}
+    switched_before = len(power_actions(ctx))
+    run_host(fake, ctx)
+    assert [a["action"] for a in power_actions(ctx)[switched_before:] if a["action"] in ("off", "on", "cycle")] == []
+    (awaited,) = events(ctx, "boot_awaited")
+    assert awaited["why"] == "switched_on_here" and awaited["switched_s_ago"] == 5.0
+    assert [r["outcome"] for r in records(ctx)] == ["clean", "clean"]
+    assert not events(ctx, "unreachable_at_start", "quarantined")
+
+
+def test_a_booting_host_that_never_comes_up_is_a_wedge_in_boot_after_its_deadline(tmp_path: Path) -> None:
+    """... and only then decides: a boot this campaign started that does not answer within the
+    boot deadline is recovered (cycled), as at any other moment."""
+    clock = VirtualClock()
+    fake = FakeHost(clock, "stuck-boot", script=("clean",), boot_delay_s=40.0)
+    ctx = seam_context(seam_book(tmp_path, attempts=1, boot=60.0), tmp_path, clock)
+    _switched_on_by_this_campaign(fake, ctx, seconds_ago=5.0)
+    fake.freeze()  # it hangs in its boot
+    ctx.seen_alive = {"stuck-boot"}
+    switched_before = len(power_actions(ctx))
+    started = clock.monotonic()
+    run_host(fake, ctx)
+    (awaited,) = events(ctx, "boot_awaited")
+    assert awaited["why"] == "switched_on_here"
+    cut = [a for a in power_actions(ctx)[switched_before:] if a["action"] in ("off", "cycle")]
+    assert cut, "a boot that never answered is recovered"
+    assert [r["outcome"] for r in records(ctx)] == ["clean"]
+    assert clock.monotonic() - started >= 55.0, "the rest of the boot deadline was waited first"
+
+
+def test_a_silent_host_this_campaign_did_not_hold_within_a_lease_ttl_is_waited_for_and_its_lease_read(
+        tmp_path: Path) -> None:
+    """Issue 32 item 8: a resume of an older campaign that had this host finds it silent. Another
+    campaign holds it now and is bringing it back; this one waits the boot deadline, reads the
+    lease and leaves the host alone: no switch of a host another campaign holds."""
+    clock = VirtualClock()
+    fake = FakeHost(clock, "shared", script=("clean",), boot_delay_s=30.0)
+    ctx = seam_context(seam_book(tmp_path, attempts=1, boot=60.0), tmp_path, clock)
+    ctx.seen_alive = {"shared"}  # this campaign prepared it once, long ago (its events are older than a TTL)
+    fake._boot(clock.monotonic())  # the other campaign's recovery switched it on a moment ago
+    fake.lease_holder = {"campaign": "other", "controller": "ctl-b", "pid": 7, "token": "their-token",
+                         "renewed": clock.monotonic() + 30.0, "ttl_s": 3600.0}
+    run_host(fake, ctx)
+    assert not [a for a in power_actions(ctx) if a["action"] in ("off", "on", "cycle")]
+    (awaited,) = events(ctx, "boot_awaited")
+    assert awaited["why"] == "may_be_held" and awaited["held_s_ago"] is None
+    assert fake.attempts_run == 0
+    assert fake.lease_holder["campaign"] == "other"
+
+
+def test_a_silent_host_this_campaign_held_a_moment_ago_is_recovered_without_waiting(tmp_path: Path) -> None:
+    """... while a host this campaign held less than a lease TTL ago is its own to recover: no wait."""
+    clock = VirtualClock()
+    fake = FakeHost(clock, "mine", script=("clean",))
+    fake.freeze()
+    ctx = seam_context(seam_book(tmp_path, attempts=1, boot=60.0), tmp_path, clock)
+    ctx.seen_alive = {"mine"}
+    ctx.event("mine", CampaignEvent.ATTEMPT_STARTED)
+    clock.advance(120.0)
+    started = clock.wall()
+    run_host(fake, ctx)
+    assert not events(ctx, "boot_awaited")
+    first_cut = next(a for a in power_actions(ctx) if a["action"] in ("off", "cycle"))
+    assert epoch_of(first_cut["time"]) - started < 60.0, "cycled before a boot deadline could have passed"
+    assert [r["outcome"] for r in records(ctx)] == ["clean"]
+
+
+def test_a_host_whose_name_does_not_resolve_at_the_start_is_never_switched(tmp_path: Path) -> None:
+    """A name that does not resolve (DNS down, a typo) is no proof of silence: even with
+    --bring-up, the host is not cut; its slots are not run, with the connect error as reason."""
+    from reprofleet.liveness.probes import ProbeAnswer
+
+    clock = VirtualClock()
+    fake = FakeHost(clock, "nxdomain", script=("clean",))
+    fake.freeze()
+    fake.probe = lambda: ProbeAnswer.UNRESOLVED  # type: ignore[method-assign]
+    ctx = seam_context(seam_book(tmp_path, attempts=1), tmp_path, clock, bring_up=True)
+    run_host(fake, ctx)
+    assert not [a for a in power_actions(ctx) if a["action"] in ("off", "on", "cycle")]
+    assert fake.attempts_run == 0 and [r["outcome"] for r in records(ctx)] == ["infra"]

@@ -19,7 +19,7 @@ POC = REPO / "playbooks" / "poc" / "sm120_hostwedge.py"
 
 
 def write_playbook(folder: Path, *, attempts: int, attempt_timeout: float = 20, cells: str = "  - name: default\n",
-                   extra: str = "") -> Path:
+                   extra: str = "", boot: float = 60) -> Path:
     (folder / "poc").mkdir(parents=True, exist_ok=True)
     shutil.copy(POC, folder / "poc" / POC.name)
     path = folder / "book.yml"
@@ -28,7 +28,7 @@ def write_playbook(folder: Path, *, attempts: int, attempt_timeout: float = 20, 
         f"poc: {{script: poc/{POC.name}}}\n"
         "runtime: {kind: docker, image: 'vllm/vllm-openai:v{vllm}', docker_args: [--ipc, host]}\n"
         f"attempts: {attempts}\n"
-        f"timeouts: {{attempt: {attempt_timeout}, boot: 60}}\n"
+        f"timeouts: {{attempt: {attempt_timeout}, boot: {boot:g}}}\n"
         "defaults:\n  vars: {vllm: '0.25.1'}\n  args: {spec_tokens: 9, gpu_memory_utilization: 0.87}\n"
         f"{extra}"
         "matrix:\n" + cells

@@ -26,6 +26,7 @@ WRITTEN_NAMES = {
     "suspect", "probe", "clear", "guard", "silence_hold", "silence_release", "cut_by_neighbour", "reattach_failed", "controller_network_suspect",
     "controller_network_back", "icmp_unavailable", "recovery", "power_retry", "needs_person", "warning", "not_ready", "fenced", "attempt_resumed",
     "policy_changed", "start_refused", "attempt_killed",  # issue 17
+    "boot_awaited",  # issue 32: a silent host at the start waits for its boot, or another holder, first
     "power_on_at_exit",  # issue 32: a second Ctrl-C switches on what this controller left off
     "self_reset_grace",  # issue 18
     "notify_failed",  # issue 21: a notification that could not be sent

@@ -35,7 +35,7 @@ from reprofleet.runner.search import LadderSchedule
 from reprofleet.stats.changepoint import bad_check_attempts
 from reprofleet.records.history import CampaignHistory, history_of, read_history
 from reprofleet.records.reader import RecordedAttempt, attempts_of, read_attempts
-from reprofleet.records.store import CampaignDir, CampaignLock, read_log_lines, utc_now, write_atomic
+from reprofleet.records.store import CampaignDir, CampaignLock, iso_utc, read_log_lines, utc_now, write_atomic
 from reprofleet.power import PowerLog
 from reprofleet.power.ports import outlet_keys
 from reprofleet.liveness.watchdog import FleetLiveness
@@ -366,7 +366,8 @@ def run_campaign(
         poc_digest = hashlib.sha256(poc_script).hexdigest()
         write_manifest(directory, plan, settings.controller, poc_digest, secret_digests)
         for change in plan.changes:  # before the history is read: it forgets the stops of renewed cells
-            watch.events.append({"t": utc_now(), "host": "", "event": CampaignEvent.RESUME_CHANGED.value,
+            watch.events.append({"t": iso_utc((clock or SystemClock()).wall()), "host": "",
+                                 "event": CampaignEvent.RESUME_CHANGED.value,
                                  **change.to_json(), "message": change.line()})
         stop = stop or threading.Event()
         clock = clock or SystemClock()
@@ -404,7 +405,7 @@ def run_campaign(
                               port=port_for(ctx, host) if port_for is not None else None,
                               resolved_before=history.resolved_on(host.name), schedule=schedule)
                    for host in plan.hosts]
-        started = utc_now()  # this controller's own power actions are those logged from now on
+        started = str(iso_utc(clock.wall()))  # this controller's own power actions are those logged from now on
         threads = [threading.Thread(target=r.run, name=f"host-{r.host.name}", daemon=True) for r in runners]
         try:
             for thread in threads:

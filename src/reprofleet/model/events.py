@@ -29,6 +29,7 @@ class CampaignEvent(str, Enum):
     SWITCHED_ON_AT_START = "switched_on_at_start"
     FACTS_CHANGED = "facts_changed"  # a new boot runs another kernel, driver, CUDA or VBIOS than the last one
     POWER_LOST = "power_lost"  # a silent host's power device read off before this controller acted: switched on
+    BOOT_AWAITED = "boot_awaited"  # a host silent at the start: a boot this campaign started, or another holder, waited for
     POWER_ON_AT_EXIT = "power_on_at_exit"  # a second Ctrl-C: the outlets this controller left off, switched on before it exits
     LEASE_BROKEN = "lease_broken"
     LEASE_RELEASE_FAILED = "lease_release_failed"

@@ -44,7 +44,8 @@ from reprofleet.model import PowerPort
 from reprofleet.power.defaults import defaults_for
 from reprofleet.power.device_cycle import DeviceCycle, covers
 from reprofleet.power.locks import address_key, device_lock, file_lock, thread_lock
-from reprofleet.power.log import PowerEvent, PowerLog, utc_now_iso
+from reprofleet.power.log import PowerEvent, PowerLog
+from reprofleet.records.store import iso_utc
 from reprofleet.power.options import Options, PowerConfigError
 from reprofleet.power.settings import DriverSettings, backoff_delays, settings_from_options
 from reprofleet.power.stagger import Stagger, gate_for
@@ -466,7 +467,7 @@ class PowerDriver(ABC):
     def _logged(self, name: str) -> Iterator[_Action]:
         """Log the action when it ends; turn any failure into one scrubbed PowerActionError."""
         action = _Action()
-        started_at, started = utc_now_iso(), self.clock.monotonic()
+        started_at, started = str(iso_utc(self.clock.wall())), self.clock.monotonic()  # the injected clock's time
         try:
             yield action
         except PowerActionError as exc:  # a nested action failed and was logged already

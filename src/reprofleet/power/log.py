@@ -14,7 +14,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from reprofleet.records.store import append_line, cut_torn_tail, utc_now
+from reprofleet.records.store import append_line, cut_torn_tail
 
 
 @dataclass(frozen=True)
@@ -37,10 +37,6 @@ class PowerEvent:
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
-
-
-def utc_now_iso() -> str:
-    return utc_now()  # one timestamp format for records, events and power actions
 
 
 class PowerLog:

@@ -17,7 +17,7 @@ from reprofleet.model import Cell, EventKind, Host, Outcome, Record
 from reprofleet.model.events import CampaignEvent
 from reprofleet.model.reasons import ReasonCode
 from reprofleet.power.wall import WallPowerSampler
-from reprofleet.records.store import StreamWriter, utc_now
+from reprofleet.records.store import StreamWriter, iso_utc
 from reprofleet.remote import host_commands
 from reprofleet.remote.agent import AgentClient, StreamEvent
 from reprofleet.remote.replies import AttemptListing
@@ -68,7 +68,8 @@ class AttemptRunner:
         """One attempt of ``cell``: started now, or (``resume``) one a dead controller started,
         followed from its first line without touching the GPU's settings under it."""
         attempt_id = resume.id if resume is not None else str(uuid.uuid4())
-        started = utc_now()
+        started = str(iso_utc(self.ctx.clock.wall()))  # the clock every event of the campaign is stamped by
+        begun = self.ctx.clock.monotonic() if resume is None else None  # a start the agent fences by the lease
         readback: Mapping[str, Any] | None = None
         follower: AttemptFollower | None = None
         debug: dict[str, Any] | None = None
@@ -103,14 +104,16 @@ class AttemptRunner:
             if self.wall is not None:
                 self.wall.stop()
             self.netconsole.unfollow()
-        return self._ended(cell, index, attempt_id, started, end, readback, follower, debug)
+        return self._ended(cell, index, attempt_id, started, end, readback, follower, debug, begun)
 
     def _ended(self, cell: Cell, index: int, attempt_id: str, started: str, end: AttemptEnd,
                readback: Mapping[str, Any] | None, follower: AttemptFollower | None,
-               debug: dict[str, Any] | None) -> Record:
+               debug: dict[str, Any] | None, begun: float | None = None) -> Record:
         self.refused = follower is not None and follower.refused
         if follower is not None and follower.fenced:
             self.link.fenced = follower.fenced
+        elif follower is not None and not self.refused and begun is not None:
+            self.link.held_now(begun)  # the agent took the start under this controller's token
         if follower is not None and not follower.refused and not follower.killed and end.exit is None \
                 and end.outcome is Outcome.INFRA:  # it ended without the PoC's own exit: stop what may still run
             self.link.stop_attempt(attempt_id, end.reason or "the attempt ended without its exit line")

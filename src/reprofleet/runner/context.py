@@ -19,7 +19,7 @@ from reprofleet.runner.cache_sync import Snapshot
 from reprofleet.remote.agent import AgentBundle
 from reprofleet.model import CampaignEvent, Cell, Playbook
 from reprofleet.remote.netconsole import NetconsoleReceiver
-from reprofleet.records.store import AttemptLog, CampaignDir, JsonlAppender, utc_now
+from reprofleet.records.store import AttemptLog, CampaignDir, JsonlAppender, iso_utc
 from reprofleet.remote.transport import TransportSettings
 from reprofleet.liveness.watchdog import FleetLiveness, WatchdogSettings
 from reprofleet.power.control import PowerControl
@@ -165,7 +165,7 @@ class CampaignContext:
         """Append one event; a controller that cannot write any more stops the campaign
         (the caller goes on to its next step, which sees the stop)."""
         try:
-            self.events.append({"t": utc_now(), "host": host, "event": CampaignEvent(what).value, **fields})
+            self.events.append({"t": iso_utc(self.clock.wall()), "host": host, "event": CampaignEvent(what).value, **fields})
         except OSError as exc:
             self.fail(f"cannot write {self.events.path}: {exc}")
 

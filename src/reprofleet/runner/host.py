@@ -172,7 +172,10 @@ class HostRunner:
 
     def prepare_or_bring_back(self) -> None:
         """A host that does not answer at the start (left off or frozen by a controller that
-        died mid-recovery) is brought back through the normal recovery path, then prepared."""
+        died mid-recovery) is brought back through the normal recovery path, then prepared.
+        Before any switch: a boot this campaign started less than a boot deadline ago is waited
+        for, and a host this campaign did not hold within a lease TTL gets its boot deadline to
+        come back (another campaign may hold it) so that its lease is read first."""
         try:
             self.prepare()
             return
@@ -180,11 +183,19 @@ class HostRunner:
             raise
         except ConnectError as exc:
             answer = self.link.probe()
+            if answer is ProbeAnswer.UNRESOLVED:
+                raise  # its name does not resolve: no proof of silence, never a reason to switch it
             if answer is ProbeAnswer.KERNEL and self.preparation.sshd_within_boot_deadline():
                 self.prepare()  # it was booting (a kill -9 during its recovery): a host like any other
                 return
             if self.recovery is None or self.ctx.power is None or not self.host.pdu or self.ctx.stop.is_set() \
                     or answer is ProbeAnswer.SSHD:
+                raise
+            own_boot = self.preparation.own_boot_answers()  # a boot this campaign started is awaited first
+            if own_boot or (own_boot is None and self.preparation.answers_while_another_may_hold()):
+                self.prepare()  # back: its lease decides whose it is
+                return
+            if self.ctx.stop.is_set():
                 raise
             userspace = answer is ProbeAnswer.KERNEL
             self.ctx.fleet.silent(self.host.name, self.ctx.clock.monotonic())  # hosts silent with it hold its cycle
@@ -281,6 +292,14 @@ class HostRunner:
                     return record
                 self.preparation.reconcile_orphans(self.link.agent())
                 record = self.run_attempt(cell, index)
+            lapsed = self.link.lease_may_have_lapsed() if record.outcome in (Outcome.WEDGE, Outcome.REBOOT) else None
+            if lapsed is not None:  # suspended past its lease: the silence may be another campaign's doing
+                record = replace(record, outcome=Outcome.INFRA, detect_latency_s=None,
+                                 reason=f"{lapsed}; was {record.outcome.value}: not declared, nothing switched")
+                self.link.fenced = lapsed
+                self.recorder.append(record)
+                self._fenced_off()
+                return record
             if record.outcome in (Outcome.WEDGE, Outcome.REBOOT):
                 if self.recovery is not None:  # a neighbour's cycle, or an outlet already off, explains it
                     record = self.recovery.explain(record, slot_began)
@@ -357,9 +376,9 @@ class HostRunner:
         self.state.quarantined = reason
         self.ctx.event(self.host.name, CampaignEvent.QUARANTINED, reason=reason, **({"traceback": trace} if trace else {}))
 
-    def _fenced_off(self) -> None:  # another controller broke this host's lease: it writes and restores nothing
-        self.ctx.event(self.host.name, CampaignEvent.FENCED, reason=self.link.fenced, message="another "
-                       "controller took this host's lease; this controller stops using it")
+    def _fenced_off(self) -> None:  # another controller broke (or may hold) this host's lease: it writes and restores nothing
+        self.ctx.event(self.host.name, CampaignEvent.FENCED, reason=self.link.fenced,
+                       message=f"{self.link.fenced}; this controller stops using the host")
         self.quarantine(f"fenced: {self.link.fenced}")
 
     def _settle(self, recovered: Recovered) -> Record:

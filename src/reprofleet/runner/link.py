@@ -70,6 +70,7 @@ class HostLink:
     home: str = ""
     leased: bool = False
     fenced: str | None = None  # another controller took the lease: nothing may act on the host again
+    lease_held_at: float | None = None  # (monotonic) the host last showed this controller holds its lease
     new_boot_listeners: list[Callable[[], None]] = field(default_factory=list)  # what a new boot makes stale
     _session: Session | None = None
     _agent: AgentClient | None = None
@@ -217,6 +218,25 @@ class HostLink:
             self.log.event(CampaignEvent.LEASE_BROKEN, previous=dict(answer.broken),
                            why="it had expired" if answer.broken.get("expired") else why)
         self.leased = True
+        self.held_now()
+
+    def held_now(self, at: float | None = None) -> None:
+        """The host showed this controller holds its lease (it took it, or the agent accepted a
+        fenced request under its token, at ``at``): the lease runs a TTL from there."""
+        self.lease_held_at = self.clock.monotonic() if at is None else at
+
+    def lease_may_have_lapsed(self) -> str | None:
+        """Why this controller may no longer hold the host (None: it does). A live controller
+        shows it holds the lease at least once per TTL (every attempt start); one that was
+        suspended longer (a laptop asleep, a SIGSTOP) may find the host another campaign's: it
+        must not declare that host wedged or switch its power on its own word."""
+        if self.lease_held_at is None:
+            return None  # never leased (observe-only, or before the first prepare): nothing to lose
+        idle = self.clock.monotonic() - self.lease_held_at
+        if idle <= self.lease.ttl_s:
+            return None
+        return (f"this controller last held the host's lease {idle:.0f} s ago, longer than its TTL "
+                f"({self.lease.ttl_s:.0f} s): another campaign may hold the host now")
 
     def _left_by_a_dead_controller_here(self, held: Mapping[str, Any] | None) -> bool:
         if not held or held.get("campaign") != self.lease.campaign \

@@ -15,7 +15,8 @@ from reprofleet.model.reasons import ReasonCode
 from reprofleet.power.control import PowerControl
 from reprofleet.records.facts_cache import cache_facts
 from reprofleet.records.host_stack import software_stack, stack_changes
-from reprofleet.records.store import power_cycles_logged, write_facts
+from reprofleet.records.host_hold import held_last, last_switch
+from reprofleet.records.store import power_cycles_logged, read_log_lines, write_facts
 from reprofleet.remote.replies import Facts
 from reprofleet.remote.agent import AgentClient
 from reprofleet.runner import cache_sync, gpu_policy as policy, readiness
@@ -121,6 +122,42 @@ class HostPreparation:
 
     def _sshd_by(self, deadline: float) -> bool:
         return self.link.sshd_by(deadline, self.ctx.stop, self.ctx.settings.timings.switched_on_poll_s)
+
+    def own_boot_answers(self) -> bool | None:
+        """A silent host whose outlet this campaign switched on (or cycled) less than a boot
+        deadline ago is booting: its boot is waited for before anything else (issue 32 item 6).
+        True: it booted; False: it did not within the deadline (a wedge in boot, this campaign's
+        to recover); None: this campaign started no boot of it that is still in time."""
+        switched = last_switch(read_log_lines(self.ctx.directory.power), self.host.name)
+        boot = self.ctx.playbook.timeouts.boot
+        if switched is None or switched.action == "off":
+            return None
+        age = self.ctx.clock.wall() - switched.at
+        if not 0 <= age < boot:
+            return None
+        self.log.event(CampaignEvent.BOOT_AWAITED, why="switched_on_here", switched_s_ago=round(age, 1),
+                       message=f"this campaign switched it {switched.action} {age:.0f} s ago: waiting for that boot "
+                               f"(up to {boot - age:.0f} s) before deciding")
+        return self._sshd_by(self.ctx.clock.monotonic() + boot - age)
+
+    def answers_while_another_may_hold(self) -> bool:
+        """Never switch a host another campaign may hold (issue 32 item 8). A silent host's lease
+        cannot be read; only when this campaign held it less than a lease TTL ago can no other
+        hold it. Otherwise its boot deadline is waited first (a holder that is recovering it
+        brings it back within it): True when it answered (its lease then decides), False when
+        it stayed silent (or this campaign held it recently: nothing to wait for)."""
+        held = held_last(read_log_lines(self.ctx.directory.events), read_log_lines(self.ctx.directory.power),
+                         self.host.name)
+        ttl = self.ctx.lease_ttl_s
+        if held is not None and 0 <= self.ctx.clock.wall() - held < ttl:
+            return False
+        boot = self.ctx.playbook.timeouts.boot
+        since = "never" if held is None else f"{self.ctx.clock.wall() - held:.0f} s ago"
+        self.log.event(CampaignEvent.BOOT_AWAITED, why="may_be_held", held_s_ago=None if held is None
+                       else round(self.ctx.clock.wall() - held, 1), lease_ttl_s=ttl,
+                       message=f"this campaign last held it {since} (a lease lasts {ttl:.0f} s): another campaign may "
+                               f"hold it, so its lease is read before any switch; waiting up to {boot:g} s for it")
+        return self._sshd_by(self.ctx.clock.monotonic() + boot)
 
     def seen_alive(self) -> bool:
         """Whether this campaign has seen the host answer (it prepared it, or recorded an

@@ -90,6 +90,11 @@ class NeverFrozen(RecoveryError):
     """A host without a power port came back with the same boot_id: it was not wedged."""
 
 
+class LeaseMayHaveLapsed(ReprofleetError):
+    """This controller may no longer hold the host: it neither declares it wedged nor switches
+    its power on its own word (issue 34 item 6); the host is fenced off for this controller."""
+
+
 class StoppedBeforeSwitching(ReprofleetError):
     """The campaign was stopped before the power action: stopping never cuts power."""
 
@@ -210,6 +215,9 @@ class HostRecovery:
         return power_off_words(self.host, self.b.power_of, self.log)
 
     def recover(self, record: Record) -> Recovered:
+        lapsed = self.link.lease_may_have_lapsed()
+        if lapsed is not None:  # the silence may be another campaign's cycle: not this controller's wedge
+            return self._fenced_off(record, lapsed)
         if record.outcome is not Outcome.POWER_LOSS:
             lost = self.power_off_words()
             if lost is not None:  # silent because it is off: switched on, never cycled
@@ -246,6 +254,8 @@ class HostRecovery:
         except StoppedBeforeSwitching as exc:
             seq.transition(RecoveryState.STOPPED, reason=str(exc))
             return Recovered(replace(record, forensics={"recovery": str(exc)}))
+        except LeaseMayHaveLapsed as exc:
+            return self._fenced_off(record, str(exc))
         except (RecoveryError, PowerError) as exc:
             seq.transition(RecoveryState.QUARANTINED, reason=str(exc))
             # a BMC that failed the cycle would only fail again; a host that never came back is worth the read
@@ -253,6 +263,14 @@ class HostRecovery:
             return Recovered(replace(record, forensics={"recovery": "failed", "error": str(exc), **bmc}),
                              quarantine=f"recovery failed: {exc}")
         return self._rejoin(seq, record, forensics)
+
+    def _fenced_off(self, record: Record, why: str) -> Recovered:
+        """Not this controller's host any more, perhaps: the record is ``infra`` with the reason
+        (never a wedge on a silence another campaign may have caused), nothing is switched, and
+        the link is fenced, so the runner touches the host no more (no restore either)."""
+        self.link.fenced = why
+        return Recovered(replace(record, outcome=Outcome.INFRA, detect_latency_s=None,
+                                 reason=f"{why}; was {record.outcome.value}: not declared, nothing switched"))
 
     def switch_back_on(self, record: Record) -> Recovered:
         """A host that lost power: every outlet switched on (none ever "off"), the boot awaited,
@@ -311,6 +329,9 @@ class HostRecovery:
         held = self.gate.hold()
         if self.stop.is_set():  # a stop releases the hold (or the guard), and never into a cut
             raise StoppedBeforeSwitching(StoppedBeforeSwitching.WORDS)
+        lapsed = self.link.lease_may_have_lapsed()  # the guard or the hold may have waited long
+        if lapsed is not None:
+            raise LeaseMayHaveLapsed(lapsed)
         if (waited or held) and self.link.banner(self.timings.banner_timeout_s):
             # it was our network, or its switch, all along: the host answers now that it is back
             return answered(("declared wedged while the controller's network was down" if waited else

@@ -17,7 +17,7 @@ from reprofleet.model import Cell, Host, Outcome, Record
 from reprofleet.model.reasons import ReasonCode
 from reprofleet.power.wall import WallPowerSampler, freeze_telemetry
 from reprofleet.records import identity
-from reprofleet.records.store import iso_utc, utc_now
+from reprofleet.records.store import iso_utc
 from reprofleet.runner.attempt import AttemptEnd, AttemptTrace
 from reprofleet.runner.context import CampaignContext, identity_factors, record_runtime
 from reprofleet.runner.link import BootState
@@ -45,7 +45,7 @@ class SlotRecorder:
 
     def infra(self, cell: Cell, index: int, reason: str, attempt_id: str | None = None) -> Record:
         """A slot that did not run (or whose run cannot be judged), with the reason."""
-        now = utc_now()
+        now = str(iso_utc(self.ctx.clock.wall()))
         runtime = self._runtime(cell)
         return Record(
             campaign=self.ctx.campaign_id, attempt=attempt_id or str(uuid.uuid4()),
@@ -77,7 +77,7 @@ class SlotRecorder:
             cache=cache_manifest if self.ctx.playbook.poc.mode(cell) != "fresh" and followed else None,
             cache_snapshot=cache_snapshot if followed else None,
             attempt_index=index, attempt_in_boot=boot.attempts_in_boot, cold_boot=boot.cold,
-            boot_id=boot.boot_id, started=started, ended=utc_now(), outcome=end.outcome,
+            boot_id=boot.boot_id, started=started, ended=str(iso_utc(self.ctx.clock.wall())), outcome=end.outcome,
             reason=end.reason, exit_code=exit_line.get("rc"), detect_latency_s=end.detect_latency_s,
             last_heartbeat=iso_utc(last_hb),
             wedge_declared=iso_utc(end.declared_wall),
