@@ -197,7 +197,34 @@ def limited(inventory: Inventory, pattern: str | None, *, where: Location | None
     if pattern is None or not pattern.strip():
         return inventory
     chosen = set(select(inventory, pattern, where=where).names)
-    return Inventory(hosts=tuple(h for h in inventory.hosts if h.name in chosen),
+    return _restricted(inventory, [name for name in inventory.names if name in chosen])
+
+
+def play_hosts(inventory: Inventory, hosts_pattern: str | None, limit: str | None, *,
+               where: Location | None = None) -> Inventory:
+    """The hosts a play runs on, as ansible-playbook picks them: its ``hosts:`` pattern (the whole
+    inventory when None), in that pattern's order, then ``--limit`` evaluated on the whole inventory,
+    as Ansible's subset is, not on what ``hosts:`` kept: ``--limit lab[0]`` is lab's first host or
+    nobody. ``where``: the file and line of ``hosts:``. Keeping nobody is an error naming both."""
+    if hosts_pattern is None or not hosts_pattern.strip():
+        play = inventory.names
+    else:
+        play = select(inventory, hosts_pattern, where=where).names
+    if limit is not None and limit.strip():
+        kept = set(select(inventory, limit).names)
+        play = tuple(name for name in play if name in kept)
+        if not play:
+            chose = f"the playbook's hosts: {hosts_pattern!r}" if hosts_pattern else "the inventory"
+            raise InventoryError(Location("--limit", None, "pattern"),
+                                 f"{limit!r} keeps none of the hosts {chose} chose")
+    return _restricted(inventory, play)
+
+
+def _restricted(inventory: Inventory, names: Sequence[str]) -> Inventory:
+    """Only the hosts ``names``, in that order; groups and the declared order keep only them."""
+    chosen = set(names)
+    by_name = {h.name: h for h in inventory.hosts}
+    return Inventory(hosts=tuple(by_name[name] for name in names),
                      groups={g: tuple(h for h in members if h in chosen) for g, members in inventory.groups.items()},
                      source=inventory.source, warnings=inventory.warnings,
                      declared=tuple(h for h in inventory.declared_names if h in chosen))
