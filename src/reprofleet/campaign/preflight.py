@@ -22,7 +22,7 @@ from pathlib import Path
 from reprofleet.credentials import resolve_env_secrets
 from reprofleet.errors import Location, PlaybookError
 from reprofleet.inventory import Inventory, load_inventory
-from reprofleet.inventory.patterns import limited
+from reprofleet.inventory.patterns import play_hosts
 from reprofleet.model import Host, Playbook
 from reprofleet.runner.gpu_policy import cells_out_of_range, refusals
 from reprofleet.power import PowerLog, PowerState
@@ -36,7 +36,7 @@ def chosen_hosts(playbook: Playbook, inventory: str, limit: str | None) -> tuple
     ``--limit`` chose (a pattern that chooses nothing is an error naming where it was written)."""
     whole = load_inventory(inventory)
     where = Location(playbook.path, playbook.hosts_line, "hosts") if playbook.hosts else None
-    return whole, limited(limited(whole, playbook.hosts, where=where), limit)
+    return whole, play_hosts(whole, playbook.hosts, limit, where=where)
 
 
 def check_playbook_against_hosts(playbook: Playbook, hosts: tuple[Host, ...], report_root: Path) -> None:

@@ -11,7 +11,8 @@ depend on. ``tests/unit/test_inventory.py`` checks our reading against ``ansible
     from reprofleet.inventory import load_inventory
     inventory = load_inventory("inventory/blackwell.yml")
 
-Modules: ``load`` (which reader a path needs), ``graph`` (groups and hosts), ``ranges``
+Modules: ``load`` (which reader a path needs), ``graph`` (groups and hosts), ``order`` (a
+group's hosts in Ansible's order), ``ranges``
 (host keys and their ranges), ``patterns`` (which hosts run: Ansible's ``--limit`` grammar), ``yaml_format`` and ``ini_format`` (the parsers),
 ``vars_files`` (group_vars/host_vars), ``hosts`` (precedence and Host construction),
 ``listing`` (the ``ansible-inventory`` path), ``values`` (what they share), ``netconsole``

@@ -11,6 +11,7 @@ from typing import Any
 
 from reprofleet.errors import InventoryError, Location
 
+from reprofleet.inventory.order import group_hosts
 from reprofleet.inventory.values import Sourced, as_int
 
 
@@ -116,8 +117,8 @@ class Graph:
         return found
 
     def members(self) -> dict[str, tuple[str, ...]]:
-        member_sets = {name: set(self.groups[name].hosts) for name in self.groups}
-        for host in self.hosts:
-            for name in self.ancestors(host):
-                member_sets[name].add(host)
-        return {name: tuple(h for h in self.hosts if h in hosts) for name, hosts in member_sets.items()}
+        """Every group's hosts, its descendants' included, in Ansible's order (``order.group_hosts``);
+        groups in the order they were first named, as Ansible matches patterns against them."""
+        own = {name: group.hosts for name, group in self.groups.items()}
+        children = {name: group.children for name, group in self.groups.items()}
+        return {name: group_hosts(name, own, children) for name in self.groups}

@@ -38,6 +38,10 @@ PDU_SECRET_KEYS = frozenset(
 class Inventory:
     """Hosts to run on, group membership (transitive, including ``all``), and where from.
 
+    ``hosts`` are in the order Ansible runs and lists them (that of ``all``), and each group's
+    members in the order Ansible lists that group (``order.group_hosts``): subscripts such as
+    ``lab[0]`` pick by it. ``declared`` names the hosts in the order the source first named
+    them, the order Ansible matches a glob or regex against host names (empty: ``hosts``' order).
     ``warnings`` carries what Ansible would only warn about (an unexpected key in a YAML
     group, a vault-encrypted vars file we cannot read), for the command line to print.
     """
@@ -46,6 +50,7 @@ class Inventory:
     groups: Mapping[str, tuple[str, ...]]
     source: str
     warnings: tuple[str, ...] = ()
+    declared: tuple[str, ...] = ()
 
     def host(self, name: str) -> Host:
         """The host called ``name``; KeyError naming the known ones otherwise."""
@@ -58,21 +63,28 @@ class Inventory:
     def names(self) -> tuple[str, ...]:
         return tuple(host.name for host in self.hosts)
 
+    @property
+    def declared_names(self) -> tuple[str, ...]:
+        """Host names in the order the source first named them (see the class text)."""
+        return self.declared or self.names
+
 
 def inventory_from_graph(graph: Graph, files: VarsFiles, source: str) -> Inventory:
     if not graph.hosts:
         raise InventoryError(Location(source, 1, "hosts"), "the inventory has no hosts")
     depth = graph.depths()
+    members = graph.members()
     hosts = []
-    for name in graph.hosts:
+    for name in members["all"]:  # the order Ansible runs and lists them, not the file's
         groups = graph.ancestors(name)
         hosts.append(host_from_vars(name, _host_layers(graph, files, name, groups, depth), groups,
                                     graph.hosts[name].where or Location(source)))
     return Inventory(
         hosts=tuple(hosts),
-        groups=frozen_mapping(graph.members()),
+        groups=frozen_mapping(members),
         source=source,
         warnings=tuple(graph.warnings + files.warnings),
+        declared=tuple(graph.hosts),
     )
 
 

@@ -22,11 +22,16 @@ _GROUP_NAME = re.compile(r"^([^:\]\s]+)\s*(?:#.*)?$")
 
 
 def parse_ini_inventory(text: str, graph: Graph) -> None:
-    """Ansible's INI rules, including groups that are used before they are declared."""
+    """Ansible's INI rules, including groups that are used before they are declared.
+
+    A ``[parent:children]`` line joins a child that already has a section at once, and one
+    that has none yet when its ``[child]`` or ``[child:children]`` section comes: that is the
+    order the parent lists its children, and so its hosts, in Ansible.
+    """
     group, state = "ungrouped", "hosts"
     declared = {"all", "ungrouped"}
     wanted: dict[str, tuple[Location, str]] = {}  # group used -> where, and how it was used
-    edges: list[tuple[str, str, Location]] = []
+    pending: dict[str, list[tuple[str, Location]]] = {}  # child with no section yet -> its parents
     for number, raw in enumerate(text.splitlines(), start=1):
         line = raw.strip()
         # the field of an INI line is its section: that is what a person looks for
@@ -36,14 +41,7 @@ def parse_ini_inventory(text: str, graph: Graph) -> None:
         section = _SECTION.match(line)
         if section:
             group, state = section.group(1), section.group(2) or "hosts"
-            where = Location(graph.file, number, line)
-            if state not in ("hosts", "vars", "children"):
-                raise InventoryError(where, f"section [{group}:{state}] has unknown type {state!r}")
-            if state == "vars":
-                wanted.setdefault(group, (Location(graph.file, number, group), f"[{group}:vars] is for"))
-            else:
-                declared.add(group)
-                graph.group(group)
+            _ini_section(graph, group, state, Location(graph.file, number, line), declared, wanted, pending)
         elif line.startswith("["):
             raise InventoryError(Location(graph.file, number, line), f"invalid section {line!r}: no spaces, one ':type' at most")
         elif state == "hosts":
@@ -52,15 +50,38 @@ def parse_ini_inventory(text: str, graph: Graph) -> None:
             key, value = _ini_assignment(line, where)
             graph.set_group_var(group, key, value, Location(graph.file, number, key))
         else:
-            named = _GROUP_NAME.match(line)
-            if not named:
-                raise InventoryError(where, f"expected a group name, got {line!r}")
-            edges.append((group, named.group(1), Location(graph.file, number, named.group(1))))
-            wanted.setdefault(named.group(1), (edges[-1][2], f"[{group}:children] includes"))
+            _ini_child(graph, group, line, where, wanted, pending)
     _check_declared(wanted, declared)
-    for parent, child, used_at in edges:
-        graph.add_child(parent, child, used_at)
     graph.reconcile()
+
+
+def _ini_section(graph: Graph, group: str, state: str, where: Location, declared: set[str],
+                 wanted: dict[str, tuple[Location, str]], pending: dict[str, list[tuple[str, Location]]]) -> None:
+    """A ``[group]``, ``[group:vars]`` or ``[group:children]`` header: the group exists from here."""
+    if state not in ("hosts", "vars", "children"):
+        raise InventoryError(where, f"section [{group}:{state}] has unknown type {state!r}")
+    graph.group(group)
+    if state == "vars":
+        wanted.setdefault(group, (Location(where.file, where.line, group), f"[{group}:vars] is for"))
+        return
+    declared.add(group)
+    for parent, used_at in pending.pop(group, []):
+        graph.add_child(parent, group, used_at)
+
+
+def _ini_child(graph: Graph, group: str, line: str, where: Location, wanted: dict[str, tuple[Location, str]],
+               pending: dict[str, list[tuple[str, Location]]]) -> None:
+    """One line of ``[group:children]``: joined now if the child exists, else when its section comes."""
+    named = _GROUP_NAME.match(line)
+    if not named:
+        raise InventoryError(where, f"expected a group name, got {line!r}")
+    child = named.group(1)
+    used_at = Location(where.file, where.line, child)
+    wanted.setdefault(child, (used_at, f"[{group}:children] includes"))
+    if child in graph.groups:
+        graph.add_child(group, child, used_at)
+    else:
+        pending.setdefault(child, []).append((group, used_at))
 
 
 def _check_declared(wanted: Mapping[str, tuple[Location, str]], declared: set[str]) -> None:

@@ -14,13 +14,14 @@ import signal
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 from reprofleet.credentials import child_environment
 from reprofleet.errors import InventoryError, Location
 from reprofleet.model import frozen_mapping
 
 from reprofleet.inventory.hosts import Inventory, host_from_vars
+from reprofleet.inventory.order import group_hosts
 from reprofleet.inventory.values import Sourced, VaultEncrypted
 
 ANSIBLE_INVENTORY_TIMEOUT_S = 60.0
@@ -72,21 +73,20 @@ def inventory_from_listing(listing: Any, source: str) -> Inventory:
     groups = {name: body for name, body in listing.items() if name != "_meta" and isinstance(body, dict)}
     direct = {name: list(body.get("hosts") or []) for name, body in groups.items()}
     children = {name: list(body.get("children") or []) for name, body in groups.items()}
-    order = list(dict.fromkeys([h for hosts in direct.values() for h in hosts] + list(hostvars)))
+    # The listing keeps each group's own hosts and children in Ansible's order, so its order
+    # of every group (and of all) follows from them; a host only in hostvars comes last.
+    names = list(groups) if "all" in groups else [*groups, "all"]
+    members = {name: group_hosts(name, direct, children) for name in names}
+    order = list(dict.fromkeys([*members["all"], *(h for hosts in direct.values() for h in hosts), *hostvars]))
     if not order:
         raise InventoryError(Location(source, 1, "hosts"), "the inventory has no hosts")
-    members = {name: _closure(name, direct, children) for name in set(groups) | {"all"}}
-    members["all"] = set(order)
+    members["all"] = tuple(order)
     hosts = []
     for name in order:
         merged = {k: Sourced(_unwrap(v), Location(source, None, k)) for k, v in (hostvars.get(name) or {}).items()}
         hosts.append(host_from_vars(name, merged, [g for g, m in members.items() if name in m],
                                     Location(source, None, "host name")))
-    return Inventory(
-        hosts=tuple(hosts),
-        groups=frozen_mapping({g: tuple(h for h in order if h in m) for g, m in members.items()}),
-        source=source,
-    )
+    return Inventory(hosts=tuple(hosts), groups=frozen_mapping(members), source=source)
 
 
 def _unwrap(value: Any) -> Any:
@@ -100,16 +100,3 @@ def _unwrap(value: Any) -> Any:
     if isinstance(value, list):
         return [_unwrap(v) for v in value]
     return value
-
-
-def _closure(group: str, direct: Mapping[str, list[str]], children: Mapping[str, list[str]]) -> set[str]:
-    found: set[str] = set()
-    seen: set[str] = set()
-    stack = [group]
-    while stack:
-        name = stack.pop()
-        if name not in seen:
-            seen.add(name)
-            found.update(direct.get(name, []))
-            stack.extend(children.get(name, []))
-    return found
