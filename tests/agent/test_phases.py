@@ -83,21 +83,22 @@ def test_the_golden_logs_cover_the_three_line_formats_from_the_notes() -> None:
 
 
 def test_the_parser_speaks_the_controllers_phase_values() -> None:
-    assert set(vllm_phases.V1_ORDER) == {phase.value for phase in Phase}
-    assert set(vllm_phases.V2_ORDER) == set(vllm_phases.V1_ORDER)
-    assert vllm_phases.V1_ORDER == tuple(phase.value for phase in Phase)
+    assert set(vllm_phases.START_ORDER) == {phase.value for phase in Phase}
 
 
-def test_the_seeds_freeze_timeline_ends_in_attention_warmup_with_the_cutedsl_line_last() -> None:
+def test_the_seeds_freeze_timeline_ends_after_kernel_warmup_with_capture_next() -> None:
     """The seed: ... KV cache sized, autotune starts/ends, attention warm-up, "Skipping
-    CuTeDSL warmup" is the last line printed, then the host stops answering."""
+    CuTeDSL warmup" is the last line printed, then the host stops answering. 0.25.1's
+    kernel_warmup() runs CuTeDSL last (kernel_warmup.py:129-130), so that line closes the
+    warm-ups and capture starts next: the tracker says so instead of filing it under attention."""
     lines = (h.VLLM_LOGS / "v0.25.1-dflash-v1runner.log").read_text().splitlines()
     frozen_at = next(i for i, line in enumerate(lines) if "Skipping CuTeDSL warmup" in line) + 1
     tracker = vllm_phases.PhaseTracker()
     seen = [phase for phase in map(tracker.feed, lines[:frozen_at]) if phase]
-    assert seen == ["engine_init", "model_load", "torch_compile", "kv_cache", "flashinfer_autotune",
-                    "attention_warmup"]
-    assert tracker.phase == "attention_warmup"
+    assert seen == ["engine_init", "model_load", "torch_compile", "cuda_graph_capture", "kv_cache",
+                    "flashinfer_autotune", "attention_warmup", "kernel_warmup"]
+    assert tracker.phase == "kernel_warmup" and tracker.note == "after kernel warmup; capture starts next"
+    assert tracker.feed(lines[frozen_at]) == "cuda_graph_capture" and tracker.note == ""
 
 
 @pytest.mark.parametrize("line, phase", [
@@ -209,12 +210,14 @@ def test_a_new_engine_start_begins_again_after_ready() -> None:
     assert tracker.feed("Starting to load model /m...") == "model_load"
 
 
-def test_a_capture_before_kv_sizing_means_the_v2_order_even_without_its_banner() -> None:
+def test_a_capture_before_kv_sizing_is_the_profiles_and_the_one_after_the_warmups_is_kept() -> None:
     lines = ["Initializing a V1 LLM engine (v0.33.0) with config: x", "Starting torch.compile",
              "Capturing CUDA graphs (PIECEWISE):   0%|", "Available KV cache memory: 9 GiB",
-             "Warming up FlashInfer attention.", "init engine (profile, create kv cache, warmup model) took 9 s"]
+             "Warming up FlashInfer attention.", "Capturing CUDA graphs (PIECEWISE):   0%|",
+             "init engine (profile, create kv cache, warmup model) took 9 s"]
     assert [phase for _, phase in vllm_phases.phases_of(lines)] == [
-        "engine_init", "torch_compile", "cuda_graph_capture", "kv_cache", "attention_warmup", "ready"]
+        "engine_init", "torch_compile", "cuda_graph_capture", "kv_cache", "attention_warmup", "cuda_graph_capture",
+        "ready"]
 
 
 def test_the_v1_runners_loading_from_scratch_line_keeps_the_v1_order() -> None:
