@@ -20,6 +20,9 @@ README = (h.VLLM_LOGS / "README.md").read_text()
 README_ROW = re.compile(r"^\| `(?P<name>[^`]+)` \| (?P<version>[^|]+?) \| (?P<report>.*?https://github\.com/\S+?)"
                         r" \|.*\| `(?P<last>\w+)` \|$", re.MULTILINE)
 FROM_NOTES = {"v0.25.1-dflash-v1runner", "v0.33.0-dflash-v2runner", "v0.14.0-dp0-v1runner"}
+SOURCES = h.VLLM_LOGS / "sources"
+FROM_SOURCES = sorted(table.stem for table in SOURCES.glob("*.tsv"))  # composed from vLLM's own code
+TAG = re.compile(r"\[([\w.]+\.py):(\d+)\]")
 
 
 def golden(log: Path) -> List[Tuple[int, str]]:
@@ -56,7 +59,7 @@ def test_a_saved_log_with_its_carriage_returns_kept_reads_the_same_phases(log: P
 
 def test_at_least_15_golden_logs_follow_public_reports_each_with_a_readme_row_and_url() -> None:
     rows = readme_rows()
-    followed = [log.stem for log in LOGS if log.stem not in FROM_NOTES]
+    followed = [log.stem for log in LOGS if log.stem not in FROM_NOTES and log.stem not in FROM_SOURCES]
     assert len(followed) >= 15
     assert sorted(rows) == sorted(followed), "every fixture that follows a report has exactly one README row"
     for name, row in rows.items():
@@ -76,6 +79,29 @@ def test_the_golden_logs_span_v0_to_the_newest_with_hangs_and_crashes_at_several
                      if "hang" in name or "crash" in name}
     assert hang_or_crash >= {"model_load", "torch_compile", "flashinfer_autotune", "attention_warmup",
                              "cuda_graph_capture"}
+
+
+def test_the_logs_composed_from_vllms_sources_cover_0251_0260_and_the_newest_0_3x() -> None:
+    versions = {name.split("-")[0] for name in FROM_SOURCES}
+    assert {"v0.25.1", "v0.26.0"} <= versions and any(v.startswith("v0.3") for v in versions)
+    assert all((h.VLLM_LOGS / (name + ".log")).exists() for name in FROM_SOURCES)
+
+
+@pytest.mark.parametrize("name", FROM_SOURCES)
+def test_every_line_of_a_log_from_the_sources_names_its_version_and_vllm_source_line(name: str) -> None:
+    """sources/<name>.tsv, re-derived from the wheels by sources/derive.py (``make test-data``):
+    one row per log line, the fixture's version, a ``vllm/...py:LINE``, and that line is the one
+    the record's own ``[file.py:LINE]`` tag prints."""
+    lines = (h.VLLM_LOGS / (name + ".log")).read_text().splitlines()
+    rows = [row.split("\t") for row in (SOURCES / (name + ".tsv")).read_text().splitlines()[1:]]
+    assert [int(number) for number, _, _ in rows] == list(range(1, len(lines) + 1))
+    for (number, version, source), line in zip(rows, lines):
+        assert name.startswith("v" + version) and re.fullmatch(r"vllm/[\w/]+\.py:\d+", source), (number, source)
+        tag = TAG.search(line)
+        if tag:
+            assert source.endswith("/" + tag[1] + ":" + tag[2]), (number, line[:80], source)
+        engine = re.search(r"LLM engine \(v([\d.]+)\)", line)
+        assert engine is None or engine[1] == version
 
 
 def test_the_golden_logs_cover_the_three_line_formats_from_the_notes() -> None:
@@ -150,6 +176,20 @@ def test_the_seeds_freeze_timeline_ends_after_kernel_warmup_with_capture_next() 
     ("(EngineCore pid=9) INFO 11-21 16:41:37 [core.py:272] init engine (profile, create kv cache, warmup "
      "model) took 48.21 seconds", "ready"),
     ("INFO 11-21 16:39:57 [scheduler.py:225] Chunked prefill is enabled with max_num_batched_tokens=8192.", None),
+    # lines read from 0.26.0 and 0.33/0.34's own sources; their real prefixes
+    ("(EngineCore pid=2377) INFO 12-05 14:03:34 [kernel_warmup.py:591] Using FlashInfer managed autotune cache "
+     "(root=/root/.cache/vllm/flashinfer_autotune). Pass --disable-flashinfer-autotune to skip autotuning.",
+     "flashinfer_autotune"),
+    ("(EngineCore_DP0 pid=91) INFO 12-05 14:03:34 [kernel_warmup.py:578] Skipping FlashInfer autotuning for ops "
+     "('fp4_gemm',)", "flashinfer_autotune"),
+    ("(EngineCore pid=4471) INFO 12-02 09:11:32 [kernel_warmup.py:65] Warming up ll_bf16 router GEMM kernels.",
+     "kernel_warmup"),
+    ("(EngineCore pid=2377) INFO 12-05 14:03:33 [kernel_warmup.py:213] Warming up BF16x3 router GEMM for K=7168, "
+     "M=256.", "kernel_warmup"),
+    ("(EngineCore pid=4471) INFO 12-02 09:11:19 [gpu_model_runner.py:6612] Profiling CUDA graph memory: "
+     "PIECEWISE=51 (largest=512), FULL=35 (largest=256)", "cuda_graph_capture"),
+    ("(MainProcess pid=2210) INFO 12-05 14:02:11 [scheduler.py:354] Chunked prefill is enabled with "
+     "max_num_batched_tokens=8192.", None),
     ("(Worker_TP0 pid=114) INFO 07-04 03:10:43 [custom_all_reduce.py:213] Registering 240 cuda graph addresses", None),
     ("Traceback (most recent call last):", None),
 ])
@@ -244,3 +284,15 @@ def test_the_host_agent_replaying_a_golden_log_reports_its_phases_after_the_line
     phases = [(i, e) for i, e in enumerate(events) if e["k"] == "phase"]
     assert [(e["phase"], e["line"]) for _, e in phases] == [(p, logged[n - 1]) for n, p in golden(log)]
     assert all(events[i - 1]["k"] == "log" and events[i - 1]["line"] == e["line"] for i, e in phases)
+
+
+def test_the_agent_tells_the_controller_where_the_log_cannot_tell_before_or_inside_capture(tmp_path: Path) -> None:
+    """The seed's own start ends on the CuTeDSL line: the agent's last `phase` event says
+    kernel_warmup with the note, so the record's phases end on the step before capture."""
+    log = h.VLLM_LOGS / "v0.25.1-seed-freeze-after-cutedsl-line.log"
+    rc, lines, _ = h.run_agent(tmp_path / "state", "run", "--id", "s1", "--timeout", "20", "--sample-hz", "0",
+                               "--kmsg", "", "--", "cat", str(log))
+    phases = [e for e in h.without_hb(lines) if e["k"] == "phase"]
+    assert rc == 0 and phases[-1]["phase"] == "kernel_warmup"
+    assert phases[-1]["note"] == "after kernel warmup; capture starts next"
+    assert all("note" not in e for e in phases[:-1])
