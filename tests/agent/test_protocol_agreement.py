@@ -24,7 +24,7 @@ def test_the_agent_and_the_controller_walk_the_same_engine_start_order_and_mark_
     assert vllm_phases.CAPTURE_NEXT == phases.CAPTURE_NEXT and vllm_phases.CAPTURE_NEXT_NOTE == CAPTURE_NEXT_NOTE
 
 
-@pytest.mark.parametrize("name", ["v0.33.0-dflash-v2runner", "v0.25.1-dflash-v1runner"])
+@pytest.mark.parametrize("name", sorted(log.stem for log in (paths.FIXTURES / "vllm-logs").glob("*.log")))
 def test_the_steps_the_agent_took_are_the_steps_the_controller_reads_from_the_phase_names(name: str) -> None:
     """The controller sees phase names only; its walk lands on the agent's own steps."""
     log = (paths.FIXTURES / "vllm-logs" / (name + ".log")).read_text().splitlines()
