@@ -16,7 +16,7 @@ APT_PACKAGES := openssh-server openssh-client iproute2 iptables openipmi ipmitoo
 	libsystemd-dev pkg-config gcc python3-dev chromium rsync
 PYTEST_ARGS ?=
 
-.PHONY: demo test coverage system-deps clean
+.PHONY: demo test coverage system-deps clean test-data
 
 system-deps:
 	@if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
@@ -60,6 +60,11 @@ coverage: system-deps $(VENV)/.installed
 	$(VENV)/bin/python -m pytest -q -m "fleet and not alone" -n $(FLEET_WORKERS) --dist loadfile --cov=reprofleet --cov-append --cov-report= $(PYTEST_ARGS)
 	$(VENV)/bin/python -m pytest -q -m "fleet and alone" --cov=reprofleet --cov-append --cov-report= $(PYTEST_ARGS)
 	$(VENV)/bin/python -m coverage report | tail -1
+
+# Test data read from released software, re-derived by hand, never at test time: the vLLM
+# engine-start logs composed from the wheels' own logger calls (tests/fixtures/vllm-logs/sources/).
+test-data: $(VENV)/.installed
+	$(VENV)/bin/python tests/fixtures/vllm-logs/sources/derive.py
 
 clean:
 	-$(VENV)/bin/invoke sim.down

@@ -18,9 +18,20 @@ Two things are undone before matching, because they hide or merge records:
   carriage return and before each record start (a process prefix or ``LEVEL MM-DD HH:MM:SS``).
 
 The phase values are those of ``reprofleet.model.Phase`` (this module must not import it).
-The order of phases is the order the engine runs them, which depends on the model runner:
-the V2 runner (0.33's default) captures CUDA graphs while profiling memory, *before* it
-sizes the KV cache; the V1 runner and the V0 engine capture last.
+The engine walks ``START_ORDER``, read from vLLM's own sources (0.25.1, 0.26.0, 0.33.0 and
+0.34.0; ``tests/fixtures/vllm-logs/sources/`` cites every line) and skipping what a version
+or runner does not do. Two phases have two steps in it:
+
+* CUDA-graph capture: the memory profile captures graphs before the KV cache is sized (the
+  V1 runner of 0.20+ between "Profiling CUDA graph memory:" and "Estimated CUDA graph
+  memory:", printing no bar; the V2 runner, 0.33's default, with its bars), and the real
+  capture comes after the warm-ups. The real one is the one the seed's hosts froze in, so a
+  profile capture never hides it.
+* Kernel warm-up: from 0.30 ``kernel_warmup()`` opens with "JIT kernel warmup starting."
+  (router GEMM and CuTeDSL warm-ups follow, then autotune, then attention); up to 0.26 it
+  runs autotune, attention, then CuTeDSL last, whose line is the last before capture
+  (0.25.1 prints none of its own before the bar: the seed's last line). That late step is
+  ``CAPTURE_NEXT``: a freeze after it may be before or inside capture.
 """
 
 from __future__ import annotations
@@ -38,10 +49,13 @@ ATTENTION_WARMUP = "attention_warmup"
 CUDA_GRAPH_CAPTURE = "cuda_graph_capture"
 READY = "ready"
 
-V1_ORDER = (ENGINE_INIT, MODEL_LOAD, TORCH_COMPILE, KV_CACHE, KERNEL_WARMUP, FLASHINFER_AUTOTUNE,
-            ATTENTION_WARMUP, CUDA_GRAPH_CAPTURE, READY)
-V2_ORDER = (ENGINE_INIT, MODEL_LOAD, TORCH_COMPILE, CUDA_GRAPH_CAPTURE, KV_CACHE, KERNEL_WARMUP,
-            FLASHINFER_AUTOTUNE, ATTENTION_WARMUP, READY)
+# Every step an engine start may take, in order (a version or runner skips some).
+START_ORDER = (ENGINE_INIT, MODEL_LOAD, TORCH_COMPILE, CUDA_GRAPH_CAPTURE, KV_CACHE, KERNEL_WARMUP,
+               FLASHINFER_AUTOTUNE, ATTENTION_WARMUP, KERNEL_WARMUP, CUDA_GRAPH_CAPTURE, READY)
+PROFILE_CAPTURE = 3  # the memory profile's capture, before KV sizing
+EARLY_KERNEL_WARMUP = 5  # 0.30+: "JIT kernel warmup starting." opens the warm-ups
+CAPTURE_NEXT = 8  # up to 0.26: CuTeDSL ends the warm-ups; capture starts next
+CAPTURE_NEXT_NOTE = "after kernel warmup; capture starts next"
 
 # Raw ESC sequences; the same written out (\x1b, \033, \e, \u001b, ^[); or with the ESC lost.
 _ANSI = re.compile(r"(?:\x1b|\\x1b|\\033|\\e|\\u001b|\^\[)\[[0-9;?]*[ -/]*[@-~]"
@@ -52,8 +66,8 @@ _RECORD_BREAK = re.compile(r"\r|\^M|(?=\([\w:.-]+(?: [\w=.]+)* pid=\d+(?:, ip=[\
 # "Initializing a V1 LLM engine (v0.14.0) with config:", V0's "a V0 LLM engine", and the
 # older "Initializing an LLM engine (vdev) with config:".
 ENGINE_START = re.compile(r"Initializing an? (?:V\d )?LLM engine \(v?[^)]*\) with config:")
-# Only the banner: the V1 runner of 0.10 and 0.11 also says "Loading model from scratch...".
-V2_RUNNER_MARKS = ("Using V2 Model Runner",)
+# CuTeDSL's warm-up lines: the last of kernel_warmup() up to 0.26, inside its JIT step from 0.30.
+CUTEDSL_MARKS = ("Warming up CuTeDSL", "Skipping CuTeDSL warmup")
 
 # (phase, fragments, patterns): the first rule that matches a record wins, so more specific
 # rules come first (e.g. "init engine (profile, create kv cache, ...) took" is READY).
@@ -62,7 +76,8 @@ RULES: Tuple[Rule, ...] = (
     (READY, ("init engine (profile, create kv cache, warmup model) took",), ()),
     (CUDA_GRAPH_CAPTURE, (
         "Capturing model for DFlash speculator", "Graph capturing finished in", "CUDA graph pool memory:",
-        "Torch profiler disabled for CUDA graph capture",
+        "Torch profiler disabled for CUDA graph capture", "Torch profiler enabled for CUDA graph capture",
+        "Profiling CUDA graph memory:",  # the V1 runner captures two graphs per mode after it (0.20+)
     ), (
         # A qualifier may sit between the verb and the noun: "Capturing CUDA graphs (mixed
         # prefill-decode, PIECEWISE)", "Capturing CUDA graph shapes", "Capturing dflash CUDA
@@ -72,12 +87,17 @@ RULES: Tuple[Rule, ...] = (
     (ATTENTION_WARMUP, ("Warming up FlashInfer attention",), ()),
     (FLASHINFER_AUTOTUNE, (
         "Skipping FlashInfer autotune", "Using FlashInfer autotune cache", "Running FlashInfer autotune",
+        "Using FlashInfer managed autotune cache", "Skipping FlashInfer autotuning for ops",
         "[Autotuner]: Autotuning process", "[AutoTuner]: Tuning ", "[Autotuner]: Tuning ",
     ), ()),
-    (KERNEL_WARMUP, ("JIT kernel warmup starting", "Warming up CuTeDSL", "Skipping CuTeDSL warmup"), ()),
+    (KERNEL_WARMUP, ("JIT kernel warmup starting", "Warming up CuTeDSL", "Skipping CuTeDSL warmup"), (
+        # 0.26: "Warming up ll_bf16 router GEMM kernels."; 0.33: "... for shapes: ...", "Warming up
+        # BF16x3 router GEMM for K=..", "Warmed up BF16x3 router GEMM configs"
+        re.compile(r"Warm(?:ing|ed) up \w+ router GEMM"),
+    )),
     (KV_CACHE, (
         "Available KV cache memory:", "CUDA graph memory profiling is enabled", "GPU KV cache size:",
-        "Maximum concurrency for ", "Profiling CUDA graph memory:", "Estimated CUDA graph memory:",
+        "Maximum concurrency for ", "Estimated CUDA graph memory:",
         # V0: the memory profile of each worker, then "# CUDA blocks: N, # CPU blocks: M"
         "Memory profiling takes", "the current vLLM instance can use total_gpu_memory",
     ), (re.compile(r"# (?:GPU|CUDA|cuda|gpu) blocks: \d"),)),
@@ -133,22 +153,25 @@ def is_engine_start(line: str) -> bool:
     return ENGINE_START.search(clean(line)) is not None
 
 
-def marks_v2_runner(line: str) -> bool:
-    return any(mark in line for mark in V2_RUNNER_MARKS)
-
-
 class PhaseTracker:
-    """Turns a stream of lines into phase changes that never go backwards.
+    """Turns a stream of lines into phase changes along ``START_ORDER``, never backwards.
 
-    A phase is reported once, at the first record that marks it; a record marking an earlier
-    phase than the current one is ignored (0.25 prints its CuTeDSL warm-up line after
-    the autotune, for example), except that a new engine start begins again.
+    A phase is reported once per step, at the first record that marks it; a record marking
+    the current phase, or an earlier step, is no change; a new engine start begins again.
+    Capture before KV sizing is the profile's step, capture after it the real one. Router
+    GEMM lines enter kernel warm-up only as its opening step (0.26 runs them after the
+    autotune, inside no step of their own); a CuTeDSL line outside an open kernel warm-up is
+    the warm-ups' last step (``CAPTURE_NEXT``).
     """
 
     def __init__(self) -> None:
         self.phase: Optional[str] = None
-        self.order = V1_ORDER
-        self._kv_seen = False
+        self.step = -1  # index into START_ORDER
+
+    @property
+    def note(self) -> str:
+        """What the log cannot tell at the current step (empty when it tells)."""
+        return CAPTURE_NEXT_NOTE if self.step == CAPTURE_NEXT else ""
 
     def feed(self, line: str) -> Optional[str]:
         """The phase entered at this line (the last, if it entered several), or None."""
@@ -169,26 +192,25 @@ class PhaseTracker:
         if phase is None:
             return None
         if ENGINE_START.search(record):
-            self.order, self._kv_seen = V1_ORDER, False
-            return self._enter(ENGINE_INIT, force=self.phase != ENGINE_INIT)
-        self._learn_runner(record, phase)
-        return self._enter(phase)
+            if self.phase == ENGINE_INIT:
+                return None
+            self.step = -1
+        step = self._step_for(phase, record)
+        if step is None:
+            return None
+        self.step, self.phase = step, phase
+        return phase
 
-    def _learn_runner(self, record: str, phase: str) -> None:
-        """The V2 runner says so, or shows itself by capturing before KV sizing."""
-        if phase == KV_CACHE:
-            self._kv_seen = True
-        early_capture = phase == CUDA_GRAPH_CAPTURE and not self._kv_seen and self.phase in (
-            MODEL_LOAD, TORCH_COMPILE)
-        if marks_v2_runner(record) or early_capture:
-            self.order = V2_ORDER
-
-    def _enter(self, phase: str, force: bool = False) -> Optional[str]:
-        current = self.order.index(self.phase) if self.phase is not None else -1
-        if force or self.order.index(phase) > current:
-            self.phase = phase
-            return phase
-        return None
+    def _step_for(self, phase: str, record: str) -> Optional[int]:
+        if phase == self.phase:
+            return None
+        ahead = [i for i in range(self.step + 1, len(START_ORDER)) if START_ORDER[i] == phase]
+        if not ahead:
+            return None
+        if phase == KERNEL_WARMUP:
+            wanted = CAPTURE_NEXT if any(mark in record for mark in CUTEDSL_MARKS) else EARLY_KERNEL_WARMUP
+            return wanted if wanted in ahead else None
+        return ahead[0]
 
 
 def phases_of(lines: List[str]) -> List[Tuple[int, str]]:

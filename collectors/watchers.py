@@ -45,7 +45,9 @@ class Watchers:
             self._phase_failed = True
             self._notice("phases", "phase tracking stopped: %r" % exc)
             return
-        if phase is not None:
+        if phase is not None and self.phases.note:
+            self.log.append("phase", phase=phase, line=text, note=self.phases.note)
+        elif phase is not None:
             self.log.append("phase", phase=phase, line=text)
 
     def _on_kernel_message(self, message: str) -> None:

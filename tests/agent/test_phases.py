@@ -20,6 +20,9 @@ README = (h.VLLM_LOGS / "README.md").read_text()
 README_ROW = re.compile(r"^\| `(?P<name>[^`]+)` \| (?P<version>[^|]+?) \| (?P<report>.*?https://github\.com/\S+?)"
                         r" \|.*\| `(?P<last>\w+)` \|$", re.MULTILINE)
 FROM_NOTES = {"v0.25.1-dflash-v1runner", "v0.33.0-dflash-v2runner", "v0.14.0-dp0-v1runner"}
+SOURCES = h.VLLM_LOGS / "sources"
+FROM_SOURCES = sorted(table.stem for table in SOURCES.glob("*.tsv"))  # composed from vLLM's own code
+TAG = re.compile(r"\[([\w.]+\.py):(\d+)\]")
 
 
 def golden(log: Path) -> List[Tuple[int, str]]:
@@ -56,7 +59,7 @@ def test_a_saved_log_with_its_carriage_returns_kept_reads_the_same_phases(log: P
 
 def test_at_least_15_golden_logs_follow_public_reports_each_with_a_readme_row_and_url() -> None:
     rows = readme_rows()
-    followed = [log.stem for log in LOGS if log.stem not in FROM_NOTES]
+    followed = [log.stem for log in LOGS if log.stem not in FROM_NOTES and log.stem not in FROM_SOURCES]
     assert len(followed) >= 15
     assert sorted(rows) == sorted(followed), "every fixture that follows a report has exactly one README row"
     for name, row in rows.items():
@@ -78,26 +81,50 @@ def test_the_golden_logs_span_v0_to_the_newest_with_hangs_and_crashes_at_several
                              "cuda_graph_capture"}
 
 
+def test_the_logs_composed_from_vllms_sources_cover_0251_0260_and_the_newest_0_3x() -> None:
+    versions = {name.split("-")[0] for name in FROM_SOURCES}
+    assert {"v0.25.1", "v0.26.0"} <= versions and any(v.startswith("v0.3") for v in versions)
+    assert all((h.VLLM_LOGS / (name + ".log")).exists() for name in FROM_SOURCES)
+
+
+@pytest.mark.parametrize("name", FROM_SOURCES)
+def test_every_line_of_a_log_from_the_sources_names_its_version_and_vllm_source_line(name: str) -> None:
+    """sources/<name>.tsv, re-derived from the wheels by sources/derive.py (``make test-data``):
+    one row per log line, the fixture's version, a ``vllm/...py:LINE``, and that line is the one
+    the record's own ``[file.py:LINE]`` tag prints."""
+    lines = (h.VLLM_LOGS / (name + ".log")).read_text().splitlines()
+    rows = [row.split("\t") for row in (SOURCES / (name + ".tsv")).read_text().splitlines()[1:]]
+    assert [int(number) for number, _, _ in rows] == list(range(1, len(lines) + 1))
+    for (number, version, source), line in zip(rows, lines):
+        assert name.startswith("v" + version) and re.fullmatch(r"vllm/[\w/]+\.py:\d+", source), (number, source)
+        tag = TAG.search(line)
+        if tag:
+            assert source.endswith("/" + tag[1] + ":" + tag[2]), (number, line[:80], source)
+        engine = re.search(r"LLM engine \(v([\d.]+)\)", line)
+        assert engine is None or engine[1] == version
+
+
 def test_the_golden_logs_cover_the_three_line_formats_from_the_notes() -> None:
     assert {log.stem for log in LOGS} >= FROM_NOTES
 
 
 def test_the_parser_speaks_the_controllers_phase_values() -> None:
-    assert set(vllm_phases.V1_ORDER) == {phase.value for phase in Phase}
-    assert set(vllm_phases.V2_ORDER) == set(vllm_phases.V1_ORDER)
-    assert vllm_phases.V1_ORDER == tuple(phase.value for phase in Phase)
+    assert set(vllm_phases.START_ORDER) == {phase.value for phase in Phase}
 
 
-def test_the_seeds_freeze_timeline_ends_in_attention_warmup_with_the_cutedsl_line_last() -> None:
+def test_the_seeds_freeze_timeline_ends_after_kernel_warmup_with_capture_next() -> None:
     """The seed: ... KV cache sized, autotune starts/ends, attention warm-up, "Skipping
-    CuTeDSL warmup" is the last line printed, then the host stops answering."""
+    CuTeDSL warmup" is the last line printed, then the host stops answering. 0.25.1's
+    kernel_warmup() runs CuTeDSL last (kernel_warmup.py:129-130), so that line closes the
+    warm-ups and capture starts next: the tracker says so instead of filing it under attention."""
     lines = (h.VLLM_LOGS / "v0.25.1-dflash-v1runner.log").read_text().splitlines()
     frozen_at = next(i for i, line in enumerate(lines) if "Skipping CuTeDSL warmup" in line) + 1
     tracker = vllm_phases.PhaseTracker()
     seen = [phase for phase in map(tracker.feed, lines[:frozen_at]) if phase]
-    assert seen == ["engine_init", "model_load", "torch_compile", "kv_cache", "flashinfer_autotune",
-                    "attention_warmup"]
-    assert tracker.phase == "attention_warmup"
+    assert seen == ["engine_init", "model_load", "torch_compile", "cuda_graph_capture", "kv_cache",
+                    "flashinfer_autotune", "attention_warmup", "kernel_warmup"]
+    assert tracker.phase == "kernel_warmup" and tracker.note == "after kernel warmup; capture starts next"
+    assert tracker.feed(lines[frozen_at]) == "cuda_graph_capture" and tracker.note == ""
 
 
 @pytest.mark.parametrize("line, phase", [
@@ -149,6 +176,20 @@ def test_the_seeds_freeze_timeline_ends_in_attention_warmup_with_the_cutedsl_lin
     ("(EngineCore pid=9) INFO 11-21 16:41:37 [core.py:272] init engine (profile, create kv cache, warmup "
      "model) took 48.21 seconds", "ready"),
     ("INFO 11-21 16:39:57 [scheduler.py:225] Chunked prefill is enabled with max_num_batched_tokens=8192.", None),
+    # lines read from 0.26.0 and 0.33/0.34's own sources; their real prefixes
+    ("(EngineCore pid=2377) INFO 12-05 14:03:34 [kernel_warmup.py:591] Using FlashInfer managed autotune cache "
+     "(root=/root/.cache/vllm/flashinfer_autotune). Pass --disable-flashinfer-autotune to skip autotuning.",
+     "flashinfer_autotune"),
+    ("(EngineCore_DP0 pid=91) INFO 12-05 14:03:34 [kernel_warmup.py:578] Skipping FlashInfer autotuning for ops "
+     "('fp4_gemm',)", "flashinfer_autotune"),
+    ("(EngineCore pid=4471) INFO 12-02 09:11:32 [kernel_warmup.py:65] Warming up ll_bf16 router GEMM kernels.",
+     "kernel_warmup"),
+    ("(EngineCore pid=2377) INFO 12-05 14:03:33 [kernel_warmup.py:213] Warming up BF16x3 router GEMM for K=7168, "
+     "M=256.", "kernel_warmup"),
+    ("(EngineCore pid=4471) INFO 12-02 09:11:19 [gpu_model_runner.py:6612] Profiling CUDA graph memory: "
+     "PIECEWISE=51 (largest=512), FULL=35 (largest=256)", "cuda_graph_capture"),
+    ("(MainProcess pid=2210) INFO 12-05 14:02:11 [scheduler.py:354] Chunked prefill is enabled with "
+     "max_num_batched_tokens=8192.", None),
     ("(Worker_TP0 pid=114) INFO 07-04 03:10:43 [custom_all_reduce.py:213] Registering 240 cuda graph addresses", None),
     ("Traceback (most recent call last):", None),
 ])
@@ -209,12 +250,14 @@ def test_a_new_engine_start_begins_again_after_ready() -> None:
     assert tracker.feed("Starting to load model /m...") == "model_load"
 
 
-def test_a_capture_before_kv_sizing_means_the_v2_order_even_without_its_banner() -> None:
+def test_a_capture_before_kv_sizing_is_the_profiles_and_the_one_after_the_warmups_is_kept() -> None:
     lines = ["Initializing a V1 LLM engine (v0.33.0) with config: x", "Starting torch.compile",
              "Capturing CUDA graphs (PIECEWISE):   0%|", "Available KV cache memory: 9 GiB",
-             "Warming up FlashInfer attention.", "init engine (profile, create kv cache, warmup model) took 9 s"]
+             "Warming up FlashInfer attention.", "Capturing CUDA graphs (PIECEWISE):   0%|",
+             "init engine (profile, create kv cache, warmup model) took 9 s"]
     assert [phase for _, phase in vllm_phases.phases_of(lines)] == [
-        "engine_init", "torch_compile", "cuda_graph_capture", "kv_cache", "attention_warmup", "ready"]
+        "engine_init", "torch_compile", "cuda_graph_capture", "kv_cache", "attention_warmup", "cuda_graph_capture",
+        "ready"]
 
 
 def test_the_v1_runners_loading_from_scratch_line_keeps_the_v1_order() -> None:
@@ -241,3 +284,15 @@ def test_the_host_agent_replaying_a_golden_log_reports_its_phases_after_the_line
     phases = [(i, e) for i, e in enumerate(events) if e["k"] == "phase"]
     assert [(e["phase"], e["line"]) for _, e in phases] == [(p, logged[n - 1]) for n, p in golden(log)]
     assert all(events[i - 1]["k"] == "log" and events[i - 1]["line"] == e["line"] for i, e in phases)
+
+
+def test_the_agent_tells_the_controller_where_the_log_cannot_tell_before_or_inside_capture(tmp_path: Path) -> None:
+    """The seed's own start ends on the CuTeDSL line: the agent's last `phase` event says
+    kernel_warmup with the note, so the record's phases end on the step before capture."""
+    log = h.VLLM_LOGS / "v0.25.1-seed-freeze-after-cutedsl-line.log"
+    rc, lines, _ = h.run_agent(tmp_path / "state", "run", "--id", "s1", "--timeout", "20", "--sample-hz", "0",
+                               "--kmsg", "", "--", "cat", str(log))
+    phases = [e for e in h.without_hb(lines) if e["k"] == "phase"]
+    assert rc == 0 and phases[-1]["phase"] == "kernel_warmup"
+    assert phases[-1]["note"] == "after kernel warmup; capture starts next"
+    assert all("note" not in e for e in phases[:-1])

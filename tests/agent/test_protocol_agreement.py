@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import sys
 
-from reprofleet.model import PHASE_ORDERS, EngineRunner, EventKind, Phase
+import pytest
+
+from reprofleet.model import CAPTURE_NEXT_NOTE, START_ORDER, EventKind, Phase
+from reprofleet.model import phases
 from tests.support import paths
 
 sys.path.insert(0, str(paths.REPO / "collectors"))
@@ -12,26 +15,22 @@ import gpu_health  # noqa: E402
 import vllm_phases  # noqa: E402
 
 
-def test_the_agent_and_the_controller_name_the_same_phases_in_the_same_order() -> None:
-    assert list(vllm_phases.V1_ORDER) == [p.value for p in Phase]
+def test_the_agent_and_the_controller_name_the_same_phases() -> None:
+    assert set(vllm_phases.START_ORDER) == {p.value for p in Phase}
 
 
-def test_the_controller_knows_the_phase_order_of_every_engine_generation_the_agent_parses() -> None:
-    agent = {name: tuple(value) for name, value in vars(vllm_phases).items()
-             if name.endswith("_ORDER") and isinstance(value, tuple)}
-    controller = {runner: tuple(p.value for p in order) for runner, order in PHASE_ORDERS.items()}
-    assert set(agent.values()) == set(controller.values())  # no order on one side only
-    assert controller[EngineRunner.V1_RUNNER] == agent["V1_ORDER"] == controller[EngineRunner.V0_ENGINE]
-    assert controller[EngineRunner.V2_RUNNER] == agent["V2_ORDER"]
+def test_the_agent_and_the_controller_walk_the_same_engine_start_order_and_mark_the_same_step() -> None:
+    assert vllm_phases.START_ORDER == tuple(p.value for p in START_ORDER)
+    assert vllm_phases.CAPTURE_NEXT == phases.CAPTURE_NEXT and vllm_phases.CAPTURE_NEXT_NOTE == CAPTURE_NEXT_NOTE
 
 
-def test_a_v2_start_read_by_the_agent_fits_only_the_controllers_v2_order() -> None:
-    from reprofleet.model.phases import runners_of
-
-    log = (paths.FIXTURES / "vllm-logs" / "v0.33.0-dflash-v2runner.log").read_text()
-    phases = [phase for _, phase in vllm_phases.phases_of(log.splitlines())]
-    assert phases.index("cuda_graph_capture") < phases.index("kv_cache")
-    assert runners_of(phases[-1], phases) == (EngineRunner.V2_RUNNER,)
+@pytest.mark.parametrize("name", sorted(log.stem for log in (paths.FIXTURES / "vllm-logs").glob("*.log")))
+def test_the_steps_the_agent_took_are_the_steps_the_controller_reads_from_the_phase_names(name: str) -> None:
+    """The controller sees phase names only; its walk lands on the agent's own steps."""
+    log = (paths.FIXTURES / "vllm-logs" / (name + ".log")).read_text().splitlines()
+    tracker = vllm_phases.PhaseTracker()
+    taken = [tracker.step for line in log if tracker.feed(line)]
+    assert phases.walk([p for _, p in vllm_phases.phases_of(log)]) == taken
 
 
 def test_every_kind_the_protocol_documents_is_known_to_the_controller() -> None:

@@ -2,11 +2,18 @@
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
+
 import pytest
 
 from reprofleet.remote import host_commands
-from reprofleet.runner import poc
+from reprofleet.runner import cache_sync, poc
+from tests.support import paths
 from reprofleet.model import Cell, Runtime, RuntimeKind
+
+sys.path.insert(0, str(paths.REPO / "collectors"))
+import cache_store  # noqa: E402
 
 
 def _cell(runtime: Runtime) -> Cell:
@@ -138,3 +145,71 @@ def test_a_cache_folder_with_a_quote_in_it_stays_one_word_on_the_shell_line(tmp_
 def test_seeding_never_overwrites_a_warm_cache() -> None:
     command = host_commands.prepare_cache("/c/key", "/s/seed.tar.gz").command
     assert command.startswith("mkdir -p /c/key && if [ -z \"$(ls -A /c/key)\" ]; then tar -xzf /s/seed.tar.gz")
+
+
+ENGINE_ROOTS = ("FLASHINFER_AUTOTUNE_CACHE_DIR", "FLASHINFER_WORKSPACE_BASE", "TRITON_CACHE_DIR")
+
+
+def _docker_env(argv: tuple[str, ...]) -> dict[str, str]:
+    pairs = [argv[i + 1] for i, arg in enumerate(argv) if arg == "--env" and "=" in argv[i + 1]]
+    return dict(pair.split("=", 1) for pair in pairs)
+
+
+@pytest.mark.parametrize("mode", ["persistent", "fresh", "seeded"])
+def test_every_engine_cache_root_lies_in_the_cache_a_docker_attempt_mounts(mode: str) -> None:
+    """FlashInfer's managed autotune store, its JIT kernels and Triton's cache default to folders
+    outside VLLM_CACHE_ROOT (~/.cache/flashinfer, ~/.triton): each is pointed into the mount."""
+    cell = _cell(Runtime(RuntimeKind.DOCKER, image="vllm/vllm-openai:v0.34.0"))
+    command = poc.build(cell, poc_path="/p.py", state_root="/s", attempt_id="a1", persistent=mode == "persistent",
+                        seeded=mode == "seeded", gpu=0)
+    env = _docker_env(command.argv)
+    assert f"type=bind,src={command.cache_dir},dst={poc.CONTAINER_CACHE}" in command.argv
+    assert env["FLASHINFER_AUTOTUNE_CACHE_DIR"] == "/root/.cache/vllm/flashinfer_autotune"
+    assert all(env[name].startswith(poc.CONTAINER_CACHE + "/") for name in ENGINE_ROOTS)
+    assert len({env[name] for name in ENGINE_ROOTS}) == len(ENGINE_ROOTS)
+
+
+@pytest.mark.parametrize("kind", [RuntimeKind.PYTHON, RuntimeKind.VENV])
+@pytest.mark.parametrize("mode", ["persistent", "fresh", "seeded"])
+def test_every_engine_cache_root_lies_in_the_attempts_cache_folder_on_a_host_python(kind: RuntimeKind,
+                                                                                      mode: str) -> None:
+    runtime = (Runtime(kind, python="/opt/vllm/bin/python") if kind is RuntimeKind.PYTHON
+               else Runtime(kind, vllm="0.34.0"))
+    command = poc.build(_cell(runtime), poc_path="/p.py", state_root="/s", attempt_id="a1",
+                        persistent=mode == "persistent", seeded=mode == "seeded", gpu=0)
+    env = dict(command.env)
+    assert env["VLLM_CACHE_ROOT"] == command.cache_dir
+    assert env["FLASHINFER_AUTOTUNE_CACHE_DIR"] == command.cache_dir + "/flashinfer_autotune"
+    assert all(env[name].startswith(command.cache_dir + "/") for name in ENGINE_ROOTS)
+
+
+def test_a_cells_own_cache_root_setting_wins_over_the_default() -> None:
+    cell = Cell(name="own", index=0, factors={}, env=(("TRITON_CACHE_DIR", "/scratch/triton"),), args=(),
+                runtime=Runtime(RuntimeKind.DOCKER, image="vllm/vllm-openai:v0.34.0"))
+    docker = _docker_env(poc.build(cell, poc_path="/p.py", state_root="/s", attempt_id="a", persistent=True,
+                                   gpu=0).argv)
+    assert docker["TRITON_CACHE_DIR"] == "/scratch/triton"
+    assert list(poc.build(cell, poc_path="/p.py", state_root="/s", attempt_id="a", persistent=True,
+                          gpu=0).argv).count("TRITON_CACHE_DIR=/scratch/triton") == 1
+
+
+def test_the_cache_manifest_shows_what_the_engine_wrote_under_every_root(tmp_path: Path) -> None:
+    """What an attempt leaves under each root is in the cache folder, so the manifest a seeded
+    push sends (cache_sync.build_snapshot) and the one a harvest pulls (the agent's
+    folder_manifest) both list it."""
+    cell = _cell(Runtime(RuntimeKind.PYTHON, python="/opt/vllm/bin/python"))
+    command = poc.build(cell, poc_path="/p.py", state_root=str(tmp_path), attempt_id="a", persistent=True, gpu=0)
+    env = dict(command.env)
+    written = {"VLLM_CACHE_ROOT": "torch_compile_cache/3f1a/rank_0_0/backbone/cache_key",
+               "FLASHINFER_AUTOTUNE_CACHE_DIR": "v2/5c0e/fp4_gemm.json",
+               "FLASHINFER_WORKSPACE_BASE": ".cache/flashinfer/0.7.3/120a/cached_ops/fused_moe/fused_moe.so",
+               "TRITON_CACHE_DIR": "Q2ZK/triton_poi_fused.cubin"}
+    for name, relative in written.items():
+        path = Path(env[name]) / relative
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(name)
+    seeded = {entry.path for entry in cache_sync.build_snapshot(command.cache_dir).files}
+    harvested = {entry["path"] for entry in cache_store.folder_manifest(command.cache_dir)["files"]}
+    expected = {str(Path(env[name], relative).relative_to(command.cache_dir)) for name, relative in written.items()}
+    assert seeded == harvested == expected
+    assert "flashinfer_autotune/v2/5c0e/fp4_gemm.json" in expected

@@ -54,8 +54,8 @@ def test_the_seed_version_freezes_right_after_its_last_line_skipping_cutedsl_war
 
 def test_the_agents_phase_parser_sees_every_phase_in_order() -> None:
     assert agent_phases(rendered("0.25.1")) == [
-        "engine_init", "model_load", "torch_compile", "kv_cache", "flashinfer_autotune",
-        "attention_warmup", "cuda_graph_capture", "ready"]
+        "engine_init", "model_load", "torch_compile", "cuda_graph_capture", "kv_cache", "flashinfer_autotune",
+        "attention_warmup", "kernel_warmup", "cuda_graph_capture", "ready"]  # profile capture; CuTeDSL last
     assert agent_phases(rendered("0.33.0")).index("cuda_graph_capture") < agent_phases(rendered("0.33.0")).index("kv_cache")
 
 

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from reprofleet.model import EarlyReproductions, Judging, Phase
+from reprofleet.model import Classified, EarlyReproductions, Judging, Phase, Role, phase_note
 from reprofleet.records.pooling import CampaignInfo, Plan, Pool, load_pool
 from reprofleet.records.store import CampaignLock
 from reprofleet.report import render_markdown
@@ -87,16 +87,42 @@ def test_fixed_states_clean_errors_in_capture_and_exclusions_with_a_worst_case()
     assert x.worst_case.startswith("worst case, had the 2 errors/hangs in capture been reproductions: reproduces")
 
 
-def test_an_error_after_capture_under_the_v2_runner_counts_as_clean_and_one_before_it_under_v1_does_not() -> None:
+def test_an_error_after_the_profiles_capture_but_before_the_real_one_is_never_counted_as_clean() -> None:
+    """The V2 runner (and the V1 runner's memory profile) capture before KV sizing, and the real
+    capture comes after the warm-ups: only an error after *that* one got through capture."""
     judging = SEED
-    assert judging.role("error", "kv_cache", V2_AFTER_CAPTURE).value == "non_reproduction"
+    assert judging.role("error", "kv_cache", V2_AFTER_CAPTURE).value == "excluded"
     assert judging.role("error", "kv_cache", V1_BEFORE_CAPTURE).value == "excluded"
-    assert judging.role("error", "kv_cache").value == "excluded"  # the order cannot be told: never guessed clean
-    assert "depending on the engine's runner" in judging.exclusion_reason("error", "kv_cache")
+    assert judging.role("error", "kv_cache").value == "excluded"
+    assert judging.role("error", "ready", V2_AFTER_CAPTURE + ["attention_warmup", "cuda_graph_capture", "ready"]
+                        ).value == "non_reproduction"
     assert judging.role("hang", "cuda_graph_capture", V2_AFTER_CAPTURE[:4]).value == "failed_at_risk"
+    assert judging.role("hang", "cuda_graph_capture", V2_AFTER_CAPTURE + ["cuda_graph_capture"]).value == "failed_at_risk"
+    assert "fit no engine start's order" in judging.exclusion_reason("error", "kv_cache", ["ready", "kv_cache"])
     records = ref_and_cell(6, 8, 0, 0) + many(8, "x", "ws01", "error", phase="kv_cache", phases=V2_AFTER_CAPTURE)
     x = verdict(judge(pool_of(records)), "x")
-    assert (x.judged, x.excluded, x.at_risk) == (8, 0, 0)
+    assert (x.judged, x.excluded, x.at_risk) == (0, 8, 0)
+
+
+SEED_0251 = ["engine_init", "model_load", "torch_compile", "cuda_graph_capture", "kv_cache", "flashinfer_autotune",
+             "attention_warmup", "kernel_warmup"]  # the seed's last line: "Skipping CuTeDSL warmup ..."
+
+
+def test_a_stop_after_kernel_warmup_with_capture_next_is_judged_as_in_capture_in_every_cell() -> None:
+    """0.25.1 prints nothing between the CuTeDSL line and capture's bar; 0.26.0 prints "Torch profiler
+    disabled for CUDA graph capture" first. The same moment is judged the same: a wedge there is a
+    reproduction not flagged early, an error or hang there never clean, with the note saying why."""
+    judging = SEED
+    v0260_started = SEED_0251 + ["cuda_graph_capture"]
+    for phases in (SEED_0251, v0260_started):
+        assert judging.classify("wedge", phases[-1], phases) == Classified(Role.REPRODUCTION)
+        assert judging.role("hang", phases[-1], phases) is Role.FAILED_AT_RISK
+    assert "after kernel warmup; capture starts next" in judging.exclusion_reason("error", "kernel_warmup", SEED_0251)
+    assert phase_note("kernel_warmup", SEED_0251) == "after kernel warmup; capture starts next"
+    assert phase_note("attention_warmup", SEED_0251[:-1]) == ""
+    records = many(4, "x", "ws01", "wedge", phase="kernel_warmup", phases=SEED_0251)
+    x = verdict(judge(pool_of(ref_and_cell(6, 8, 0, 0) + records)), "x")
+    assert (x.reproductions, x.early) == (4, 0)
 
 
 def test_a_reproduction_before_the_phase_at_risk_is_flagged_or_excluded_as_the_playbook_says() -> None:

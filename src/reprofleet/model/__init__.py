@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from reprofleet.model.values import frozen_mapping
 from reprofleet.model.outcomes import Outcome, PHASE_ORDER, Phase, Role, outcome_counts, phase_reached
-from reprofleet.model.phases import PHASE_ORDERS, EngineRunner, PhasePosition
+from reprofleet.model.phases import CAPTURE_NEXT_NOTE, START_ORDER, PhasePosition, phase_note
 from reprofleet.model.judging import (DEFAULT_FIXED_RATIO, DEFAULT_MAX_EXCLUDED_SHARE, DEFAULT_REPRODUCTIONS, Classified,
                                       EarlyReproductions, Judging, StopKind, StopRule)
 from reprofleet.model.stream import EventKind
@@ -43,7 +43,7 @@ __all__ = [
     "DEFAULT_MAX_EXCLUDED_SHARE",
     "DEFAULT_REPRODUCTIONS",
     "EarlyReproductions",
-    "EngineRunner",
+    "CAPTURE_NEXT_NOTE",
     "EventKind",
     "GpuAccess",
     "GpuPolicy",
@@ -53,7 +53,7 @@ __all__ = [
     "NetconsoleSetting",
     "Outcome",
     "PHASE_ORDER",
-    "PHASE_ORDERS",
+    "START_ORDER",
     "Phase",
     "PhasePosition",
     "PipOptions",
@@ -71,6 +71,7 @@ __all__ = [
     "StopRule",
     "Timeouts",
     "frozen_mapping",
+    "phase_note",
     "phase_reached",
     "reason_code",
     "orderly_shutdown",

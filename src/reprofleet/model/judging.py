@@ -7,7 +7,7 @@ from enum import Enum, unique
 from typing import Any, Mapping, Sequence
 
 from reprofleet.model.outcomes import Outcome, Phase, Role
-from reprofleet.model.phases import PhasePosition, position
+from reprofleet.model.phases import CAPTURE_NEXT_NOTE, PhasePosition, position
 from reprofleet.model.reasons import slot_runs_again
 
 
@@ -46,7 +46,9 @@ class Judging:
     non-reproduction: a clean exit, or an ``error`` or ``hang`` after it. An error or hang
     *in* it is its own role (it may be the bug caught short of a freeze) and never clean;
     one before it (a broken image, a typo) is excluded, so six errors never read like a
-    fix. "Before", "in" and "after" follow the engine's own phase order (``model.phases``).
+    fix. "Before", "in" and "after" follow the engine's own phase order (``model.phases``); a
+    stop right before capture with nothing printed between (``EDGE``: "after kernel warmup;
+    capture starts next") counts as in it, in every cell alike.
     Without ``at_risk_phase`` errors and hangs are always excluded. ``infra`` is excluded,
     and a slot that runs again (interrupted, not run, cut) is in nothing at all.
     ``fixed_ratio``: "fixed" needs the rate ratio (cell / reference) bounded below it.
@@ -97,10 +99,13 @@ class Judging:
             return Classified(Role.NON_REPRODUCTION)
         if where is PhasePosition.IN:
             return Classified(Role.FAILED_AT_RISK, f"{outcome.value} in {risk}")
+        if where is PhasePosition.EDGE:
+            return Classified(Role.FAILED_AT_RISK, f"{outcome.value} at the start of {risk} ({CAPTURE_NEXT_NOTE}: "
+                              "the log cannot tell before or inside, so it is taken as inside)")
         if where is PhasePosition.BEFORE:
             return Classified(Role.EXCLUDED, f"{outcome.value} before {risk} (last phase {last_phase or 'none'})")
-        return Classified(Role.EXCLUDED, f"{outcome.value} at {last_phase}: before or after {risk} depending on the "
-                          "engine's runner, and the record does not list the phases it went through")
+        return Classified(Role.EXCLUDED, f"{outcome.value} at {last_phase}: its phases fit no engine start's order, "
+                          f"so where it stopped relative to {risk} is unknown")
 
     def role(self, outcome: "Outcome | str", last_phase: str | None = None,
              phases: Sequence[str] | None = None, infra_reason: str | None = None, *,

@@ -3,7 +3,8 @@
 The same PoC script runs under docker (the seed's ``docker run ... vllm/vllm-openai``) or a
 host Python with vLLM installed; the cache folder is bind-mounted (docker) or pointed at by
 ``VLLM_CACHE_ROOT`` (python) so a persistent cache carries over between attempts as in the
-seed.
+seed. Every other cache the engine keeps is pointed into that folder too
+(``ENGINE_CACHE_ROOTS``), so the cache mode (fresh, persistent, seeded, harvest) covers it.
 """
 
 from __future__ import annotations
@@ -21,6 +22,22 @@ from reprofleet.runner.cache_sync import CacheError
 from reprofleet.runner.runtimes import venv_python
 
 CONTAINER_CACHE = "/root/.cache/vllm"
+# Caches a vLLM start writes outside VLLM_CACHE_ROOT by default, each moved to a folder of the
+# attempt's cache. Read from vLLM 0.26.0-0.34.0 and FlashInfer 0.7 (vllm/snapshot/runtime.py
+# names the same three as the engine's generated caches):
+# - FlashInfer's managed autotune store (vLLM 0.33+: "Using FlashInfer managed autotune cache
+#   (root=flashinfer default)", flashinfer/autotune_cache.py: FLASHINFER_AUTOTUNE_CACHE_DIR, else
+#   ~/.cache/flashinfer/autotune). vLLM's own VLLM_FLASHINFER_AUTOTUNE_CACHE_DIR is left alone:
+#   in 0.25/0.26 it would also move the per-config autotune file, already under VLLM_CACHE_ROOT,
+#   out of its FlashInfer-version/arch folders.
+# - FlashInfer's JIT kernels and cubins (flashinfer/jit/env.py: FLASHINFER_WORKSPACE_BASE, else
+#   the home folder, + .cache/flashinfer; the managed store's default sits below it too).
+# - Triton's kernel cache (TRITON_CACHE_DIR, else ~/.triton/cache).
+ENGINE_CACHE_ROOTS: tuple[tuple[str, str], ...] = (
+    ("FLASHINFER_AUTOTUNE_CACHE_DIR", "flashinfer_autotune"),
+    ("FLASHINFER_WORKSPACE_BASE", "flashinfer_workspace"),
+    ("TRITON_CACHE_DIR", "triton"),
+)
 CONTAINER_POC = "/poc.py"
 ATTEMPT_LABEL = "reprofleet.attempt"  # every container an attempt starts carries it: found and killed later by it
 
@@ -66,6 +83,12 @@ def cache_key_for_label(label: str) -> str:
     return f"{slug}-{hashlib.sha256(label.encode()).hexdigest()[:8]}"
 
 
+def engine_cache_env(cache_root: str) -> dict[str, str]:
+    """The environment that puts every cache in ``ENGINE_CACHE_ROOTS`` under ``cache_root``
+    (the cache folder as the PoC sees it: the host path, or the container's mount)."""
+    return {name: f"{cache_root}/{folder}" for name, folder in ENGINE_CACHE_ROOTS}
+
+
 def build(cell: Cell, *, poc_path: str, state_root: str, attempt_id: str, persistent: bool, gpu: int,
           seeded: bool = False, secret_names: tuple[str, ...] = ()) -> PocCommand:
     """The argv and environment that start one attempt of ``cell`` on a host. A seeded
@@ -77,6 +100,7 @@ def build(cell: Cell, *, poc_path: str, state_root: str, attempt_id: str, persis
     flags = poc_flags(cell.args)
     env = dict(cell.env)
     if cell.runtime.kind is RuntimeKind.DOCKER:
+        env = {**engine_cache_env(CONTAINER_CACHE), **env}  # a cell's own setting wins
         name = container_name(attempt_id)
         # --init: a real init as PID 1, so the container's processes get the signals docker sends.
         argv = ["docker", "run", "--rm", "--init", "--name", name, "--label", f"{ATTEMPT_LABEL}={attempt_id}",
@@ -92,6 +116,8 @@ def build(cell: Cell, *, poc_path: str, state_root: str, attempt_id: str, persis
         ]
         return PocCommand(tuple(argv), (), cache_dir, container=name, secret_names=tuple(sorted(secret_names)))
     env.setdefault("VLLM_CACHE_ROOT", cache_dir)
+    for name, value in engine_cache_env(cache_dir).items():
+        env.setdefault(name, value)
     env.setdefault("CUDA_VISIBLE_DEVICES", str(gpu))
     # CUDA counts devices fastest first by default, NVML by PCI bus: on a host with two
     # different GPUs the index names another card unless CUDA counts the way NVML does.
