@@ -64,15 +64,12 @@ def test_journalctl_argument_forms() -> None:
 def test_an_orderly_reboot_ends_the_previous_boots_journal_as_systemd_ends_a_real_one(sim_host_tree, tmp_path) -> None:
     """The simulated host's orderly reboot (rfsim/orderly_shutdown.py) reads, through its
     journalctl, as the agent reads a real one (collectors/shutdown_evidence.py)."""
-    import sys
-    from pathlib import Path
+    import time
 
     from reprofleet.sim.rfsim import orderly_shutdown
+    from tests.support.agent_harness import collector
 
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "collectors"))
-    import shutdown_evidence
-
-    import time
+    shutdown_evidence = collector("shutdown_evidence")  # the agent's own module, whatever ran before
 
     tree = sim_host_tree()
     first = boots.new_boot(tree.hw / "boots", "jr", now=time.time() - 600)  # up for ten minutes
