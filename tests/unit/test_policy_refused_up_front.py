@@ -8,9 +8,9 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import time
 from pathlib import Path
 
+from tests.support.listener import CountingPort
 from tests.support.fleet_campaign import write_playbook
 
 LGC_AND_PL = "  - name: lgc-2800\n    graphics_clocks: [180, 2800]\n  - name: pl-700\n    power_limit: 700\n"
@@ -22,17 +22,18 @@ def reprofleet(*args: str, cwd: Path, timeout: float = 60) -> subprocess.Complet
 
 
 def test_an_out_of_range_power_limit_is_refused_before_any_host_is_contacted(tmp_path: Path) -> None:
-    # An address nobody answers on: contacting it would take the connect timeout.
+    # A port that counts connections: contacting the host would show there.
+    port = CountingPort()
     inventory = tmp_path / "hosts.yml"
-    inventory.write_text("all:\n  hosts:\n    ws01:\n      ansible_host: 10.213.254.254\n")
+    inventory.write_text(f"all:\n  hosts:\n    ws01:\n      ansible_host: 127.0.0.1\n      ansible_port: {port.port}\n")
     facts_cache = tmp_path / "reports" / ".facts"
     facts_cache.mkdir(parents=True)
     (facts_cache / "ws01.json").write_text(json.dumps(
         {"gpus": [{"index": 0, "power_limit_w": {"min": 150.0, "max": 600.0}}]}))
     book = write_playbook(tmp_path / "book", attempts=1, cells=LGC_AND_PL)
-    started = time.monotonic()
-    result = reprofleet("campaign", "--hosts", str(inventory), "--playbook", str(book), cwd=tmp_path)
-    assert time.monotonic() - started < 8
+    with port:
+        result = reprofleet("campaign", "--hosts", str(inventory), "--playbook", str(book), cwd=tmp_path)
+    assert port.connections == 0, "a host was contacted before the playbook was refused"
     assert result.returncode == 2
     (line,) = result.stderr.strip().splitlines()
     assert "matrix[1].power_limit" in line and "700" in line and "150-600" in line
