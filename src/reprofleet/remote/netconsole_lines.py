@@ -38,6 +38,7 @@ class Note(Enum):
     GAP = "gap"  # the kernel's sequence jumped: messages that never arrived
     DROPPED = "dropped"  # datagrams of a source over its budget, not read
     CUT = "cut"  # a kernel line longer than the cap, cut
+    NOT_FILED = "not_filed"  # the host's file (or the campaign folder) reached its cap: lines counted from here
 
 
 @dataclass(frozen=True)
