@@ -308,7 +308,13 @@ class NetconsoleReceiver:
                     continue
                 log = self.hosts[feed.host]
                 log.received += 1
-                self._file(log, feed.reassembler.feed(data, now), outbox, feed, now)
+                before = feed.reassembler.skipped
+                lines = feed.reassembler.feed(data, now, room=feed.allowance.room(now))
+                after = feed.reassembler.skipped
+                if after != before:
+                    skipped = after[0] - before[0]
+                    feed.allowance.skipped(skipped, after[1] - before[1] + skipped * ENVELOPE)
+                self._file(log, lines, outbox, feed, now)
 
     def _file(self, log: _HostLog, lines: list[KernelLine], outbox: list[_Out], feed: _Feed | None = None,
               now: float = 0.0) -> None:

@@ -88,6 +88,17 @@ class Allowance:
         self.unfiled += 1
         return False
 
+    def room(self, now: float) -> int:
+        """How many lines may be filed now (a datagram's parse stops there)."""
+        self._refill(now)
+        return int(self._lines)
+
+    def skipped(self, lines: int, size: int) -> None:
+        """Lines a datagram held past :meth:`room`, never parsed: counted as not filed."""
+        count, total = self._unfiled
+        self._unfiled = (count + lines, total + size)
+        self.unfiled += lines
+
     def admit(self, size: int, now: float) -> bool:
         """Whether a datagram of ``size`` bytes arriving at ``now`` is read."""
         self._refill(now)

@@ -109,6 +109,7 @@ class Reassembler:
         self._pending_held = 0
         self._last_seq: int | None = None
         self.refused = 0  # fragments refused: over a cap, or not matching their message's others
+        self.skipped = (0, 0)  # plain lines (and their bytes) past a feed's ``room``: counted, never parsed
 
     def held_bytes(self) -> int:
         """What this source makes the receiver hold between datagrams."""
@@ -118,10 +119,13 @@ class Reassembler:
         """A new boot: its kernel numbers its messages anew (no gap across boots)."""
         self._last_seq = None
 
-    def feed(self, data: bytes, t: float) -> list[KernelLine]:
+    def feed(self, data: bytes, t: float, room: int | None = None) -> list[KernelLine]:
+        """The lines ``data`` completes; ``room``: at most this many plain lines are made, the
+        rest of the datagram's lines only counted (``skipped``), so a datagram of newlines costs
+        what the receiver may file, not what the sender chose."""
         match = HEADER.match(data[:HEADER_SCAN])
         if match is None:
-            return self._plain(data, t)
+            return self._plain(data, t, room)
         level, seq, usec = int(match.group(2)) & 7, int(match.group(3)), int(match.group(4))
         body = data[match.end():]
         frag = NCFRAG.search(match.group(6))
@@ -130,10 +134,18 @@ class Reassembler:
         return self._fragment(body, t, (level, seq, usec), int(frag.group(1)), int(frag.group(2)))
 
     # -- the plain form --------------------------------------------------------------------
-    def _plain(self, data: bytes, t: float) -> list[KernelLine]:
+    def _plain(self, data: bytes, t: float, room: int | None = None) -> list[KernelLine]:
         """Lines end with a newline; a line's time is the arrival of its first piece."""
-        lines, start = [], 0
+        lines: list[KernelLine] = []
+        start = 0
         while (end := data.find(b"\n", start)) >= 0:
+            if room is not None and len(lines) >= room:
+                last = data.rfind(b"\n") + 1
+                count, size = self.skipped
+                self.skipped = (count + data.count(b"\n", start, last), size + last - start + len(self._partial))
+                self._partial, self._partial_cut = bytearray(), 0  # its line is one of those skipped
+                start = last
+                break
             self._keep(data, start, end, t)
             line = self._take_partial()
             if line is not None:
