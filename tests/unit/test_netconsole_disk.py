@@ -17,7 +17,7 @@ from typing import Any
 from reprofleet.records.disk_caps import CampaignDiskBudget, DiskCaps
 from reprofleet.remote.netconsole import NetconsoleReceiver
 from reprofleet.remote.netconsole_budget import Budget, Dropped
-from reprofleet.remote.netconsole_lines import Reassembler
+from reprofleet.remote.netconsole_lines import Reassembler, WireCaps
 
 UNFILED = re.compile(r"(\d+) lines? \((\d+) bytes\) not filed from 127\.0\.0\.1 over budget")
 
@@ -42,10 +42,11 @@ def _filed(folder: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
 
 
-def test_spoofed_datagrams_of_newlines_file_no_more_lines_than_the_filing_budget(tmp_path: Path) -> None:
+def test_spoofed_datagrams_of_newlines_file_no_more_lines_than_a_kernels_datagram_holds(tmp_path: Path) -> None:
     """240,000 bytes in 4 datagrams, each ``x\\n`` 30,000 times: inside the byte budget of what a
-    source sends, but 120,000 lines. Only the filing budget's burst is filed; the rest is
-    counted, and the file says how many lines it did not get."""
+    source sends, but 120,000 lines. A kernel's datagram is a 1000-byte chunk (500 lines at
+    most): that many are filed from each, the rest counted, and the file says how many lines
+    it did not get."""
     rx = _receiver(tmp_path, budget=Budget(report_every_s=0), clock=lambda: 1000.0)  # time stands: no refill
     try:
         flood = b"x\n" * 30_000
@@ -54,9 +55,24 @@ def test_spoofed_datagrams_of_newlines_file_no_more_lines_than_the_filing_budget
         filed = _filed(tmp_path)
         kernel = [line for line in filed if "note" not in line]
         noted = sum(int(m.group(1)) for m in (UNFILED.search(str(line["line"])) for line in filed) if m)
-        assert len(kernel) == Budget().line_burst
+        assert len(kernel) == 4 * WireCaps().lines_per_datagram
         assert len(kernel) + rx.unfiled("ws01") == 120_000 and noted == rx.unfiled("ws01")
-        assert (tmp_path / "ws01.jsonl").stat().st_size < 2 << 20  # not the 6.75 MB of 90,000 lines filed whole
+        assert (tmp_path / "ws01.jsonl").stat().st_size < 200_000  # not the 6.75 MB of 90,000 lines filed whole
+    finally:
+        rx.close()
+
+
+def test_a_source_files_no_more_lines_than_its_filing_budget(tmp_path: Path) -> None:
+    """Datagrams a kernel could send (500 short lines in 1000 bytes), 24 of them: under the
+    datagram and byte budgets, but 12,000 lines. The filing budget's burst is filed, no more."""
+    rx = _receiver(tmp_path, budget=Budget(report_every_s=0), clock=lambda: 1000.0)  # time stands: no refill
+    try:
+        for _ in range(4):
+            _send_and_poll(rx, *[b"x\n" * 500] * 6)
+        filed = _filed(tmp_path)
+        kernel = [line for line in filed if "note" not in line]
+        noted = sum(int(m.group(1)) for m in (UNFILED.search(str(line["line"])) for line in filed) if m)
+        assert len(kernel) == Budget().line_burst and rx.unfiled("ws01") == noted == 2_000
     finally:
         rx.close()
 

@@ -309,7 +309,8 @@ class NetconsoleReceiver:
                 log = self.hosts[feed.host]
                 log.received += 1
                 before = feed.reassembler.skipped
-                lines = feed.reassembler.feed(data, now, room=feed.allowance.room(now))
+                room = min(feed.allowance.room(now), self.caps.lines_per_datagram)  # the lock's work per datagram
+                lines = feed.reassembler.feed(data, now, room=room)
                 after = feed.reassembler.skipped
                 if after != before:
                     skipped = after[0] - before[0]

@@ -72,6 +72,7 @@ class WireCaps:
     chunks_per_message: int = 32  # distinct fragments of one message (17 make 16 KiB)
     pending_messages: int = 64  # messages being put together at once
     pending_bytes: int = 256 << 10  # bytes all of them hold together
+    lines_per_datagram: int = 500  # plain lines parsed from one datagram (a kernel's chunk is 1000 bytes: 500 at most)
 
 
 @dataclass
