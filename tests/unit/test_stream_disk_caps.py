@@ -12,6 +12,11 @@ import tracemalloc
 from pathlib import Path
 from typing import Any
 
+import pytest
+
+from reprofleet.campaign.settings import ControllerConfig, disk_caps
+from reprofleet.cli.config import DEFAULTS
+from reprofleet.errors import UsageError
 from reprofleet.model import SCHEMA_VERSION
 from reprofleet.records.disk_caps import MIB, CampaignDiskBudget, DiskCaps
 from reprofleet.records.store import AttemptLog
@@ -139,3 +144,13 @@ def test_a_line_longer_than_a_reader_takes_is_skipped_not_held(tmp_path: Path) -
     path = tmp_path / "s.jsonl"
     path.write_bytes(_log_line(0).encode() + b"\n" + b"{" + b"z" * 3000 + b"\n" + _log_line(1).encode() + b"\n")
     assert _seqs(list(stream_lines(path, max_line=1000))) == [0, 1]
+
+
+def test_the_caps_come_from_invoke_config_and_a_wrong_one_is_named() -> None:
+    values = {**DEFAULTS, "stream_cap_mb": 8.0, "netconsole_cap_lines": 500, "controller": "c1"}
+    caps = ControllerConfig(values).run_settings().disk
+    assert (caps.stream_bytes, caps.netconsole_lines, caps.campaign_bytes) == (8 * MIB, 500, 4096 * MIB)
+    with pytest.raises(UsageError, match=r"^reprofleet\.campaign_cap_mb: 'lots' is not a number$"):
+        disk_caps({**DEFAULTS, "campaign_cap_mb": "lots"})
+    with pytest.raises(UsageError, match=r"^reprofleet\.stream_cap_mb: .* too small"):
+        disk_caps({**DEFAULTS, "stream_cap_mb": 0.01})
