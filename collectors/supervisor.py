@@ -148,7 +148,7 @@ class Supervisor:
     def _emit_lines(self, lines: List[Any]) -> None:
         for text, partial in lines:
             extra = {"partial": True} if partial else {}
-            self.log.append("log", line=text, stream="out", **extra)
+            self.log.append("log", line=text, **extra)  # no ``stream``: stderr is merged into stdout, it said "out" always
             self.watchers.on_log_line(text)
 
     def _enforce(self, pgid: int, now: float, deadline: float) -> None:

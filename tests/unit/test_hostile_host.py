@@ -24,6 +24,8 @@ from tests.support.hostile_host import COUNTS, HostileSession, endless, tree, tr
 from reprofleet.campaign import cache_ops
 from reprofleet.errors import AgentError, ReprofleetError
 from reprofleet.model import Host
+from reprofleet.records.disk_caps import DiskCaps
+from reprofleet.records.stream_file import StreamWriter, gap_of, stream_lines
 from reprofleet.remote import host_bytes
 from reprofleet.remote.agent import AgentClient, load_bundle
 from reprofleet.remote.transport import TransportSettings
@@ -281,6 +283,39 @@ def test_a_stream_of_a_gigabyte_without_a_newline_is_refused_after_one_line_boun
     assert session.channels[0].read_bytes <= host_bytes.MAX_LINE_BYTES + (1 << 16)
     assert peak < MEMORY_BOUND, f"peak {peak / 2**20:.1f} MiB"
     COUNTS["peak_bytes"] = max(COUNTS["peak_bytes"], peak)
+
+
+def test_a_host_streaming_a_flood_of_lines_leaves_a_stream_file_under_its_cap_ending_on_its_last_line(
+        tmp_path: Path) -> None:
+    """A PoC printing ``yes x`` (issue 34): 40,000 log lines (2.3 MB) through the real stream
+    reader, each written as the attempt follower writes it. The file stays under its cap, with
+    the count of what was cut, and ends on the host's last line."""
+    total = 40_000
+
+    def flood() -> Iterable[bytes]:
+        yield b'{"t":0,"k":"start","seq":0}\n'
+        for first in range(1, total + 1, 1000):
+            yield b"".join(b'{"t":%d,"k":"log","seq":%d,"line":"x","stream":"out"}\n' % (seq, seq)
+                           for seq in range(first, first + 1000))
+
+    agent, _ = agent_over(flood())
+    caps = DiskCaps(stream_bytes=256 << 10)
+    writer = StreamWriter(tmp_path / "a1.jsonl", caps=caps)
+    stream = agent.run("a1", ["python3", "poc.py"], timeout=60)
+    try:
+        for _ in range(total + 10):  # bounded: the stream finishes after its last line
+            event = stream.next_event(0.5)
+            if event is not None:
+                writer.write(event.raw)
+            if stream.finished:
+                break
+    finally:
+        writer.close()
+    lines = list(stream_lines(tmp_path / "a1.jsonl"))
+    cut = [gap for gap in map(gap_of, lines) if gap is not None]
+    seqs = [line["seq"] for line in lines if "seq" in line]
+    assert (tmp_path / "a1.jsonl").stat().st_size <= caps.stream_bytes and seqs[-1] == total
+    assert len(cut) == 1 and len(seqs) + cut[0][1] == total + 1  # every line filed or counted
 
 
 REPLIES = {

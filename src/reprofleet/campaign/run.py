@@ -33,6 +33,7 @@ from reprofleet.playbook import plan_order
 from reprofleet.playbook.ladder import Ladder, LadderPlan, ladder_json, ladder_plan
 from reprofleet.runner.search import LadderSchedule
 from reprofleet.stats.changepoint import bad_check_attempts
+from reprofleet.records.disk_caps import CampaignDiskBudget
 from reprofleet.records.history import CampaignHistory, history_of, read_history
 from reprofleet.records.reader import RecordedAttempt, attempts_of, read_attempts
 from reprofleet.records.store import CampaignDir, CampaignLock, iso_utc, read_log_lines, utc_now, write_atomic
@@ -378,6 +379,8 @@ def run_campaign(
         before = len(recorded)
         earlier = history.earlier()
         fleet = fleet_liveness(plan.hosts, settings, PowerLog(directory.power), clock, network_ok)
+        disk = CampaignDiskBudget.of_folders(settings.disk.campaign_bytes,
+                                             (directory.streams, directory.root / "netconsole"))
         power = recovery_factory(directory) if recovery_factory is not None else None
         ctx = CampaignContext(
             campaign_id=plan.campaign_id, directory=directory, playbook=plan.playbook, settings=settings,
@@ -390,7 +393,8 @@ def run_campaign(
             started_on=MappingProxyType(dict(history.started_on())), seen_alive=frozenset(history.seen_alive),
             ledger=CampaignLedger(recorded), host_outlets=MappingProxyType(outlet_keys(plan.hosts)),
             # before the runners: each host's netconsole holds it
-            netconsole=netconsole_setup.start_receiver(plan.hosts, directory.root / "netconsole"),
+            netconsole=netconsole_setup.start_receiver(plan.hosts, directory.root / "netconsole", settings.disk, disk),
+            disk_budget=disk,
             env_secrets=env_secrets, secret_digests=secret_digests,
         )
         if power is not None:

@@ -21,6 +21,7 @@ from reprofleet.errors import UsageError
 from reprofleet.liveness.watchdog import WatchdogSettings
 from reprofleet.power.defaults import configure
 from reprofleet.power.registry import DRIVERS
+from reprofleet.records.disk_caps import MIB, DiskCaps
 from reprofleet.remote.transport import TransportSettings
 from reprofleet.runner.host import RunSettings
 
@@ -65,6 +66,7 @@ class ControllerConfig:
             reboot_grace_s=float(conf["reboot_grace_s"]),
             break_leases=bool(conf.get("break_leases", False)),
             bring_up=bool(conf.get("bring_up", False)),
+            disk=disk_caps(conf),
         )
 
     def configure_power(self) -> None:
@@ -76,6 +78,24 @@ class ControllerConfig:
         a wrong key or a missing secret stops here, before any host is asked."""
         notify = parse_settings(self.values.get("notify"))
         return (Notifier(build_send(notify), kinds=notify.kinds),) if notify.enabled else ()
+
+
+def disk_caps(conf: Mapping[str, Any]) -> DiskCaps:
+    """``stream_cap_mb``, ``netconsole_cap_mb``, ``netconsole_cap_lines`` and ``campaign_cap_mb``
+    as caps; one that cannot work is a UsageError naming it."""
+    def number(key: str) -> float:
+        try:
+            return float(conf[key])
+        except (TypeError, ValueError):
+            raise UsageError(f"reprofleet.{key}: {conf[key]!r} is not a number") from None
+
+    try:
+        return DiskCaps(stream_bytes=int(number("stream_cap_mb") * MIB),
+                        netconsole_bytes=int(number("netconsole_cap_mb") * MIB),
+                        netconsole_lines=int(number("netconsole_cap_lines")),
+                        campaign_bytes=int(number("campaign_cap_mb") * MIB)).check()
+    except ValueError as exc:
+        raise UsageError(f"reprofleet.{exc}") from None
 
 
 def seconds(flag: str, value: str) -> float:

@@ -35,6 +35,10 @@ DEFAULTS: dict[str, Any] = {
     "dwell_s": 10.0,
     "stability_s": 5.0,
     "reboot_grace_s": 30.0,
+    "stream_cap_mb": 32.0,
+    "netconsole_cap_mb": 16.0,
+    "netconsole_cap_lines": 100000,
+    "campaign_cap_mb": 4096.0,
     "controller": None,
     "sim_dir": "/var/lib/reprofleet-sim/cli",  # not under /tmp, /root or /var/tmp: simulated hosts shadow those
 }

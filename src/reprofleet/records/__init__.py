@@ -1,6 +1,8 @@
 """The evidence on disk: one JSON line per attempt, appended and fsync'd, and what reads it back.
 
 Modules: ``store`` (attempts.jsonl, streams, events, amendments, torn-tail repair),
+``stream_file`` (one attempt's stream file, kept under its cap, and read a line at a time),
+``disk_caps`` (what streams and netconsole files may take of the disk, per file and per campaign),
 ``reader`` (attempts.jsonl read back as typed records, amendments folded: the one reader
 of records), ``history`` (a campaign folder as a resume reads it, once), ``manifest`` (the inputs
 campaign.json keeps: the playbook's copy, the PoC's and the inventory's digests), ``identity`` (what makes two cells the same experiment), ``pooling`` (records of many

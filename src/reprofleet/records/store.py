@@ -23,6 +23,7 @@ import jsonlines
 
 from reprofleet.errors import ReprofleetError
 from reprofleet.model import SCHEMA_VERSION, Record
+from reprofleet.records.stream_file import StreamWriter as StreamWriter  # its own module; imported from here as before
 
 
 class RecordError(ReprofleetError):
@@ -306,34 +307,6 @@ class AttemptLog(JsonlAppender):
     def amend(self, attempt_id: str, **fields: Any) -> None:
         """What was learnt about a recorded attempt after it was written (readers fold it in)."""
         self.append(bounded({"schema": SCHEMA_VERSION, AMENDS: attempt_id, "amended": utc_now(), **fields}))
-
-
-class StreamWriter:
-    """One attempt's stream file: every line as received, flushed at once, fsync'd each second."""
-
-    def __init__(self, path: Path, fresh: bool = False) -> None:
-        """``fresh``: start the file again (an attempt re-read from its first line on resume)."""
-        self.path = path
-        self._handle = open(path, "w" if fresh else "a", encoding="utf-8")
-        self._last_sync = time.monotonic()
-        self._lock = threading.Lock()  # the attempt's stream and its wall-power sampler both write
-
-    def write(self, raw_line: str) -> None:
-        with self._lock:
-            if self._handle.closed:
-                return  # a sampler's last tick after the attempt ended
-            self._handle.write(raw_line.rstrip("\n") + "\n")
-            self._handle.flush()
-            if time.monotonic() - self._last_sync >= 1.0:
-                os.fsync(self._handle.fileno())
-                self._last_sync = time.monotonic()
-
-    def close(self) -> None:
-        with self._lock:
-            if not self._handle.closed:
-                self._handle.flush()
-                os.fsync(self._handle.fileno())
-                self._handle.close()
 
 
 def write_facts(campaign: CampaignDir, host: str, facts: dict[str, Any]) -> str:

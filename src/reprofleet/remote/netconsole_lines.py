@@ -38,6 +38,7 @@ class Note(Enum):
     GAP = "gap"  # the kernel's sequence jumped: messages that never arrived
     DROPPED = "dropped"  # datagrams of a source over its budget, not read
     CUT = "cut"  # a kernel line longer than the cap, cut
+    NOT_FILED = "not_filed"  # the host's file (or the campaign folder) reached its cap: lines counted from here
 
 
 @dataclass(frozen=True)
@@ -71,6 +72,7 @@ class WireCaps:
     chunks_per_message: int = 32  # distinct fragments of one message (17 make 16 KiB)
     pending_messages: int = 64  # messages being put together at once
     pending_bytes: int = 256 << 10  # bytes all of them hold together
+    lines_per_datagram: int = 500  # plain lines parsed from one datagram (a kernel's chunk is 1000 bytes: 500 at most)
 
 
 @dataclass
@@ -108,6 +110,7 @@ class Reassembler:
         self._pending_held = 0
         self._last_seq: int | None = None
         self.refused = 0  # fragments refused: over a cap, or not matching their message's others
+        self.skipped = (0, 0)  # plain lines (and their bytes) past a feed's ``room``: counted, never parsed
 
     def held_bytes(self) -> int:
         """What this source makes the receiver hold between datagrams."""
@@ -117,10 +120,13 @@ class Reassembler:
         """A new boot: its kernel numbers its messages anew (no gap across boots)."""
         self._last_seq = None
 
-    def feed(self, data: bytes, t: float) -> list[KernelLine]:
+    def feed(self, data: bytes, t: float, room: int | None = None) -> list[KernelLine]:
+        """The lines ``data`` completes; ``room``: at most this many plain lines are made, the
+        rest of the datagram's lines only counted (``skipped``), so a datagram of newlines costs
+        what the receiver may file, not what the sender chose."""
         match = HEADER.match(data[:HEADER_SCAN])
         if match is None:
-            return self._plain(data, t)
+            return self._plain(data, t, room)
         level, seq, usec = int(match.group(2)) & 7, int(match.group(3)), int(match.group(4))
         body = data[match.end():]
         frag = NCFRAG.search(match.group(6))
@@ -129,10 +135,18 @@ class Reassembler:
         return self._fragment(body, t, (level, seq, usec), int(frag.group(1)), int(frag.group(2)))
 
     # -- the plain form --------------------------------------------------------------------
-    def _plain(self, data: bytes, t: float) -> list[KernelLine]:
+    def _plain(self, data: bytes, t: float, room: int | None = None) -> list[KernelLine]:
         """Lines end with a newline; a line's time is the arrival of its first piece."""
-        lines, start = [], 0
+        lines: list[KernelLine] = []
+        start = 0
         while (end := data.find(b"\n", start)) >= 0:
+            if room is not None and len(lines) >= room:
+                last = data.rfind(b"\n") + 1
+                count, size = self.skipped
+                self.skipped = (count + data.count(b"\n", start, last), size + last - start + len(self._partial))
+                self._partial, self._partial_cut = bytearray(), 0  # its line is one of those skipped
+                start = last
+                break
             self._keep(data, start, end, t)
             line = self._take_partial()
             if line is not None:

@@ -11,13 +11,18 @@ log and kernel lines) and name their stream file.
 The wall power the host's PDU or BMC metered (the record's ``wall_trace``, on the
 controller's clock, also relative to the silence) is drawn on the power axis beside the
 GPU's own NVML power; where the device does not meter, the axis says so.
+
+A stream is read one line at a time and only what the figure needs is kept (the last
+minute's samples, the phases, the last log and kernel lines), so the memory a report takes
+does not grow with its streams. A stream cut to its cap (records/stream_file.py) says so
+under its figure.
 """
 
 from __future__ import annotations
 
 import html
-import json
-from dataclasses import dataclass, replace
+from collections import deque
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
@@ -25,6 +30,7 @@ from matplotlib.patches import Patch
 
 from reprofleet.model import PHASE_ORDER
 from reprofleet.records.reader import RecordedAttempt
+from reprofleet.records.stream_file import CUT, gap_of, stream_lines
 from reprofleet.verdicts import natural_key
 from reprofleet.report import plots
 from reprofleet.report.evidence import WallAtFreeze, bmc_words, wall_at_freeze, wall_words
@@ -39,6 +45,8 @@ SERIES = (("gfx_mhz", "graphics clock", "MHz", "#1565c0"), ("power_w", "power", 
           ("temp_c", "temperature", "°C", "#ef6c00"))
 WALL_COLOUR = "#6a1b9a"
 CONTROLLER_KINDS = ("wall", "netconsole")  # lines the controller writes into the stream (controller clock), no silence
+WINDOW_SAMPLES = 20_000  # NVML samples kept of the last minute while reading (10 Hz makes 600)
+PHASES_KEPT = 256  # phase lines kept while reading (a run enters a dozen)
 
 
 @dataclass(frozen=True)
@@ -73,18 +81,57 @@ class FreezeTrace:
     kernel_lines: tuple[str, ...] = ()
     note: str = ""
     wall: WallAtFreeze = WallAtFreeze((), (), None, "")
+    gaps: tuple[str, ...] = ()  # what the stream's writer cut or did not file (its markers' words)
 
 
-def _read(path: Path) -> list[dict[str, Any]]:
-    lines = []
-    for raw in path.read_text(encoding="utf-8", errors="replace").splitlines():
-        try:
-            line = json.loads(raw)
-        except json.JSONDecodeError:
-            continue  # a line torn by the freeze itself
-        if isinstance(line, dict) and isinstance(line.get("t"), (int, float)):
-            lines.append(line)
-    return lines
+@dataclass
+class _Reading:
+    """What one pass over a stream keeps: bounded whatever the stream's length."""
+
+    lines: int = 0
+    end: float | None = None  # the latest time a host line carries (the silence)
+    latest: float | None = None  # the latest time of any line (a stream with no host line)
+    samples: deque[tuple[float, dict[str, Any]]] = field(default_factory=lambda: deque(maxlen=WINDOW_SAMPLES))
+    kernel: deque[tuple[float, str]] = field(default_factory=lambda: deque(maxlen=LAST_LOG_LINES))
+    phases: deque[tuple[float, str]] = field(default_factory=lambda: deque(maxlen=PHASES_KEPT))
+    logs: deque[str] = field(default_factory=lambda: deque(maxlen=LAST_LOG_LINES))
+    gaps: dict[str, tuple[int, int]] = field(default_factory=dict)
+
+    def take(self, line: dict[str, Any]) -> None:
+        gap = gap_of(line)
+        if gap is not None:
+            self.gaps[gap[0]] = gap[1:]  # a later marker of the same kind counts every cut so far
+        t = line.get("t")
+        if not isinstance(t, (int, float)):
+            return
+        self.lines += 1
+        self.latest = t if self.latest is None else max(self.latest, t)
+        kind = line.get("k")
+        if kind not in CONTROLLER_KINDS and line.get("by") != "controller":
+            self.end = t if self.end is None else max(self.end, t)
+        if kind == "nvml":
+            self.samples.append((t, line))
+        elif kind == "kmsg" and line.get("tags"):
+            self.kernel.append((t, str(line.get("line", ""))))
+        elif kind == "phase":
+            self.phases.append((t, str(line.get("phase"))))
+        elif kind == "log":
+            self.logs.append(str(line.get("line", "")))
+        while self.samples and self.end is not None and self.samples[0][0] < self.end - WINDOW_S:
+            self.samples.popleft()  # older than the last minute before the latest host line
+
+    def gap_words(self) -> tuple[str, ...]:
+        words = {CUT: "cut from the middle of this stream to keep it under its cap (its head and last lines are kept)"}
+        return tuple(f"{lines} lines ({size} bytes) "
+                     f"{words.get(what, 'not filed: the campaign folder reached its cap')}"
+                     for what, (lines, size) in sorted(self.gaps.items()))
+
+
+def _read(path: Path) -> _Reading:
+    reading = _Reading()
+    for line in stream_lines(path):
+        reading.take(line)
+    return reading
 
 
 def points_for(freezes: int) -> int:
@@ -101,8 +148,8 @@ def thin(points: list[tuple[float, float]], limit: int = MAX_POINTS) -> list[tup
     return kept + [points[-1]]
 
 
-def _phases(lines: list[dict[str, Any]], start: float, end: float) -> tuple[PhaseBand, ...]:
-    entries = sorted((line["t"], str(line.get("phase"))) for line in lines if line.get("k") == "phase")
+def _phases(phases: Sequence[tuple[float, str]], start: float, end: float) -> tuple[PhaseBand, ...]:
+    entries = sorted(phases)
     bands = []
     for index, (t, phase) in enumerate(entries):
         t_next = entries[index + 1][0] if index + 1 < len(entries) else end
@@ -119,24 +166,20 @@ def load_trace(record: Mapping[str, Any], path: Path | None, points: int = MAX_P
                        started=str(attempt.started), wall=wall_at_freeze(attempt))
     if path is None:
         return replace(base, note=f"no stream file for this attempt ({attempt.stream or 'none recorded'})")
-    lines = _read(path)
-    if not lines:
-        return replace(base, note=f"the stream {attempt.stream} has no lines")
-    heard = [line["t"] for line in lines if line.get("k") not in CONTROLLER_KINDS]
-    end = max(heard) if heard else max(line["t"] for line in lines)
+    reading = _read(path)
+    if not reading.lines or reading.latest is None:
+        return replace(base, note=f"the stream {attempt.stream} has no lines", gaps=reading.gap_words())
+    end = reading.end if reading.end is not None else reading.latest
     start = end - WINDOW_S
-    recent = [line for line in lines if line["t"] >= start]
     series = []
     for key, label, unit, colour in SERIES:
-        kept = thin([(line["t"] - end, float(line[key])) for line in recent
-                     if line.get("k") == "nvml" and isinstance(line.get(key), (int, float))], points)
+        kept = thin([(t - end, float(line[key])) for t, line in reading.samples
+                     if t >= start and isinstance(line.get(key), (int, float))], points)
         series.append(Series(key, label, unit, colour, tuple(p[0] for p in kept), tuple(p[1] for p in kept)))
-    logs = [str(line.get("line", "")) for line in lines if line.get("k") == "log"]
-    kernel = [str(line.get("line", "")) for line in recent if line.get("k") == "kmsg" and line.get("tags")]
+    kernel = [text for t, text in reading.kernel if t >= start]
     note = "" if any(s.times for s in series) else "no NVML samples in the last minute"
-    return replace(base, series=tuple(series), phases=_phases(lines, start, end),
-                       last_lines=tuple(logs[-LAST_LOG_LINES:]), kernel_lines=tuple(kernel[-LAST_LOG_LINES:]),
-                       note=note)
+    return replace(base, series=tuple(series), phases=_phases(reading.phases, start, end),
+                   last_lines=tuple(reading.logs), kernel_lines=tuple(kernel), note=note, gaps=reading.gap_words())
 
 
 def _phase_colour(phase: str) -> str:
@@ -236,6 +279,8 @@ def freeze_html(trace: FreezeTrace, record: Mapping[str, Any], svg: str | None) 
                      f'this cell and host are drawn); its stream is {html.escape(str(attempt.stream))}.</p>')
     if trace.note:
         parts.append(f'<p class="note">{html.escape(trace.note)}</p>')
+    for gap in trace.gaps:
+        parts.append(f'<p class="note">Stream: {html.escape(gap)}.</p>')
     lines = trace.last_lines or ((attempt.last_log_line,) if attempt.last_log_line else ())
     if lines:
         parts.append("<pre class=\"log\">" + "\n".join(html.escape(line[-240:]) for line in lines) + "</pre>")

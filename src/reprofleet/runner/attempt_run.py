@@ -147,7 +147,7 @@ class AttemptRunner:
                            secrets=self.ctx.env_secrets, key=key,
                            gpu=self.host.gpu_index, sample_hz=self.ctx.settings.sample_hz,
                            clock_threshold=self.ctx.settings.clock_threshold_mhz, container=command.container)
-        writer = StreamWriter(self.ctx.directory.stream_path(attempt_id))
+        writer = self._writer(attempt_id)
         self._start_wall(writer)  # a host frozen at 400 W and one at 60 W are different bugs
         self.netconsole.follow(attempt_id, writer.write)  # the kernel's lines over the network
         return self._follower(agent, attempt_id, stream, writer, generation)
@@ -156,9 +156,14 @@ class AttemptRunner:
         """Re-read a dead controller's attempt from its first line (the stream file starts again)."""
         key = self.keys.get(attempt_id)  # None only for an attempt an older controller started
         stream = agent.attach(attempt_id, 0) if key is None else agent.attach(attempt_id, 0, key=key)
-        writer = StreamWriter(self.ctx.directory.stream_path(attempt_id), fresh=True)
+        writer = self._writer(attempt_id, fresh=True)
         self._start_wall(writer)
         return self._follower(agent, attempt_id, stream, writer, generation)
+
+    def _writer(self, attempt_id: str, fresh: bool = False) -> StreamWriter:
+        """The attempt's stream file, under its cap and the campaign's (records/disk_caps.py)."""
+        return StreamWriter(self.ctx.directory.stream_path(attempt_id), fresh=fresh, caps=self.ctx.settings.disk,
+                            budget=self.ctx.disk_budget, wall=self.ctx.clock.wall)
 
     def _start_wall(self, writer: StreamWriter) -> None:
         """Wall power, where an outlet meters it, into the attempt's stream."""

@@ -19,6 +19,7 @@ from reprofleet.runner.cache_sync import Snapshot
 from reprofleet.remote.agent import AgentBundle
 from reprofleet.model import CampaignEvent, Cell, Playbook
 from reprofleet.remote.netconsole import NetconsoleReceiver
+from reprofleet.records.disk_caps import CampaignDiskBudget, DiskCaps
 from reprofleet.records.store import AttemptLog, CampaignDir, JsonlAppender, iso_utc
 from reprofleet.remote.transport import TransportSettings
 from reprofleet.liveness.watchdog import FleetLiveness, WatchdogSettings
@@ -42,6 +43,7 @@ class RunSettings:
     power_cycle_budget: int = 20
     infra_streak: int = 3  # this many infra attempts in a row for one reason quarantine the host with it
     disk_floor_mb: float = 512.0  # no attempt starts while the campaign folder's disk has less free than this
+    disk: DiskCaps = DiskCaps()  # what streams and netconsole files may take of it (records/disk_caps.py)
     dwell_s: float = DEFAULT_TIMINGS.dwell_s
     stability_s: float = DEFAULT_TIMINGS.stability_s
     reboot_grace_s: float = DEFAULT_TIMINGS.reboot_grace_s
@@ -130,6 +132,7 @@ class CampaignContext:
     seen_alive: AbstractSet[str] = field(default_factory=set)  # hosts this campaign prepared or recorded before
     ledger: CampaignLedger = field(default_factory=CampaignLedger)  # what host threads change, behind a lock
     netconsole: NetconsoleReceiver | None = None  # when any host has netconsole:
+    disk_budget: CampaignDiskBudget | None = None  # the campaign's cap on streams and netconsole, shared
     clock: Clock = field(default_factory=SystemClock)  # every wait of the runners; virtual in seam tests
     lease_token: str = field(default_factory=lambda: secrets.token_hex(16))  # this controller run's, fences it
     host_outlets: Mapping[str, frozenset[str]] = field(default_factory=dict)  # host -> the outlet keys that feed it

@@ -20,16 +20,19 @@ from reprofleet.errors import ReprofleetError
 from reprofleet.model import Host, NetconsoleSetting, Outcome, Record
 from reprofleet.remote.netconsole import NetconsoleError, NetconsoleReceiver, SourceConflict, hosts_facing_address
 from reprofleet.model.events import CampaignEvent
+from reprofleet.records.disk_caps import CampaignDiskBudget, DiskCaps
 from reprofleet.runner.host_log import HostLog
 
 FREEZE_OUTCOMES = (Outcome.WEDGE, Outcome.REBOOT)
 
 
-def start_receiver(hosts: Sequence[Host], folder: Path) -> NetconsoleReceiver | None:
+def start_receiver(hosts: Sequence[Host], folder: Path, files: DiskCaps = DiskCaps(),
+                   disk: CampaignDiskBudget | None = None) -> NetconsoleReceiver | None:
     """One receiver for the campaign when any host has ``netconsole:``; None otherwise. It
     listens on each host's ``netconsole.listen``, or else on the controller's address on its
     route to the host (never on every interface); an address two hosts resolve to is theirs
-    to share, so its lines are filed to neither (each host's events say so)."""
+    to share, so its lines are filed to neither (each host's events say so). ``files`` caps
+    each host's file, ``disk`` is the campaign's cap the attempts' streams share."""
     chosen = [(host, setting) for host in hosts if (setting := host.netconsole) is not None]
     if not chosen:
         return None
@@ -50,7 +53,7 @@ def start_receiver(hosts: Sequence[Host], folder: Path) -> NetconsoleReceiver | 
         claims.setdefault(address, []).append(host.name)
     ports = {setting.port for _, setting in chosen}
     receiver = NetconsoleReceiver(ports, {address: names[0] for address, names in claims.items()}, folder,
-                                  bind=sorted(binds))
+                                  bind=sorted(binds), files=files, disk=disk)
     for address, names in claims.items():
         if len(set(names)) > 1:
             receiver.contest(address, names)  # before it starts: nothing from there is ever filed
