@@ -36,7 +36,7 @@ from reprofleet.runner.link import HostLink, LeaseTerms
 from reprofleet.runner.policy_keeper import PolicyKeeper
 from reprofleet.runner.port import HostPort, SshHostPort
 from reprofleet.runner.preparation import HostPreparation
-from reprofleet.runner.recovery import HostRecovery, PowerBudget, Recovered, RecoveryBinding
+from reprofleet.runner.recovery import HostRecovery, PowerBudget, Recovered, RecoveryBinding, not_declared
 from reprofleet.runner.search import LadderSchedule
 from reprofleet.runner.slot_record import SlotRecorder
 from reprofleet.runner.stops import HostStops
@@ -93,22 +93,9 @@ class HostRunner:
         self.budget = PowerBudget(ctx.settings.power_cycle_budget)
         self.preparation = HostPreparation(ctx, host, self.link, self.runtimes, self.recorder, self.budget, self.log)
         self.attempts.before_start = self.preparation.refresh_facts  # facts again after every boot
-        self.recovery = self._bind_recovery()
+        self.recovery = bind_recovery(self)
         self.streak = InfraStreak(ctx.settings.infra_streak)
         self.may_run = {cell.name for cell, _ in plan}  # a ladder's cells this host may run (observe-only: no settings)
-
-    def _bind_recovery(self) -> HostRecovery | None:
-        """This host's recovery, bound to exactly what it uses (None: the campaign switches no power)."""
-        ctx, power = self.ctx, self.ctx.power
-        if power is None:
-            return None
-        return HostRecovery(RecoveryBinding(
-            host=self.host, link=self.link, policy=self.policy, log=self.log, clock=ctx.clock, settings=ctx.settings,
-            boot_deadline_s=ctx.playbook.timeouts.boot, stop=ctx.stop, fleet=ctx.fleet, power=power,
-            power_of=lambda: self.link.port.power(power.power_log), budget=self.budget,
-            after_budget=ctx.playbook.after_budget,
-            facts=lambda: read_facts(ctx.directory, self.host.name), sysctls_in_force=lambda: self.sysctls.applied,
-            host_outlets=ctx.host_outlets, note_cut=ctx.note_cut, cut_since=ctx.cut_since))
 
     # -- the whole plan --------------------------------------------------------------
     def run(self) -> None:
@@ -172,10 +159,8 @@ class HostRunner:
 
     def prepare_or_bring_back(self) -> None:
         """A host that does not answer at the start (left off or frozen by a controller that
-        died mid-recovery) is brought back through the normal recovery path, then prepared.
-        Before any switch: a boot this campaign started less than a boot deadline ago is waited
-        for, and a host this campaign did not hold within a lease TTL gets its boot deadline to
-        come back (another campaign may hold it) so that its lease is read first."""
+        died mid-recovery) is brought back through the normal recovery path, then prepared;
+        unless it comes back first (HostPreparation.back_before_switching says when)."""
         try:
             self.prepare()
             return
@@ -183,16 +168,14 @@ class HostRunner:
             raise
         except ConnectError as exc:
             answer = self.link.probe()
-            if answer is ProbeAnswer.UNRESOLVED:
-                raise  # its name does not resolve: no proof of silence, never a reason to switch it
+            if answer in (ProbeAnswer.UNRESOLVED, ProbeAnswer.SSHD):
+                raise  # a name that does not resolve is no proof of silence; sshd answers: not silent
             if answer is ProbeAnswer.KERNEL and self.preparation.sshd_within_boot_deadline():
                 self.prepare()  # it was booting (a kill -9 during its recovery): a host like any other
                 return
-            if self.recovery is None or self.ctx.power is None or not self.host.pdu or self.ctx.stop.is_set() \
-                    or answer is ProbeAnswer.SSHD:
+            if self.recovery is None or self.ctx.power is None or not self.host.pdu or self.ctx.stop.is_set():
                 raise
-            own_boot = self.preparation.own_boot_answers()  # a boot this campaign started is awaited first
-            if own_boot or (own_boot is None and self.preparation.answers_while_another_may_hold()):
+            if self.preparation.back_before_switching():
                 self.prepare()  # back: its lease decides whose it is
                 return
             if self.ctx.stop.is_set():
@@ -292,11 +275,8 @@ class HostRunner:
                     return record
                 self.preparation.reconcile_orphans(self.link.agent())
                 record = self.run_attempt(cell, index)
-            lapsed = self.link.lease_may_have_lapsed() if record.outcome in (Outcome.WEDGE, Outcome.REBOOT) else None
-            if lapsed is not None:  # suspended past its lease: the silence may be another campaign's doing
-                record = replace(record, outcome=Outcome.INFRA, detect_latency_s=None,
-                                 reason=f"{lapsed}; was {record.outcome.value}: not declared, nothing switched")
-                self.link.fenced = lapsed
+            if record.outcome in (Outcome.WEDGE, Outcome.REBOOT) and self.link.lease_may_have_lapsed():
+                record = not_declared(self.link, record)  # suspended past its lease: maybe another's doing
                 self.recorder.append(record)
                 self._fenced_off()
                 return record
@@ -433,3 +413,17 @@ class HostRunner:
             return record
         return self._settle(self.recovery.recover(record))
 
+
+def bind_recovery(runner: HostRunner) -> HostRecovery | None:
+    """A host's recovery, bound to exactly what it uses of its runner (None: the campaign
+    switches no power)."""
+    ctx, power, link = runner.ctx, runner.ctx.power, runner.link
+    if power is None:
+        return None
+    return HostRecovery(RecoveryBinding(
+        host=runner.host, link=link, policy=runner.policy, log=runner.log, clock=ctx.clock, settings=ctx.settings,
+        boot_deadline_s=ctx.playbook.timeouts.boot, stop=ctx.stop, fleet=ctx.fleet, power=power,
+        power_of=lambda: link.port.power(power.power_log), budget=runner.budget,
+        after_budget=ctx.playbook.after_budget,
+        facts=lambda: read_facts(ctx.directory, runner.host.name), sysctls_in_force=lambda: runner.sysctls.applied,
+        host_outlets=ctx.host_outlets, note_cut=ctx.note_cut, cut_since=ctx.cut_since))

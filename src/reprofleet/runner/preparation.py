@@ -123,6 +123,14 @@ class HostPreparation:
     def _sshd_by(self, deadline: float) -> bool:
         return self.link.sshd_by(deadline, self.ctx.stop, self.ctx.settings.timings.switched_on_poll_s)
 
+    def back_before_switching(self) -> bool:
+        """Before a silent host is switched at the start: a boot this campaign started less than a
+        boot deadline ago is waited for (issue 32 item 6), and a host this campaign did not hold
+        within a lease TTL gets its boot deadline to come back, so that its lease is read first
+        (item 8). True: it answered."""
+        own_boot = self.own_boot_answers()
+        return bool(own_boot or (own_boot is None and self.answers_while_another_may_hold()))
+
     def own_boot_answers(self) -> bool | None:
         """A silent host whose outlet this campaign switched on (or cycled) less than a boot
         deadline ago is booting: its boot is waited for before anything else (issue 32 item 6).

@@ -215,9 +215,8 @@ class HostRecovery:
         return power_off_words(self.host, self.b.power_of, self.log)
 
     def recover(self, record: Record) -> Recovered:
-        lapsed = self.link.lease_may_have_lapsed()
-        if lapsed is not None:  # the silence may be another campaign's cycle: not this controller's wedge
-            return self._fenced_off(record, lapsed)
+        if self.link.lease_may_have_lapsed():  # the silence may be another campaign's cycle: not ours to cut
+            return Recovered(not_declared(self.link, record))
         if record.outcome is not Outcome.POWER_LOSS:
             lost = self.power_off_words()
             if lost is not None:  # silent because it is off: switched on, never cycled
@@ -254,8 +253,8 @@ class HostRecovery:
         except StoppedBeforeSwitching as exc:
             seq.transition(RecoveryState.STOPPED, reason=str(exc))
             return Recovered(replace(record, forensics={"recovery": str(exc)}))
-        except LeaseMayHaveLapsed as exc:
-            return self._fenced_off(record, str(exc))
+        except LeaseMayHaveLapsed:
+            return Recovered(not_declared(self.link, record))
         except (RecoveryError, PowerError) as exc:
             seq.transition(RecoveryState.QUARANTINED, reason=str(exc))
             # a BMC that failed the cycle would only fail again; a host that never came back is worth the read
@@ -263,14 +262,6 @@ class HostRecovery:
             return Recovered(replace(record, forensics={"recovery": "failed", "error": str(exc), **bmc}),
                              quarantine=f"recovery failed: {exc}")
         return self._rejoin(seq, record, forensics)
-
-    def _fenced_off(self, record: Record, why: str) -> Recovered:
-        """Not this controller's host any more, perhaps: the record is ``infra`` with the reason
-        (never a wedge on a silence another campaign may have caused), nothing is switched, and
-        the link is fenced, so the runner touches the host no more (no restore either)."""
-        self.link.fenced = why
-        return Recovered(replace(record, outcome=Outcome.INFRA, detect_latency_s=None,
-                                 reason=f"{why}; was {record.outcome.value}: not declared, nothing switched"))
 
     def switch_back_on(self, record: Record) -> Recovered:
         """A host that lost power: every outlet switched on (none ever "off"), the boot awaited,
@@ -329,9 +320,8 @@ class HostRecovery:
         held = self.gate.hold()
         if self.stop.is_set():  # a stop releases the hold (or the guard), and never into a cut
             raise StoppedBeforeSwitching(StoppedBeforeSwitching.WORDS)
-        lapsed = self.link.lease_may_have_lapsed()  # the guard or the hold may have waited long
-        if lapsed is not None:
-            raise LeaseMayHaveLapsed(lapsed)
+        if self.link.lease_may_have_lapsed():  # the guard or the hold may have waited long
+            raise LeaseMayHaveLapsed("the lease may have lapsed")
         if (waited or held) and self.link.banner(self.timings.banner_timeout_s):
             # it was our network, or its switch, all along: the host answers now that it is back
             return answered(("declared wedged while the controller's network was down" if waited else
@@ -370,7 +360,7 @@ class HostRecovery:
         def probe() -> ProbeAnswer:
             return self.link.port.probe(self.timings.self_reboot_probe_s)
 
-        grace = self._self_reset_grace(record)
+        grace = logged_self_reset_grace(self.b, record)
         if grace <= 0:
             return None
         started = self.clock.monotonic()
@@ -417,20 +407,6 @@ class HostRecovery:
             return Recovered(replace(record, forensics=forensics))
         seq.transition(RecoveryState.QUARANTINED, reason=verdict.reason)
         return Recovered(replace(record, forensics=forensics), quarantine=str(verdict.reason))
-
-    def _self_reset_grace(self, record: Record) -> float:
-        """The grace from the host's prepare-time facts and the sysctls in force when it went
-        silent (what this boot was given: also when it froze between attempts, whose record has
-        none), logged with its reason as it starts."""
-        from reprofleet.runner.self_reset_grace import self_reset_grace_s
-
-        in_boot = self.b.sysctls_in_force()
-        applied = in_boot.values if in_boot is not None else (record.host_debug or {}).get("sysctls")
-        grace, why = self_reset_grace_s(self.b.facts(),
-                                        self.settings.reboot_grace_s, applied)
-        self.log.event(CampaignEvent.SELF_RESET_GRACE, attempt=record.attempt, grace_s=grace,
-                       configured_s=self.settings.reboot_grace_s, message=why)
-        return grace
 
     def _power_cycle(self, seq: Sequence) -> None:
         """Cycle every outlet of the host; once more with a longer dwell if it does not come back.
@@ -700,3 +676,28 @@ def announce_power_control(fleet: FleetLiveness, event: Callable[..., None]) -> 
                    "net.ipv4.ping_group_range excludes our group): liveness probes use TCP only")
         log.warning(message)
         event("controller", CampaignEvent.ICMP_UNAVAILABLE, message=message)
+
+
+def not_declared(link: HostLink, record: Record) -> Record:
+    """A wedge or reset seen by a controller that may no longer hold the host (its lease may
+    have lapsed): ``infra`` with the reason, never a reproduction on a silence another campaign
+    may have caused; nothing is switched, and the link is fenced, so the runner touches the
+    host no more (no restore either)."""
+    why = link.lease_may_have_lapsed() or "this controller may no longer hold the host's lease"
+    link.fenced = why
+    return replace(record, outcome=Outcome.INFRA, detect_latency_s=None,
+                   reason=f"{why}; was {record.outcome.value}: not declared, nothing switched")
+
+
+def logged_self_reset_grace(binding: RecoveryBinding, record: Record) -> float:
+    """The grace from the host's prepare-time facts and the sysctls in force when it went
+    silent (what this boot was given: also when it froze between attempts, whose record has
+    none), logged with its reason as it starts."""
+    from reprofleet.runner.self_reset_grace import self_reset_grace_s
+
+    in_boot = binding.sysctls_in_force()
+    applied = in_boot.values if in_boot is not None else (record.host_debug or {}).get("sysctls")
+    grace, why = self_reset_grace_s(binding.facts(), binding.settings.reboot_grace_s, applied)
+    binding.log.event(CampaignEvent.SELF_RESET_GRACE, attempt=record.attempt, grace_s=grace,
+                      configured_s=binding.settings.reboot_grace_s, message=why)
+    return grace
