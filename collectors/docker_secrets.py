@@ -22,7 +22,7 @@ from typing import Callable, Dict, List, Optional, Tuple
 
 ENV_FILE = "secrets.env"
 GONE_AFTER_S = 120.0  # the file is removed by then even if the container never shows (the end removes it too)
-POLL_S = 0.2
+POLL_S = 0.5  # real docker makes the container within a second or two; each poll is one docker call
 
 
 def is_docker_run(cmd: List[str]) -> bool:
