@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import sys
 import time
 import traceback
@@ -78,6 +79,7 @@ def build_parser() -> Parser:
     netcons = sub.add_parser("netconsole", help="apply, read or restore the kernel's netconsole to the controller")
     netcons.add_argument("action", choices=("apply", "read", "restore"))
     netcons.add_argument("--json", default=None, help="port, dev, target, extended (apply only)")
+    _lease_flags(netcons)
     health = sub.add_parser("health", help="is the GPU still there: NVML, the PCI bus, nvidia-smi (gpu_health.py)")
     health.add_argument("--gpu", type=int, default=0)
     health.add_argument("--bus-id", default=None, help="the GPU's PCI bus id before the wedge (NVML's form)")
@@ -92,7 +94,8 @@ def build_parser() -> Parser:
     lease.add_argument("--campaign", default="")
     lease.add_argument("--pid", type=int, default=0)
     lease.add_argument("--break", dest="break_lease", action="store_true", help="take a lease another campaign holds")
-    lease.add_argument("--token", default="", help="this controller run's random token (acquire, release)")
+    lease.add_argument("--lease-stdin", action="store_true",
+                       help="this controller run's random token on stdin's first line (acquire, release)")
     lease.add_argument("--ttl", type=float, default=3600.0, help="seconds the lease holds without renewal")
     listing = sub.add_parser("attempts", help="the newest attempts on this host and whether they still run")
     listing.add_argument("--running", action="store_true", help="only attempts whose supervisor is alive")
@@ -102,17 +105,49 @@ def build_parser() -> Parser:
     cache.add_argument("--manifest-stdin", action="store_true", help="have: the manifest arrives on stdin")
     cache.add_argument("--dest", default=None, help="the cache folder to build (materialize) or read (manifest, send)")
     cache.add_argument("--if-empty", action="store_true", help="materialize only into a missing or empty folder")
+    _lease_flags(cache)
     runtime = sub.add_parser("runtime", help="image digests, interpreter and package versions (runtime_probe.py)")
     runtime.add_argument("action", choices=("image", "python", "venv"))
     runtime.add_argument("--json", default=None, help="the runtime's settings")
+    _lease_flags(runtime)
     supervise = sub.add_parser(state.SUPERVISOR_ARG)
     supervise.add_argument("--id", required=True)
     return parser
 
 
 def _lease_flags(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--lease-token", default=None, help="the caller's lease token (refused when stale)")
+    parser.add_argument("--lease-stdin", action="store_true",
+                        help="the caller's lease token on stdin's first line (refused when stale)")
     parser.add_argument("--ignore-lease", action="store_true", help="act on a leased host anyway (by hand)")
+
+
+LEASE_TOKEN = re.compile(r"^[A-Za-z0-9_-]{1,128}$")
+
+# The subcommands (and actions) that change this host: each carries the caller's lease token
+# and is refused when it is stale. `run` and `kill` check it themselves (under the host lock).
+FENCED_ACTIONS = {
+    "policy": ("apply", "restore"),
+    "host-debug": ("apply", "restore"),
+    "netconsole": ("apply", "restore"),
+    "cache": ("have", "receive", "materialize"),
+    "runtime": ("image", "venv"),
+}
+
+
+def read_lease_token(args: argparse.Namespace) -> None:
+    """``--lease-stdin``: the lease token is stdin's first line, before the attempt's key and
+    its secrets. Never on the command line, where every user of the host reads it with ``ps``
+    (and a long-running ``run`` keeps it there for hours)."""
+    args.lease_token = None
+    if not getattr(args, "lease_stdin", False):
+        return
+    try:
+        token = sys.stdin.buffer.readline(256).decode("ascii").strip()
+    except UnicodeDecodeError:
+        token = ""
+    if not LEASE_TOKEN.match(token):
+        raise UsageError("--lease-stdin wants the lease token (1 to 128 of A-Z a-z 0-9 _ -) on stdin's first line")
+    args.lease_token = token
 
 
 def _check_lease(args: argparse.Namespace, renew: bool = False) -> None:
@@ -293,8 +328,6 @@ def command_policy(args: argparse.Namespace) -> int:
 
     if args.gpu < 0:
         raise UsageError("--gpu must be >= 0")
-    if args.action != "read":
-        _check_lease(args)
     if args.action == "apply":
         report = gpu_policy.apply(args.state_dir, args.gpu, policy_plan.parse_policy(args.json))
     elif args.json is not None:
@@ -329,19 +362,22 @@ def command_lease(args: argparse.Namespace) -> int:
         return ExitStatus.OK
     if args.action == "acquire" and not args.campaign:
         raise UsageError("lease acquire needs --campaign")
-    if not args.token:
-        raise UsageError("lease %s needs --token" % args.action)
+    if not args.lease_token:
+        raise UsageError("lease %s needs its token on stdin (--lease-stdin)" % args.action)
     if args.action == "acquire":
         report = host_lease.acquire(args.state_dir, args.controller, args.campaign, args.pid, args.break_lease,
-                                    args.token, args.ttl)
+                                    args.lease_token, args.ttl)
     else:
-        report = host_lease.release(args.state_dir, args.token)
+        report = host_lease.release(args.state_dir, args.lease_token)
     emit(report)
     return ExitStatus.OK if report["ok"] else ExitStatus.FAILED
 
 
 def dispatch(args: argparse.Namespace, cmd: List[str]) -> int:
     args.state_dir = os.path.abspath(os.path.expanduser(args.state_dir))  # the supervisor chdirs
+    read_lease_token(args)
+    if getattr(args, "action", None) in FENCED_ACTIONS.get(args.command or "", ()):
+        _check_lease(args)
     if args.command == "facts":
         import host_facts
         import host_lease
@@ -371,8 +407,6 @@ def dispatch(args: argparse.Namespace, cmd: List[str]) -> int:
     if args.command == "host-debug":
         import host_debug
 
-        if args.action == "apply":
-            _check_lease(args)
         report = host_debug.command(args.state_dir, args.action, args.json)
         emit(report)
         return ExitStatus.OK if report["ok"] else ExitStatus.FAILED

@@ -69,6 +69,12 @@ def kill(name: str, timeout_s: float = KILL_TIMEOUT_S) -> Dict[str, Any]:
     return result
 
 
+def exists(name: str, timeout_s: float = 10.0) -> bool:
+    """Has docker made the container ``name`` (running or not)?"""
+    rc, _out, _err = _docker(["container", "inspect", "--format", "{{.Id}}", name], timeout_s)
+    return rc == 0
+
+
 def running_by_label(timeout_s: float = LIST_TIMEOUT_S) -> Tuple[List[Dict[str, str]], Optional[str]]:
     """The running containers labelled with an attempt id: ([{"id", "container",
     "container_id"}], error or None). A host without docker has none, and no error."""

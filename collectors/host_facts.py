@@ -139,6 +139,9 @@ def docker_runtimes() -> Optional[List[str]]:
     return sorted(str(name) for name in runtimes) if isinstance(runtimes, dict) else None
 
 
+PROBE_ARGS = ("-i", "0", "-rgc")  # a reset every policy restore runs (collectors/policy_plan.py)
+
+
 def privilege(nvidia_smi: Optional[str]) -> str:
     """How the agent may run nvidia-smi's setters: ``root``, ``sudo`` (``sudo -n`` allows it
     without a password) or ``none`` (policy cells cannot run here)."""
@@ -147,7 +150,9 @@ def privilege(nvidia_smi: Optional[str]) -> str:
     sudo = shutil.which("sudo")
     if sudo is None:
         return "none"
-    argv = [sudo, "-n", "-l", nvidia_smi] if nvidia_smi else [sudo, "-n", "true"]
+    # one command line the campaign runs, as it runs it: a sudoers rule that allows only the
+    # campaign's arguments (README) lists this, while the bare path would match nothing
+    argv = [sudo, "-n", "-l", nvidia_smi, *PROBE_ARGS] if nvidia_smi else [sudo, "-n", "true"]
     try:
         result = subprocess.run(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                                 stderr=subprocess.DEVNULL, timeout=DOCKER_TIMEOUT_S)

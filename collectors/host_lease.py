@@ -6,10 +6,13 @@ lives). A lease file in the state directory names the controller, campaign and p
 hold the host, with a random token per controller run and a TTL; a controller takes it
 before its first attempt, renews it with every attempt and gives it back at the end. A
 live lease under another token is never broken silently: only ``--break`` does that, and
-says whose it was. ``run``, ``kill``, ``policy apply|restore`` and ``host-debug apply``
-carry the caller's token and are refused with a stale one (fencing: the controller whose
-lease was taken over can no longer touch the GPU); a by-hand call without a token is
-refused on a leased host unless it says ``--ignore-lease``.
+says whose it was. Every call that changes the host (``run``, ``kill``, ``policy``,
+``host-debug`` and ``netconsole`` apply|restore, ``cache`` have|receive|materialize, ``runtime``
+image|venv) carries the caller's token and is refused with a stale one (fencing: the controller
+whose lease was taken over can no longer touch the host); a by-hand call without a token is
+refused on a leased host unless it says ``--ignore-lease``. The token travels on stdin, never on
+a command line, and the lease file is readable by its owner only (0600 in a 0700 folder): the
+token is what fences, so another user of the host must not be able to read it.
 
 Standard library only; never imports reprofleet.
 """
@@ -17,6 +20,7 @@ Standard library only; never imports reprofleet.
 from __future__ import annotations
 
 import fcntl
+import json
 import os
 import time
 from contextlib import contextmanager
@@ -28,10 +32,29 @@ LEASE = "lease.json"
 LOCK = "lease.lock"
 
 
+def private_dir(state_dir: str) -> None:
+    """The state folder, made or narrowed to 0700: it holds the lease's token."""
+    os.makedirs(state_dir, mode=0o700, exist_ok=True)
+    if os.stat(state_dir).st_mode & 0o077:
+        os.chmod(state_dir, 0o700)
+
+
+def write_private_json(path: str, value: Dict[str, Any]) -> None:
+    """``value`` as JSON in a 0600 file, replaced atomically (never through a planted link)."""
+    tmp = "%s.tmp.%d" % (path, os.getpid())
+    state.remove_file(tmp)
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o600)
+    with os.fdopen(fd, "w") as handle:
+        handle.write(json.dumps(value, sort_keys=True, indent=1) + "\n")
+        handle.flush()
+        os.fsync(handle.fileno())
+    os.replace(tmp, path)
+
+
 @contextmanager
 def host_lock(state_dir: str) -> Iterator[None]:
     """Serialise lease changes and attempt starts on this host (other agents wait)."""
-    os.makedirs(state_dir, exist_ok=True)
+    private_dir(state_dir)
     with open(os.path.join(state_dir, LOCK), "a") as handle:
         fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
         try:
@@ -97,7 +120,7 @@ def acquire(state_dir: str, controller: str, campaign: str, pid: int, break_leas
         taken = held.get("taken", now) if held is not None and broken is None else now
         lease = {"controller": controller, "campaign": campaign, "pid": pid, "taken": taken, "renewed": now,
                  "ttl_s": float(ttl_s), "token": token, "boot_id": state.read_boot_id()}
-        state.write_json_atomic(os.path.join(state_dir, LEASE), lease)
+        write_private_json(os.path.join(state_dir, LEASE), lease)
         return {"k": "lease", "ok": True, "lease": public(lease), "broken": broken}
 
 
@@ -121,7 +144,7 @@ def check(state_dir: str, token: Optional[str], ignore_lease: bool = False, rene
             if renew:
                 held = dict(held, renewed=time.time())
                 held.pop("age_s", None)
-                state.write_json_atomic(os.path.join(state_dir, LEASE), held)
+                write_private_json(os.path.join(state_dir, LEASE), held)
             return
         if held is None:
             raise LeaseRefused("fenced", "this controller's lease on this host was broken and given back by "

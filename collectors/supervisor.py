@@ -84,6 +84,7 @@ class Supervisor:
         self.stragglers_killed = False
         self.stuck = False
         self.proc: Optional["subprocess.Popen[bytes]"] = None
+        self.env_file: Optional[str] = None  # a docker PoC's secrets, until its container exists
 
     # -- the attempt ---------------------------------------------------------------
     def run(self) -> Dict[str, Any]:
@@ -101,15 +102,28 @@ class Supervisor:
         return self._finish(proc, started)
 
     def _start_poc(self) -> "subprocess.Popen[bytes]":
+        """The PoC, its secrets in its environment; a docker PoC's by a 0600 --env-file that is
+        removed once the container exists (docker_secrets.py)."""
+        import containers
+        import docker_secrets
+
+        cmd, in_env, self.env_file = docker_secrets.by_file(list(self.meta["cmd"]), self.secrets, self.directory)
         env = dict(os.environ)
         env.setdefault("PYTHONUNBUFFERED", "1")
         env.update(self.meta.get("env") or {})
-        env.update(self.secrets)
+        env.update(in_env)
         env[state.ATTEMPT_ENV] = str(self.meta["id"])
-        return subprocess.Popen(
-            self.meta["cmd"], cwd=self.meta["cwd"], env=env, stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True,
-        )
+        try:
+            proc = subprocess.Popen(
+                cmd, cwd=self.meta["cwd"], env=env, stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True,
+            )
+        except OSError:
+            docker_secrets.remove(self.env_file)
+            raise
+        name = self.meta.get("container")
+        docker_secrets.remove_once_created(self.env_file, (lambda: containers.exists(name)) if name else (lambda: False))
+        return proc
 
     def _follow(self, proc: "subprocess.Popen[bytes]", started: float) -> None:
         """Read output until EOF and exit, enforcing deadlines; bounded in time."""
@@ -204,6 +218,9 @@ class Supervisor:
         if error:
             fields["error"] = error
         fields.update(self.stop_container())
+        import docker_secrets
+
+        docker_secrets.remove(self.env_file)  # whatever happened, the secrets' file does not outlive the attempt
         fields["telemetry"] = self.watchers.stop()
         return self._write_exit(fields)
 

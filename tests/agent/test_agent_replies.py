@@ -54,9 +54,13 @@ def test_the_h200s_postboot_without_a_journal_says_why() -> None:
 
 # -- golden: the real agent run here -------------------------------------------------------
 
-def _agent(state_dir: Path, kind: str, *args: str, gpu_state: Path | None = None) -> dict[str, Any]:
+def _agent(state_dir: Path, kind: str, *args: str, gpu_state: Path | None = None,
+           token: str | None = None) -> dict[str, Any]:
     env = h.agent_env({"FAKE_PYNVML_STATE": str(gpu_state)}, fakes=True) if gpu_state else h.agent_env()
-    _, lines, _ = h.run_agent(state_dir, *args, env=env)
+    if token is not None:
+        _, lines, _ = h.with_token(state_dir, token, *args, env=env)
+    else:
+        _, lines, _ = h.run_agent(state_dir, *args, env=env)
     return next(line for line in lines if line.get("k") == kind)
 
 
@@ -69,13 +73,13 @@ def test_the_agents_facts_and_policy_read_parse(tmp_path: Path) -> None:
 
 
 def test_the_agents_lease_answers_parse_refusal_and_break_included(tmp_path: Path) -> None:
-    mine = ("--controller", "c1", "--campaign", "k1", "--pid", "1", "--token", "t1")
-    taken = replies.parse_lease("local", _agent(tmp_path, "lease", "lease", "acquire", *mine))
+    mine = ("--controller", "c1", "--campaign", "k1", "--pid", "1")
+    taken = replies.parse_lease("local", _agent(tmp_path, "lease", "lease", "acquire", *mine, token="t1"))
     assert taken.ok and taken.error is None and taken.broken is None and taken.lease is not None
-    other = ("--controller", "c2", "--campaign", "k2", "--pid", "2", "--token", "t2")
-    refused = replies.parse_lease("local", _agent(tmp_path, "lease", "lease", "acquire", *other))
+    other = ("--controller", "c2", "--campaign", "k2", "--pid", "2")
+    refused = replies.parse_lease("local", _agent(tmp_path, "lease", "lease", "acquire", *other, token="t2"))
     assert not refused.ok and refused.error and "k1" in refused.error and refused.held["controller"] == "c1"
-    broken = replies.parse_lease("local", _agent(tmp_path, "lease", "lease", "acquire", *other, "--break"))
+    broken = replies.parse_lease("local", _agent(tmp_path, "lease", "lease", "acquire", *other, "--break", token="t2"))
     assert broken.ok and broken.broken is not None and broken.broken["campaign"] == "k1"
 
 

@@ -68,7 +68,7 @@ def test_doctor_names_each_broken_host_with_its_problem_and_fix(sim_fleet: Any, 
     assert set(items("dr-sudo", "missing")) == {"privilege"}
     no_sudo = items("dr-sudo", "missing")["privilege"]
     assert no_sudo["found"].startswith("no passwordless sudo for nvidia-smi: lab may not run"), no_sudo
-    assert "`lab ALL=(root) NOPASSWD: /usr/local/bin/nvidia-smi`" in no_sudo["fix"], no_sudo
+    assert "`lab ALL=(root) NOPASSWD: /usr/local/bin/nvidia-smi ^-i [0-9]+ -(pm" in no_sudo["fix"], no_sudo
     assert found["dr-sudo-smi"]["ready"], found["dr-sudo-smi"]
     assert items("dr-sudo-smi", "ok")["privilege"]["found"] == "sudo -n /usr/local/bin/nvidia-smi without a password"
     assert items("dr-sudo-smi", "ok")["login"]["found"].startswith("lab@")

@@ -367,7 +367,7 @@ class FakeAgent:
         return holder
 
     def _fence(self) -> None:
-        """The agent's check on run, kill and policy changes (host_lease.check)."""
+        """The agent's check on every call that changes the host (host_lease.check)."""
         holder = self.fake.lease_holder
         if self.lease_token and (holder is None or holder.get("token") != self.lease_token):
             raise AgentFenced(self.host, "this controller's lease was taken over by "
@@ -457,6 +457,8 @@ class FakeAgent:
                     "repo_digests": [f"{image.rsplit(':', 1)[0]}@{self.fake.image_now().replace('img', 'digest')}"]}
         if args[:2] == ["runtime", "python"]:
             return {"ok": True, "interpreter": {"path": "/usr/bin/python3", "version": "3.11"}, "packages": {}}
+        if args[:1] in (["host-debug"], ["netconsole"]) and args[1:2] != ["read"]:
+            self._fence()  # the agent fences every change of the host, restores included
         if args[:2] == ["host-debug", "apply"]:
             self.fake.host_debug = {**SYSCTL_DEFAULTS, **{k: int(v) for k, v in json.loads(args[3]).items()}}
             self.fake.host_debug_applies.append(self.fake.boot_id)

@@ -57,7 +57,7 @@ def test_a_host_with_everything_is_ready_and_every_item_is_ok() -> None:
 
 @pytest.mark.parametrize("broken, item, words, fix", [
     (dict(facts=healthy(privilege="none")), "privilege", "lab may not run nvidia-smi's setters",
-     "`lab ALL=(root) NOPASSWD: /usr/local/nvidia/bin/nvidia-smi`"),
+     "`lab ALL=(root) NOPASSWD: /usr/local/nvidia/bin/nvidia-smi ^-i [0-9]+ -(pm [01]|"),
     (dict(facts=healthy(docker_runtimes=["runc"])), "docker", "", "nvidia"),
     (dict(facts=healthy(docker=None)), "docker", "docker is not installed", "install and start docker"),
     (dict(facts=healthy(journal_persistent=False)), "journal", "volatile", "Storage=persistent"),

@@ -22,7 +22,7 @@ import pytest
 import reprofleet.remote.session as session_module
 from tests.support.hostile_host import COUNTS, HostileSession, endless, tree, tried
 from reprofleet.campaign import cache_ops
-from reprofleet.errors import AgentError, ReprofleetError
+from reprofleet.errors import AgentError, AgentFenced, ReprofleetError
 from reprofleet.model import Host
 from reprofleet.records.disk_caps import DiskCaps
 from reprofleet.records.stream_file import StreamWriter, gap_of, stream_lines
@@ -402,3 +402,17 @@ def test_a_reply_of_many_short_lines_is_bounded_as_a_whole() -> None:
     error = tried(lambda: host_bytes.json_lines("ws01", out, "facts", limit=1000))
     assert isinstance(error, host_bytes.HostBytesError) and "more than 1000 bytes" in str(error)
     assert len(host_bytes.json_lines("ws01", out, "facts", limit=len(out))) == 100
+
+
+def test_a_stale_controllers_restore_stops_at_the_first_fenced_refusal() -> None:
+    """Another controller broke the lease: its restores must not undo that campaign's settings
+    (issue 34 item 6). The first refusal is remembered; nothing that changes the host follows."""
+    agent, session = agent_over(b"", run_stdout='{"k":"error","code":"fenced","error":"lease taken over"}\n')
+    agent.lease_token = "stale-token"
+    sent: list[str] = []
+    session.run = lambda command, timeout=None, stdin=None: (  # type: ignore[method-assign]
+        sent.append(command), HostileSession.run(session, command, timeout, stdin))[1]
+    for restore in (lambda: agent.policy("restore", 0), lambda: agent.host_debug(["restore"]),
+                    lambda: agent.netconsole(["restore"])):
+        assert isinstance(tried(restore), AgentFenced)
+    assert len(sent) == 1 and "stale-token" not in sent[0]

@@ -229,3 +229,21 @@ def test_the_shipped_invoke_yaml_notify_section_is_valid_and_sends_nothing() -> 
     section = yaml.safe_load((paths.REPO / "invoke.yaml").read_text())["reprofleet"]["notify"]
     settings = parse_settings(section)
     assert not settings.enabled and settings.kinds == frozenset(NoticeKind)
+
+
+def test_the_notify_command_gets_the_scrubbed_environment_without_the_bmc_password(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A named credential variable (an inventory's BMC password) never reaches the user's
+    notify command: it gets the same scrubbed environment as every other child (issue 34 item 7)."""
+    from reprofleet.credentials import name_credential_variables
+
+    monkeypatch.setenv("RF_TEST_NOTIFY_BMC_PASSWORD", "hunter2-bmc")
+    monkeypatch.setenv("RF_TEST_NOTIFY_PLAIN", "kept")
+    name_credential_variables(["RF_TEST_NOTIFY_BMC_PASSWORD"])  # as inventory/hosts.py does for a password_env
+    seen = tmp_path / "env.json"
+    script = tmp_path / "dump_env.py"
+    script.write_text(f"import json, os, sys\nsys.stdin.read()\nopen({str(seen)!r}, 'w').write(json.dumps(dict(os.environ)))\n")
+    CommandSender([sys.executable, str(script)], 10)(Notice(NoticeKind.FINISHED, "c", "t", "b"))
+    env = json.loads(seen.read_text())
+    assert "RF_TEST_NOTIFY_BMC_PASSWORD" not in env and "hunter2-bmc" not in json.dumps(env)
+    assert env["RF_TEST_NOTIFY_PLAIN"] == "kept" and env["REPROFLEET_NOTICE_KIND"] == NoticeKind.FINISHED.value

@@ -326,7 +326,7 @@ def test_an_untrusted_certificate_is_named_with_what_to_set_and_not_retried(self
     for error in (direct.value, wrapped.value):
         translated = translate(error, "read PowerState")
         assert not isinstance(translated, TransientPowerError)
-        assert "TLS certificate not trusted: set verify_tls: false or a CA bundle path" in str(translated)
+        assert "TLS certificate not trusted: pin it with the pdu option tls_fingerprint" in str(translated)
     worded = requests.exceptions.SSLError("[SSL: WRONG_VERSION_NUMBER] the reply doesn't match TLS: self-signed?")
     assert isinstance(translate(worded, "read PowerState"), TransientPowerError)  # no certificate was judged
 

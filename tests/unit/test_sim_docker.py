@@ -256,3 +256,12 @@ def test_docker_ps_and_kill_on_a_host_without_containers(sim_host_tree) -> None:
     missing = tree.run(["docker", "kill", "reprofleet-x"])
     assert missing.returncode == 1 and missing.stderr == "Error response from daemon: No such container: reprofleet-x\n"
     assert missing.stdout == ""
+
+
+def test_an_env_file_is_read_when_the_client_starts_as_docker_reads_it(tmp_path: Path) -> None:
+    env_file = tmp_path / "secrets.env"
+    env_file.write_text("# a comment\n\nHF_TOKEN=hf-x=y\nFROM_CALLER\nMISSING\n")
+    spec = parse_run(["--env-file", str(env_file), "-e", "A=1", "img:v0.26.0", "true"], environ={"FROM_CALLER": "c"})
+    assert dict(spec.env) == {"HF_TOKEN": "hf-x=y", "FROM_CALLER": "c", "A": "1"}
+    with pytest.raises(DockerUsage, match="open .*gone.env"):
+        parse_run(["--env-file", str(tmp_path / "gone.env"), "img", "true"], environ={})

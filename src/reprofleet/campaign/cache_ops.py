@@ -35,6 +35,7 @@ def push_everywhere(inventory_path: str, settings: Any, folder: str,
     def push(host: Host, agent: Any) -> cache_sync.PushResult:
         if not ignore_lease:
             refuse_if_leased(agent)
+        agent.ignore_lease = ignore_lease  # the agent fences the store's writes too
         return cache_sync.push(agent, snap, ssh_target(host, settings))
 
     with ThreadPoolExecutor(max_workers=max(1, min(32, len(hosts)))) as pool:

@@ -106,6 +106,11 @@ def _login_fix(host: Host) -> str:
             "host key is in known_hosts (or --accept-new-host-keys once)")
 
 
+# The only nvidia-smi arguments the campaign uses (collectors/policy_plan.py), as a sudoers
+# regular expression; the README's line, checked with visudo and sudo -l (sudo 1.9.13).
+SMI_ARGUMENTS = r"^-i [0-9]+ -(pm [01]|pl [0-9]+(\.[0-9]+)?|(lgc|lmc|ac) [0-9]+\,[0-9]+|rgc|rmc|rac)$"
+
+
 def _privilege(host: Host, facts: Mapping[str, Any], root_features: Sequence[str]) -> Check:
     how, smi = facts.get("privilege"), facts.get("nvidia_smi") or "/usr/bin/nvidia-smi"
     user = (facts.get("readiness") or {}).get("user") or host.user or "USER"
@@ -118,7 +123,9 @@ def _privilege(host: Host, facts: Mapping[str, Any], root_features: Sequence[str
                      "log in as root for those, or turn them off in the playbook" if root_features else "")
     return Check("privilege", Status.MISSING, f"no passwordless sudo for nvidia-smi: {user} may not run nvidia-smi's "
                                               f"setters{needs_root}",
-                 f"add to sudoers (visudo -f /etc/sudoers.d/reprofleet): `{user} ALL=(root) NOPASSWD: {smi}`")
+                 f"add to sudoers (visudo -f /etc/sudoers.d/reprofleet): `{user} ALL=(root) NOPASSWD: {smi} "
+                 f"{SMI_ARGUMENTS}` (sudo >= 1.9.10; never the bare path: `nvidia-smi -f FILE` writes any file "
+                 "as root; README: What a host needs)")
 
 
 def _gpu(host: Host, facts: Mapping[str, Any]) -> Check:

@@ -17,7 +17,6 @@ can read it), held as a ``Secret`` and scrubbed from every failure message.
 from __future__ import annotations
 
 import json
-import os
 import re
 import shlex
 import shutil
@@ -26,7 +25,7 @@ from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
 from reprofleet.campaign.notify import Notice, NoticeKind, Send
-from reprofleet.credentials import Secret, parse_credential_ref, resolve, scrub
+from reprofleet.credentials import Secret, child_environment, parse_credential_ref, resolve, scrub
 from reprofleet.errors import InputError, Location, ReprofleetError
 
 KEYS = ("urls", "command", "kinds", "timeout_s")
@@ -136,8 +135,9 @@ class CommandSender:
         self.argv, self.timeout_s = tuple(argv), timeout_s
 
     def __call__(self, notice: Notice) -> None:
-        env = {**os.environ, "REPROFLEET_NOTICE_KIND": notice.kind.value, "REPROFLEET_NOTICE_TITLE": notice.title,
-               "REPROFLEET_NOTICE_HOST": notice.host, "REPROFLEET_NOTICE_CELL": notice.cell}
+        # the scrubbed environment: a BMC password or a PoC's token in a named variable is not the notifier's
+        env = child_environment({"REPROFLEET_NOTICE_KIND": notice.kind.value, "REPROFLEET_NOTICE_TITLE": notice.title,
+                                 "REPROFLEET_NOTICE_HOST": notice.host, "REPROFLEET_NOTICE_CELL": notice.cell})
         try:
             done = subprocess.run(self.argv, input=json.dumps(notice.to_json()), text=True, capture_output=True,
                                   timeout=self.timeout_s, env=env, check=False)

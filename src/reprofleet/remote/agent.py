@@ -248,8 +248,9 @@ class AgentClient:
         self.bundle = bundle
         self.python = python
         self.host = session.host.name
-        self.lease_token: str | None = None  # a campaign's: every GPU-changing call carries it (fencing)
+        self.lease_token: str | None = None  # a campaign's: every call that changes the host carries it (fencing)
         self.ignore_lease = False  # by hand, when a person said so: act on a leased host anyway
+        self.fenced: str | None = None  # the agent said another controller holds the host: never touch it again
 
     @property
     def _agent(self) -> str:
@@ -274,21 +275,23 @@ class AgentClient:
         self.session.put_bytes(content, path, 0o644)
         return path
 
-    def call(self, args: list[str], timeout: float = 60.0) -> list[dict[str, Any]]:
-        """Run a one-shot subcommand; return its JSON lines."""
-        command = f"{self._agent} {' '.join(shlex.quote(a) for a in args)}"
-        result = self.session.run(command, timeout=timeout)
+    def call(self, args: list[str], timeout: float = 60.0, *, fenced: bool = False) -> list[dict[str, Any]]:
+        """Run a one-shot subcommand; return its JSON lines. ``fenced``: it changes the host, so
+        it carries this controller's lease token (on stdin) and is never sent once fenced."""
+        flags, stdin = self.fence() if fenced else ([], None)
+        command = f"{self._agent} {' '.join(shlex.quote(a) for a in [*args, *flags])}"
+        result = self.session.run(command, timeout=timeout, stdin=stdin)
         lines = result.json_lines(self.host, args[0])
         coded = [line for line in lines if line.get("k") == "error" and line.get("code") in ERROR_CODES]
         if coded:
-            raise error_of(self.host, coded[0], f"{args[0]}: ")
+            raise self.noted(error_of(self.host, coded[0], f"{args[0]}: "))
         if result.exit_code == 2 or any(line.get("k") == "error" for line in lines):
             errors = [str(line.get("error")) for line in lines if line.get("k") == "error"]
             raise AgentError(self.host, f"{args[0]}: {'; '.join(errors) or result.stderr.strip()}")
         return lines
 
-    def one(self, args: list[str], kind: str, timeout: float = 60.0) -> dict[str, Any]:
-        for line in self.call(args, timeout):
+    def one(self, args: list[str], kind: str, timeout: float = 60.0, *, fenced: bool = False) -> dict[str, Any]:
+        for line in self.call(args, timeout, fenced=fenced):
             if line.get("k") == kind:
                 return line
         raise AgentError(self.host, f"{args[0]}: no {kind!r} line in the agent's output")
@@ -314,31 +317,44 @@ class AgentClient:
         # NVML itself may hang on a GPU stuck in its driver: the call's own bound is the last word
         return replies.parse_health(self.host, self.one(args, "health", timeout=smi_timeout_s + 60.0))
 
-    def _lease_args(self) -> list[str]:
-        """What fences a call that changes the GPU or its attempts: this controller's lease
-        token, or (by hand, when a person said so) --ignore-lease."""
+    def fence(self) -> tuple[list[str], str | None]:
+        """What fences a call that changes the host: the flag that says this controller's lease
+        token is stdin's first line, and that line (never on the command line, where ``ps``
+        shows it to every user of the host); or, by hand when a person said so, --ignore-lease.
+        Once the agent has fenced this controller off, no such call is sent again (AgentFenced)."""
+        if self.fenced is not None:
+            raise AgentFenced(self.host, f"not sent: {self.fenced}")
         if self.lease_token:
-            return ["--lease-token", self.lease_token]
-        return ["--ignore-lease"] if self.ignore_lease else []
+            return ["--lease-stdin"], self.lease_token + "\n"
+        return (["--ignore-lease"] if self.ignore_lease else []), None
+
+    def noted(self, error: AgentError) -> AgentError:
+        """A fenced refusal is remembered: this controller sends nothing that changes the host again."""
+        if isinstance(error, AgentFenced) and self.fenced is None:
+            self.fenced = error.reason
+        return error
 
     def policy(self, action: str, gpu: int, settings: Mapping[str, Any] | None = None) -> replies.PolicyReply:
-        args = ["policy", action, "--gpu", str(gpu)] + (self._lease_args() if action != "read" else [])
+        args = ["policy", action, "--gpu", str(gpu)]
         if settings is not None:
             args += ["--json", json.dumps(dict(settings))]
-        return replies.parse_policy(self.host, self.one(args, "policy", timeout=120))
+        return replies.parse_policy(self.host, self.one(args, "policy", timeout=120, fenced=action != "read"))
 
     def host_debug(self, args: list[str]) -> replies.HostDebugReply:
         """``host-debug apply|read|restore`` (``args`` after the subcommand)."""
-        fence = self._lease_args() if args[:1] == ["apply"] else []
-        return replies.parse_host_debug(self.host, self.one(["host-debug", *args, *fence], "host_debug", timeout=60))
+        return replies.parse_host_debug(self.host, self.one(["host-debug", *args], "host_debug", timeout=60,
+                                                            fenced=args[:1] != ["read"]))
 
     def netconsole(self, args: list[str]) -> replies.NetconsoleReply:
         """``netconsole apply|read|restore`` (``args`` after the subcommand)."""
-        return replies.parse_netconsole(self.host, self.one(["netconsole", *args], "netconsole", timeout=60))
+        return replies.parse_netconsole(self.host, self.one(["netconsole", *args], "netconsole", timeout=60,
+                                                            fenced=args[:1] != ["read"]))
 
     def runtime(self, args: list[str], timeout: float) -> replies.RuntimeReply:
-        """``runtime image|python|venv`` (``args`` after the subcommand)."""
-        return replies.parse_runtime(self.host, self.one(["runtime", *args], "runtime", timeout=timeout))
+        """``runtime image|python|venv`` (``args`` after the subcommand): an image may be pulled
+        and a venv built, so those two are fenced."""
+        return replies.parse_runtime(self.host, self.one(["runtime", *args], "runtime", timeout=timeout,
+                                                         fenced=args[:1] != ["python"]))
 
     def run(
         self,
@@ -361,7 +377,8 @@ class AgentClient:
         command line, where every user of the host could read them with ``ps``. ``key``
         signs every line of the attempt (see :class:`AttemptKey`): its first line on stdin;
         the stream then accepts only lines signed with it."""
-        args = ["run", "--id", attempt_id, "--timeout", f"{timeout:g}", "--gpu", str(gpu), *self._lease_args()]
+        flags, token = self.fence()
+        args = ["run", "--id", attempt_id, "--timeout", f"{timeout:g}", "--gpu", str(gpu), *flags]
         if key is not None:
             args.append("--key-stdin")
         if secrets:
@@ -377,7 +394,7 @@ class AgentClient:
         if clock_threshold is not None:
             args += ["--clock-threshold", f"{clock_threshold:g}"]
         command = f"{self._agent} {' '.join(shlex.quote(a) for a in args)} -- {shlex.join(argv)}"
-        given = (key.hex + "\n").encode() if key is not None else b""
+        given = (token or "").encode() + ((key.hex + "\n").encode() if key is not None else b"")
         if secrets:
             given += (json.dumps({name: value.reveal() for name, value in secrets.items()}) + "\n").encode()
         return EventStream(self.host, self.session.stream(command, stdin=given or None), key)
@@ -393,8 +410,8 @@ class AgentClient:
 
     def kill(self, attempt_id: str) -> replies.KillReply:
         # the supervisor's own end may take its kill grace and a docker kill (15 s at most)
-        return replies.parse_kill(self.host, self.one(["kill", "--id", attempt_id, *self._lease_args()], "killed",
-                                                      timeout=60))
+        return replies.parse_kill(self.host, self.one(["kill", "--id", attempt_id], "killed", timeout=60,
+                                                      fenced=True))
 
     def attempts(self, running_only: bool = False) -> tuple[replies.AttemptListing, ...]:
         """The host's newest attempts: ``running`` (supervisor alive), ``exited`` or ``lost``."""
@@ -409,14 +426,16 @@ class AgentClient:
         A refusal is data (``ok`` false, ``error`` naming the holder), not an exception.
         """
         args = ["lease", action, "--controller", controller, "--campaign", campaign, "--pid", str(pid)]
+        token = None
         if action != "show":
-            args += ["--token", self.lease_token or ""]
+            args.append("--lease-stdin")
+            token = (self.lease_token or "") + "\n"
         if ttl_s is not None:
             args += ["--ttl", f"{ttl_s:g}"]
         if break_lease:
             args.append("--break")
         command = f"{self._agent} {' '.join(shlex.quote(a) for a in args)}"
-        result = self.session.run(command, timeout=30)
+        result = self.session.run(command, timeout=30, stdin=token)
         lines = result.json_lines(self.host, f"lease {action}")
         for line in lines:
             if isinstance(line, Mapping) and line.get("k") == "lease":
@@ -428,3 +447,10 @@ def agent_command(agent: AgentClient, args: list[str]) -> str:
     """The shell command that runs one agent subcommand, for a caller that streams its bytes
     over an exec channel of its own (the cache's objects) instead of ``AgentClient``'s calls."""
     return f"{agent._agent} " + " ".join(shlex.quote(a) for a in args)
+
+
+def fenced_agent_command(agent: AgentClient, args: list[str]) -> tuple[str, bytes]:
+    """As :func:`agent_command` for a subcommand that changes the host: the command, and the
+    bytes to write on its stdin before anything else (the lease token's line, or none)."""
+    flags, token = agent.fence()
+    return agent_command(agent, [*args, *flags]), (token or "").encode()

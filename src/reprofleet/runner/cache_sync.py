@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any, BinaryIO, Iterable, Mapping
 
 from reprofleet.remote import host_bytes
-from reprofleet.remote.agent import AgentClient, agent_command
+from reprofleet.remote.agent import AgentClient, agent_command, fenced_agent_command
 from reprofleet.errors import AgentError, ReprofleetError
 from reprofleet.model import Cell, Playbook
 from reprofleet.remote.ssh import SshExec, SshTarget
@@ -162,12 +162,12 @@ def missing_objects(host: str, snap: Snapshot, have: Mapping[str, Any]) -> tuple
 
 def ask_have(agent: AgentClient, snap: Snapshot) -> dict[str, Any]:
     """The host's answer for ``snap``; the manifest travels only if the host lacks it."""
-    answer = agent.one(["cache", "have", "--snapshot", snap.snapshot], "cache_have", timeout=60)
+    answer = agent.one(["cache", "have", "--snapshot", snap.snapshot], "cache_have", timeout=60, fenced=True)
     if answer.get("complete") or answer.get("known"):
         return answer
-    channel = agent.session.exec_channel(agent_command(agent, ["cache", "have", "--snapshot", snap.snapshot,
-                                                               "--manifest-stdin"]))
-    channel.write(snap.manifest_bytes())
+    command, token = fenced_agent_command(agent, ["cache", "have", "--snapshot", snap.snapshot, "--manifest-stdin"])
+    channel = agent.session.exec_channel(command)
+    channel.write(token + snap.manifest_bytes())
     status, out, err = channel.finish(timeout=120)
     for line in _lines(agent.host, out, "cache have"):
         if line.get("k") == "error":
@@ -210,11 +210,13 @@ def push(agent: AgentClient, snap: Snapshot, ssh: SshTarget | None = None) -> Pu
     if have.get("complete"):
         return PushResult(agent.host, snap.snapshot, 0, 0, time.monotonic() - started, True)
     missing, partial = missing_objects(agent.host, snap, have)
-    command = agent_command(agent, ["cache", "receive", "--snapshot", snap.snapshot])
+    command, token = fenced_agent_command(agent, ["cache", "receive", "--snapshot", snap.snapshot])
     via = "ssh" if ssh is not None and ssh_available() else "paramiko"
     channel: ExecChannel | SshExec = SshExec(ssh, command) if ssh is not None and via == "ssh" \
         else agent.session.exec_channel(command)
     try:
+        if token:
+            channel.write(token)  # the lease token's line, before the first frame
         for block in frames(snap, missing, partial):
             channel.write(block)
     except OSError as exc:  # the controller's own file went away under the push
@@ -247,7 +249,7 @@ def materialize(agent: AgentClient, snapshot: str, dest: str, *, if_empty: bool 
     """Build ``dest`` on the host from a complete snapshot (verified, renamed into place)."""
     args = ["cache", "materialize", "--snapshot", snapshot, "--dest", dest] + (["--if-empty"] if if_empty else [])
     try:
-        return agent.one(args, "cache_materialized", timeout=600)
+        return agent.one(args, "cache_materialized", timeout=600, fenced=True)
     except AgentError as exc:
         raise CacheError(f"cannot build the cache {dest} from snapshot {snapshot[:12]}: {exc}") from exc
 

@@ -12,7 +12,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from reprofleet.errors import AgentFenced
 from reprofleet.liveness.probes import ProbeAnswer
+from reprofleet.model.events import CampaignEvent
 from reprofleet.runner.host_debug import HostDebugSysctls
 from reprofleet.runner.link import HostLink
 from reprofleet.runner.netconsole import HostNetconsole
@@ -42,14 +44,22 @@ class GiveBack:
         return self.link.port.probe(self.banner_timeout_s) is ProbeAnswer.SSHD
 
     def __call__(self, quarantined: bool, prepared: bool) -> str:
-        """Give back what may be given back; what was and was not, in words for the end message."""
+        """Give back what may be given back; what was and was not, in words for the end message.
+        The first fenced refusal ends it: the host is another controller's, whose settings the
+        next restore would undo (its ``kernel.softlockup_panic`` reset to 0)."""
         give_back = self.may_restore(quarantined, prepared)
         said = "GPU settings NOT restored: " + ("another controller holds the host" if self.link.fenced
                                                else "it does not answer")
-        if give_back:
-            said = self.policy.restore(self.link.agent, prepared)
-        self.sysctls.restore_at_end(self.link.agent, not give_back, prepared)
-        self.netconsole.restore_at_end(self.link.agent, not give_back)
+        try:
+            if give_back:
+                said = self.policy.restore(self.link.agent, prepared)
+            self.sysctls.restore_at_end(self.link.agent, not give_back, prepared)
+            self.netconsole.restore_at_end(self.link.agent, not give_back)
+        except AgentFenced as exc:
+            self.link.fenced = exc.reason
+            self.link.log.event(CampaignEvent.FENCED, reason=exc.reason, message="another controller took this "
+                                "host's lease: nothing of this campaign's was restored on it")
+            said = "GPU settings NOT restored: another controller holds the host"
         self.link.release_lease()
         self.link.close()
         return said

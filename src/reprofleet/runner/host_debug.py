@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 
 from reprofleet.remote.agent import AgentClient
-from reprofleet.errors import PolicyError, ReprofleetError
+from reprofleet.errors import AgentFenced, PolicyError, ReprofleetError
 from reprofleet.model import HostDebug, Playbook
 from reprofleet.model.events import CampaignEvent
 from reprofleet.runner.host_log import HostLog
@@ -116,5 +116,7 @@ class HostDebugSysctls:
             values = restore(agent())
             self.log.event(CampaignEvent.HOST_DEBUG_RESTORED, sysctls=dict(values))
             self.applied = None
+        except AgentFenced:
+            raise  # another controller's host now: nothing more is sent to it
         except ReprofleetError as exc:
             self.log.event(CampaignEvent.HOST_DEBUG_RESTORE_FAILED, error=str(exc))

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
 from reprofleet.remote.agent import AgentClient
-from reprofleet.errors import ReprofleetError
+from reprofleet.errors import AgentFenced, ReprofleetError
 from reprofleet.model import Host, NetconsoleSetting, Outcome, Record
 from reprofleet.remote.netconsole import NetconsoleError, NetconsoleReceiver, SourceConflict, hosts_facing_address
 from reprofleet.model.events import CampaignEvent
@@ -97,6 +97,8 @@ class HostNetconsole:
         refused = receiver.refusals.pop(name, [])
         try:
             report = agent.netconsole(["apply", "--json", json.dumps(wanted(setting))])
+        except AgentFenced:
+            raise  # the attempt ends as fenced, not as a host without netconsole
         except ReprofleetError as exc:
             self.log.event(CampaignEvent.NETCONSOLE_FAILED, error=str(exc), **_notes(refused))
             return
@@ -146,6 +148,8 @@ class HostNetconsole:
             return
         try:
             report = agent().netconsole(["restore"])
+        except AgentFenced:
+            raise
         except ReprofleetError as exc:
             self.log.event(CampaignEvent.NETCONSOLE_RESTORE_FAILED, error=str(exc))
             return

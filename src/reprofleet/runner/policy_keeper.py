@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, Mapping
 
-from reprofleet.errors import PolicyError, ReprofleetError
+from reprofleet.errors import AgentFenced, PolicyError, ReprofleetError
 from reprofleet.model import GpuPolicy, Host
 from reprofleet.model.events import CampaignEvent
 from reprofleet.remote.agent import AgentClient
@@ -92,6 +92,8 @@ class PolicyKeeper:
             readback = policy.restore(agent(), self.host)
             self.log.event(CampaignEvent.POLICY_RESTORED, readback=dict(readback))
             self.applied = None
+        except AgentFenced:
+            raise  # not a failure to restore: the host is another controller's now (GiveBack stops there)
         except ReprofleetError as exc:
             self.log.event(CampaignEvent.POLICY_RESTORE_FAILED, error=str(exc))
             return f"GPU settings NOT restored: {exc}"

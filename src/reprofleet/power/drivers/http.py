@@ -16,6 +16,7 @@ from requests.auth import AuthBase
 
 from reprofleet.errors import PowerError
 from reprofleet.power.base import TransientPowerError
+from reprofleet.power.drivers.tls_pin import TlsTrust, apply_trust
 
 
 def base_url(address: str, default_scheme: str = "http") -> str:
@@ -26,7 +27,9 @@ def base_url(address: str, default_scheme: str = "http") -> str:
     return address
 
 
-TLS_ADVICE = "TLS certificate not trusted: set verify_tls: false or a CA bundle path"
+TLS_ADVICE = ("TLS certificate not trusted: pin it with the pdu option tls_fingerprint (its SHA-256) or name "
+              "its CA with tls_ca_file (verify_tls: false would send the password to anyone on the path)")
+PIN_REFUSED = "TLS certificate is not the pinned one (tls_fingerprint): nothing was sent"
 
 
 def causes(exc: BaseException) -> Iterator[BaseException]:
@@ -55,6 +58,12 @@ def tls_not_trusted(exc: BaseException) -> bool:
     return caused_by(exc, ssl.SSLCertVerificationError)
 
 
+def pin_refused(exc: BaseException) -> bool:
+    """Did the device present a certificate other than the pinned one? urllib3 raises its own
+    SSLError for it (wrapped by requests and sushy), with no ``ssl`` type to tell it by."""
+    return any("Fingerprints did not match" in str(error) for error in causes(exc))
+
+
 def _connection_reason(exc: requests.ConnectionError) -> str:
     text = str(exc)
     for marker, reason in (("Connection refused", "connection refused"),
@@ -72,7 +81,7 @@ class HttpDevice:
     """A PDU/plug/BMC spoken to over HTTP(S)."""
 
     def __init__(self, base: str, timeout_s: float, *, auth: AuthBase | tuple[str, str] | None = None,
-                 verify: bool | str = True, connect_timeout_s: float | None = None) -> None:
+                 tls: TlsTrust = TlsTrust(), connect_timeout_s: float | None = None) -> None:
         self.base = base
         self.timeout_s = timeout_s
         self.connect_timeout_s = timeout_s if connect_timeout_s is None else connect_timeout_s
@@ -82,7 +91,7 @@ class HttpDevice:
         # credentials sent are the ones the inventory names, not whatever .netrc holds.
         self.session.trust_env = False
         self.session.auth = auth
-        self.session.verify = verify
+        apply_trust(self.session, tls)
         self.session.headers["User-Agent"] = "reprofleet-power"
 
     def request(self, method: str, path: str, *, query: str | None = None,
@@ -102,6 +111,8 @@ class HttpDevice:
         except requests.Timeout:
             raise TransientPowerError(f"{label}: no answer within {read_s:g}s") from None
         except requests.exceptions.SSLError as exc:
+            if pin_refused(exc):
+                raise PowerError(f"{label}: {PIN_REFUSED}") from None
             if tls_not_trusted(exc):
                 raise PowerError(f"{label}: {TLS_ADVICE}") from None
             raise TransientPowerError(f"{label}: TLS handshake failed") from None

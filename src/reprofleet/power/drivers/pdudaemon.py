@@ -39,6 +39,7 @@ from reprofleet.errors import PowerError
 from reprofleet.model import PowerPort
 from reprofleet.power.base import DeviceCycle, DriverSettings, PowerDriver, PowerState, TransientPowerError
 from reprofleet.power.drivers.http import HttpDevice, base_url
+from reprofleet.power.drivers.tls_pin import TLS_OPTIONS, tls_trust
 from reprofleet.power.log import PowerLog
 from reprofleet.power.options import PowerConfigError
 
@@ -57,7 +58,7 @@ def reboot_delay(dwell_s: float) -> int:
 
 class PdudaemonDriver(PowerDriver):
     name = "pdudaemon"
-    option_names = ("pdu", "alias", "device_cycle")
+    option_names = ("pdu", "alias", "device_cycle", *TLS_OPTIONS)
     defaults = DriverSettings(timeout_s=60.0, tries=2)
     reads_state = False
 
@@ -68,7 +69,7 @@ class PdudaemonDriver(PowerDriver):
         if not self.alias and not (self.pdu and port.outlet):
             raise PowerConfigError(f"{self.where}: pdudaemon needs pdu (its name in pdudaemon.conf) and outlet, "
                                    "or alias")
-        self.device = HttpDevice(base_url(port.address), self.settings.timeout_s,
+        self.device = HttpDevice(base_url(port.address), self.settings.timeout_s, tls=tls_trust(self.options),
                                  connect_timeout_s=self.settings.connect_s)
         self.device_cycles = self._device_cycle_option(True)
 

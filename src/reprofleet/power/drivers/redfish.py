@@ -7,7 +7,8 @@ Selected by an inventory ``pdu:`` block like::
       address: https://ws03-bmc.lab      # no scheme: https is assumed
       credentials: env:WS03_BMC          # "user:password"
       # system: System.Embedded.1        # required when the BMC lists several systems
-      # verify_tls: false                # or a CA bundle path; BMCs often self-sign
+      # tls_fingerprint: "9F:86:...:08"  # BMCs self-sign: pin the certificate's SHA-256 (tls_pin.py)
+      # tls_ca_file: ~/lab/bmc-ca.pem    # or verify against this CA (never verify_tls: false)
       # device_cycle: true               # PowerCycle where the BMC lists it (default)
       # timeout_s: 60  connect_timeout_s: 30  tries: 5  settle_s: 120   (the defaults)
 
@@ -41,7 +42,6 @@ session ignores proxy variables and ``~/.netrc``.
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import requests
@@ -54,6 +54,7 @@ from reprofleet.model import PowerPort
 from reprofleet.power.base import DeviceCycle, DriverSettings, PowerDriver, PowerState
 from reprofleet.power.drivers.http import base_url
 from reprofleet.power.drivers.redfish_errors import translate
+from reprofleet.power.drivers.tls_pin import TLS_OPTIONS, apply_trust, tls_trust
 from reprofleet.power.log import PowerLog
 from reprofleet.power.options import PowerConfigError
 
@@ -109,7 +110,7 @@ class RedfishDriver(PowerDriver):
     name = "redfish"
     default_scheme = "https"
     meters_power = True  # the system's chassis: Power (PowerControl) or EnvironmentMetrics, where served
-    option_names = ("system", "verify_tls", "device_cycle")
+    option_names = ("system", *TLS_OPTIONS, "device_cycle")
     defaults = DriverSettings(timeout_s=60.0, connect_timeout_s=30.0, tries=5, settle_s=120.0, poll_s=2.0,
                               backoff_s=2.0, backoff_cap_s=30.0)
 
@@ -120,9 +121,8 @@ class RedfishDriver(PowerDriver):
         if secret:
             self._user, self._password = split_user_password(secret, "root")
             self._secrets.append(self._password)
-        raw_verify = self.options.raw.get("verify_tls")
-        self.verify: bool | str = self.options.flag("verify_tls", True) if not isinstance(raw_verify, str) \
-            or not raw_verify.startswith(("/", "~")) else str(Path(raw_verify).expanduser())
+        self.trust = tls_trust(self.options)
+        self.verify: bool | str = self.trust.verify
         self.url = base_url(port.address, "https") + "/redfish/v1/"
         self.system_id = self.options.text("system")
         self._root: Any = None
@@ -153,6 +153,7 @@ class RedfishDriver(PowerDriver):
                                                   default_request_timeout=self.settings.timeout_s,
                                                   connect_timeout=self.settings.connect_s)
             connector._session.trust_env = False  # no proxy variables, no ~/.netrc
+            apply_trust(connector._session, self.trust)  # a pinned certificate, checked before the password goes
             password = self._password.reveal() if self._password else None
             auth = sushy.auth.BasicAuth(self._user, password) if password is not None else NoAuth()
             self._root = sushy.Sushy(self.url, connector=connector, auth=auth, verify=self.verify,

@@ -25,7 +25,7 @@ from sushy import exceptions as sushy_errors
 
 from reprofleet.errors import PowerError
 from reprofleet.power.base import TransientPowerError
-from reprofleet.power.drivers.http import TLS_ADVICE, caused_by, tls_not_trusted
+from reprofleet.power.drivers.http import PIN_REFUSED, TLS_ADVICE, caused_by, pin_refused, tls_not_trusted
 
 __all__ = ["BUSY_MESSAGES", "message_ids", "translate"]
 
@@ -53,6 +53,8 @@ def _busy(exc: sushy_errors.HTTPError) -> bool:
 
 def translate(exc: BaseException, what: str) -> PowerError:
     """sushy's and requests' errors -> transient (retried) or permanent PowerErrors."""
+    if pin_refused(exc):
+        return PowerError(f"{what}: {PIN_REFUSED}")
     if tls_not_trusted(exc):
         return PowerError(f"{what}: {TLS_ADVICE}")
     if isinstance(exc, sushy_errors.AccessError):

@@ -35,6 +35,7 @@ from reprofleet.errors import PowerError
 from reprofleet.model import PowerPort
 from reprofleet.power.base import DeviceCycle, PowerDriver, PowerState
 from reprofleet.power.drivers.http import HttpDevice, base_url
+from reprofleet.power.drivers.tls_pin import TLS_OPTIONS, tls_trust
 from reprofleet.power.log import PowerLog
 from reprofleet.power.options import PowerConfigError
 
@@ -56,7 +57,7 @@ def flip_back_seconds(dwell_s: float) -> int:
 
 class ShellyDriver(PowerDriver):
     name = "shelly"
-    option_names = ("gen", "device_cycle", "flip_back")
+    option_names = ("gen", "device_cycle", "flip_back", *TLS_OPTIONS)
     meters_power = True  # Gen2 Switch.GetStatus apower, Gen1 /meter/<i> power (PM models)
 
     def __init__(self, port: PowerPort, host: str, log: PowerLog, *, secret: Secret | None = None) -> None:
@@ -73,7 +74,7 @@ class ShellyDriver(PowerDriver):
         if secret:
             self._user, self._password = split_user_password(secret, "admin")
             self._secrets.append(self._password)
-        self.device = HttpDevice(base_url(port.address), self.settings.timeout_s,
+        self.device = HttpDevice(base_url(port.address), self.settings.timeout_s, tls=tls_trust(self.options),
                                  connect_timeout_s=self.settings.connect_s)
         self._rpc_ids = itertools.count(1)
 

@@ -42,6 +42,7 @@ from reprofleet.errors import PowerError
 from reprofleet.model import PowerPort
 from reprofleet.power.base import DeviceCycle, PowerDriver, PowerState
 from reprofleet.power.drivers.http import HttpDevice, base_url
+from reprofleet.power.drivers.tls_pin import TLS_OPTIONS, tls_trust
 from reprofleet.power.log import PowerLog
 from reprofleet.power.options import PowerConfigError
 
@@ -104,7 +105,7 @@ def parse_energy_reply(reply: object, relay: str) -> float | None:
 
 class TasmotaDriver(PowerDriver):
     name = "tasmota"
-    option_names = ("auth", "device_cycle")
+    option_names = ("auth", "device_cycle", *TLS_OPTIONS)
     meters_power = True  # Status 8, where the device has an energy monitor
 
     def __init__(self, port: PowerPort, host: str, log: PowerLog, *, secret: Secret | None = None) -> None:
@@ -117,7 +118,7 @@ class TasmotaDriver(PowerDriver):
         if secret:
             self._user, self._password = split_user_password(secret, "admin")
             self._secrets.append(self._password)
-        self.device = HttpDevice(base_url(port.address), self.settings.timeout_s,
+        self.device = HttpDevice(base_url(port.address), self.settings.timeout_s, tls=tls_trust(self.options),
                                  connect_timeout_s=self.settings.connect_s)
         self.auth_mode = self.options.choice("auth", ("basic", "query"), "basic")
         self.device_cycles = self._device_cycle_option(True)

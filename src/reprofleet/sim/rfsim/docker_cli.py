@@ -112,6 +112,18 @@ def parse_env(text: str, environ: Dict[str, str]) -> Optional[Tuple[str, str]]:
     return (key, environ[key]) if key in environ else None
 
 
+def parse_env_file(path: str, environ: Dict[str, str]) -> List[Tuple[str, str]]:
+    """``--env-file PATH``, read when the client starts, as docker reads it: ``KEY=VALUE`` lines,
+    ``KEY`` alone taken from the client's environment, blank lines and ``#`` comments skipped."""
+    try:
+        with open(path, encoding="utf-8") as handle:
+            lines = handle.read().splitlines()
+    except OSError as exc:
+        raise DockerUsage(f"open {path}: {exc.strerror.lower() if exc.strerror else exc}") from None
+    found = [parse_env(line, environ) for line in lines if line.strip() and not line.lstrip().startswith("#")]
+    return [pair for pair in found if pair]
+
+
 def parse_label(text: str) -> Tuple[str, str]:
     key, _, value = text.partition("=")
     if not key:
@@ -147,6 +159,8 @@ def parse_run(args: List[str], environ: Dict[str, str]) -> RunSpec:
             pair = parse_env(value, environ)
             if pair:
                 env.append(pair)
+        elif flag == "--env-file":
+            env.extend(parse_env_file(value, environ))
         elif flag == "--mount":
             mounts.append(parse_mount(value))
         elif flag in ("-v", "--volume"):
