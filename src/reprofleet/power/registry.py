@@ -35,11 +35,12 @@ DRIVERS: Mapping[str, type[PowerDriver]] = MappingProxyType({
 
 def driver_for(port: PowerPort, host_name: str, log: PowerLog, *,
                secrets: SecretResolver = resolve, lock_dir: Path | None = None,
-               clock: Clock | None = None) -> PowerDriver:
+               clock: Clock | None = None, fallback: int | None = None) -> PowerDriver:
     """The driver for ``port``; unknown drivers and bad options raise PowerConfigError.
 
     ``lock_dir`` (``locks.lock_folder(reports)``) makes its locks hold across processes;
-    ``clock`` is what its waits wait on (the system clock unless a test plays it in virtual time).
+    ``clock`` is what its waits wait on (the system clock unless a test plays it in virtual time);
+    ``fallback`` marks the host's n-th ``fallback:`` device (its errors and log lines say so).
     """
     cls = DRIVERS.get(port.driver)
     if cls is None:
@@ -49,6 +50,9 @@ def driver_for(port: PowerPort, host_name: str, log: PowerLog, *,
     secret = secrets(port.credentials) if port.credentials is not None else None
     driver = cls(port, host_name, log, secret=secret)
     driver.lock_dir = lock_dir
+    if fallback:
+        driver.fallback = fallback
+        driver.where = driver.options.where = driver._describe()
     if clock is not None:
         driver.clock = clock
     return driver
