@@ -28,7 +28,7 @@ import shutil
 import signal
 import subprocess
 import threading
-import xml.etree.ElementTree as ElementTree  # nosec B405: the XML is the agent's own metadata, read locally
+import xml.etree.ElementTree as ElementTree  # nosec B405  # the agent's own metadata, from a local program
 from dataclasses import dataclass
 from typing import Mapping
 
@@ -126,8 +126,9 @@ def _kill_group(child: subprocess.Popen[str]) -> None:
 def parse_metadata(agent: str, xml_text: str) -> AgentMetadata:
     """The Fence Agent API's ``metadata`` XML -> AgentMetadata (pure; errors name the agent)."""
     start = xml_text.find("<")
+    text = xml_text[start:] if start >= 0 else xml_text
     try:
-        root = ElementTree.fromstring(xml_text[start:] if start >= 0 else xml_text)  # nosec B314: local agent output
+        root = ElementTree.fromstring(text)  # nosec B314  # the agent's own metadata, from a local program
     except ElementTree.ParseError as exc:
         raise AgentMetadataError(f"fence agent {agent}: its metadata is not XML ({exc})") from None
     if root.tag != "resource-agent":
