@@ -10,9 +10,10 @@ VENV := .venv
 FLEET_WORKERS ?= 4
 # openssh-server: the simulated hosts' sshd; iproute2/iptables: their namespaces and links;
 # openipmi/ipmitool: the IPMI BMC simulator; python3-venv: Debian's venv module;
+# fence-agents: the ClusterLabs fence agents the fence driver runs (fence_ipmilan, fence_redfish ...);
 # libsystemd-dev/pkg-config/gcc/python3-dev: to build pdudaemon's systemd binding;
 # chromium: the headless browser the report.html test drives through Playwright (no browser download).
-APT_PACKAGES := openssh-server openssh-client iproute2 iptables openipmi ipmitool procps python3-venv \
+APT_PACKAGES := openssh-server openssh-client iproute2 iptables openipmi ipmitool procps python3-venv fence-agents \
 	libsystemd-dev pkg-config gcc python3-dev chromium rsync
 PYTEST_ARGS ?=
 

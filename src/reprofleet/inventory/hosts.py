@@ -116,7 +116,8 @@ def host_from_vars(name: str, merged: Mapping[str, Sourced], groups: Iterable[st
     python = _last(merged, ("ansible_python_interpreter",))
     gpu = _last(merged, ("gpu_index",))
     pdu = _last(merged, ("pdu",))
-    ports = power_ports(pdu.value, pdu.where) if pdu else ()
+    levels = power_levels(pdu.value, pdu.where) if pdu else ()
+    ports = levels[0] if levels else ()
     netconsole = _last(merged, ("netconsole",))
     return Host(
         name=name,
@@ -130,6 +131,7 @@ def host_from_vars(name: str, merged: Mapping[str, Sourced], groups: Iterable[st
         groups=tuple(sorted(g for g in groups if g != "all")),
         vars=frozen_mapping({key: plain(item.value) for key, item in merged.items()}),
         more_pdus=tuple(ports[1:]),
+        power_fallbacks=tuple(levels[1:]),
         netconsole=netconsole_setting(netconsole) if netconsole else None,
         gpu_access=gpu_access(_last(merged, (GPU_ACCESS_VARIABLE,))),
     )
@@ -158,7 +160,33 @@ def _interpreter(item: Sourced) -> str:
     return "python3" if value.startswith("auto") else value  # Ansible's discovery modes
 
 
-PDU_BLOCK_KEYS = ("driver", "address", "outlet", "credentials", "shared", "outlets")
+FALLBACK_KEY = "fallback"
+PDU_BLOCK_KEYS = ("driver", "address", "outlet", "credentials", "shared", "outlets", FALLBACK_KEY)
+
+
+def power_levels(pdu: Any, where: Location) -> tuple[tuple[PowerPort, ...], ...]:
+    """The host's power devices in the order they are tried: the ``pdu:`` block's own outlets, then
+    each item of its ``fallback:`` list (each its own device, with its own outlet or ``outlets:``).
+
+    ``outlets:`` and ``fallback:`` are different things on purpose: every outlet of ``outlets:``
+    is switched (a host with two supplies is only off when both are); a ``fallback:`` device is
+    used only when the one before it cannot verify its action (Pacemaker's fencing levels). A
+    fallback item shares nothing with the block above it: it is another device.
+    """
+    if not isinstance(pdu, dict) or FALLBACK_KEY not in pdu:
+        return (power_ports(pdu, where),)
+    items = pdu[FALLBACK_KEY]
+    at = Location(where.file, line_of(pdu, FALLBACK_KEY) or where.line, f"pdu.{FALLBACK_KEY}")
+    if not isinstance(items, list) or not items:
+        raise InventoryError(at, "must be a list of pdu blocks (driver, address, outlet ...), tried in order")
+    levels = [power_ports(pdu, where)]  # its fallback key is no option of the first device
+    for index, item in enumerate(items):
+        item_at = Location(where.file, line_of(items, index) or at.line, f"pdu.{FALLBACK_KEY}[{index}]")
+        if isinstance(item, dict) and FALLBACK_KEY in item:
+            raise InventoryError(item_at, "a fallback device has no fallback of its own: list every device, "
+                                          "in order, under the first block's fallback")
+        levels.append(power_ports(item, item_at))
+    return tuple(levels)
 
 
 def power_ports(pdu: Any, where: Location) -> tuple[PowerPort, ...]:
@@ -171,7 +199,8 @@ def power_ports(pdu: Any, where: Location) -> tuple[PowerPort, ...]:
     if not isinstance(pdu, dict) or "outlets" not in pdu:
         return (power_port(pdu, where),)
     items = pdu["outlets"]
-    at = Location(where.file, line_of(pdu, "outlets") or where.line, "pdu.outlets")
+    field = f"{where.field}.outlets" if (where.field or "").startswith(f"pdu.{FALLBACK_KEY}") else "pdu.outlets"
+    at = Location(where.file, line_of(pdu, "outlets") or where.line, field)
     if not isinstance(items, list) or not items:
         raise InventoryError(at, "must be a list of outlets (or of mappings with outlet, address ...)")
     if "outlet" in pdu:
@@ -180,7 +209,7 @@ def power_ports(pdu: Any, where: Location) -> tuple[PowerPort, ...]:
     ports = []
     for index, item in enumerate(items):
         block = {**base, **item} if isinstance(item, dict) else {**base, "outlet": item}
-        ports.append(power_port(block, Location(where.file, line_of(items, index) or at.line, "pdu.outlets")))
+        ports.append(power_port(block, Location(where.file, line_of(items, index) or at.line, field)))
     return tuple(ports)
 
 
@@ -199,9 +228,10 @@ def power_port(pdu: Any, where: Location) -> PowerPort:
     """The ``pdu:`` block of a host: driver and address required, secrets only by reference."""
     if not isinstance(pdu, dict):
         raise InventoryError(where, "must be a mapping with driver, address, outlet, credentials")
+    block = where.field if where.field and where.field.startswith(f"pdu.{FALLBACK_KEY}") else "pdu"
 
     def at(key: str) -> Location:
-        return Location(where.file, line_of(pdu, key) or where.line, f"pdu.{key}")
+        return Location(where.file, line_of(pdu, key) or where.line, f"{block}.{key}")
 
     for key in pdu:
         if str(key).lower() in PDU_SECRET_KEYS:  # never echo the value: it is a secret
@@ -233,7 +263,7 @@ def power_port(pdu: Any, where: Location) -> PowerPort:
         credentials=None if credentials is None else credential_ref(credentials, at("credentials")),
         options=frozen_mapping({k: plain(v) for k, v in pdu.items() if k not in PDU_BLOCK_KEYS}),
         shared=shared,
-        where=str(Location(where.file, line_of(pdu, "driver") or where.line, "pdu")),
+        where=str(Location(where.file, line_of(pdu, "driver") or where.line, block)),
     )
 
 

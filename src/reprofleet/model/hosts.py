@@ -81,6 +81,9 @@ class Host:
     more_pdus: tuple[PowerPort, ...] = ()  # further outlets (a second power supply), from ``outlets:``
     netconsole: NetconsoleSetting | None = None  # kernel messages over UDP to the controller
     gpu_access: GpuAccess = GpuAccess.MANAGE  # ``gpu_policy: observe``: never a GPU setter on this host
+    # ``pdu: {fallback: [...]}``: further devices, in order, each used only when the one before cannot
+    # verify its action (Pacemaker's fencing levels); each level is every outlet it switches
+    power_fallbacks: tuple[tuple[PowerPort, ...], ...] = ()
 
     @property
     def observe_only(self) -> bool:

@@ -148,6 +148,7 @@ class PowerDriver(ABC):
         self.lock_dir = lock_dir  # None: locks within this process only
         self.clock: Clock = SystemClock()  # its dwells, read-back polls and retry backoffs wait on this
         self.pdu_label: str | None = None  # a daisy-chained PDU's id when it is not the first (log, where)
+        self.fallback: int | None = None  # the host's n-th ``fallback:`` device (log, where); None: its own pdu block
         self.where = self._describe()
         self.options = Options(port.options, self.where, self.option_names)
         self.settings = settings_from_options(defaults_for(self.name, self.defaults), self.options)
@@ -162,7 +163,8 @@ class PowerDriver(ABC):
         """``host: pdu driver address [pdu N] [outlet M]``: how errors and the repr name this outlet."""
         port = self.port
         return (f"{self.host}: pdu {port.driver} {port.address}" + (f" pdu {self.pdu_label}" if self.pdu_label else "")
-                + (f" outlet {port.outlet}" if port.outlet else ""))
+                + (f" outlet {port.outlet}" if port.outlet else "")
+                + (f" (fallback {self.fallback})" if self.fallback else ""))
 
     def _device_cycle_option(self, available: bool, why_not: str = "") -> bool:
         """The ``device_cycle`` option (default: on where the device has a cycle of its own)."""
@@ -493,7 +495,7 @@ class PowerDriver(ABC):
             result = "ok"
         self.log.append(PowerEvent(
             time=started_at, host=self.host, driver=self.port.driver, address=self.port.address,
-            outlet=self.port.outlet, pdu=self.pdu_label, action=name, result=result,
+            outlet=self.port.outlet, pdu=self.pdu_label, fallback=self.fallback, action=name, result=result,
             state=action.state.value if action.state else None,
             duration_s=round(self.clock.monotonic() - started, 3), error=error, tries=max(1, action.tries),
             note=action.note,

@@ -34,6 +34,7 @@ class PowerEvent:
     tries: int = 1
     note: str | None = None  # e.g. "this driver cannot read the outlet state"
     pdu: str | None = None  # a daisy-chained PDU's id, when the outlet is not on the first PDU
+    fallback: int | None = None  # which ``fallback:`` device switched (1: the first); None: the host's own pdu block
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)

@@ -9,6 +9,12 @@ hours into a campaign at its first wedge.
 Two hosts on one outlet are refused unless both say ``shared: true``: cycling the wrong
 outlet silently power-cycles a healthy neighbour, and a copy-pasted ``outlet: 3`` is the
 usual way it happens.
+
+A host may list further devices under its ``pdu:`` block's ``fallback:`` (Pacemaker's fencing
+levels): a cycle goes through the first device (every outlet of it), and only when that
+cannot verify its cycle through the next, and so on; once a later one has cycled the host,
+the earlier ones get one "on" each (an outlet left off by a failed cycle is never left so).
+``outlets:`` is not that: every outlet of ``outlets:`` is switched, always.
 """
 
 from __future__ import annotations
@@ -42,10 +48,20 @@ class PowerPreflightError(ReprofleetError):
 
 @dataclass(frozen=True)
 class HostPower:
-    """The drivers of one host's outlets (two for a host with two power supplies)."""
+    """The drivers of one host's outlets (two for a host with two power supplies), and of its
+    fallback devices, each level every outlet it switches, in the order they are tried."""
 
     host: str
     drivers: tuple[PowerDriver, ...]
+    fallbacks: tuple[tuple[PowerDriver, ...], ...] = ()
+
+    @property
+    def levels(self) -> tuple[tuple[PowerDriver, ...], ...]:
+        """The host's own outlets, then each fallback device's."""
+        return (self.drivers, *self.fallbacks)
+
+    def every_driver(self) -> tuple[PowerDriver, ...]:
+        return tuple(driver for level in self.levels for driver in level)
 
 
 def _problem(host: str, port: PowerPort, text: str, where: str = "") -> str:
@@ -61,23 +77,34 @@ def build_host_power(hosts: Iterable[Host], log: PowerLog | None = None, *, secr
     built: dict[str, HostPower] = {}
     problems: list[str] = []
     for host in hosts:
-        drivers = []
-        for port in host.power_ports:
-            try:
-                drivers.append(driver_for(port, host.name, log, secrets=secrets, lock_dir=lock_dir, clock=clock))
-            except CredentialError as exc:  # the line that names the credential, not the block's first
-                problems.append(_problem(host.name, port, str(exc).removeprefix(f"{host.name}: "),
-                                         port.credentials.where if port.credentials else ""))
-            except ReprofleetError as exc:
-                field = getattr(exc, "field", None)  # a PowerConfigError naming the block's key at fault
-                where = f"{port.where}.{field}" if field and port.where else ""
-                problems.append(_problem(host.name, port, str(exc).removeprefix(f"{host.name}: "), where))
-        if host.power_ports and len(drivers) == len(host.power_ports):
-            built[host.name] = HostPower(host.name, tuple(drivers))
+        levels = (host.power_ports, *host.power_fallbacks) if host.power_ports else ()
+        made = [_build_level(host.name, ports, level, log, problems, secrets=secrets, lock_dir=lock_dir, clock=clock)
+                for level, ports in enumerate(levels)]
+        if levels and all(len(drivers) == len(ports) for drivers, ports in zip(made, levels)):
+            built[host.name] = HostPower(host.name, made[0], tuple(made[1:]))
     problems.extend(duplicate_outlets(built.values()))
     if problems:
         raise PowerPreflightError(problems)
     return built
+
+
+def _build_level(host: str, ports: Iterable[PowerPort], level: int, log: PowerLog, problems: list[str], *,
+                 secrets: SecretResolver, lock_dir: Path | None, clock: Clock | None) -> tuple[PowerDriver, ...]:
+    """The drivers of one level (0: the pdu block's own outlets; n: its n-th fallback device); each
+    problem appended as one line naming the inventory line and field."""
+    drivers = []
+    for port in ports:
+        try:
+            drivers.append(driver_for(port, host, log, secrets=secrets, lock_dir=lock_dir, clock=clock,
+                                      fallback=level or None))
+        except CredentialError as exc:  # the line that names the credential, not the block's first
+            problems.append(_problem(host, port, str(exc).removeprefix(f"{host}: "),
+                                     port.credentials.where if port.credentials else ""))
+        except ReprofleetError as exc:
+            field = getattr(exc, "field", None)  # a PowerConfigError naming the block's key at fault
+            where = f"{port.where}.{field}" if field and port.where else ""
+            problems.append(_problem(host, port, str(exc).removeprefix(f"{host}: "), where))
+    return tuple(drivers)
 
 
 def outlet_keys(hosts: Iterable[Host]) -> dict[str, frozenset[str]]:
@@ -86,7 +113,7 @@ def outlet_keys(hosts: Iterable[Host]) -> dict[str, frozenset[str]]:
     keys: dict[str, frozenset[str]] = {}
     for host in hosts:
         found = set()
-        for port in host.power_ports:
+        for port in (*host.power_ports, *(p for level in host.power_fallbacks for p in level)):
             try:
                 found.add(driver_for(port, host.name, PowerLog(None)).outlet_key)
             except ReprofleetError:
@@ -99,7 +126,7 @@ def duplicate_outlets(powers: Iterable[HostPower]) -> list[str]:
     """One line per outlet that feeds two hosts when not both are marked ``shared: true``."""
     feeding: dict[str, list[PowerDriver]] = defaultdict(list)
     for power in powers:
-        for driver in power.drivers:
+        for driver in power.every_driver():
             feeding[driver.outlet_key].append(driver)
     problems = []
     for key, drivers in feeding.items():
@@ -139,7 +166,55 @@ def ask_power_states(powers: Mapping[str, HostPower]) -> dict[str, tuple[PowerSt
 
 def cycle_host(power: HostPower, dwell_s: float, on_state: CycleCallback | None = None, *,
                on_deadline_s: float = 0.0, device: bool = True) -> PowerState:
-    """Power-cycle a host through every outlet that feeds it: all off, dwell, all on.
+    """Power-cycle a host through its first device that can verify the cycle (see ``_cycle_level``).
+
+    Without ``fallback:`` devices this is the one device's cycle. With them, a level whose cycle
+    fails (it could not switch, or could not read its switch back) hands over to the next at
+    once (its own "on" was sent, once, as every cycle's is: the deadline of retried "on"s is the
+    last level's); once a later level has cycled the host, every earlier level gets one round
+    of "on" (those that read on are left as they are). When every level fails, one PowerError
+    names each level's reason.
+    """
+    levels = power.levels
+    failures: list[PowerError] = []
+    for index, drivers in enumerate(levels):
+        last = index == len(levels) - 1
+        try:
+            state = _cycle_level(HostPower(power.host, drivers), dwell_s, on_state,
+                                 on_deadline_s=on_deadline_s if last else 0.0, device=device)
+        except PowerError as exc:
+            if len(levels) == 1:
+                raise
+            failures.append(exc)
+            continue
+        if index:
+            _earlier_levels_on(power.host, levels[:index])
+        return state
+    raise _every_level_failed(power.host, failures)
+
+
+def _level_name(index: int) -> str:
+    return "its pdu block" if index == 0 else f"fallback {index}"
+
+
+def _every_level_failed(host: str, failures: list[PowerError]) -> PowerError:
+    said = "; ".join(f"{_level_name(i)}: {_reason(exc)}" for i, exc in enumerate(failures))
+    return PowerError(f"{host}: no power device could verify its cycle: {said}")
+
+
+def _earlier_levels_on(host: str, levels: Iterable[tuple[PowerDriver, ...]]) -> None:
+    """One round of "on" for the devices whose cycle failed: an outlet their failure left off is
+    switched back on (best effort: the host is back through a later device already)."""
+    for drivers in levels:
+        try:
+            switch_on_until(HostPower(host, drivers), 0.0)
+        except ReprofleetError:
+            continue  # logged by the drivers; the host has power through the later device
+
+
+def _cycle_level(power: HostPower, dwell_s: float, on_state: CycleCallback | None = None, *,
+                 on_deadline_s: float = 0.0, device: bool = True) -> PowerState:
+    """Power-cycle a host through every outlet of one device level that feeds it: all off, dwell, all on.
 
     A host with two power supplies is only off when both are; cycling one leaves it running
     (or half-running). Every outlet that was sent "off" is sent "on", whatever failed: an
@@ -206,9 +281,15 @@ def switch_on_until(power: HostPower, deadline_s: float, clock: Clock | None = N
     ``ON_RETRY_ROUNDS`` rounds; a try in progress at the deadline ends within its own
     driver's bounds. Returns ON (UNKNOWN when a driver cannot read state); raises a
     PowerError naming every outlet still off and why.
+
+    A host's ``fallback:`` devices get one round first, each outlet that reads off switched on
+    (a controller that died in a fallback's cycle left it off); the answer is the host's own
+    outlets': a fallback that reads on says nothing of the device before it.
     """
     clock = clock or power.drivers[0].clock
     deadline = clock.monotonic() + max(0.0, deadline_s)
+    for fallback in power.fallbacks:  # one a controller left off mid-cycle (it may feed the devices above): on
+        _on_round(fallback, {})  # reads first: one that reads on is left as it is
     pending = list(power.drivers)
     reasons: dict[str, str] = {}
     delays = iter(backoff_delays(ON_RETRY_ROUNDS, ON_RETRY_FIRST_S, 2.0, ON_RETRY_CAP_S))

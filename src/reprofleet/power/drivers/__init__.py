@@ -5,5 +5,6 @@ self-signed device trusted by its certificate's SHA-256 or a CA file), ``snmp``,
 ``snmp_oids`` and ``snmp_chain`` (switched rack PDUs, daisy-chained ones too), ``snmp_loop``
 (the one event loop pysnmp's engines run on), ``redfish``,
 ``redfish_errors`` (which BMC refusals are retried) and ``ipmi`` (server BMCs),
-``pdudaemon`` (an existing pdudaemon), ``command`` (your own commands).
+``pdudaemon`` (an existing pdudaemon), ``command`` (your own commands), ``fence`` and
+``fence_agent`` (any ClusterLabs fence agent).
 """
