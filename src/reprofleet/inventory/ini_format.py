@@ -14,7 +14,7 @@ from typing import Any, Mapping
 
 from reprofleet.errors import InventoryError, Location
 
-from reprofleet.inventory.graph import Graph
+from reprofleet.inventory.graph import Graph, check_name
 from reprofleet.inventory.ranges import expand_host_pattern
 
 _SECTION = re.compile(r"^\[([^:\]\s]+)(?::(\w+))?\]\s*(?:#.*)?$")
@@ -37,6 +37,7 @@ def parse_ini_inventory(text: str, graph: Graph) -> None:
         if section:
             group, state = section.group(1), section.group(2) or "hosts"
             where = Location(graph.file, number, line)
+            check_name(group, "group name", where)
             if state not in ("hosts", "vars", "children"):
                 raise InventoryError(where, f"section [{group}:{state}] has unknown type {state!r}")
             if state == "vars":

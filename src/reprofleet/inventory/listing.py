@@ -20,6 +20,7 @@ from reprofleet.credentials import child_environment
 from reprofleet.errors import InventoryError, Location
 from reprofleet.model import frozen_mapping
 
+from reprofleet.inventory.graph import check_name
 from reprofleet.inventory.hosts import Inventory, host_from_vars
 from reprofleet.inventory.values import Sourced, VaultEncrypted
 
@@ -75,6 +76,8 @@ def inventory_from_listing(listing: Any, source: str) -> Inventory:
     order = list(dict.fromkeys([h for hosts in direct.values() for h in hosts] + list(hostvars)))
     if not order:
         raise InventoryError(Location(source, 1, "hosts"), "the inventory has no hosts")
+    for group in groups:
+        check_name(group, "group name", Location(source, None, "group name"))
     members = {name: _closure(name, direct, children) for name in set(groups) | {"all"}}
     members["all"] = set(order)
     hosts = []
