@@ -18,6 +18,7 @@ line; the caps on what a source may make us hold are the reassembler's.
 from __future__ import annotations
 
 import ipaddress
+import os
 import json
 import selectors
 import socket
@@ -29,6 +30,8 @@ from pathlib import Path
 from typing import Callable, Iterable, Mapping, Sequence
 
 from reprofleet.errors import ReprofleetError
+from reprofleet.model import file_name
+from reprofleet.records.private_files import append_fd, make_folder
 from reprofleet.remote.netconsole_budget import Allowance, Budget
 from reprofleet.remote.netconsole_lines import KernelLine, Note, Reassembler, WireCaps
 
@@ -114,7 +117,7 @@ class NetconsoleReceiver:
         for address in self.binds:
             for port in self.ports:
                 self._listen(address, port)
-        self.folder.mkdir(parents=True, exist_ok=True)
+        make_folder(self.folder)
 
     def _listen(self, address: str, port: int) -> None:
         try:
@@ -272,11 +275,23 @@ class NetconsoleReceiver:
         """Into the tail, the host's file and the running attempt's stream (lock held)."""
         if not lines:
             return
-        log.tail.extend(lines)
-        with open(self.folder / f"{log.name}.jsonl", "a", encoding="utf-8") as out:
-            for line in lines:
-                entry = {"k": "netconsole", **line.for_record(), "t": line.t, "attempt": log.attempt}
-                out.write(json.dumps(entry, sort_keys=True) + "\n")
-                if log.sink is not None:
-                    entry.pop("attempt")
-                    log.sink(json.dumps(entry, sort_keys=True))
+        entries = [{"k": "netconsole", **line.for_record(), "t": line.t, "attempt": log.attempt} for line in lines]
+        self._append(log.name, "".join(json.dumps(entry, sort_keys=True) + "\n" for entry in entries))
+        log.tail.extend(lines)  # after the file: a line in the tail is on disk (or its refusal kept)
+        if log.sink is not None:
+            for entry in entries:
+                entry.pop("attempt")
+                log.sink(json.dumps(entry, sort_keys=True))
+
+    def _append(self, host: str, text: str) -> None:
+        """``netconsole/<host>.jsonl``, never through a link planted in its place: a refusal is
+        kept for the host's events (the tail and the attempt's stream still get the lines)."""
+        try:
+            fd = append_fd(self.folder / file_name(host, ".jsonl", what="host name"))
+        except (ReprofleetError, OSError) as exc:
+            reasons = self.refusals.setdefault(host, [])
+            if len(reasons) < 8 and f"not filed: {exc}" not in reasons:
+                reasons.append(f"not filed: {exc}")
+            return
+        with os.fdopen(fd, "a", encoding="utf-8") as out:
+            out.write(text)
