@@ -40,7 +40,7 @@ from reprofleet.model import CredentialRef, EnvSecret
 
 SCHEMES = ("env", "file")
 REDACTED = "***"
-SECRET_PREFIX = "REPROFLEET_SECRET_"  # a playbook's secret NAME is read from REPROFLEET_SECRET_NAME by default
+OPERATOR_VARIABLE_PREFIX = "REPROFLEET_SECRET_"  # a playbook's secret NAME is read from REPROFLEET_SECRET_NAME by default
 # Where the operator's own keys and cloud credentials live (under the home folder): never a
 # credential's file, whoever names it. ``.docker/config.json`` is one file; the rest folders.
 FORBIDDEN_FOLDERS = (".ssh", ".gnupg", ".aws", ".azure", ".kube", ".config/gcloud", ".oci", ".config/gh",
@@ -203,7 +203,7 @@ def resolve_env_secrets(secrets: Iterable[EnvSecret], *, environ: Mapping[str, s
             if secret.ref != operator_ref(secret.name):
                 raise CredentialError(f"{where}{exc}") from None
             raise CredentialError(f"{where}{exc}: the playbook asks for secret {secret.name}; export "
-                                  f"{SECRET_PREFIX}{secret.name} or give its source in invoke.yaml "
+                                  f"{OPERATOR_VARIABLE_PREFIX}{secret.name} or give its source in invoke.yaml "
                                   f"(reprofleet.env_secrets.{secret.name}: env:VAR or file:/path)") from None
     return found
 
@@ -211,7 +211,7 @@ def resolve_env_secrets(secrets: Iterable[EnvSecret], *, environ: Mapping[str, s
 def operator_ref(name: str, where: str = "") -> CredentialRef:
     """Where a secret a playbook asks for comes from when the operator says nothing else: its own
     prefixed variable, so a playbook can never reach the operator's other variables (AWS_...)."""
-    return CredentialRef("env", f"{SECRET_PREFIX}{name}", where)
+    return CredentialRef("env", f"{OPERATOR_VARIABLE_PREFIX}{name}", where)
 
 
 def operator_env_secrets(secrets: Iterable[EnvSecret], given: Mapping[str, object], where: str) -> tuple[EnvSecret, ...]:

@@ -29,7 +29,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from reprofleet.credentials import SECRET_PREFIX, name_credential_variables, operator_ref, parse_credential_ref
+from reprofleet.credentials import OPERATOR_VARIABLE_PREFIX, name_credential_variables, operator_ref, parse_credential_ref
 from reprofleet.errors import CredentialError
 from reprofleet.model import Cell, EnvSecret
 
@@ -81,7 +81,7 @@ def _older_form(doc: Doc, block: Any, name: str, value: Any, path: str) -> None:
     if ref.source != "env" or ref.name != name:
         raise doc.fail(block, name, path, "a playbook cannot say where a secret lives: write "
                        f"'env_secrets: [{name}]' and give its source in invoke.yaml "
-                       f"(reprofleet.env_secrets.{name}: env:VAR or file:/path) or export {SECRET_PREFIX}{name}")
+                       f"(reprofleet.env_secrets.{name}: env:VAR or file:/path) or export {OPERATOR_VARIABLE_PREFIX}{name}")
 
 
 def identity_flag(doc: Doc, top: Any) -> bool:
