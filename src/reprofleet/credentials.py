@@ -8,7 +8,15 @@ secret that reaches an exception, a log line or a record by accident shows as ``
 A credential file readable by *others* (the world bits of its mode) is refused, not just
 warned about: a password file any user of the controller can read is a leak, and a run
 that stops at once with "chmod 600 it" is cheaper than finding out later. Group-readable
-files are accepted, so a team can share one file through a group.
+files are accepted for a PDU's or BMC's password, so a team can share one file through a
+group; a PoC's secret (``env_secrets``, sent to every host) must be readable by its owner
+only. No ``file:`` credential is read from where the operator's own keys live (``~/.ssh``,
+``~/.gnupg``, the cloud tools' folders: :data:`FORBIDDEN_FOLDERS`), links resolved first:
+a file that names one is someone trying to send that key to a host or a PDU.
+
+A playbook asks for its secrets by name only; :func:`operator_ref` says where each one's
+value comes from: ``REPROFLEET_SECRET_<NAME>`` in the environment, unless invoke.yaml's
+``env_secrets`` names a source (:func:`operator_env_secrets`).
 
 Every ``env:`` variable an inventory or a playbook names is remembered here
 (:func:`name_credential_variables`), and every child process the controller starts (a
@@ -32,6 +40,11 @@ from reprofleet.model import CredentialRef, EnvSecret
 
 SCHEMES = ("env", "file")
 REDACTED = "***"
+OPERATOR_VARIABLE_PREFIX = "REPROFLEET_SECRET_"  # a playbook's secret NAME is read from REPROFLEET_SECRET_NAME by default
+# Where the operator's own keys and cloud credentials live (under the home folder): never a
+# credential's file, whoever names it. ``.docker/config.json`` is one file; the rest folders.
+FORBIDDEN_FOLDERS = (".ssh", ".gnupg", ".aws", ".azure", ".kube", ".config/gcloud", ".oci", ".config/gh",
+                     ".password-store", ".terraform.d", ".docker/config.json", ".netrc", ".pgpass", ".git-credentials")
 
 _NAMED_LOCK = threading.Lock()
 _NAMED_VARIABLES: set[str] = set()  # every env: variable an inventory or playbook named, in this process
@@ -73,12 +86,13 @@ def parse_credential_ref(text: str) -> CredentialRef:
     return CredentialRef(source=source, name=name.strip())
 
 
-def resolve(ref: CredentialRef, *, environ: Mapping[str, str] | None = None) -> Secret:
-    """Read the secret ``ref`` points at; errors name the reference, never the value."""
+def resolve(ref: CredentialRef, *, environ: Mapping[str, str] | None = None, owner_only: bool = False) -> Secret:
+    """Read the secret ``ref`` points at; errors name the reference (and where it was named),
+    never the value. ``owner_only``: a file must be readable by its owner alone."""
     if ref.source == "env":
         return _from_env(ref, os.environ if environ is None else environ)
     if ref.source == "file":
-        return _from_file(ref)
+        return _from_file(ref, owner_only)
     raise CredentialError(f"credential {ref}: unknown source {ref.source!r}; use one of {', '.join(SCHEMES)}")
 
 
@@ -91,8 +105,23 @@ def _from_env(ref: CredentialRef, environ: Mapping[str, str]) -> Secret:
     return Secret(value)
 
 
-def _from_file(ref: CredentialRef) -> Secret:
+def forbidden_folder(path: Path, home: Path | None = None) -> str | None:
+    """The folder of the operator's own keys ``path`` is in (links resolved), or None."""
+    home = (home or Path.home()).resolve()
+    real = path.resolve()
+    for name in FORBIDDEN_FOLDERS:
+        folder = home / name
+        if real == folder or real.is_relative_to(folder):
+            return f"~/{name}"
+    return None
+
+
+def _from_file(ref: CredentialRef, owner_only: bool = False) -> Secret:
     path = Path(ref.name).expanduser()
+    folder = forbidden_folder(path)
+    if folder is not None:
+        raise CredentialError(f"credential {ref}: is under {folder}, where the operator's own keys live: "
+                              "refused (keep the secret in a file of its own)")
     try:
         info = path.stat()
     except FileNotFoundError:
@@ -101,10 +130,12 @@ def _from_file(ref: CredentialRef) -> Secret:
         raise CredentialError(f"credential {ref}: cannot stat: {exc.strerror}") from None
     if not stat.S_ISREG(info.st_mode):
         raise CredentialError(f"credential {ref}: not a regular file")
-    if info.st_mode & stat.S_IROTH:
+    others = stat.S_IRWXG | stat.S_IRWXO if owner_only else stat.S_IROTH
+    if info.st_mode & others:
+        who = "anyone but its owner" if owner_only else "every user"
         raise CredentialError(
-            f"credential {ref}: file is readable by every user (mode {stat.S_IMODE(info.st_mode):04o}); "
-            f"run: chmod o-rwx {path}"
+            f"credential {ref}: file is readable by {who} (mode {stat.S_IMODE(info.st_mode):04o}); "
+            f"run: chmod {'go' if owner_only else 'o'}-rwx {path}"
         )
     try:
         text = path.read_text(encoding="utf-8")
@@ -160,9 +191,49 @@ def child_environment(give: Mapping[str, str] | None = None, *,
     return {**{k: v for k, v in source.items() if k not in named}, **(give or {})}
 
 
-def resolve_env_secrets(secrets: Iterable[EnvSecret]) -> dict[str, Secret]:
-    """A playbook's ``env_secrets``, read now: variable name -> its Secret. Errors name the reference."""
-    return {secret.name: resolve(secret.ref) for secret in secrets}
+def resolve_env_secrets(secrets: Iterable[EnvSecret], *, environ: Mapping[str, str] | None = None) -> dict[str, Secret]:
+    """A playbook's ``env_secrets``, read now: variable name -> its Secret. Errors name the
+    reference and say where the operator gives one that is missing; a file must be the owner's alone."""
+    found = {}
+    for secret in secrets:
+        try:
+            found[secret.name] = resolve(secret.ref, environ=environ, owner_only=True)
+        except CredentialError as exc:
+            where = f"{secret.ref.where}: " if secret.ref.where else ""
+            if secret.ref != operator_ref(secret.name):
+                raise CredentialError(f"{where}{exc}") from None
+            raise CredentialError(f"{where}{exc}: the playbook asks for secret {secret.name}; export "
+                                  f"{OPERATOR_VARIABLE_PREFIX}{secret.name} or give its source in invoke.yaml "
+                                  f"(reprofleet.env_secrets.{secret.name}: env:VAR or file:/path)") from None
+    return found
+
+
+def operator_ref(name: str, where: str = "") -> CredentialRef:
+    """Where a secret a playbook asks for comes from when the operator says nothing else: its own
+    prefixed variable, so a playbook can never reach the operator's other variables (AWS_...)."""
+    return CredentialRef("env", f"{OPERATOR_VARIABLE_PREFIX}{name}", where)
+
+
+def operator_env_secrets(secrets: Iterable[EnvSecret], given: Mapping[str, object], where: str) -> tuple[EnvSecret, ...]:
+    """The playbook's secrets with the sources the operator gave (invoke.yaml's ``env_secrets``:
+    NAME -> ``env:VAR`` or ``file:/path``); a name it does not give keeps :func:`operator_ref`.
+    A source for a name no playbook asks is harmless: it is never read."""
+    out = []
+    for secret in secrets:
+        value = given.get(secret.name)
+        if value is None:
+            out.append(secret)
+            continue
+        place = f"{where}:env_secrets.{secret.name}"
+        if not isinstance(value, str):
+            raise CredentialError(f"{place}: must be a reference, env:VARIABLE or file:/path (never the value)")
+        try:
+            ref = parse_credential_ref(value)
+        except CredentialError as exc:
+            raise CredentialError(f"{place}: {exc}") from None
+        out.append(EnvSecret(secret.name, CredentialRef(ref.source, ref.name, place)))
+    name_credential_variables(s.ref.name for s in out if s.ref.source == "env")
+    return tuple(out)
 
 
 def secret_digest(name: str, secret: Secret) -> str:

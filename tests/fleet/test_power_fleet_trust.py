@@ -33,7 +33,7 @@ HF_TOKEN = "hf-Tok-9d2e"  # the playbook's env_secrets value: in the PoC's conta
 
 def book(tmp_path: Path, *, attempts: int = 2, boot_s: int = 60) -> Path:
     path = write_playbook(tmp_path / "book", attempts=attempts, attempt_timeout=30,
-                          extra="env_secrets: {HF_TOKEN: env:RF_SECRET_HF_TOKEN}\n")
+                          extra="env_secrets: [HF_TOKEN]\n")  # its value: REPROFLEET_SECRET_HF_TOKEN
     path.write_text(path.read_text().replace("boot: 60", f"boot: {boot_s}"))
     return path
 
@@ -89,7 +89,7 @@ def test_a_campaign_with_every_driver_writes_no_secret_anywhere(
             if secret:
                 monkeypatch.setenv(variable, secret)
                 secrets.extend({secret, secret.split(":", 1)[-1]})
-        monkeypatch.setenv("RF_SECRET_HF_TOKEN", HF_TOKEN)
+        monkeypatch.setenv("REPROFLEET_SECRET_HF_TOKEN", HF_TOKEN)  # the operator's side: a playbook names no source
         secrets.append(HF_TOKEN)
         reports = tmp_path / "reports"
         plan = make_plan(load_playbook(book(tmp_path)), load_inventory(sim_inventory(fleet, pdu=blocks)).hosts)

@@ -170,3 +170,13 @@ def tried(outcome: Callable[[], object]) -> BaseException | None:
         raise
     COUNTS["accepted"] += 1
     return None
+
+
+def planted_link(at: Path, victim: Path, text: str = "victim's own line\n") -> Path:
+    """What another user of a shared controller plants: ``at`` a link to ``victim`` (a
+    ``.bashrc``, a key) holding ``text``; the test then checks ``victim`` still holds exactly that."""
+    victim.parent.mkdir(parents=True, exist_ok=True)
+    victim.write_text(text)
+    at.parent.mkdir(parents=True, exist_ok=True)
+    at.symlink_to(victim)
+    return victim

@@ -13,6 +13,7 @@ from __future__ import annotations
 import inspect
 import json
 import re
+import shutil
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -226,9 +227,9 @@ def test_plan_json_of_a_search_and_a_bisection(tmp_path: Path, capsys: pytest.Ca
     (truth,) = document["truths"]
     assert [d["design"] for d in truth["designs"]] == ["ours", "grid", "fixed"] and len(truth["p"]) == 5
     book = tmp_path / "bisect.yml"
-    poc = REPO / "playbooks" / "poc" / "sm120_hostwedge.py"
+    (tmp_path / "poc").mkdir()  # beside the playbook: a PoC outside its folder is refused
+    shutil.copy(REPO / "playbooks" / "poc" / "sm120_hostwedge.py", tmp_path / "poc" / "sm120_hostwedge.py")
     book.write_text((REPO / "playbooks" / "search-clock.yml").read_text().split("search:")[0]
-                    .replace("script: poc/sm120_hostwedge.py", f"script: {poc}")
                     + "bisect:\n  factor: vars.vllm\n  versions: ['0.24.0', '0.25.1', '0.26.0', '0.27.0']\n"
                       "  known: {bad: first}\n  budget: {attempts: 200}\n")
     code, out, _ = run(capsys, "plan", "-p", str(book), "--truth", "change=0.26.0,bad=0.4,good=0", "--campaigns", "4",

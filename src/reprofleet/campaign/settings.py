@@ -11,13 +11,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Iterable, Mapping
 
 from reprofleet.campaign.notify import Notifier
 from reprofleet.campaign.notify_senders import build_send, parse_settings
 from reprofleet.campaign.observe import Observer
 from reprofleet.campaign.run import default_controller_name
+from reprofleet.credentials import operator_env_secrets
 from reprofleet.errors import UsageError
+from reprofleet.model import EnvSecret
 from reprofleet.liveness.watchdog import WatchdogSettings
 from reprofleet.power.defaults import configure
 from reprofleet.power.registry import DRIVERS
@@ -72,6 +74,14 @@ class ControllerConfig:
     def configure_power(self) -> None:
         """The ``power:`` section over the drivers' own defaults, before any driver is built."""
         configure(self.values.get("power"), DRIVERS)
+
+    def env_secrets(self, asked: Iterable[EnvSecret]) -> tuple[EnvSecret, ...]:
+        """The secrets a playbook asked for, from the sources the ``env_secrets:`` section gives
+        (``NAME: env:VAR`` or ``file:/path``); the rest from ``REPROFLEET_SECRET_<NAME>``."""
+        given = self.values.get("env_secrets") or {}
+        if not isinstance(given, Mapping):
+            raise UsageError("invoke.yaml reprofleet.env_secrets must be a mapping of NAME: env:VAR or file:/path")
+        return operator_env_secrets(asked, given, "invoke.yaml reprofleet")
 
     def notify_observers(self) -> tuple[Observer, ...]:
         """The ``notify:`` section as the campaign's notifier (none when it names no receiver);

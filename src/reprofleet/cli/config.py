@@ -8,9 +8,11 @@ defaults < project file < env ``INVOKE_REPROFLEET_...`` < flags).
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Mapping
 
 from reprofleet.cli.env_config import normalise_environment
+from reprofleet.errors import UsageError
+from reprofleet.records.private_files import configure_group_access
 
 if TYPE_CHECKING:
     from reprofleet.campaign.settings import ControllerConfig
@@ -40,6 +42,8 @@ DEFAULTS: dict[str, Any] = {
     "netconsole_cap_lines": 100000,
     "campaign_cap_mb": 4096.0,
     "controller": None,
+    "env_secrets": {},  # NAME: env:VAR or file:/path, for the secrets a playbook asks for (else REPROFLEET_SECRET_NAME)
+    "campaign_group": False,  # true: campaign folders 0750 and files 0640 (the group reads); else 0700/0600
     "sim_dir": "/var/lib/reprofleet-sim/cli",  # not under /tmp, /root or /var/tmp: simulated hosts shadow those
 }
 # before Invoke reads the shell environment (its executor does, after importing these tasks)
@@ -54,7 +58,15 @@ def conf(c: Any) -> dict[str, Any]:
     """The ``reprofleet:`` section over :data:`DEFAULTS`."""
     merged = dict(DEFAULTS)
     merged.update(dict(c.config.get("reprofleet", {}) or {}))
+    configure_group_access(_flag(merged, "campaign_group"))  # before any command writes a campaign file
     return merged
+
+
+def _flag(merged: Mapping[str, Any], key: str) -> bool:
+    value = merged[key]  # an INVOKE_REPROFLEET_* string was parsed by env_config already
+    if not isinstance(value, bool):
+        raise UsageError(f"reprofleet.{key} must be true or false, got {value!r}")
+    return value
 
 
 def plain(value: Any) -> Any:

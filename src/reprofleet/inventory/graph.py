@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from reprofleet.errors import InventoryError, Location
+from reprofleet.model import unsafe_name_reason
 
 from reprofleet.inventory.order import group_hosts
 from reprofleet.inventory.values import Sourced, as_int
@@ -46,6 +47,8 @@ class Graph:
         return self.groups.setdefault(name, _Group(name))
 
     def add_host(self, name: str, group: str, port: int | None, where: Location) -> None:
+        check_name(name, "host name", where)
+        check_name(group, "group name", where)
         if name not in self.hosts:
             self.hosts[name] = _HostEntry(where=Location(where.file, where.line, "host name"))
             if port is not None:  # a pattern's :port counts only where the host is first seen
@@ -56,6 +59,7 @@ class Graph:
             self.group(group).hosts.append(name)
 
     def add_child(self, parent: str, child: str, where: Location) -> None:
+        check_name(child, "group name", where)
         if child == parent or parent in self._descendants(child):
             raise InventoryError(where, f"group {child!r} under {parent!r} makes a loop of groups")
         if child not in self.group(parent).children:
@@ -63,6 +67,7 @@ class Graph:
             self.group(child).parents.append(parent)
 
     def set_group_var(self, group: str, key: str, value: Any, where: Location) -> None:
+        check_name(group, "group name", where)
         if key == "ansible_group_priority":  # Ansible keeps this out of the group's vars
             self.group(group).priority = as_int(value, where, "an integer")
             return
@@ -122,3 +127,11 @@ class Graph:
         own = {name: group.hosts for name, group in self.groups.items()}
         children = {name: group.children for name, group in self.groups.items()}
         return {name: group_hosts(name, own, children) for name in self.groups}
+
+
+def check_name(name: str, what: str, where: Location) -> None:
+    """Host and group names become file names (facts, netconsole, bug reports): one that could
+    leave its folder is refused at the line that wrote it (``model.names``)."""
+    reason = unsafe_name_reason(name, what)
+    if reason is not None:
+        raise InventoryError(Location(where.file, where.line, what), reason)

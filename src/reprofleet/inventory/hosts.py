@@ -16,7 +16,7 @@ from reprofleet.errors import InventoryError, Location
 from reprofleet.model import CredentialRef, Host, PowerPort, frozen_mapping
 from reprofleet.suggest import did_you_mean, line_of, plain
 
-from reprofleet.inventory.graph import Graph
+from reprofleet.inventory.graph import Graph, check_name
 from reprofleet.inventory.login import check_login_value
 from reprofleet.inventory.gpu_access import VARIABLE as GPU_ACCESS_VARIABLE, gpu_access
 from reprofleet.inventory.netconsole import netconsole_setting
@@ -108,6 +108,7 @@ def _host_layers(
 def host_from_vars(name: str, merged: Mapping[str, Sourced], groups: Iterable[str],
                    name_where: Location | None = None) -> Host:
     """Connection settings, GPU and PDU of one host from its merged variables."""
+    check_name(name, "host name", name_where or Location("(inventory)"))
     address = _last(merged, ADDRESS_VARS)
     port = _last(merged, PORT_VARS)
     user = _last(merged, USER_VARS)

@@ -14,7 +14,7 @@ from typing import Any, Mapping
 
 from reprofleet.errors import InventoryError, Location
 
-from reprofleet.inventory.graph import Graph
+from reprofleet.inventory.graph import Graph, check_name
 from reprofleet.inventory.ranges import expand_host_pattern
 
 _SECTION = re.compile(r"^\[([^:\]\s]+)(?::(\w+))?\]\s*(?:#.*)?$")
@@ -41,6 +41,7 @@ def parse_ini_inventory(text: str, graph: Graph) -> None:
         section = _SECTION.match(line)
         if section:
             group, state = section.group(1), section.group(2) or "hosts"
+            check_name(group, "group name", Location(graph.file, number, line))
             _ini_section(graph, group, state, Location(graph.file, number, line), declared, wanted, pending)
         elif line.startswith("["):
             raise InventoryError(Location(graph.file, number, line), f"invalid section {line!r}: no spaces, one ':type' at most")

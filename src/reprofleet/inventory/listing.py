@@ -20,6 +20,7 @@ from reprofleet.credentials import child_environment
 from reprofleet.errors import InventoryError, Location
 from reprofleet.model import frozen_mapping
 
+from reprofleet.inventory.graph import check_name
 from reprofleet.inventory.hosts import Inventory, host_from_vars
 from reprofleet.inventory.order import group_hosts
 from reprofleet.inventory.values import Sourced, VaultEncrypted
@@ -80,6 +81,8 @@ def inventory_from_listing(listing: Any, source: str) -> Inventory:
     order = list(dict.fromkeys([*members["all"], *(h for hosts in direct.values() for h in hosts), *hostvars]))
     if not order:
         raise InventoryError(Location(source, 1, "hosts"), "the inventory has no hosts")
+    for group in groups:
+        check_name(group, "group name", Location(source, None, "group name"))
     members["all"] = tuple(order)
     hosts = []
     for name in order:

@@ -12,7 +12,7 @@ from typing import Any, Mapping
 from reprofleet.errors import InventoryError, Location
 from reprofleet.suggest import LineMap, did_you_mean, line_of
 
-from reprofleet.inventory.graph import Graph
+from reprofleet.inventory.graph import Graph, check_name
 from reprofleet.inventory.ranges import expand_host_pattern
 
 _GROUP_SECTIONS = ("vars", "children", "hosts")
@@ -35,6 +35,7 @@ def _yaml_group(graph: Graph, parent: Mapping[Any, Any], name: Any) -> str | Non
     body = parent[name]
     if not isinstance(name, str) or not name:
         raise InventoryError(where, "a group name must be a non-empty string")
+    check_name(name, "group name", where)
     if not isinstance(body, (dict, type(None))):
         graph.warnings.append(f"{where}: skipped: a group is a mapping of vars/children/hosts")
         return None

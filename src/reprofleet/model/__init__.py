@@ -11,7 +11,8 @@ CredentialRef, NetconsoleSetting, GpuAccess), ``cells`` (Cell, GpuPolicy, HostDe
 ``playbook`` (Playbook, Poc, Timeouts), ``records`` (Record, the schema version),
 ``events`` (the campaign's event names), ``reasons`` (typed reasons an attempt was not judged),
 ``search`` (a playbook's ``search:`` and ``bisect:`` blocks), ``shutdown`` (whether a record's
-forensics show an orderly shutdown, and who asked).
+forensics show an orderly shutdown, and who asked), ``names`` (host, group and cell names that
+become file names).
 """
 
 from __future__ import annotations
@@ -30,8 +31,10 @@ from reprofleet.model.records import Record, SCHEMA_VERSION
 from reprofleet.model.events import CampaignEvent, event_of
 from reprofleet.model.reasons import ReasonCode, reason_code
 from reprofleet.model.shutdown import orderly_shutdown
+from reprofleet.model.names import NAME_RULE, SAFE_NAME, UnsafeName, file_name, is_safe_name, unsafe_name_reason
 
 __all__ = [
+    "NAME_RULE", "SAFE_NAME", "UnsafeName", "file_name", "is_safe_name", "unsafe_name_reason",
     "BisectBlock",
     "SearchBlock",
     "CACHE_MODES",

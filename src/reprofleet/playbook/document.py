@@ -12,9 +12,10 @@ import re
 from typing import Any
 
 from reprofleet.errors import Location, PlaybookError
+from reprofleet.model import NAME_RULE, SAFE_NAME, is_safe_name
 from reprofleet.suggest import did_you_mean, line_of
 
-NAME = re.compile(r"^[A-Za-z0-9._-]+$")
+NAME = SAFE_NAME  # a campaign's and a cell's name become file and folder names (model.names)
 MAX_SECONDS = 7 * 86400  # a timeout past a week is a typo (or .inf), never a plan
 MAX_COUNT = 1_000_000  # attempts of one cell
 MAX_WATTS = 10_000  # a GPU's power limit
@@ -67,8 +68,8 @@ def line_of_path(top: Any, path: str | None) -> int | None:
 
 def valid_name(doc: Doc, mapping: Any, key: str, path: str) -> str:
     value = mapping.get(key)
-    if not isinstance(value, str) or not NAME.match(value):
-        raise doc.fail(mapping, key, path, f"must be letters, digits, '.', '_' or '-', got {value!r}")
+    if not is_safe_name(value):
+        raise doc.fail(mapping, key, path, f"must be {NAME_RULE}, got {value!r}")
     return value
 
 

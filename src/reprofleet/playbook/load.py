@@ -166,16 +166,30 @@ def _poc(doc: Doc, poc: Any, folder: Path) -> Poc:
     if poc.get("script") is None:  # absent, or `script:` with nothing after it
         raise PlaybookError(Location(doc.file, line_of(poc, "script") or line_of(poc), "poc.script"),
                             "'poc.script' is required")
-    script = folder / _text(doc, poc, "script", "poc.script")
+    script = _inside(doc, poc, "script", "poc.script", folder)
     if not script.is_file():
         raise doc.fail(poc, "script", "poc.script", f"no such file: {script}")
-    source = _text(doc, poc, "cache_source", "poc.cache_source")
-    if source is not None and not (folder / source).is_dir():
-        raise doc.fail(poc, "cache_source", "poc.cache_source", f"no such folder: {folder / source}")
+    source = _inside(doc, poc, "cache_source", "poc.cache_source", folder) if poc.get("cache_source") is not None else None
+    if source is not None and not source.is_dir():
+        raise doc.fail(poc, "cache_source", "poc.cache_source", f"no such folder: {source}")
     mode = _choice(doc, poc, "cache", "poc.cache", CACHE_MODES, CACHE_MODES[0])
     if mode == "seeded" and source is None:
         raise doc.fail(poc, "cache", "poc.cache", "'seeded' starts every attempt from poc.cache_source: name that folder")
-    return Poc(script=str(script), cache=mode, cache_source=None if source is None else str(folder / source))
+    return Poc(script=str(script), cache=mode, cache_source=None if source is None else str(source))
+
+
+def _inside(doc: Doc, poc: Any, key: str, path: str, folder: Path) -> Path:
+    """``poc.<key>`` joined to the playbook's folder, links resolved: it must stay in that folder.
+
+    A playbook is shared text; what it names is pushed to every host (the script, the cache
+    folder). ``../../.ssh``, an absolute path or a link out of the folder would send the
+    operator's own files, so each is refused at its line."""
+    named = _text(doc, poc, key, path)
+    resolved = (folder / named).resolve()
+    if not resolved.is_relative_to(folder):
+        raise doc.fail(poc, key, path, f"{named!r} leads outside the playbook's folder {folder} (to {resolved}): "
+                                       "a playbook reaches only files beside it")
+    return resolved
 
 
 def _cache_modes(doc: Doc, matrix: Any, cells: tuple[Cell, ...], poc: Poc) -> tuple[Cell, ...]:

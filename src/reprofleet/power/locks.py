@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Iterator
 
 from reprofleet.errors import PowerError
+from reprofleet.records.private_files import make_folder, open_file
 
 LOCK_FOLDER = ".power-locks"
 _POLL_S = 0.05
@@ -59,8 +60,8 @@ def file_lock(folder: Path | None, key: str, wait_s: float, what: str) -> Iterat
     if folder is None:
         yield
         return
-    folder.mkdir(parents=True, exist_ok=True)
-    fd = os.open(folder / _file_name(key), os.O_RDWR | os.O_CREAT, 0o600)
+    # private, and never through a link planted in the lock folder (records/private_files.py)
+    fd = open_file(make_folder(folder) / _file_name(key), os.O_RDWR | os.O_CREAT)
     try:
         deadline = time.monotonic() + wait_s
         while True:

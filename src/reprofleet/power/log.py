@@ -14,6 +14,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from reprofleet.records.private_files import make_folder
 from reprofleet.records.store import append_line, cut_torn_tail
 
 
@@ -64,7 +65,7 @@ class PowerLog:
             self._memory.append(event)
             if self.path is None:
                 return
-            self.path.parent.mkdir(parents=True, exist_ok=True)
+            make_folder(self.path.parent)
             append_line(self.path, line)
 
     @property

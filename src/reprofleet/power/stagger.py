@@ -27,7 +27,6 @@ when the cycle starts (``lead_s``), so the device's "on" is counted where it wil
 from __future__ import annotations
 
 import json
-import os
 import threading
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -38,6 +37,7 @@ from reprofleet.clock import Clock, SystemClock
 from reprofleet.config import DEFAULT_TIMINGS
 from reprofleet.errors import PowerError
 from reprofleet.power.locks import file_lock
+from reprofleet.records.store import write_atomic
 
 __all__ = ["InrushGate", "Stagger", "admissible", "earliest_slot", "gate_for"]
 
@@ -157,6 +157,4 @@ def _load(path: Path) -> list[float]:
 
 
 def _save(path: Path, times: Sequence[float]) -> None:
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(sorted(times)))
-    os.replace(tmp, path)
+    write_atomic(path, json.dumps(sorted(times)))  # its temporary file is made new, never a planted link

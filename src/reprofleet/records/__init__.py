@@ -12,5 +12,6 @@ campaign last held a silent host, and its last switch of it: what a resume reads
 the host's lease),
 ``folder_state`` (where a campaign stands, read from its folder alone), ``prometheus``
 (the textfile format, and the controller's heartbeat read back from it), ``export``
-(``invoke export``: one row per attempt, amendments folded, as CSV, Parquet or JSON lines).
+(``invoke export``: one row per attempt, amendments folded, as CSV, Parquet or JSON lines),
+``private_files`` (campaign folders 0700 and files 0600, opened without following a link).
 """

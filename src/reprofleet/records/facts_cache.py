@@ -10,6 +10,8 @@ import json
 from pathlib import Path
 from typing import Any, Mapping
 
+from reprofleet.model import file_name
+from reprofleet.records.private_files import make_folder
 from reprofleet.records.store import write_atomic
 
 
@@ -17,7 +19,7 @@ FACTS_CACHE = ".facts"
 
 
 def cached_facts(report_root: Path, host: str) -> Mapping[str, Any] | None:
-    path = report_root / FACTS_CACHE / f"{host}.json"
+    path = report_root / FACTS_CACHE / file_name(host, ".json", what="host name")
     try:
         return json.loads(path.read_text())
     except (OSError, ValueError):
@@ -25,6 +27,5 @@ def cached_facts(report_root: Path, host: str) -> Mapping[str, Any] | None:
 
 
 def cache_facts(report_root: Path, host: str, facts: Mapping[str, Any]) -> None:
-    folder = report_root / FACTS_CACHE
-    folder.mkdir(parents=True, exist_ok=True)
-    write_atomic(folder / f"{host}.json", json.dumps(dict(facts), sort_keys=True, default=str) + "\n")
+    name = file_name(host, ".json", what="host name")  # before anything is made
+    write_atomic(make_folder(report_root / FACTS_CACHE) / name, json.dumps(dict(facts), sort_keys=True, default=str) + "\n")

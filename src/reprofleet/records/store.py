@@ -22,7 +22,8 @@ from typing import Any, Iterator
 import jsonlines
 
 from reprofleet.errors import ReprofleetError
-from reprofleet.model import SCHEMA_VERSION, Record
+from reprofleet.model import SCHEMA_VERSION, Record, file_name
+from reprofleet.records.private_files import append_fd, create_new_fd, make_folder, open_file
 from reprofleet.records.stream_file import StreamWriter as StreamWriter  # its own module; imported from here as before
 
 
@@ -61,11 +62,13 @@ class CampaignDir:
         return self.root / "campaign.json"
 
     def stream_path(self, attempt_id: str) -> Path:
-        return self.streams / f"{attempt_id}.jsonl"
+        return self.streams / file_name(attempt_id, ".jsonl", what="attempt id")
 
     def create(self) -> "CampaignDir":
-        self.streams.mkdir(parents=True, exist_ok=True)
-        self.facts.mkdir(parents=True, exist_ok=True)
+        """The folder and its sub-folders, private (records/private_files.py); a link planted
+        in place of any of them is refused."""
+        for folder in (self.root, self.streams, self.facts):
+            make_folder(folder)
         return self
 
 
@@ -89,13 +92,17 @@ class CampaignLock:
         self._handle: Any = None
 
     def __enter__(self) -> "CampaignLock":
-        handle = open(self.path, "a+", encoding="utf-8")
+        # Opened without truncating and without following a link: only the holder of the
+        # lock empties the file (the pid a refused second controller reads stays whole), and
+        # a link planted in its place is refused, never truncated through.
+        handle = os.fdopen(open_file(self.path, os.O_RDWR | os.O_CREAT), "r+", encoding="utf-8")
         try:
             fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             handle.seek(0)
-            holder = handle.read().strip() or "unknown"
+            holder = handle.read(64).strip()
             handle.close()
+            holder = holder if holder.isdigit() else "unknown"  # a pid, never other bytes someone wrote there
             raise FolderBusy(f"{self.path.parent}: another controller (pid {holder}) is running this campaign; "
                              "wait for it or stop it (Ctrl-C, or kill its pid) before resuming") from None
         handle.seek(0)
@@ -120,7 +127,7 @@ class CampaignLock:
         if not path.exists():
             return False
         try:
-            with open(path, "r", encoding="utf-8") as handle:
+            with os.fdopen(open_file(path, os.O_RDONLY), "r", encoding="utf-8") as handle:
                 try:
                     fcntl.flock(handle.fileno(), fcntl.LOCK_SH | fcntl.LOCK_NB)
                 except BlockingIOError:
@@ -151,7 +158,7 @@ def write_atomic(path: Path, text: str) -> None:
     path = Path(path)
     temp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
     try:
-        with open(temp, "w", encoding="utf-8") as handle:
+        with os.fdopen(create_new_fd(temp), "w", encoding="utf-8") as handle:
             handle.write(text)
             handle.flush()
             os.fsync(handle.fileno())
@@ -183,7 +190,7 @@ def _fsync_append(path: Path, line: str) -> None:
     """One line, whole or not at all: written with O_APPEND and fsync'd; if the disk fills
     half-way, the file is cut back to where it was, so no reader ever sees a torn line."""
     data = (line + "\n").encode("utf-8")
-    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    fd = append_fd(path)
     try:
         before = os.fstat(fd).st_size
         try:
@@ -211,7 +218,7 @@ def cut_torn_tail(path: Path) -> str:
     """
     if not path.exists():
         return ""
-    with open(path, "r+b") as handle:
+    with os.fdopen(open_file(path, os.O_RDWR), "r+b") as handle:
         size = handle.seek(0, os.SEEK_END)
         if size == 0:
             return ""
@@ -313,10 +320,10 @@ def write_facts(campaign: CampaignDir, host: str, facts: dict[str, Any]) -> str:
     """Store a host's facts snapshot and return its hash (records carry the hash)."""
     body = json.dumps(facts, sort_keys=True, default=str)
     digest = hashlib.sha256(body.encode()).hexdigest()
-    write_atomic(campaign.facts / f"{host}.json", body + "\n")
+    write_atomic(campaign.facts / file_name(host, ".json", what="host name"), body + "\n")
     kept = campaign.facts / "by-hash" / f"{digest}.json"  # each snapshot a record names stays readable
     if not kept.exists():
-        kept.parent.mkdir(parents=True, exist_ok=True)
+        make_folder(kept.parent)
         write_atomic(kept, body + "\n")
     return digest
 
@@ -336,7 +343,7 @@ def read_facts(campaign: CampaignDir, host: str) -> dict[str, Any] | None:
     """The facts snapshot ``write_facts`` stored for a host (the one its records' hash names);
     None when there is none or it cannot be read."""
     try:
-        facts = json.loads((campaign.facts / f"{host}.json").read_text())
+        facts = json.loads((campaign.facts / file_name(host, ".json", what="host name")).read_text())
     except (OSError, ValueError):
         return None
     return facts if isinstance(facts, dict) else None

@@ -28,6 +28,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
+from reprofleet.records.private_files import append_fd, create_new_fd
 from reprofleet.records.disk_caps import CampaignDiskBudget, DiskCaps
 
 CUT = "stream_cut"  # the marker's ``what``: lines cut from the middle to keep the file under its cap
@@ -94,7 +95,10 @@ class StreamWriter:
         self._temp.unlink(missing_ok=True)  # a rewrite a killed controller left half done
         if fresh and budget is not None and self.path.exists():
             budget.give_back(self.path.stat().st_size)
-        self._handle: Any = open(self.path, "wb" if fresh else "ab")
+        fd = append_fd(self.path)  # never through a link planted in its place (private_files)
+        if fresh:  # emptied once it is known to be ours (never O_TRUNC: that cuts before the checks)
+            os.ftruncate(fd, 0)
+        self._handle: Any = os.fdopen(fd, "ab")
         self._size = self._handle.tell()
         self._head_end: int | None = self._size if self._size >= caps.stream_head_bytes else None
         self._tail_start = self._size  # where the lines after the head (and its marker) begin
@@ -142,7 +146,7 @@ class StreamWriter:
         """Rewrite the file as head + marker + its latest lines (lock held; bounded memory)."""
         head_end = self._head_end or 0
         keep_from = self._line_start(max(self._tail_start, self._size - self.caps.stream_tail_bytes))
-        with open(self.path, "rb") as source, open(self._temp, "wb") as out:
+        with open(self.path, "rb") as source, os.fdopen(create_new_fd(self._temp), "wb") as out:
             _copy(source, out, 0, head_end)
             kept_lines = _count_lines_after(source, keep_from)
             cut_lines, cut_bytes = self._tail_lines - kept_lines, keep_from - self._tail_start
@@ -155,7 +159,7 @@ class StreamWriter:
         os.replace(self._temp, self.path)
         _fsync_folder(self.path.parent)
         self._handle.close()
-        self._handle = open(self.path, "ab")
+        self._handle = os.fdopen(append_fd(self.path), "ab")
         size = head_end + len(line) + (self._size - keep_from)
         if self._budget is not None:
             self._budget.give_back(self._size - size)

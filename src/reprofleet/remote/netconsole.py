@@ -23,6 +23,7 @@ the lock is held for work bounded by the budgets, never for the disk.
 from __future__ import annotations
 
 import ipaddress
+import os
 import json
 import selectors
 import socket
@@ -35,6 +36,8 @@ from typing import Callable, Iterable, Mapping, Sequence
 
 from reprofleet.errors import ReprofleetError
 from reprofleet.records.disk_caps import CampaignDiskBudget, DiskCaps
+from reprofleet.model import file_name
+from reprofleet.records.private_files import append_fd, make_folder
 from reprofleet.remote.netconsole_budget import Allowance, Budget
 from reprofleet.remote.netconsole_lines import KernelLine, Note, Reassembler, WireCaps
 
@@ -136,7 +139,7 @@ class NetconsoleReceiver:
         for address in self.binds:
             for port in self.ports:
                 self._listen(address, port)
-        self.folder.mkdir(parents=True, exist_ok=True)
+        make_folder(self.folder)
 
     def _listen(self, address: str, port: int) -> None:
         try:
@@ -188,7 +191,8 @@ class NetconsoleReceiver:
         """``host``'s log, made on first use with what its file holds already (a resume)."""
         log = self.hosts.get(host)
         if log is None:
-            log = self.hosts[host] = _HostLog(host, filed=_lines_and_bytes(self.folder / f"{host}.jsonl"))
+            log = self.hosts[host] = _HostLog(host, filed=_lines_and_bytes(
+                self.folder / file_name(host, ".jsonl", what="host name")))
         return log
 
     def contest(self, address: str, hosts: Sequence[str]) -> None:
@@ -362,8 +366,20 @@ class NetconsoleReceiver:
             elif out.sink is not None:
                 out.sink(out.text)
         for host, texts in by_host.items():
-            with open(self.folder / f"{host}.jsonl", "a", encoding="utf-8") as handle:
-                handle.writelines(texts)
+            self._append(host, "".join(texts))
+
+    def _append(self, host: str, text: str) -> None:
+        """``netconsole/<host>.jsonl``, never through a link planted in its place: a refusal is
+        kept for the host's events (the tail and the attempt's stream still get the lines)."""
+        try:
+            fd = append_fd(self.folder / file_name(host, ".jsonl", what="host name"))
+        except (ReprofleetError, OSError) as exc:
+            reasons = self.refusals.setdefault(host, [])
+            if len(reasons) < 8 and f"not filed: {exc}" not in reasons:
+                reasons.append(f"not filed: {exc}")
+            return
+        with os.fdopen(fd, "a", encoding="utf-8") as out:
+            out.write(text)
 
 
 def _lines_and_bytes(path: Path) -> tuple[int, int]:

@@ -34,6 +34,7 @@ from fabric.runners import Remote
 from reprofleet.config import DEFAULT_TIMINGS
 from reprofleet.errors import CommandTimedOut, ConnectError, HostKeyError
 from reprofleet.model import Host
+from reprofleet.records.private_files import create_new_fd
 from reprofleet.remote import host_bytes
 
 _KEEPALIVE_REQUEST = "keepalive@openssh.com"  # OpenSSH answers it (with a failure: still a reply)
@@ -412,7 +413,8 @@ class Session:
             sftp = self._connection.sftp()
             if (sftp.stat(remote_path).st_size or 0) > max_bytes:
                 raise host_bytes.HostBytesError(self.host.name, f"{remote_path}: larger than {max_bytes} bytes")
-            with sftp.open(remote_path, "rb") as source, partial.open("wb") as target:
+            partial.unlink(missing_ok=True)  # a stale one (or a link planted there) is never written through
+            with sftp.open(remote_path, "rb") as source, os.fdopen(create_new_fd(partial), "wb") as target:
                 while chunk := source.read(1 << 16):
                     size += len(chunk)
                     if size > max_bytes:

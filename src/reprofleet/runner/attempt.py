@@ -28,6 +28,7 @@ from reprofleet.config import DEFAULT_TIMINGS, Timings
 from reprofleet.remote.agent import AgentClient, AttemptKey, EventStream, StreamEvent
 from reprofleet.errors import AgentError, AgentFenced, AgentRefused, ConnectError, ReprofleetError
 from reprofleet.model import EventKind, Outcome
+from reprofleet.records.private_files import append_fd
 from reprofleet.records.store import StreamWriter
 from reprofleet.liveness.watchdog import Verdict, Watchdog, WedgeKind
 from reprofleet.model.reasons import ReasonCode
@@ -53,7 +54,7 @@ class AttemptKeys:
         key = AttemptKey.new()
         line = (json.dumps({"attempt": attempt_id, "key": key.hex}) + "\n").encode()
         with self._lock:
-            fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+            fd = append_fd(self.path)  # never through a link planted in its place
             try:
                 os.fchmod(fd, 0o600)
                 os.write(fd, line)
