@@ -7,6 +7,7 @@ report.md's code span, so what followed became links and images in a pasted bug 
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -67,3 +68,34 @@ def test_a_code_span_renders_back_to_exactly_the_text_it_quotes(text: str) -> No
     html = markdown_html(f"| a |\n| --- |\n| {code_span(text)} |\n")
     cell = html.split("<td>", 1)[1].split("</td>", 1)[0]
     assert cell == "<code>" + text.replace("&", "&amp;").replace("<", "&lt;") + "</code>"
+
+
+# -- reasons, BMC events and the verdicts that quote them (issue 34) -----------------------------
+MARKDOWN_ATTACK = ("x` [bug tracker](https://evil.example/r) ![pixel](https://evil.example/p.png) "
+                   "<img src=https://evil.example/i> *bold* \n# owned heading\n`` ~~gone~~ &lt;")
+
+
+def reasons_campaign(folder: Path) -> Path:
+    """A campaign whose infra reasons (one not run, one excluded) and BMC event are the attack."""
+    content: dict[str, Any] = build(Spec(attempts=3))
+    records = content["records"]
+    records[0].update(outcome="infra", reason=f"not run: {MARKDOWN_ATTACK}")
+    records[1].update(outcome="infra", reason=MARKDOWN_ATTACK)
+    for record in records:
+        if record["outcome"] in ("wedge", "reboot"):
+            record["forensics"] = {**(record.get("forensics") or {}),
+                                   "bmc_events": [{"severity": "Critical", "message": MARKDOWN_ATTACK}]}
+    return write(folder, content)
+
+
+def test_a_hosts_reason_and_bmc_event_are_no_link_image_or_heading_in_report_md(tmp_path: Path) -> None:
+    pool = load_pool([reasons_campaign(tmp_path / "c")])
+    judgement = judge(pool)
+    markdown = render_markdown(judgement, pool.records, "t")
+    assert "evil.example" in markdown and any("evil.example" in v.text for v in judgement.verdicts)
+    html = markdown_html(markdown)
+    assert "<a " not in html and "<img" not in html and "<em>" not in html and "<del>" not in html
+    assert "owned heading</h" not in html and "<h1>t</h1>" in html
+    assert html.count("evil.example/r") == markdown.count("evil.example/r")  # every one shown, inside <code>
+    for quoted in re.findall(r"<code>(.*?)</code>", html, re.S):
+        assert "\n" not in quoted
