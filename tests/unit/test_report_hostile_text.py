@@ -130,3 +130,15 @@ def test_a_formula_in_a_hosts_text_is_text_in_csv_and_parquet_and_negative_numbe
     table = pq.read_table(tmp_path / "a.parquet").to_pylist()
     assert {r["last_log_line"] for r in table} >= {"'" + line for line in attacks.values()}
     assert {r["exit_code"] for r in table if (r["last_log_line"] or "").startswith("'")} == {-9}
+
+
+def test_a_hosts_text_in_a_prometheus_label_is_one_escaped_value_on_its_line() -> None:
+    """Label values per the exposition format (backslash, quote, newline escaped), controls gone (issue 34)."""
+    from reprofleet.records.prometheus import Family, render, sample
+
+    attack = 'ws1"} 1\nreprofleet_owned{x="\\\x1b]0;title\x07\r'
+    text = render([Family("reprofleet_attempts_total", "help\nwith \x1b[2J a line", "counter",
+                          (sample(3, campaign="c", host=attack),))])
+    lines = text.splitlines()
+    assert lines == ["# HELP reprofleet_attempts_total help\\nwith  a line", "# TYPE reprofleet_attempts_total counter",
+                     'reprofleet_attempts_total{campaign="c",host="ws1\\"} 1\\nreprofleet_owned{x=\\"\\\\"} 3']

@@ -24,8 +24,10 @@ _SEQUENCE = re.compile(
     r"|\x1b[ -/]*[0-~]"
 )
 # C0 but tab and line feed, DEL, C1; bidirectional overrides and isolates, the line and
-# paragraph separators (a terminal or a tracker draws what follows elsewhere).
-_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
+# paragraph separators (a terminal or a tracker draws what follows elsewhere); lone surrogates
+# (bytes that were not UTF-8, kept by surrogateescape: no output can encode them).
+_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069"
+                      "\ud800-\udfff]")
 _SPACING = re.compile(r"[\t\n]")
 
 
