@@ -478,3 +478,17 @@ def test_a_terminal_that_fails_every_print_costs_no_report_and_no_exit_status(
     code, _, err = run_task(capsys, "campaign", "-i", str(inventory), "-p", str(REPO / "playbooks" / "demo.yml"))
     assert code == 3, err
     assert (folder / "report.md").is_file() and (folder / "report.html").is_file()
+
+
+def test_invoke_status_shows_a_hosts_quarantine_reason_as_plain_text(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The reason (an agent's error) was printed raw: escape sequences reached the terminal."""
+    folder = synthetic.write(tmp_path / "c", synthetic.build(synthetic.Spec()))
+    with (folder / "events.jsonl").open("a") as events:
+        events.write(json.dumps({"t": "2026-11-30T09:00:00Z", "host": "ws2", "event": "quarantined",
+                                 "reason": HOSTILE_TEXT}) + "\n")
+    outcome: dict[str, Any] = {}
+    assert tried(lambda: outcome.update(zip(("code", "out", "err"), run_task(capsys, "status", str(folder))))) is None
+    assert outcome["code"] == 0, outcome["err"]
+    assert "quarantined: " in outcome["out"]
+    _assert_shown_as_text(outcome["out"])
