@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import threading
 import time
-import logging
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Sequence
 
 from rich.console import Console
@@ -12,7 +11,7 @@ from rich.live import Live
 from rich.table import Table
 from rich.text import Text
 
-from reprofleet.cli.terminal_text import cell, plain, safe_print
+from reprofleet.cli.terminal_text import cell, drawn, plain, safe_print
 from reprofleet.model import Outcome
 from reprofleet.verdicts import Judgement, Row, natural_key, pct
 
@@ -20,7 +19,6 @@ if TYPE_CHECKING:
     from reprofleet.report.write import WrittenReport
 
 DASH = "—"
-log = logging.getLogger(__name__)
 
 OUTCOME_STYLE = {
     "clean": "green", "error": "yellow", "hang": "magenta",
@@ -79,12 +77,8 @@ class LiveProgress:
         """The live table drawn again; called from the hosts' threads, so a failure to draw is
         logged and the host goes on."""
         live = self._live
-        if live is None:
-            return
-        try:
-            live.update(self.render())
-        except Exception as error:
-            log.warning("the live view could not be drawn: %s", plain(f"{type(error).__name__}: {error}"))
+        if live is not None:
+            drawn("the live view could not be drawn", lambda: live.update(self.render()))
 
     # -- outside a terminal: plain lines -------------------------------------------------
     def _stamp(self) -> str:
@@ -121,11 +115,11 @@ class LiveProgress:
     def _write(self, line: str) -> None:
         """One plain line (its host text inert: it goes to the file as it is, never through rich);
         a log or pipe that fails costs the line, never the campaign."""
-        try:
+        def write() -> None:
             self._console.file.write(plain(line) + "\n")
             self._console.file.flush()
-        except Exception as error:
-            log.warning("a progress line could not be written: %s", plain(f"{type(error).__name__}: {error}"))
+
+        drawn("a progress line could not be written", write)
 
     def _tick(self) -> None:
         while not self._done.wait(self._summary_every_s):
@@ -154,12 +148,9 @@ class LiveProgress:
             self._ticker.start()
             return self
         live = Live(self.render(), console=self._console, refresh_per_second=4, transient=False)
-        try:
-            live.__enter__()
-        except Exception as error:  # a terminal that cannot draw: the campaign runs without its view
-            log.warning("the live view could not start: %s", plain(f"{type(error).__name__}: {error}"))
-            return self
-        self._live = live
+        # a terminal that cannot draw: the campaign runs without its view
+        drawn("the live view could not start", live.__enter__)
+        self._live = live if live.is_started else None
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -172,15 +163,8 @@ class LiveProgress:
             self._write(self.summary_line())
         live, self._live = self._live, None
         if live is not None:
-            try:
-                live.update(self.render())
-            except Exception as error:
-                log.warning("the live view's last table could not be drawn: %s",
-                            plain(f"{type(error).__name__}: {error}"))
-            try:
-                live.__exit__(None, None, None)
-            except Exception as error:
-                log.warning("the live view could not be closed: %s", plain(f"{type(error).__name__}: {error}"))
+            drawn("the live view's last table could not be drawn", lambda: live.update(self.render()))
+            drawn("the live view could not be closed", lambda: live.__exit__(None, None, None))
 
 
 def _attempts(row: Mapping[str, Any], planned: int | None) -> str:

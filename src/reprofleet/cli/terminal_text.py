@@ -15,7 +15,7 @@ no print can cost a campaign its report or its exit status.
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Callable
 
 from reprofleet.records.host_text import inert
 
@@ -55,7 +55,13 @@ def new_console(**options: Any) -> "Console":
 def safe_print(console: "Console", *objects: Any) -> None:
     """``console.print(*objects)``; a failure (markup, an encoding, a closed pipe) is logged, not
     raised."""
+    drawn("could not print to the terminal", lambda: console.print(*objects))
+
+
+def drawn(what: str, draw: Callable[[], object]) -> None:
+    """Run ``draw`` (a print, a live view's update, start or end); a failure is logged as ``what``,
+    never raised: the terminal's failure never ends a task's records, report or exit status."""
     try:
-        console.print(*objects)
-    except Exception as error:  # the terminal's failure never ends a task's records, report or status
-        log.warning("could not print to the terminal: %s", inert(f"{type(error).__name__}: {error}"))
+        draw()
+    except Exception as error:
+        log.warning("%s: %s", what, inert(f"{type(error).__name__}: {error}"))
