@@ -492,3 +492,19 @@ def test_invoke_status_shows_a_hosts_quarantine_reason_as_plain_text(
     assert outcome["code"] == 0, outcome["err"]
     assert "quarantined: " in outcome["out"]
     _assert_shown_as_text(outcome["out"])
+
+
+class _ClosedPipe(io.StringIO):
+    def write(self, text: str) -> int:
+        raise BrokenPipeError(32, "Broken pipe")
+
+
+def test_a_closed_pipe_makes_the_console_quiet_instead_of_exiting_1_from_inside_a_print() -> None:
+    """rich's answer to a closed pipe is SystemExit(1) from inside the print: a campaign would end
+    with 1 instead of its own status, skipping what came after the print."""
+    from reprofleet.cli.output import _console
+
+    terminal = _console(file=_ClosedPipe())
+    terminal.print("report:  reports/c/report.md")
+    terminal.print("a second line goes nowhere")
+    assert terminal.quiet
