@@ -8,5 +8,7 @@ campaigns and controllers pooled), ``facts_cache`` (the last facts seen of each 
 and VBIOS a host's facts name, and what changed between two facts),
 ``folder_state`` (where a campaign stands, read from its folder alone), ``prometheus``
 (the textfile format, and the controller's heartbeat read back from it), ``export``
-(``invoke export``: one row per attempt, amendments folded, as CSV, Parquet or JSON lines).
+(``invoke export``: one row per attempt, amendments folded, as CSV, Parquet or JSON lines),
+``csv_cells`` (a text cell of the export never starts a formula), ``host_text`` (a host's text
+without escape sequences or control characters: where every output's sanitizer starts).
 """
