@@ -265,7 +265,7 @@ def test_a_hosts_text_reaches_no_channel_as_a_control_markup_or_formula(text: st
             assert _markdown_tags(markdown) <= {"code", "ul", "li", "blockquote", "p", "table", "thead", "tbody", "tr",
                                                 "th", "td", "pre"}, markdown
         for note in (notify_text.quoted(text), notify_text.line_quoting(f"cell: {text}", [text]), notify_text.body(text)):
-            assert not any(ord(ch) < 0x20 and ch != "\n" or 0x7f <= ord(ch) <= 0x9f for ch in note)
+            assert not any(ord(ch) < 0x20 and ch not in "\t\n" or 0x7f <= ord(ch) <= 0x9f for ch in note)
         assert _markdown_tags(notify_text.quoted(text)) <= {"p", "code"}
         value = text_cell(text)
         assert not value.startswith(FORMULA_START) or re.fullmatch(r"[+-][\d.eE+-]*", value)
@@ -273,7 +273,7 @@ def test_a_hosts_text_reaches_no_channel_as_a_control_markup_or_formula(text: st
         csv.writer(out).writerow([value])
         assert next(csv.reader(io.StringIO(out.getvalue()))) == [value]
         prom = render([Family("reprofleet_fuzz", text, "gauge", (sample(1, host=text),))])
-        assert len(prom.splitlines()) == 3 and all(0x20 <= ord(ch) or ch == "\n" for ch in prom)
+        assert len(prom.splitlines()) == 3 and all(0x20 <= ord(ch) or ch in "\t\n" for ch in prom)
     except BaseException:
         COUNTS["fuzz_tracebacks"] += 1
         raise
