@@ -12,17 +12,31 @@ from __future__ import annotations
 import re
 from typing import List, Tuple
 
-# CSI (colours, cursor moves), OSC (titles, hyperlinks) and lone two-byte escapes.
 _TERMINATOR = re.compile(b"(\r|\n)")
-_ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[@-Z\\-_]")
+# CSI (colours, cursor moves; ESC [ or the C1 byte), OSC (titles, hyperlinks) up to BEL or ST,
+# DCS/SOS/PM/APC strings up to ST, and the two-byte escapes (ESC c resets a terminal).
+_ANSI = re.compile(
+    r"(?:\x1b\[|\x9b)[0-?]*[ -/]*[@-~]"
+    r"|(?:\x1b\]|\x9d)[^\x07\x1b\x9c]*(?:\x07|\x1b\\|\x9c)"
+    r"|(?:\x1b[PX^_]|[\x90\x98\x9e\x9f])[^\x1b\x9c]*(?:\x1b\\|\x9c)"
+    r"|\x1b[ -/]*[0-~]"
+)
+# What is left of a control once the sequences are gone: C0 but tab, DEL, C1 (a lone ESC too).
+_CONTROL = re.compile("[\x00-\x08\x0a-\x1f\x7f-\x9f]")
 
 
 def strip_ansi(text: str) -> str:
-    return _ANSI.sub("", text)
+    """``text`` without escape sequences or control characters (tabs kept). Sequences are removed
+    until none is left: one pass over ``\\x1b\\x1b[0m[2J`` leaves ``\\x1b[2J``."""
+    while True:
+        stripped = _ANSI.sub("", text)
+        if stripped == text:
+            return _CONTROL.sub("", text)
+        text = stripped
 
 
 def decode_line(raw: bytes) -> str:
-    """Bytes of one line to text: invalid UTF-8 replaced, ANSI codes removed."""
+    """Bytes of one line to text: invalid UTF-8 replaced, escape sequences and controls removed."""
     return strip_ansi(raw.decode("utf-8", "replace"))
 
 

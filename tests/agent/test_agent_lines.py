@@ -29,6 +29,16 @@ def test_ansi_colours_are_stripped_and_bad_utf8_replaced() -> None:
     assert lines == [("INFO ok \ufffd", False)]
 
 
+def test_escapes_nested_in_escapes_and_lone_controls_leave_no_escape_in_a_log_line() -> None:
+    """One pass over ``ESC ESC[0m[2J`` leaves ``ESC[2J`` (issue 34): removed until none is left."""
+    splitter = text_lines.LineSplitter()
+    hostile = (b"\x1b\x1b[0m[2Ja\x1b]8;;https://evil.example\x1b\\link\x1b]8;;\x1b\\ \x1bcreset "
+               b"\x1b]0;title\x07\x1bP1q\x1b\\\x07bel\x00nul\x1b\x1b\x1b[[31m\tend\x1b\n")
+    [(line, partial)] = splitter.feed(hostile, now=0.0)
+    assert line == "alink reset belnulm\tend" and not partial
+    assert not any(ord(ch) < 0x20 and ch != "\t" or 0x7f <= ord(ch) <= 0x9f for ch in line)
+
+
 def test_an_open_tqdm_bar_is_emitted_as_partial_once_it_has_been_idle() -> None:
     splitter = text_lines.LineSplitter(idle_s=0.3)
     bar = b"\rCapturing CUDA graphs (mixed prefill-decode, PIECEWISE):  12%|#2  | 6/51"

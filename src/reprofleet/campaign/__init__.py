@@ -11,7 +11,7 @@ runs), ``simulate`` (campaigns drawn from a known truth, judged by the real judg
 what each host needs, and the fix), ``policy_restore`` (``invoke policy``), ``power_ops``
 (``invoke power``), ``cache_ops`` (``invoke cache.push`` / ``cache.pull``), ``observe``
 (every line the campaign writes, told to its watchers), ``notify`` (what a person is told,
-once each), ``notify_senders`` (invoke.yaml's ``notify:``: Apprise URLs and a command),
+once each), ``notify_text`` (a host's words in a notice, quoted), ``notify_senders`` (invoke.yaml's ``notify:``: Apprise URLs and a command),
 ``metrics`` (metrics.prom, the Prometheus textfile kept while it runs), ``search_sim`` (a
 boundary search or bisection simulated against known true curves, beside a full grid and a
 fixed-run rule: for ``invoke plan`` and bench/search.py), ``search_estimate`` (``invoke plan``

@@ -7,7 +7,8 @@ and has no power port: its address, its outlets), and a cell reproduced for the 
 the campaign writes which :class:`Notice` to send, and hands each to an injected ``send``
 (``campaign/notify_senders.py`` builds the real one: Apprise URLs and/or a command) on a
 thread of its own, so a slow or dead receiver never holds a host back. A send that fails is
-one ``notify_failed`` event in events.jsonl; the campaign goes on.
+one ``notify_failed`` event in events.jsonl; the campaign goes on. A host's words in a notice
+are quoted by ``campaign/notify_text.py``: never markup, a mention or an escape sequence.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from enum import Enum, unique
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
+from reprofleet.campaign import notify_text
 from reprofleet.campaign.observe import Ended, EventWriter, Watched
 from reprofleet.model import CampaignEvent, Host, Judging, Role, event_of
 from reprofleet.records.folder_state import quarantine_reason
@@ -68,7 +70,9 @@ def verdict_lines(folder: Path) -> list[str]:
     if not (folder / "attempts.jsonl").exists():
         return ["no attempt was recorded"]
     judgement = judge(load_pool([folder], running=lambda _folder: False))
-    return [f"{v.cell}: {v.text}" for v in judgement.verdicts] or ["no verdict: no attempt could be judged"]
+    reasons = (*judgement.excluded, *judgement.not_run)  # what a sentence may quote from the records
+    return [notify_text.line_quoting(f"{v.cell}: {v.text}", reasons) for v in judgement.verdicts] \
+        or ["no verdict: no attempt could be judged"]
 
 
 class Notifier:
@@ -101,7 +105,7 @@ class Notifier:
     def on_event(self, entry: Mapping[str, Any]) -> None:
         event, host, why = event_of(entry), str(entry.get("host") or ""), quarantine_reason(entry)
         if why is not None and self._first(NoticeKind.QUARANTINED, host):
-            self._post(NoticeKind.QUARANTINED, f"{host} quarantined", f"{host}: {why}", host=host)
+            self._post(NoticeKind.QUARANTINED, f"{host} quarantined", f"{host}: {notify_text.quoted(why)}", host=host)
         elif event is CampaignEvent.NEEDS_PERSON:  # every freeze of such a host needs a person again
             where = self._host(host)
             address = f"{where.address}:{where.port}" if where else "?"
@@ -118,19 +122,19 @@ class Notifier:
             # an amendment on its own names no host, index or phase: each said as None
             self._post(NoticeKind.FIRST_REPRODUCTION, f"cell {cell} reproduced",
                        f"first reproduction of cell {cell}: {record.outcome} on {record.host or None} "
-                       f"(attempt {record.attempt_index}, last phase {record.last_phase})",
+                       f"(attempt {record.attempt_index}, last phase {notify_text.quoted(record.last_phase)})",
                        host=record.host, cell=cell)
 
     def finished(self, ended: Ended) -> None:
         if self._watched is None:
             return
         how = ("stopped by a signal (--resume goes on)" if ended.interrupted else
-               f"stopped: {ended.failure}" if ended.failure else "finished")
+               f"stopped: {notify_text.quoted(ended.failure)}" if ended.failure else "finished")
         try:
             lines = self.verdicts(self._watched.directory.root)
         except Exception as exc:  # noqa: BLE001 - the notice still says the campaign ended
-            lines = [f"verdicts could not be computed: {type(exc).__name__}: {exc}"]
-        lines += [f"{host}: quarantined: {why}" for host, why in sorted(ended.quarantined.items())]
+            lines = [f"verdicts could not be computed: {notify_text.quoted(f'{type(exc).__name__}: {exc}')}"]
+        lines += [f"{host}: quarantined: {notify_text.quoted(why)}" for host, why in sorted(ended.quarantined.items())]
         self._post(NoticeKind.FINISHED, how, "\n".join(lines))
         self._queue.put(None)
         self._worker.join(self.deadline_s)
@@ -158,7 +162,8 @@ class Notifier:
         if kind not in self.kinds:
             return
         campaign = self._watched.campaign_id if self._watched else ""
-        self._queue.put(Notice(kind, campaign, f"reprofleet {campaign}: {what}", body, host, cell))
+        self._queue.put(Notice(kind, campaign, notify_text.title(f"reprofleet {campaign}: {what}"),
+                               notify_text.body(body), host, cell))
 
     def _deliver(self) -> None:
         while True:

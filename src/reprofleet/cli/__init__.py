@@ -11,6 +11,7 @@ lines), ``args`` (positional arguments Invoke lacks, and the checks of typed val
 (errors -> exit codes and one line on stderr), ``env_config`` (INVOKE_REPROFLEET_* read by type,
 the project file found as invoke finds it), ``flags`` (one flag table for every task:
 -i/--inventory, -l/--limit, the same letters everywhere, -h is help), ``progress`` (the live view
-and the summary), ``tables`` (the tables of ``invoke facts`` and ``invoke policy``), ``signals`` (a
+and the summary), ``tables`` (the tables of ``invoke facts`` and ``invoke policy``), ``terminal_text`` (a host's
+text on the terminal: inert, never markup; a failed print logged, never raised), ``signals`` (a
 stop signal sets the clean stop before anything is printed; nohup is honoured).
 """

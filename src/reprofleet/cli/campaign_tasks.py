@@ -21,7 +21,7 @@ from reprofleet.cli.config import DEMO_OVERRIDES, controller, reports, sim_dir
 from reprofleet.cli.exits import BadArgument, ExitStatus, handled
 from reprofleet.cli.output import console, json_document, say, stderr_console
 from reprofleet.cli.signals import install_stop_handlers
-from rich.markup import escape
+from reprofleet.cli.terminal_text import cell, plain, safe_print
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -30,7 +30,7 @@ if TYPE_CHECKING:
 
 
 def _install_stop_handlers(stop: threading.Event) -> None:
-    install_stop_handlers(stop, lambda text: stderr_console().print(f"[yellow]{text}[/]"))
+    install_stop_handlers(stop, lambda text: safe_print(stderr_console(), cell(text, "yellow")))
 
 
 class _Terminal:
@@ -44,16 +44,16 @@ class _Terminal:
 
     def text(self, text: str) -> None:
         if not self.as_json:
-            print(text)
+            print(plain_lines(text))
 
     def refused(self, line: str) -> None:
-        stderr_console().print(f"[yellow]{line}[/]")
+        safe_print(stderr_console(), cell(line, "yellow"))
 
     def outlet_off(self, line: str) -> None:
-        self.console.print(f"[yellow]{line}[/]")
+        safe_print(self.console, cell(line, "yellow"))
 
     def warning(self, line: str) -> None:
-        stderr_console().print(f"[yellow]warning: {line}[/]")
+        safe_print(stderr_console(), cell(f"warning: {line}", "yellow"))
 
     @contextmanager
     def live(self, planned: Mapping[str, int | None], budget: int | None,
@@ -90,11 +90,13 @@ def run_and_report(c: Any, hosts: str, playbook: str | None, attempts: int | Non
         if as_json:
             json_document({"dry_run": True, "exit_status": int(status), **outcome.to_json()})
         return status
+    # the files and the exit status first: nothing printed below can cost them
     report_path, judgement = write_campaign_report(outcome.directory.root, view.console,
                                                    f"campaign {outcome.campaign_id}")
     html_path = report_path.with_suffix(".html")
-    view.console.print(f"records: {outcome.directory.attempts}\nreport:  {report_path}"
-                       + (f"\nhtml:    {html_path}" if html_path.exists() else ""))
+    for line in (f"records: {outcome.directory.attempts}", f"report:  {report_path}",
+                 *([f"html:    {html_path}"] if html_path.exists() else [])):
+        safe_print(view.console, cell(line))
     status = campaign_status(outcome, stderr_console())
     if as_json:
         json_document({"dry_run": False, "exit_status": int(status), "result": outcome.to_json(),
@@ -109,7 +111,7 @@ def write_campaign_report(folder: Path, console: "Console", title: str) -> tuple
     # lazy: report.write loads matplotlib and scipy: about 1 s, paid once a campaign ends
     from reprofleet.report.write import campaign_report
 
-    written = campaign_report(folder, title)
+    written = campaign_report(folder, title)  # written before anything is drawn (print_report never raises)
     if written.judgement is not None:
         # lazy: cli.progress loads the verdicts and scipy (0.86 s alone; report.write loaded them by now)
         from reprofleet.cli.progress import print_report
@@ -120,21 +122,34 @@ def write_campaign_report(folder: Path, console: "Console", title: str) -> tuple
 
 
 def campaign_status(result: "CampaignResult", err: "Console") -> ExitStatus:
-    """The exit status of a campaign, with one line on stderr per reason it is not 0."""
+    """The exit status of a campaign, with one line on stderr per reason it is not 0. The status is
+    decided before a line is drawn, and a line that cannot be drawn is logged (a reason is a host's
+    text: shown inert, never as markup)."""
+    status, lines = _status_and_lines(result)
+    for line in lines:
+        safe_print(err, line)
+    return status
+
+
+def _status_and_lines(result: "CampaignResult") -> tuple[ExitStatus, list[Any]]:
     if result.failure:
-        err.print(f"[red]campaign stopped: {escape(result.failure)}[/]")
-        for host, said in sorted(result.given_back.items()):  # exactly what was and was not restored
-            err.print(f"  {escape(host)}: {escape(said)}")
-        return ExitStatus.ERROR
+        lines: list[Any] = [cell(f"campaign stopped: {result.failure}", "red")]
+        # exactly what was and was not restored
+        lines += [cell(f"  {host}: {said}") for host, said in sorted(result.given_back.items())]
+        return ExitStatus.ERROR, lines
     if result.interrupted:
-        return ExitStatus.INTERRUPTED
-    for host, why in sorted(result.quarantined.items()):
-        err.print(f"[red]{host}: quarantined: {why}[/]")
-    for cell in result.unjudged:
-        err.print(f"[yellow]cell {cell}: no attempt could be judged on any host (every record is infra)[/]")
+        return ExitStatus.INTERRUPTED, []
+    lines = [cell(f"{host}: quarantined: {why}", "red") for host, why in sorted(result.quarantined.items())]
+    lines += [cell(f"cell {name}: no attempt could be judged on any host (every record is infra)", "yellow")
+              for name in result.unjudged]
     if result.quarantined:
-        return ExitStatus.SOME_HOSTS_FAILED
-    return ExitStatus.NOT_JUDGED if result.unjudged else ExitStatus.OK
+        return ExitStatus.SOME_HOSTS_FAILED, lines
+    return (ExitStatus.NOT_JUDGED if result.unjudged else ExitStatus.OK), lines
+
+
+def plain_lines(text: str) -> str:
+    """A multi-line text of the controller's (the dry run's plan) with the host values in it inert."""
+    return "\n".join(plain(line) for line in text.split("\n"))
 
 
 @task(help={

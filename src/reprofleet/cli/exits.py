@@ -19,6 +19,7 @@ from invoke import Collection, Exit
 from reprofleet.errors import InputError, ReprofleetError, UsageError
 from reprofleet.cli.env_config import environment_problems
 from reprofleet.cli.flags import asks_help, print_task_help
+from reprofleet.cli.terminal_text import plain
 
 
 class BadArgument(UsageError):
@@ -140,7 +141,7 @@ def handled(body: Callable[..., Any]) -> Callable[..., Any]:
         except (ReprofleetError, KeyboardInterrupt) as error:
             if os.environ.get("REPROFLEET_TRACEBACK"):
                 traceback.print_exc()
-            message = str(error) or type(error).__name__
+            message = plain(str(error) or type(error).__name__)  # an agent's error is a host's text
             raise Exit(f"reprofleet: error: {message}", code=int(exit_status_for(error))) from None
         if status is not None and int(status) != 0:
             raise Exit(code=int(status))

@@ -18,6 +18,7 @@ from reprofleet.cli.args import confirm, need_inventory, whole_number
 from reprofleet.cli.config import controller, reports, sim_dir
 from reprofleet.cli.exits import BadArgument, ExitStatus, handled
 from reprofleet.cli.output import console, json_line, say, stderr_console
+from reprofleet.cli.terminal_text import cell, plain, safe_print
 from reprofleet.errors import HostLeased
 
 
@@ -44,7 +45,7 @@ def facts(c: Context, hosts: str = "", json_: bool = False, accept_new_host_keys
     if bug_report:  # one line per host: the archive, its size and sha256, or why not
         found = bug_reports.fleet_bug_reports(request, Path(into or "bug-reports"), bug_report_timeout)
         for one in found:
-            print(json.dumps(one.to_json()) if json_ else one.line())
+            print(json.dumps(one.to_json()) if json_ else plain(one.line()))
         return ExitStatus.OK if all(r.ok for r in found) else ExitStatus.SOME_HOSTS_FAILED
     results = fleet.fleet_facts(request)
     if json_:
@@ -54,7 +55,7 @@ def facts(c: Context, hosts: str = "", json_: bool = False, accept_new_host_keys
         # lazy: cli.tables draws with rich and the verdicts (scipy): 0.9 s, paid only without --json
         from reprofleet.cli.tables import facts_table
 
-        console().print(facts_table(results))
+        safe_print(console(), facts_table(results))
     return ExitStatus.OK if all(isinstance(v, dict) for v in results.values()) else ExitStatus.SOME_HOSTS_FAILED
 
 
@@ -115,8 +116,8 @@ def power(c: Context, host: str, action: str, hosts: str = "", yes: bool = False
                                    f"(renewed {float(lease.get('age_s') or 0):.0f} s ago); pass --ignore-lease to "
                                    "switch it anyway")
         if unreadable:
-            stderr_console().print(f"[yellow]{host}: its lease could not be read ({unreadable}); a campaign may "
-                                   "hold it[/]")
+            safe_print(stderr_console(), cell(f"{host}: its lease could not be read ({unreadable}); a campaign may "
+                                              "hold it", "yellow"))
     if action == "verify":
         if not yes and not confirm(f"switch {host} off to check its wiring, then on again? [y/N] "):
             print("nothing done", file=sys.stderr if json_ else sys.stdout)
@@ -162,7 +163,7 @@ def policy_task(c: Context, hosts: str = "", restore: bool = False, read: bool =
         # lazy: cli.tables draws with rich and the verdicts (scipy): 0.9 s, paid only without --json
         from reprofleet.cli.tables import policy_table
 
-        console().print(policy_table(results))
+        safe_print(console(), policy_table(results))
     return ExitStatus.OK if all(isinstance(v, dict) for v in results.values()) else ExitStatus.SOME_HOSTS_FAILED
 
 
@@ -211,7 +212,7 @@ def cache_push(c: Context, folder: str, hosts: str = "", ignore_lease: bool = Fa
         if json_:
             json_line(pushed_json(name, result))
             continue
-        print(f"{name}: error: {result}" if isinstance(result, Exception) else
+        print(plain(f"{name}: error: {result}") if isinstance(result, Exception) else
               f"{name}: {'already there' if result.already_there else 'pushed'} {result.sent_objects} objects, "
               f"{result.sent_bytes} bytes in {result.seconds:.2f} s")
     return ExitStatus.OK if all(not isinstance(r, Exception) for r in results.values()) else ExitStatus.SOME_HOSTS_FAILED

@@ -25,9 +25,9 @@ def stderr_console() -> "Console":
 
 def _console(**options: Any) -> "Console":
     # lazy: rich.console is 12 ms of the 66 ms `import reprofleet.cli.tasks` takes; --list and --help never draw
-    from rich.console import Console
+    from reprofleet.cli.terminal_text import new_console
 
-    return Console(**options)
+    return new_console(**options)
 
 
 def say(as_json: bool, document: Any, text: Callable[[], str]) -> None:

@@ -8,9 +8,10 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Sequence
 
 from rich.console import Console
 from rich.live import Live
-from rich.markup import escape
 from rich.table import Table
+from rich.text import Text
 
+from reprofleet.cli.terminal_text import cell, drawn, plain, safe_print
 from reprofleet.model import Outcome
 from reprofleet.verdicts import Judgement, Row, natural_key, pct
 
@@ -70,7 +71,14 @@ class LiveProgress:
         if line is not None:
             self._write(line)
         if self._live is not None:
-            self._live.update(self.render())
+            self._redraw()
+
+    def _redraw(self) -> None:
+        """The live table drawn again; called from the hosts' threads, so a failure to draw is
+        logged and the host goes on."""
+        live = self._live
+        if live is not None:
+            drawn("the live view could not be drawn", lambda: live.update(self.render()))
 
     # -- outside a terminal: plain lines -------------------------------------------------
     def _stamp(self) -> str:
@@ -105,8 +113,13 @@ class LiveProgress:
         return f"{self._stamp()} summary: {done}{of} attempts done; outcomes: {said}; hosts: {hosts}"
 
     def _write(self, line: str) -> None:
-        self._console.file.write(line + "\n")
-        self._console.file.flush()
+        """One plain line (its host text inert: it goes to the file as it is, never through rich);
+        a log or pipe that fails costs the line, never the campaign."""
+        def write() -> None:
+            self._console.file.write(plain(line) + "\n")
+            self._console.file.flush()
+
+        drawn("a progress line could not be written", write)
 
     def _tick(self) -> None:
         while not self._done.wait(self._summary_every_s):
@@ -120,13 +133,12 @@ class LiveProgress:
         with self._lock:
             for host, row in sorted(self._rows.items(), key=lambda item: natural_key(item[0])):
                 counts = row.get("counts") or {}
-                outcomes = " ".join(
-                    f"[{OUTCOME_STYLE.get(k, '')}]{k}:{v}[/]" for k, v in sorted(counts.items())
-                )
+                outcomes = Text(" ").join(cell(f"{k}:{v}", OUTCOME_STYLE.get(str(k), ""))
+                                          for k, v in sorted(counts.items(), key=lambda kv: str(kv[0])))
                 table.add_row(
-                    host, shown(row.get("status")), shown(row.get("cell")),
-                    _attempts(row, self._planned.get(host)),
-                    shown(row.get("phase")), outcomes,
+                    cell(host), cell(shown(row.get("status"))), cell(shown(row.get("cell"))),
+                    cell(_attempts(row, self._planned.get(host))),
+                    cell(shown(row.get("phase"))), outcomes,
                 )
         return table
 
@@ -135,20 +147,24 @@ class LiveProgress:
             self._ticker = threading.Thread(target=self._tick, name="progress-summary", daemon=True)
             self._ticker.start()
             return self
-        self._live = Live(self.render(), console=self._console, refresh_per_second=4, transient=False)
-        self._live.__enter__()
+        live = Live(self.render(), console=self._console, refresh_per_second=4, transient=False)
+        # a terminal that cannot draw: the campaign runs without its view
+        drawn("the live view could not start", live.__enter__)
+        self._live = live if live.is_started else None
         return self
 
     def __exit__(self, *exc: object) -> None:
+        """The last summary or table; a failure to draw it is logged, never raised: what the
+        campaign returns (its records, its report, its exit status) goes on past the view."""
         if self._ticker is not None:
             self._done.set()
             self._ticker.join(timeout=5)
             self._ticker = None
             self._write(self.summary_line())
-        if self._live is not None:
-            self._live.update(self.render())
-            self._live.__exit__(None, None, None)
-            self._live = None
+        live, self._live = self._live, None
+        if live is not None:
+            drawn("the live view's last table could not be drawn", lambda: live.update(self.render()))
+            drawn("the live view could not be closed", lambda: live.__exit__(None, None, None))
 
 
 def _attempts(row: Mapping[str, Any], planned: int | None) -> str:
@@ -181,10 +197,10 @@ def verdict_table(judgement: Judgement) -> Table:
     for verdict in judgement.verdicts:
         style = VERDICT_STYLE.get(verdict.kind.value, "")
         name = f"{verdict.cell} (reference)" if verdict.reference else verdict.cell
-        text = escape(verdict.text)  # a stop is in the sentence ("stopped by RULE after n"), never its claim
-        table.add_row(escape(name), f"[{style}]{text}[/]" if style else text)
+        # a stop is in the sentence ("stopped by RULE after n"), never its claim; a reason it quotes is a host's
+        table.add_row(cell(name), cell(verdict.text, style))
     for warning in judgement.warnings:
-        table.add_row("[yellow]note[/]", f"[yellow]{escape(warning)}[/]")
+        table.add_row(cell("note", "yellow"), cell(warning, "yellow"))
     return table
 
 
@@ -194,28 +210,29 @@ def print_report(console: Console, written: "WrittenReport", title: str, *, apar
     blank line first (a campaign's live table ends just above)."""
     assert written.judgement is not None
     if written.search_problem:
-        console.print(f"[yellow]{written.search_problem}[/]")
+        safe_print(console, cell(written.search_problem, "yellow"))
     if apart:
-        console.print()
-    console.print(summary_table(written.judgement, title))
-    console.print(verdict_table(written.judgement))
+        safe_print(console)
+    safe_print(console, summary_table(written.judgement, title))
+    safe_print(console, verdict_table(written.judgement))
     for line in written.search_lines:
-        console.print(line)
+        safe_print(console, cell(line))
     if written.html_problem:
-        console.print(f"[yellow]{written.html_problem}[/]")
+        safe_print(console, cell(written.html_problem, "yellow"))
 
 
 VERDICT_STYLE = {"reproduces": "bold red", "reproduces less often": "red", "host-specific": "red", "fixed": "green",
                  "cannot judge": "yellow"}
 
 
-def _row(row: Row) -> list[str]:
+def _row(row: Row) -> list[str | Text]:
     tally = row.tally
     approx = "≈" if row.approximate else ""
     mix = " mix" if row.mix else ""
     rate = "—" if tally.judged == 0 else f"{approx}{pct(tally.reproductions / tally.judged)} ({tally.reproductions}/{tally.judged}){mix}"
     ci = "—" if tally.judged == 0 else f"{approx}{pct(row.rate.low)}–{pct(row.rate.high)}"
-    cells = [f"{row.cell} (ref)" if row.reference else row.cell, row.host, str(tally.judged)]
+    cells: list[str | Text] = [cell(f"{row.cell} (ref)" if row.reference else row.cell), cell(row.host),
+                               str(tally.judged)]
     for outcome in OUTCOME_COLUMNS:
         value = tally.outcomes.get(outcome, 0)
         style = OUTCOME_STYLE[outcome] if value and outcome in SHOWN_UP else ""
@@ -240,15 +257,16 @@ def pair(first: Any, second: Any) -> str:
 
 
 def host_table(title: str, columns: Sequence[str], results: Mapping[str, Any],
-               row: Callable[[Any], Sequence[str]]) -> Table:
+               row: Callable[[Any], Sequence[str | Text]]) -> Table:
     """One row per host (``ws2`` before ``ws10``); a host that failed gets dashes and its error in a column of
-    its own, never inside a data column."""
+    its own, never inside a data column. A ``str`` from ``row`` is a host's value (drawn as text, never as
+    markup); a styled value comes as a :class:`~rich.text.Text`."""
     table = Table(title=title)
     for column in ("host", *columns, "error"):
         table.add_column(column)
     for name, value in sorted(results.items(), key=lambda item: natural_key(item[0])):
         if isinstance(value, BaseException):
-            table.add_row(name, *(DASH for _ in columns), f"[red]{value}[/]")
+            table.add_row(cell(name), *(DASH for _ in columns), cell(value, "red"))
         else:
-            table.add_row(name, *row(value), "")
+            table.add_row(cell(name), *(v if isinstance(v, Text) else cell(v) for v in row(value)), "")
     return table

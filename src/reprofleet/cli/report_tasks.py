@@ -15,6 +15,7 @@ from reprofleet.cli.args import RestTask, path_words
 from reprofleet.cli.config import reports
 from reprofleet.cli.exits import BadArgument, ExitStatus, handled
 from reprofleet.cli.output import console, json_document
+from reprofleet.cli.terminal_text import cell, plain, safe_print
 
 
 def _sources(c: Any, paths: list[str] | None) -> list[Path]:
@@ -59,9 +60,11 @@ def report(c: Context, paths: list[str] | None = None, reproductions: str = "", 
 
     terminal = console()
     print_report(terminal, written, f"{written.judgement.attempts} attempts pooled")
-    terminal.print(f"report:  {written.markdown}" + (f"\nhtml:    {written.html}" if written.html else ""))
+    safe_print(terminal, cell(f"report:  {written.markdown}"))
+    if written.html:
+        safe_print(terminal, cell(f"html:    {written.html}"))
     if written.issue is not None:
-        terminal.print(f"issue:   {written.issue}")
+        safe_print(terminal, cell(f"issue:   {written.issue}"))
     return ExitStatus.OK
 
 
@@ -93,7 +96,7 @@ def compare(c: Context, paths: list[str] | None = None, by: str = "path", hosts:
     if json_:
         json_document(side_by_side.to_json())
     else:
-        console().print(sides.compare_table(side_by_side))
+        safe_print(console(), sides.compare_table(side_by_side))
     if html:
         print(f"html:    {html}", file=sys.stderr if json_ else sys.stdout)
     return ExitStatus.OK
@@ -126,7 +129,8 @@ def status(c: Context, folder: str, json_: bool = False, watch: bool = False, in
         for turn in range(times if watch else 1):
             current = read_status(Path(folder))
             text = json.dumps(current.to_json(), default=str, indent=None if watch else 2)
-            print(("\033[H\033[2J" if clear else "") + (text if json_ else "\n".join(status_lines(current))),
+            shown = text if json_ else "\n".join(plain(line) for line in status_lines(current))  # reasons: a host's
+            print(("\033[H\033[2J" if clear else "") + shown,
                   flush=True)
             if not current.state.running or turn == times - 1:
                 break

@@ -1,13 +1,17 @@
-"""The tables `invoke facts` and `invoke policy` print: one row per host, failures as rows."""
+"""The tables `invoke facts` and `invoke policy` print: one row per host, failures as rows.
+
+Every value here is a host's (facts, read-backs, doctor findings): each cell is drawn as text
+(cli/terminal_text.py), so a ``[/]`` in a kernel string is shown, not parsed."""
 
 from __future__ import annotations
 
 from typing import Any, Mapping
 
 from rich.table import Table
-from rich.markup import escape
+from rich.text import Text
 
 from reprofleet.cli.progress import host_table, pair, shown
+from reprofleet.cli.terminal_text import cell
 from reprofleet.errors import ReprofleetError
 
 
@@ -22,20 +26,20 @@ def _gpu_line(facts: Mapping[str, Any]) -> str:
 
 
 def facts_table(results: Mapping[str, Mapping[str, Any] | ReprofleetError]) -> Table:
-    def row(facts: Mapping[str, Any]) -> list[str]:
+    def row(facts: Mapping[str, Any]) -> list[str | Text]:
         dmi = facts.get("dmi") or {}
         journal = facts.get("journal_persistent")
         return [_gpu_line(facts), pair(facts.get("driver_version"), facts.get("cuda_driver_version")),
                 shown(facts.get("kernel")), pair(dmi.get("board_name"), dmi.get("bios_version")),
                 shown(facts.get("boot_id"))[:8],
-                shown(None if journal is None else "persistent" if journal else "[yellow]volatile[/]")]
+                cell("volatile", "yellow") if journal is False else shown(None if journal is None else "persistent")]
 
     return host_table("host facts", ("GPU", "driver / CUDA", "kernel", "board / BIOS", "boot_id", "journal"),
                       results, row)
 
 
 def policy_table(results: Mapping[str, Mapping[str, Any] | ReprofleetError]) -> Table:
-    def row(readback: Mapping[str, Any]) -> list[str]:
+    def row(readback: Mapping[str, Any]) -> list[str | Text]:
         return [shown(readback.get("graphics_clocks")), shown(readback.get("memory_clocks")),
                 shown(readback.get("power_limit_w"), " W"), shown(readback.get("persistence")),
                 shown(readback.get("application_clocks")), _panics(readback.get("host_debug"))]
@@ -58,11 +62,11 @@ DOCTOR_STYLE = {"ok": "green", "missing": "bold red", "warn": "yellow", "unknown
 
 def doctor_table(diagnosis: Any) -> Table:
     """One host's doctor items: status, what was found, and the fix for what is not ok."""
-    title = f"{diagnosis.host}: {'ready' if diagnosis.ready else 'NOT READY'}"
+    title = Text(f"{cell(diagnosis.host)}: {'ready' if diagnosis.ready else 'NOT READY'}")
     table = Table(title=title, title_justify="left", expand=False)
     for column in ("item", "status", "found", "fix"):
         table.add_column(column, overflow="fold")
     for check in diagnosis.checks:
         style = DOCTOR_STYLE.get(check.status.value, "")
-        table.add_row(escape(check.item), f"[{style}]{check.status.value}[/]", escape(check.found), escape(check.fix))
+        table.add_row(cell(check.item), cell(check.status.value, style), cell(check.found), cell(check.fix))
     return table

@@ -13,5 +13,7 @@ the host's lease),
 ``folder_state`` (where a campaign stands, read from its folder alone), ``prometheus``
 (the textfile format, and the controller's heartbeat read back from it), ``export``
 (``invoke export``: one row per attempt, amendments folded, as CSV, Parquet or JSON lines),
-``private_files`` (campaign folders 0700 and files 0600, opened without following a link).
+``private_files`` (campaign folders 0700 and files 0600, opened without following a link),
+``csv_cells`` (a text cell of the export never starts a formula), ``host_text`` (a host's text
+without escape sequences or control characters: where every output's sanitizer starts).
 """

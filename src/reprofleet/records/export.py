@@ -10,7 +10,8 @@ each attempt's role under its own campaign's rules, and writes:
 - ``jsonl``: each folded record whole, one JSON object a line (nested fields as they are);
 - ``csv`` and ``parquet``: flat columns, the common ones first; a nested field (factors,
   policy, telemetry, forensics ...) is its JSON text, so every row has the same columns and
-  types. Parquet needs pyarrow (the ``export`` extra).
+  types. Parquet needs pyarrow (the ``export`` extra). A text cell there never starts a formula
+  (records/csv_cells.py: a host's text goes to spreadsheets); numbers stay numbers.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ import jsonlines
 
 from reprofleet.errors import ReprofleetError
 from reprofleet.model import outcome_counts
+from reprofleet.records.csv_cells import spreadsheet_cell
 from reprofleet.records.pooling import Pool
 
 
@@ -110,7 +112,7 @@ def write_csv(rows: Sequence[Mapping[str, Any]], out: IO[str]) -> int:
     writer = csv.DictWriter(out, fieldnames=names, extrasaction="raise", lineterminator="\n")
     writer.writeheader()
     for row in rows:
-        writer.writerow({name: flat(row.get(name)) for name in names})
+        writer.writerow({name: spreadsheet_cell(flat(row.get(name))) for name in names})
     return len(rows)
 
 
@@ -124,7 +126,7 @@ def _typed(name: str, value: Any) -> Any:
     if name in BOOLEANS:
         return bool(value)
     flattened = flat(value)
-    return flattened if isinstance(flattened, str) else json.dumps(flattened)
+    return spreadsheet_cell(flattened if isinstance(flattened, str) else json.dumps(flattened))
 
 
 def write_parquet(rows: Sequence[Mapping[str, Any]], path: Path) -> int:

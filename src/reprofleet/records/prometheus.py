@@ -2,10 +2,11 @@
 
 The collector reads ``*.prom`` files from one folder on every scrape: each metric family as
 ``# HELP``, ``# TYPE`` and its samples, label values escaped (backslash, double quote,
-newline), no timestamps (the collector refuses them), the file replaced whole (a reader
-must never see half of it: ``records.store.write_atomic`` writes beside it and renames).
-The controller's own ``running`` and ``last update`` gauges are its heartbeat: ``invoke
-status`` reads them back here instead of touching the campaign's lock.
+newline; any other control and escape sequence removed first: records/host_text.py), no
+timestamps (the collector refuses them), the file replaced whole (a reader must never see half
+of it: ``records.store.write_atomic`` writes beside it and renames). The controller's own
+``running`` and ``last update`` gauges are its heartbeat: ``invoke status`` reads them back here
+instead of touching the campaign's lock.
 """
 
 from __future__ import annotations
@@ -15,6 +16,8 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
+
+from reprofleet.records.host_text import inert
 
 RUNNING = "reprofleet_campaign_running"
 UPDATED = "reprofleet_campaign_last_update_timestamp_seconds"
@@ -43,11 +46,12 @@ def sample(value: float, **labels: str) -> Sample:
 
 
 def _escape_label(value: str) -> str:
-    return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+    """A label value as the exposition format quotes it: backslash, double quote and newline escaped."""
+    return inert(value, keep_lines=True).replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
 
 
 def _escape_help(text: str) -> str:
-    return text.replace("\\", "\\\\").replace("\n", "\\n")
+    return inert(text, keep_lines=True).replace("\\", "\\\\").replace("\n", "\\n")
 
 
 def _number(value: float) -> str:

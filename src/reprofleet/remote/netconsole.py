@@ -191,8 +191,11 @@ class NetconsoleReceiver:
         """``host``'s log, made on first use with what its file holds already (a resume)."""
         log = self.hosts.get(host)
         if log is None:
-            log = self.hosts[host] = _HostLog(host, filed=_lines_and_bytes(
-                self.folder / file_name(host, ".jsonl", what="host name")))
+            try:  # what its file holds already; a name that cannot be a file name files nothing (_append says why)
+                filed = _lines_and_bytes(self.folder / file_name(host, ".jsonl", what="host name"))
+            except ReprofleetError:
+                filed = (0, 0)
+            log = self.hosts[host] = _HostLog(host, filed=filed)
         return log
 
     def contest(self, address: str, hosts: Sequence[str]) -> None:

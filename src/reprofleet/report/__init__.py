@@ -4,7 +4,8 @@ The terminal table is in ``cli/progress.py``; both reports print the verdict lay
 
 Modules: ``write`` (``invoke report`` and a campaign's end below the command line: pooled,
 judged, report.md, report.html and an issue's text written), ``export`` (``invoke export``: the
-rows in a file or returned), ``markdown`` (report.md), ``html`` (report.html), ``style`` (its stylesheet),
+rows in a file or returned), ``markdown`` (report.md), ``markdown_text`` (a host's text in
+Markdown: in code spans or fences it cannot leave), ``html`` (report.html), ``style`` (its stylesheet),
 ``plots`` (matplotlib as inline SVG), ``forest`` (every cell on every host), ``freeze``
 (the last minute before each freeze), ``timeline`` (each host over time), ``phases`` (how
 far attempts got), ``evidence`` (wall power and BMC logs in words), ``host_debug``

@@ -21,10 +21,12 @@ from typing import Any, Callable, Mapping, Sequence
 
 from rich.console import Group
 from rich.table import Table
+from rich.text import Text
 
 from reprofleet.errors import ReprofleetError
 from reprofleet.inventory import load_inventory
 from reprofleet.records.pooling import Pool, load_pool
+from reprofleet.records.host_text import inert
 from reprofleet.records.reader import RecordedAttempt
 from reprofleet.records.store import write_atomic
 from reprofleet.stats.intervals import holm
@@ -345,15 +347,17 @@ def _effect_short(effect: Effect | None) -> str:
 
 def compare_table(result: SideBySide) -> Group:
     """The table, titled with the adjustment, then the interaction sentences and the claims it changed."""
+    # cells, sides (hosts, groups, paths) and reasons are drawn as text: never parsed as rich markup
     table = Table(title="side by side: rate (reproductions/judged), exact interval, verdict")
     table.add_column("cell")
     for side in _columns(result):
-        table.add_column(side.label)
+        table.add_column(Text(inert(side.label)))
     if result.effects:
         table.add_column(f"effect differs between {_noun(result.by)}?")
     for cell in cells_of(result.sides):
         row = [cell] + [_kind_cell(side, cell) for side in _columns(result)]
-        table.add_row(*(row + ([_effect_short(_effect_of(result, cell))] if result.effects else [])))
+        row += [_effect_short(_effect_of(result, cell))] if result.effects else []
+        table.add_row(*(Text(inert(value, keep_lines=True)) for value in row))
     lines = [f"{e.cell}: {e.text}" for e in result.effects]
     for side in result.sides:
         for verdict in side.judgement.verdicts:
@@ -361,7 +365,7 @@ def compare_table(result: SideBySide) -> Group:
             if before is not None and before.kind is not verdict.kind:
                 lines.append(f"{side.label}, {verdict.cell}: {verdict.kind.value} after adjusting across every side; "
                              f"on this side alone {_kind_words(before)}")
-    return Group(_header(result), table, *lines)
+    return Group(Text(inert(_header(result))), table, *(Text(inert(line)) for line in lines))
 
 
 def _header(result: SideBySide) -> str:

@@ -21,7 +21,8 @@ from typing import Any, Mapping, Sequence
 from reprofleet.records.reader import RecordedAttempt, attempts_of
 from reprofleet.report.commands import commands_for
 from reprofleet.report.hostfacts import fact_rows, runtimes_by_host
-from reprofleet.report.markdown import verdict_rows
+from reprofleet.report.markdown import quoted_reasons, verdict_rows
+from reprofleet.report.markdown_text import code_block, prose
 from reprofleet.verdicts import Judgement
 
 FREEZES = ("wedge", "reboot")
@@ -33,23 +34,13 @@ class Tracker(str, Enum):
     NVIDIA = "nvidia"
 
 
-def _fence(text: str) -> str:
-    """A backtick fence longer than any run of backticks inside ``text``."""
-    longest = max((len(m) for m in re.findall(r"`+", text)), default=0)
-    return "`" * max(3, longest + 1)
-
-
 def _code(text: str, lang: str = "text") -> list[str]:
-    fence = _fence(text)
-    return [f"{fence}{lang}", text, fence]
+    return code_block(text, lang)
 
 
 def _cell(text: Any) -> str:
-    """A Markdown table cell: no line breaks, pipes and backticks escaped, no HTML."""
-    value = " ".join(str(text).split())
-    for char in ("\\", "|", "`", "<", ">", "[", "]", "*", "_"):
-        value = value.replace(char, "\\" + char)
-    return value
+    """A Markdown table cell or inline words: one line, every Markdown character escaped, no control."""
+    return prose(" ".join(str(text).split()))
 
 
 def _environment_table(facts: Mapping[str, Mapping[str, Any]], records: Sequence[RecordedAttempt]) -> list[str]:
@@ -101,7 +92,8 @@ def _reproducers(judgement: Judgement, records: Sequence[RecordedAttempt]) -> li
 
 def _verdicts(judgement: Judgement) -> list[str]:
     return ["| cell | verdict |", "| --- | --- |",
-            *(f"| {_cell(cell)} | {_cell(text)} |" for cell, text in verdict_rows(judgement))]
+            *(f"| {_cell(cell)} | {prose(' '.join(text.split()), quoted_reasons(judgement))} |"
+              for cell, text in verdict_rows(judgement))]
 
 
 def _freezes(records: Sequence[RecordedAttempt], html_name: str) -> list[str]:

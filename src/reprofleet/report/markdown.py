@@ -6,14 +6,14 @@ cell against the reference (exact tests, Holm-adjusted), the splits by boot and 
 every wedge and reboot with its last moments, what could not be judged, and, last, the
 verdict table, word for word what the terminal prints.
 
-Text a host printed (its last log line, its phase, kernel lines) is quoted with
-:func:`code_span`: the report is pasted into public bug trackers, and a backtick in a log
-line must not end the span and turn what follows into links or images.
+Text a host printed (its last log line, its phase, kernel lines, BMC events, the reasons an
+attempt was excluded or not run, and the verdict sentences that quote them) goes through
+report/markdown_text.py: the report is pasted into public bug trackers, and a backtick in a log
+line must not end its span and turn what follows into links, images or headings.
 """
 
 from __future__ import annotations
 
-import re
 from typing import Any, Iterable, Mapping, Sequence
 
 from reprofleet.model import Outcome
@@ -22,24 +22,10 @@ from reprofleet.verdicts import ALL_HOSTS, Judgement, fmt_p, pct
 from reprofleet.verdicts.words import ratio
 from reprofleet.report.host_debug import markdown_section as host_debug_section
 from reprofleet.report.evidence import bmc_words, wall_at_freeze, wall_words
+from reprofleet.report.markdown_text import code_span, prose
 from reprofleet.report.search import SearchReport, markdown_section as search_section, verdict_rows as search_rows
 
 OUTCOMES = tuple(o.value for o in Outcome)  # every outcome has its column, power_loss included
-
-
-def code_span(text: str) -> str:
-    """``text`` as one inline code span it cannot leave, inside a table cell; ``—`` when empty.
-
-    The fence is one backtick longer than the longest run in the text (CommonMark ends a span
-    only at a run of the same length), with a space inside it when the text starts or ends
-    with a backtick or a space; a ``|`` is escaped for the table, a line break made a space.
-    """
-    text = re.sub(r"[\r\n]+", " ", text).replace("|", "\\|")
-    if not text.strip():
-        return "—"
-    fence = "`" * (max((len(run) for run in re.findall(r"`+", text)), default=0) + 1)
-    pad = " " if text[0] in "` " or text[-1] in "` " else ""
-    return f"{fence}{pad}{text}{pad}{fence}"
 
 
 def _cell(name: str, reference: bool) -> str:
@@ -125,8 +111,19 @@ def _wedges(records: Iterable[Mapping[str, Any]]) -> list[str]:
         phase = code_span(str(record.last_phase or ""))
         lines.append(f"| {record.host} | {record.cell} | {record.outcome} | "
                      f"{f'{latency:.1f} s' if latency else '—'} | {phase} | {line} | {boot} | "
-                     f"{wall_words(wall_at_freeze(record)).replace('|', '/')} | {bmc_words(forensics).replace('|', '/')} |")
+                     f"{prose(wall_words(wall_at_freeze(record)))} | {_bmc(forensics)} |")
     return lines
+
+
+def _bmc(forensics: Mapping[str, Any]) -> str:
+    """The BMC's events in a code span (a host writes their messages: ``ipmitool sel add``)."""
+    words = bmc_words(forensics)
+    return words if words == "—" else code_span(words)
+
+
+def quoted_reasons(judgement: Judgement) -> tuple[str, ...]:
+    """The strings a verdict sentence or a note may quote from records: why attempts were excluded or not run."""
+    return (*judgement.excluded, *judgement.not_run)
 
 
 def verdict_rows(judgement: Judgement) -> list[tuple[str, str]]:
@@ -138,7 +135,8 @@ def verdict_rows(judgement: Judgement) -> list[tuple[str, str]]:
 def verdict_lines(judgement: Judgement, extra: Sequence[tuple[str, str]] = ()) -> list[str]:
     """The verdict table; ``extra``: rows that are no cell's (a search's boundary line)."""
     rows = [*verdict_rows(judgement), *extra]
-    return ["| cell | verdict |", "| --- | --- |", *(f"| {cell} | {text} |" for cell, text in rows)]
+    reasons = quoted_reasons(judgement)
+    return ["| cell | verdict |", "| --- | --- |", *(f"| {cell} | {prose(text, reasons)} |" for cell, text in rows)]
 
 
 def _header(judgement: Judgement) -> list[str]:
@@ -153,7 +151,7 @@ def _header(judgement: Judgement) -> list[str]:
              f"that never reproduced with more than {judging.max_excluded_share:.0%} of its attempts excluded cannot "
              f"be judged. \"fixed\" needs the rate ratio (cell / reference) bounded below "
              f"{judging.fixed_ratio:g}. Reference cell: `{judgement.reference}`."]
-    lines += [f"> **Note:** {w}" for w in judgement.warnings]
+    lines += [f"> **Note:** {prose(w, quoted_reasons(judgement), in_table=False)}" for w in judgement.warnings]
     return lines
 
 
@@ -191,13 +189,13 @@ def render_markdown(judgement: Judgement, records: Sequence[Mapping[str, Any]], 
             parts += ["", f"## {heading}", "", *section]
     if judgement.excluded:
         parts += ["", "## Not judged (excluded from every rate)", ""]
-        parts += [f"- {n}× {reason}" for reason, n in judgement.excluded.items()]
+        parts += [f"- {n}× {code_span(reason, in_table=False)}" for reason, n in judgement.excluded.items()]
         parts += sensitivity_lines(judgement)
     if judgement.not_run:
         parts += ["", "## Slots not run (in no rate and no share; a resume runs them)", ""]
-        parts += [f"- {n}× {reason}" for reason, n in judgement.not_run.items()]
+        parts += [f"- {n}× {code_span(reason, in_table=False)}" for reason, n in judgement.not_run.items()]
     parts += ["", "## Verdicts", "", *verdict_lines(judgement, search_rows(search) if search else ())]
     return "\n".join(parts) + "\n"
 
 
-__all__ = ["render_markdown", "verdict_lines", "verdict_rows", "fmt_p"]
+__all__ = ["render_markdown", "verdict_lines", "verdict_rows", "fmt_p", "code_span"]
