@@ -149,3 +149,27 @@ def test_the_driver_each_side_ran_under_is_named_when_it_differs() -> None:
 def test_a_sequential_campaign_says_its_sides_ran_in_separate_blocks_of_time() -> None:
     fix = _by_cell(judge(_planned(_sides("c1", "2026-10-01", {}), order="sequential")))["fix"]
     assert "order: sequential" in fix.text
+
+
+# -- the texts name what each wedge ran under ---------------------------------------------
+
+def test_the_nvidia_issue_text_shows_the_driver_the_wedges_ran_under_not_the_one_installed_after(tmp_path: Path) -> None:
+    from reprofleet.report.write import ReportRequest, pooled_report
+
+    facts = {"kernel": "6.8.0-45", "driver_version": "610.43", "cuda_driver_version": "13.0",
+             "gpus": [{"index": 0, "vbios": "96.00.99", "name": "H200"}]}
+    folder = tmp_path / "c1"
+    folder.mkdir()
+    wedges = many(3, "default", "ws01", "wedge", started="2026-10-01T01:00:00Z")
+    _campaign_with_facts(folder, facts, wedges)
+    later = {**facts, "driver_version": "612.10"}
+    _campaign_with_facts(folder, later, many(3, "default", "ws01", "clean", started="2026-10-02T01:00:00Z"))
+    (folder / "facts" / "ws01.json").write_text(json.dumps(later, sort_keys=True) + "\n")  # the host as it is now
+    written = pooled_report(ReportRequest((folder,), issue="nvidia", markdown=tmp_path / "out" / "report.md"))
+    assert written.issue is not None
+    text = written.issue.read_text()
+    system = text.split("## What happens", 1)[0]
+    assert "610.43" in system.split("Each host's facts", 1)[1] and "612.10" not in system.split("Each host's facts", 1)[1]
+    assert "ws01: driver 610.43, CUDA 13.0, kernel 6.8.0-45, VBIOS 96.00.99: 3 attempts, 3 froze" in text
+    freezes = text.split("## Freeze timelines", 1)[1].split("## Logs", 1)[0]
+    assert freezes.count("under driver 610.43") == 3 and "612.10" not in freezes
