@@ -173,3 +173,17 @@ def test_the_nvidia_issue_text_shows_the_driver_the_wedges_ran_under_not_the_one
     assert "ws01: driver 610.43, CUDA 13.0, kernel 6.8.0-45, VBIOS 96.00.99: 3 attempts, 3 froze" in text
     freezes = text.split("## Freeze timelines", 1)[1].split("## Logs", 1)[0]
     assert freezes.count("under driver 610.43") == 3 and "612.10" not in freezes
+
+
+def test_report_md_shows_the_settings_read_back_and_the_stack_per_cell_and_host() -> None:
+    from reprofleet.report import render_markdown
+
+    records = many(4, "default", "ws01", "wedge", policy=DEFAULTS, stack=OLD)
+    records += many(4, "default", "ws02", "clean", policy=LOCKED, stack=OLD)
+    pool = pool_of(records)
+    text = render_markdown(judge(pool), pool.records, "t")
+    table = text.split("## What each cell ran under, per host", 1)[1]
+    ws02 = next(line for line in table.splitlines() if "`ws02`" in line)
+    assert "graphics 1410–1410 MHz" in ws02 and "graphics_clocks locked at 1410–1410 MHz" in ws02
+    ws01 = next(line for line in table.splitlines() if "`ws01`" in line)
+    assert "as planned" in ws01 and "driver 610.43, CUDA 13.0" in ws01 and "| 4 | 4 |" in ws01
