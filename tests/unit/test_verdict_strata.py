@@ -187,3 +187,13 @@ def test_report_md_shows_the_settings_read_back_and_the_stack_per_cell_and_host(
     assert "graphics 1410–1410 MHz" in ws02 and "graphics_clocks locked at 1410–1410 MHz" in ws02
     ws01 = next(line for line in table.splitlines() if "`ws01`" in line)
     assert "as planned" in ws01 and "driver 610.43, CUDA 13.0" in ws01 and "| 4 | 4 |" in ws01
+
+
+def test_report_html_shows_the_same_table_of_what_each_cell_ran_under() -> None:
+    from reprofleet.report import render_html
+
+    records = many(4, "default", "ws02", "clean", policy=LOCKED, stack=OLD)
+    pool = pool_of(records)
+    page = render_html(judge(pool), pool, "t")
+    assert "What each cell ran under, per host" in page
+    assert "graphics_clocks locked at 1410–1410 MHz" in page and "driver 610.43, CUDA 13.0" in page

@@ -131,11 +131,14 @@ def _wedges(records: Iterable[Mapping[str, Any]]) -> list[str]:
     return lines
 
 
-def ran_under(records: Sequence[RecordedAttempt]) -> list[str]:
+RAN_UNDER = ("cell", "host", "attempts", "wedges/reboots", "host stack", "GPU settings read back", "against the plan")
+
+
+def ran_under_rows(records: Sequence[RecordedAttempt]) -> list[tuple[str, str, int, int, str, str, str]]:
     """Per cell and host: the host stack and the GPU settings read back before its attempts, and
-    where they differ from the cell's plan. The evidence a verdict rests on is what ran, not what
-    was asked: a default cell under an owner's clock lock, or wedges under an older driver, are
-    rows of their own in the rate table, and this table says why."""
+    where they differ from the cell's plan (report.md and report.html print these). The evidence a
+    verdict rests on is what ran, not what was asked: a default cell under an owner's clock lock,
+    or wedges under an older driver, are rows of their own in the rate table, and this says why."""
     groups: dict[tuple[str, str, str, str, str], list[RecordedAttempt]] = {}
     for record in records:
         if record.runs_again:
@@ -143,13 +146,18 @@ def ran_under(records: Sequence[RecordedAttempt]) -> list[str]:
         departed = "; ".join(record.settings_departures()) or "as planned"
         key = (record.cell, record.host, stack_words(record.stack), readback_summary(record.policy), departed)
         groups.setdefault(key, []).append(record)
-    if not groups:
+    return [(cell, host, len(items), sum(1 for r in items if r.outcome in ("wedge", "reboot")), stack, readback, departed)
+            for (cell, host, stack, readback, departed), items in sorted(groups.items())]
+
+
+def ran_under(records: Sequence[RecordedAttempt]) -> list[str]:
+    """:func:`ran_under_rows` as a Markdown table (none when no attempt ran)."""
+    rows = ran_under_rows(records)
+    if not rows:
         return []
-    lines = ["| cell | host | attempts | wedges/reboots | host stack | GPU settings read back | against the plan |",
-             "| --- | --- | ---: | ---: | --- | --- | --- |"]
-    for (cell, host, stack, readback, departed), items in sorted(groups.items()):
-        frozen = sum(1 for r in items if r.outcome in ("wedge", "reboot"))
-        lines.append(f"| {code_span(cell)} | {code_span(host)} | {len(items)} | {frozen} | {code_span(stack)} | "
+    lines = ["| " + " | ".join(RAN_UNDER) + " |", "| --- | --- | ---: | ---: | --- | --- | --- |"]
+    for cell, host, n, frozen, stack, readback, departed in rows:
+        lines.append(f"| {code_span(cell)} | {code_span(host)} | {n} | {frozen} | {code_span(stack)} | "
                      f"{code_span(readback)} | {code_span(departed)} |")
     return lines
 
