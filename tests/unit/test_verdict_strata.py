@@ -197,3 +197,15 @@ def test_report_html_shows_the_same_table_of_what_each_cell_ran_under() -> None:
     page = render_html(judge(pool), pool, "t")
     assert "What each cell ran under, per host" in page
     assert "graphics_clocks locked at 1410–1410 MHz" in page and "driver 610.43, CUDA 13.0" in page
+
+
+def test_invoke_compare_says_so_on_every_side_and_in_the_pooled_column_when_the_sides_span_campaigns() -> None:
+    from reprofleet.report.compare import SideBy, side_by_side, split_pool
+
+    other = {"poc": "b" * 64}
+    pool = _planned(_sides("c2", "2026-11-01", other))
+    result = side_by_side(split_pool(pool, SideBy.HOST), SideBy.HOST, "default", pool)
+    texts = [next(v for v in side.judgement.verdicts if v.cell == "fix").text
+             for side in (*result.sides, result.pooled) if side is not None]
+    assert len(texts) == 3
+    assert all("compared across campaigns" in t and "PoC digest bbbbbbbbbbbb" in t for t in texts), texts
