@@ -19,6 +19,7 @@ from typing import Any
 from reprofleet.errors import UsageError
 from reprofleet.model import Outcome
 from reprofleet.records.pooling import CampaignInfo, Pool, load_pool
+from reprofleet.records.reader import RecordedAttempt
 from reprofleet.records.store import write_atomic
 from reprofleet.report.folders import Folders
 from reprofleet.report.html import render_html
@@ -97,9 +98,16 @@ def pooled_report(request: ReportRequest) -> WrittenReport:
     issue = None
     if tracker is not None:
         issue = request.markdown.with_name(f"issue-{tracker.value}.md")
-        write_atomic(issue, issue_markdown(tracker, judgement, pool.records, Folders.of(pool).facts(pool.records),
+        write_atomic(issue, issue_markdown(tracker, judgement, pool.records, Folders.of(pool).facts(_freezes_first(pool)),
                                            html_path.name))
     return WrittenReport(judgement, request.markdown, html, html_problem, search, search_problem, issue)
+
+
+def _freezes_first(pool: Pool) -> tuple[RecordedAttempt, ...]:
+    """The records whose facts the issue's host table shows: a host's freezes where it froze (the
+    facts each wedge ran under, never a driver installed after them), else all its records."""
+    frozen = {r.host for r in pool.records if r.outcome in ("wedge", "reboot")}
+    return tuple(r for r in pool.records if r.host not in frozen or r.outcome in ("wedge", "reboot"))
 
 
 def _counting(pool: Pool, reproductions: str) -> Pool:

@@ -104,6 +104,7 @@ class Compared:
     look: Look
     evidence: Evidence | None  # None: no host ran both
     advice_anytime: bool = True  # more attempts would be judged anytime-valid (False: no plan, fixed-n)
+    sides: tuple[str, ...] = ()  # what else differs between the cell and its reference (verdicts/sides.py)
 
 
 @dataclass(frozen=True)
@@ -158,7 +159,7 @@ def _pairing_clauses(compared: Compared, context: Context) -> list[str]:
             f"{i} on {', '.join(h for h in pairing.hosts if pairing.reference_on[h] == i)}" for i in used))
     for host in pairing.several:
         out.append(f"on {host} the reference ran as several identities; compared with {pairing.reference_on[host]}")
-    return out
+    return out + list(compared.sides)
 
 
 def judge_cell(cell: CellFacts, compared: Compared | None, claims: HostClaims | None, context: Context) -> Decision:

@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, Iterable, Mapping
 
 from reprofleet.records.reader import RecordedAttempt
 from reprofleet.model import Judging, Role
@@ -115,14 +115,15 @@ class Judged:
         return None if not cache else cache == EMPTY_CACHE_MANIFEST
 
 
-def judge_records(records: Iterable[RecordedAttempt],
-                  judging_of: Callable[[RecordedAttempt], Judging]) -> list[Judged]:
-    """Each record with its role under ``judging_of(record)`` (its own campaign's rules)."""
+def judge_records(records: Iterable[RecordedAttempt], judging_of: Callable[[RecordedAttempt], Judging],
+                  strata: Mapping[str, str] | None = None) -> list[Judged]:
+    """Each record with its role under ``judging_of(record)`` (its own campaign's rules), counted
+    under its stratum (``strata``: attempt id -> identity, ``Pool.strata``; else its identity)."""
     out = []
     for record in records:
         verdict = record.classified(judging_of(record))
-        out.append(Judged(record, record.identity, record.host, record.outcome, verdict.role,
-                          verdict.reason, verdict.early))
+        out.append(Judged(record, (strata or {}).get(record.attempt, record.identity), record.host, record.outcome,
+                          verdict.role, verdict.reason, verdict.early))
     return out
 
 
