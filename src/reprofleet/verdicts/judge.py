@@ -36,7 +36,7 @@ from reprofleet.stats.ratio import Stratum
 from reprofleet.verdicts import words as w
 from reprofleet.verdicts.advice import Advice, more_clean_attempts
 from reprofleet.verdicts.families import ALPHA, LEVEL, Families
-from reprofleet.verdicts.host_claims import HostClaims
+from reprofleet.verdicts.host_claims import HostClaims, fixed_on_its_own
 from reprofleet.verdicts.looks import Look, look_words
 from reprofleet.verdicts.pairing import Pairing
 from reprofleet.verdicts.tally import ALL_HOSTS, Tally, natural_key
@@ -298,7 +298,9 @@ def _never_reproduced(cell: CellFacts, compared: Compared, context: Context, tai
                 f"(below {result.fixed_ratio:g}: {fmt_p(result.p_fixed_adjusted or 1.0)}; {LEVEL:.0%} one-sided, "
                 f"{result.ratio_method}), rarer ({fmt_p(result.p_adjusted)}, {result.method}; both Holm-adjusted), "
                 f"{rate}")
-        return Decision(VerdictKind.FIXED, w.join(head, [counts, worst, *extra, *tail]), bound, result, None, worst)
+        rests = _rests_on(compared, result, context)
+        return Decision(VerdictKind.FIXED, w.join(head, [rests, counts, worst, *extra, *tail]), bound, result, None,
+                        worst)
     advice = more_clean_attempts(pairing, context.table, context.families, context.judging.fixed_ratio,
                                  compared.advice_anytime)
     if result.p_adjusted < ALPHA and (result.ratio_upper or math.inf) < 1.0:
@@ -313,6 +315,21 @@ def _never_reproduced(cell: CellFacts, compared: Compared, context: Context, tai
             f"{ref_k}/{ref_n} on {w.hosts_words(list(pairing.hosts))}, {rate}; {shown}")
     return Decision(VerdictKind.CLEAN_SO_FAR, w.join(head, [counts, worst, advice.words, *extra, *tail]),
                     bound, result, advice, worst)
+
+
+def _rests_on(compared: Compared, result: Comparison, context: Context) -> str:
+    """"fixed on A, B" holds per host only where each host's own records show it; else say on which it rests."""
+    hosts = compared.pairing.hosts
+    if len(hosts) < 2:
+        return ""
+    own = fixed_on_its_own(result.strata, hosts, context.judging.fixed_ratio, result.anytime)
+    if len(own) == len(hosts):
+        return f"each of {w.hosts_words(list(hosts))} shows it on its own records"
+    alone = "; ".join(f"{h}: {k}/{n} against {rk}/{rn}" for h, ((k, n), (rk, rn)) in zip(hosts, result.strata)
+                      if h not in own)
+    where = (f"it rests on {w.hosts_words(list(own))}" if own else "no host shows it on its own records")
+    return (f"pooled over {w.hosts_words(list(hosts))}: {where}; not shown on "
+            f"{w.hosts_words([h for h in hosts if h not in own])} alone ({alone})")
 
 
 def _worst_case(cell: CellFacts, compared: Compared, context: Context) -> tuple[str, bool]:
