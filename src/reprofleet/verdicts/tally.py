@@ -37,12 +37,13 @@ class Tally:
     outcomes: Counter[str] = field(default_factory=Counter)
     reproductions: int = 0
     judged: int = 0  # reproductions + non-reproductions
-    at_risk: int = 0  # errors and hangs inside the phase at risk
+    at_risk: int = 0  # errors and hangs inside the phase at risk, and attempts lost with the host there
     excluded: int = 0
     excluded_reasons: Counter[str] = field(default_factory=Counter)
     not_run: int = 0  # slots that run again: in no rate and no share
     not_run_reasons: Counter[str] = field(default_factory=Counter)
     early: int = 0  # reproductions before the phase at risk (counted, flagged)
+    lost_at_risk: int = 0  # of ``at_risk``: infra attempts whose host was lost inside the phase at risk
 
     @property
     def total(self) -> int:
@@ -68,7 +69,8 @@ class Tally:
                      self.reproductions + other.reproductions, self.judged + other.judged,
                      self.at_risk + other.at_risk, self.excluded + other.excluded,
                      self.excluded_reasons + other.excluded_reasons, self.not_run + other.not_run,
-                     self.not_run_reasons + other.not_run_reasons, self.early + other.early)
+                     self.not_run_reasons + other.not_run_reasons, self.early + other.early,
+                     self.lost_at_risk + other.lost_at_risk)
 
     def add(self, outcome: str, role: Role, reason: str, early: bool = False) -> None:
         if role is Role.NOT_RUN:
@@ -81,6 +83,7 @@ class Tally:
             self.excluded_reasons[reason] += 1
         elif role is Role.FAILED_AT_RISK:
             self.at_risk += 1
+            self.lost_at_risk += outcome == "infra"
         else:
             self.judged += 1
             if role is Role.REPRODUCTION:
