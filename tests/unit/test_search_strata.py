@@ -7,6 +7,8 @@ shows the bug."""
 
 from __future__ import annotations
 
+from reprofleet.model import Judging, Phase
+from reprofleet.playbook.ladder import LadderPlan, probe_of, probes_of
 from reprofleet.stats import boundary, changepoint
 from reprofleet.stats.search_contract import BisectSpec, Probe, ProbeOutcome, SearchSpec
 
@@ -69,3 +71,45 @@ def test_hosts_on_which_the_bug_never_reproduced_are_not_covered_and_are_named()
     assert result.hosts == ("ws01",)
     assert {e.host for e in result.exceptions} == set(OTHERS)
     assert all("never reproduced" in e.why for e in result.exceptions)
+
+
+def _plan() -> LadderPlan:
+    cells = ("search-graphics_clocks-2600", "search-graphics_clocks-2800")
+    return LadderPlan("search", "graphics_clocks", cells, ("2600 MHz", "2800 MHz"), SearchSpec(levels=2))
+
+
+def _record(outcome: str, last_phase: str, reason: str = "") -> dict[str, object]:
+    return {"host": "ws01", "cell": "search-graphics_clocks-2800", "outcome": outcome, "last_phase": last_phase,
+            "phases": ["model_load", "torch_compile", "kv_cache", "cuda_graph_capture"][
+                :["model_load", "torch_compile", "kv_cache", "cuda_graph_capture"].index(last_phase) + 1],
+            "reason": reason}
+
+
+JUDGING = Judging(at_risk_phase=Phase.CUDA_GRAPH_CAPTURE)
+
+
+def test_a_hang_or_error_in_the_phase_at_risk_counts_as_a_reproduction_in_the_worst_case() -> None:
+    for outcome in ("hang", "error"):
+        probe = probe_of(_record(outcome, "cuda_graph_capture"), _plan(), JUDGING)
+        assert probe == Probe(1, "ws01", R, worst_case=True)
+
+
+def test_an_attempt_lost_with_the_host_inside_the_phase_at_risk_counts_as_a_reproduction_in_the_worst_case() -> None:
+    lost = probe_of(_record("infra", "cuda_graph_capture", "the controller lost the host during the attempt"),
+                    _plan(), JUDGING)
+    assert lost == Probe(1, "ws01", R, worst_case=True)
+    before = probe_of(_record("infra", "model_load", "the controller lost the host during the attempt"),
+                      _plan(), JUDGING)
+    assert before == Probe(1, "ws01", ProbeOutcome.UNUSABLE)  # lost before the phase at risk: it says nothing
+
+
+def test_a_level_where_most_attempts_hung_in_capture_is_never_called_clean() -> None:
+    """Issue 33: 60 of 132 attempts hung in capture at the claimed level; the search called it clean."""
+    plan = LadderPlan("search", "graphics_clocks", tuple(f"c{i}" for i in range(4)), ("a", "b", "c", "d"),
+                      SearchSpec(levels=4))
+    records = [{"host": "ws01", "cell": "c2", "outcome": "clean", "last_phase": "ready",
+                "phases": ["cuda_graph_capture", "ready"]}] * 72
+    records += [{"host": "ws01", "cell": "c2", "outcome": "hang", "last_phase": "cuda_graph_capture",
+                 "phases": ["model_load", "cuda_graph_capture"]}] * 60
+    (result,) = boundary.search_results(plan.spec, probes_of(records, plan, JUDGING))  # type: ignore[arg-type]
+    assert result.boundary is None or result.boundary < 2
