@@ -130,6 +130,7 @@ def ladder_from_json(data: Mapping[str, Any]) -> LadderPlan:
         spec_fields["groups"] = tuple(tuple(pair) for pair in spec_fields.get("groups") or ())
         spec: SearchSpec | BisectSpec = SearchSpec(**spec_fields)
     else:
+        spec_fields["groups"] = tuple(tuple(pair) for pair in spec_fields.get("groups") or ())
         spec = BisectSpec(**spec_fields)
     return LadderPlan(str(data["kind"]), str(data["factor"]), tuple(data["cells"]), tuple(data["labels"]), spec)
 

@@ -279,7 +279,7 @@ def _left_out(spec: SearchSpec, probes: Sequence[Probe], hosts: Sequence[str], l
     worst: tuple[float, HostException] | None = None
     for host in hosts:
         wedges, cleans = _counts(spec, probes, (host,))
-        found = agreement.contradicts_clean(wedges, wedges + cleans, level, rate)
+        found = agreement.contradicts_clean(wedges.tolist(), (wedges + cleans).tolist(), level, rate)
         if found is None or found.p_value >= agreement.AGREE_ALPHA:
             continue
         why = (f"{host} reproduced {found.reproductions} of {found.attempts} at levels {found.lowest}..{level}, "
