@@ -90,7 +90,7 @@ class LadderPlan:
         return SearchLadder(self.spec) if isinstance(self.spec, SearchSpec) else BisectLadder(self.spec)
 
 
-def host_groups(block: SearchBlock, hosts: Iterable[Host | str]) -> tuple[tuple[str, str], ...]:
+def host_groups(block: SearchBlock | BisectBlock, hosts: Iterable[Host | str]) -> tuple[tuple[str, str], ...]:
     """(host, stratum): the first ``groups:`` entry whose pattern is one of the host's inventory
     groups or globs its name; a host none matches is in ``all`` (and is left out of the pairs)."""
     pairs = []
@@ -115,7 +115,7 @@ def ladder_plan(block: SearchBlock | BisectBlock, hosts: Iterable[Host | str], s
                       epsilon=block.epsilon, delta=block.delta, budget_attempts=block.budget_attempts,
                       budget_power_cycles=block.budget_power_cycles, clean_cost_s=block.clean_cost_s,
                       wedge_cost_s=block.wedge_cost_s, speculate=block.speculate,
-                      min_bad_rate=block.min_bad_rate, seed=seed or 0)
+                      min_bad_rate=block.min_bad_rate, seed=seed or 0, groups=host_groups(block, hosts))
     return LadderPlan("bisect", block.factor, block.cells, block.versions, spec)
 
 
