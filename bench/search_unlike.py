@@ -84,8 +84,7 @@ def bisect_run(run: int, per_host: bool) -> tuple[int, int, int]:
         if not result.done or result.first_good is None or not result.endpoints_ok:
             continue
         answers += 1
-        covered = result.hosts or HOSTS
-        wrong += any(h != "ws01" or result.first_good != first_good for h in covered)
+        wrong += any(h != "ws01" or result.first_good != first_good for h in result.hosts or HOSTS)
     return answers, wrong, len(probes)
 
 

@@ -113,3 +113,9 @@ def test_a_level_where_most_attempts_hung_in_capture_is_never_called_clean() -> 
                  "phases": ["model_load", "cuda_graph_capture"]}] * 60
     (result,) = boundary.search_results(plan.spec, probes_of(records, plan, JUDGING))  # type: ignore[arg-type]
     assert result.boundary is None or result.boundary < 2
+
+
+def test_a_first_good_that_reproduced_on_every_host_the_bug_shows_on_is_withheld() -> None:
+    probes = _runs("ws01", 0, 1, R) + _runs("ws01", 3, 59, C) + _runs("ws01", 1, 14, C) + _runs("ws01", 1, 1, R)
+    result = changepoint.bisect_result(BisectSpec(versions=4), probes)
+    assert result.hosts == () and not result.done and "withheld" in result.why

@@ -332,6 +332,9 @@ def bisect_result(spec: BisectSpec, probes: Sequence[Probe]) -> BisectResult:
         evidence = strata.evidence(spec, mine) if spec.per_host else mine
         pooled = _pooled_result(spec, evidence, mine)
         covered, exceptions = strata.coverage(spec, mine, hosts, pooled.first_good) if spec.per_host else (hosts, ())
+        if spec.per_host and not covered and pooled.first_good is not None and strata.confirmed(spec, mine):
+            pooled = replace(pooled, done=False, why=f"withheld: the first good ({pooled.first_good}) reproduced on "
+                             f"every host the bug shows on; {pooled.why}")
         results.append(replace(pooled, group=group, hosts=covered, exceptions=exceptions))
     first, rest = results[0], tuple(results[1:])
     return replace(first, strata=rest, done=all(r.done for r in results))
