@@ -11,5 +11,7 @@ rules both decide on), ``interaction`` (does a cell's effect differ between the 
 cell may stop early, from counts), ``search_contract`` (the probes and results a boundary
 search or a bisection exchanges with the runner and the report), ``boundary`` (the monotone
 model over ordered levels and the next probe of a boundary search), ``changepoint`` (the
-change-point posterior and the next version of a bisection).
+change-point posterior and the next version of a bisection), ``agreement`` (does one host's
+own counts contradict its group's clean level), ``bisect_strata`` (which hosts a bisection's
+answer rests on and covers).
 """
