@@ -126,8 +126,8 @@ _HEX = re.compile(r"[0-9a-f]{8,}")
 
 
 def named(text: str, value: str) -> bool:
-    """Whether ``text`` names ``value``: the value itself, or a digest by a prefix of 8 or more."""
-    if value in text:
+    """Whether ``text`` names ``value``: the value itself as a word, or a digest by a prefix of 8 or more."""
+    if re.search(rf"(?<![\w.-]){re.escape(value)}(?![\w-])", text):
         return True
     digest = value.rsplit(":", 1)[-1].lower()
     return any(digest.startswith(token) for token in _HEX.findall(text.lower()))
@@ -149,7 +149,7 @@ def _sides(verdict: VerdictClaim, cell: Sequence[Attempt], evidence: Evidence,
             continue  # within one campaign another image is the experiment's own factor
         ours = {value(a) for a in mine} - {""}
         other = {value(a) for a in theirs} - {""}
-        if ours and other and ours != other and not any(named(verdict.text, v) for v in ours ^ other):
+        if ours and other and ours != other and not any(named(verdict.text, v) for v in (other - ours) or other):
             found.append(Contradiction(verdict.name, f"compared across {what}s ({', '.join(sorted(ours))} against "
                                                      f"the reference's {', '.join(sorted(other))}) without naming them",
                                        3 if what != "driver" else 4))
