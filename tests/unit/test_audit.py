@@ -114,3 +114,37 @@ def test_the_auditor_never_asks_the_judge_for_a_role() -> None:
     names = {alias.name for path in AUDIT.glob("*.py") for node in ast.walk(ast.parse(path.read_text()))
              if isinstance(node, ast.ImportFrom) for alias in node.names}
     assert not names & {"Role", "Judging", "Classified", "PhasePosition", "position"}
+
+
+def _ladder_folder(root: Path, kind: str, records: list[dict[str, Any]]) -> Path:
+    spec = {"epsilon": 0.05, "delta": 0.05} if kind == "search" else {"versions": 3}
+    return _folder(root, records, {**MANIFEST, "campaign": "s1", "search": {"kind": kind, "spec": spec}})
+
+
+def test_a_highest_clean_level_on_a_host_that_wedges_there_about_half_the_time_is_named(tmp_path: Path) -> None:
+    """Issue 33's first finding: the pooled search says 2800 is clean while ws01 reproduced 11 of 19 there."""
+    cells = ("lgc-2200", "lgc-2400", "lgc-2600", "lgc-2800")
+    records = [r for cell in cells for host in ("ws02", "ws03") for r in many(30, cell, host, "clean", campaign="s1")]
+    records += many(11, "lgc-2800", "ws01", "wedge", campaign="s1", phase="cuda_graph_capture")
+    records += many(8, "lgc-2800", "ws01", "clean", campaign="s1")
+    folder = _ladder_folder(tmp_path, "search", records)
+    report = {"verdicts": [], "rates": [], "search": {
+        "campaign": "s1", "kind": "search", "cells": list(cells), "levels": ["2200", "2400", "2600", "2800"],
+        "result": [{"group": "all", "hosts": ["ws01", "ws02", "ws03"], "boundary": 3}]}}
+    lines = audit_report(report, (folder,)).lines()
+    assert lines == ["audit: contradicted: search group all: highest clean level 2800: ws01 at 2800: 11 of 19 attempts "
+                     "may be reproductions (11 are), which rejects P <= 0.05 on ws01 (p < 0.0042) (issue 33 item 1)"]
+    report["search"]["result"][0]["boundary"] = 2
+    assert audit_report(report, (folder,)).ok
+
+
+def test_a_first_good_version_that_reproduced_on_one_host_is_named(tmp_path: Path) -> None:
+    """Issue 33's second finding: "first good: 0.21.0" while 0.21.0's own cell reproduced on one host."""
+    records = many(10, "v0.20", "ws01", "wedge", campaign="s1") + many(20, "v0.21", "ws02", "clean", campaign="s1")
+    records += many(3, "v0.21", "ws01", "wedge", campaign="s1") + many(20, "v0.21", "ws01", "clean", campaign="s1")
+    folder = _ladder_folder(tmp_path, "bisect", records)
+    report = {"verdicts": [], "rates": [], "search": {"campaign": "s1", "kind": "bisect", "cells": ["v0.20", "v0.21"],
+                                                      "levels": ["0.20.0", "0.21.0"], "result": {"first_good": 1}}}
+    lines = audit_report(report, (folder,)).lines()
+    assert lines == ["audit: contradicted: bisection: first good 0.21.0: ws01: 3 of 23 attempts of 0.21.0 may be "
+                     "reproductions (3 are) (issue 33 item 1)"]
