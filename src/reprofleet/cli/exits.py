@@ -59,7 +59,8 @@ TASK_EXITS: Mapping[str, Mapping[ExitStatus, str]] = {
                                               "--check-hosts: every host can run its plan)",
                  ExitStatus.SOME_HOSTS_FAILED: _CAMPAIGN[ExitStatus.SOME_HOSTS_FAILED]
                  + "; with --dry-run --check-hosts: a host cannot run its plan"},
-    "demo": _CAMPAIGN,
+    "demo": {**_CAMPAIGN, ExitStatus.ERROR: _CAMPAIGN[ExitStatus.ERROR] + ", or the auditor found a claim of the "
+                                                                        "demo's report that its records contradict"},
     "facts": {ExitStatus.OK: "every host answered", ExitStatus.SOME_HOSTS_FAILED: "a host could not be asked"},
     "doctor": {ExitStatus.OK: "every host is ready",
                ExitStatus.SOME_HOSTS_FAILED: "a host is not ready (a missing item)"},
