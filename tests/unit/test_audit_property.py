@@ -97,24 +97,18 @@ def test_heterogeneous_hosts_in_one_campaign_give_no_contradiction(drawn: dict[s
     assert contradictions(drawn) == []
 
 
-@pytest.mark.xfail(strict=True, reason="issue 33 item 2 (the worst case: losses in the phase at risk under a "
-                                       "'fixed'/'clean so far' claim), being fixed on branch h-33verdicts")
 @FIND
 @given(record_sets(losses=True))
 def test_losses_in_the_phase_at_risk_give_no_contradiction(drawn: dict[str, Any]) -> None:
     assert contradictions(drawn) == []
 
 
-@pytest.mark.xfail(strict=True, reason="issue 33 item 3 (a comparison across campaigns names neither), being fixed "
-                                       "on branch h-33verdicts")
 @FIND
 @given(record_sets(campaigns=True))
 def test_a_reference_from_another_campaign_gives_no_contradiction(drawn: dict[str, Any]) -> None:
     assert contradictions(drawn) == []
 
 
-@pytest.mark.xfail(strict=True, reason="issue 33 item 4 (identity includes the driver; a cell pooled across "
-                                       "drivers), being fixed on branch h-33identities")
 @FIND
 @given(record_sets(drivers=True))
 def test_a_driver_change_mid_campaign_gives_no_contradiction(drawn: dict[str, Any]) -> None:

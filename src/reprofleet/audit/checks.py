@@ -5,9 +5,9 @@ rule it breaks (so a known class can be told from a new one):
 
 - item 1, claims per stratum: a search's "highest clean level" on a host whose own records
   there reject P <= ε; a bisection's "first good" version that reproduced on a host;
-- item 2, the worst case: a "fixed", "clean so far" or "no difference shown" on a host where
-  an attempt may have been a reproduction (an error, hang or lost host inside the phase at
-  risk), or a search level called clean only because its errors and hangs were dropped;
+- item 2, the worst case: a "fixed" or "clean so far" on hosts where attempts may have been
+  reproductions (an error, hang or lost host inside the phase at risk) that its worst case
+  does not count, or a search level called clean only because its errors and hangs were dropped;
 - item 3, comparisons across campaigns: the two sides ran in different campaigns (or under
   another PoC or driver) and the sentence names none of the values that differ;
 - item 4, identity includes what the host runs: one cell pooled across drivers whose
@@ -23,9 +23,10 @@ import re
 from dataclasses import dataclass
 from typing import Iterable, Mapping, Sequence
 
-from reprofleet.audit.claims import (CLEAN_KINDS, COMPARING_KINDS, BisectClaim, RateClaim, SearchClaim,
-                                     VerdictClaim)
+from reprofleet.audit.claims import (CLEAN_KINDS, COMPARING_KINDS, WORST_CASE_KINDS, BisectClaim, RateClaim,
+                                     SearchClaim, VerdictClaim)
 from reprofleet.audit.evidence import Attempt, Evidence
+from reprofleet.records.identity import STRATUM_MARK
 
 DEFAULT_EPSILON = 0.05
 DEFAULT_DELTA = 0.05
@@ -68,7 +69,8 @@ def _counts(claim: str, totals: tuple[int, int, int], attempts: Sequence[Attempt
     if reproductions > seen or (reproductions < seen and not early_excluded):
         out.append(f"{claim} counts {reproductions} reproductions, the records hold {seen}")
     if at_risk > in_risk:
-        out.append(f"{claim} counts {at_risk} errors/hangs in the phase at risk, the records hold {in_risk}")
+        out.append(f"{claim} counts {at_risk} errors/hangs/lost attempts in the phase at risk, the records hold "
+                   f"{in_risk}")
     return out
 
 
@@ -99,19 +101,31 @@ def check_verdict(verdict: VerdictClaim, evidence: Evidence, references: frozens
 
 
 def _clean_claim(verdict: VerdictClaim, cell: Sequence[Attempt]) -> list[Contradiction]:
-    """"Nothing reproduced" on every host it covers, in the worst case."""
+    """Nothing reproduced on any host it covers; and what may have been a reproduction (an
+    error, hang or lost host inside the phase at risk) is in the claim's worst case.
+
+    "fixed" and "clean so far" claim no reproduction, so their worst case must count every
+    such attempt on the hosts they cover (the judge then calls "fixed" only if it holds there:
+    a rate ratio, which the judge's numbers decide, not the auditor's). "no difference shown"
+    claims nothing such an attempt could overturn: neither side reproduced, nothing is shown.
+    """
     covered = verdict.compared_hosts if verdict.compared else tuple(sorted(_hosts(cell)))
+    maybe = {host: [a for a in _on(cell, host) if a.maybe_reproduced] for host in covered}
+    counted = verdict.at_risk if verdict.worst_case else 0
+    short = verdict.kind in WORST_CASE_KINDS and counted < sum(len(m) for m in maybe.values())
     found = []
-    for host in covered:
-        here = _on(cell, host)
-        maybe = [a for a in here if a.maybe_reproduced]
-        if not maybe:
+    for host, here in maybe.items():
+        if not here or not (short or any(a.reproduced for a in here)):
             continue
-        what = ", ".join(f"{n} {o}" for o, n in sorted(_outcomes(maybe).items()))
-        item = 7 if any(a.reproduced for a in maybe) else 2
-        found.append(Contradiction(verdict.name, f"on {host} {len(maybe)} of {len(here)} attempts may be "
-                                                 f"reproductions in the worst case ({what})", item))
+        item = 7 if any(a.reproduced for a in here) else 2
+        found.append(Contradiction(verdict.name, f"on {host} {len(here)} of {len(_on(cell, host))} attempts may be "
+                                                 f"reproductions in the worst case ({_listed(here)}); its worst case "
+                                                 f"counts {counted}", item))
     return found
+
+
+def _listed(attempts: Iterable[Attempt]) -> str:
+    return ", ".join(f"{n} {o}" for o, n in sorted(_outcomes(attempts).items()))
 
 
 def _outcomes(attempts: Iterable[Attempt]) -> dict[str, int]:
@@ -138,7 +152,8 @@ def _sides(verdict: VerdictClaim, cell: Sequence[Attempt], evidence: Evidence,
     """A comparison whose sides ran in different campaigns, or under another PoC or driver,
     names what differs (a value of the difference, in its sentence)."""
     mine = [a for a in cell if a.host in verdict.compared_hosts]
-    theirs = [a for a in evidence.attempts if a.counted and a.identity in references and a.host in verdict.compared_hosts]
+    theirs = [a for r in _counterparts(verdict.cell_id, references) for a in evidence.of_identity(r)
+              if a.host in verdict.compared_hosts]
     if not mine or not theirs:
         return []
     found = []
@@ -154,6 +169,14 @@ def _sides(verdict: VerdictClaim, cell: Sequence[Attempt], evidence: Evidence,
                                                      f"the reference's {', '.join(sorted(other))}) without naming them",
                                        3 if what != "driver" else 4))
     return found
+
+
+def _counterparts(cell_id: str, references: frozenset[str]) -> list[str]:
+    """The reference strata a cell's stratum is compared with: those that ran under what it ran
+    under (the same label after the mark), else every one (the comparison then crosses them)."""
+    label = cell_id.partition(STRATUM_MARK)[2]
+    alike = sorted(r for r in references if r.partition(STRATUM_MARK)[2] == label)
+    return alike or sorted(references)
 
 
 def _drivers(verdict: VerdictClaim, cell: Sequence[Attempt]) -> list[Contradiction]:

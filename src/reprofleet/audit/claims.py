@@ -16,6 +16,7 @@ from typing import Any, Mapping, Sequence
 # The verdict kinds, as ``report --json`` spells them (verdicts.VerdictKind's values; the
 # auditor does not import the judge, so a renamed kind fails tests/unit/test_audit.py instead).
 CLEAN_KINDS = frozenset({"fixed", "clean so far", "no difference shown"})  # "nothing reproduced here"
+WORST_CASE_KINDS = frozenset({"fixed", "clean so far"})  # ... and what might have, is in its worst case
 REPRODUCING_KINDS = frozenset({"reproduces", "host-specific"})  # "it reproduced on these hosts"
 COMPARING_KINDS = frozenset({"fixed", "reproduces less often", "clean so far", "no difference shown"})
 KINDS = CLEAN_KINDS | REPRODUCING_KINDS | COMPARING_KINDS | {"cannot judge"}
@@ -39,6 +40,7 @@ class VerdictClaim:
     hosts_reproducing: tuple[str, ...]
     compared_hosts: tuple[str, ...]
     compared: bool  # it carries a comparison with the reference
+    worst_case: bool = False  # it states a worst case (every attempt at risk counted as a reproduction)
 
     @property
     def name(self) -> str:
@@ -118,7 +120,8 @@ def _verdict(data: Mapping[str, Any]) -> VerdictClaim:
                         str(data.get("text") or ""), bool(data.get("reference")), _int(data.get("reproductions")),
                         _int(data.get("judged")), _int(data.get("excluded")), _int(data.get("at_risk")),
                         _int(data.get("not_run")), _names(data.get("hosts")), _names(data.get("hosts_reproducing")),
-                        _names(data.get("compared_hosts")), data.get("against_reference") is not None)
+                        _names(data.get("compared_hosts")), data.get("against_reference") is not None,
+                        bool(data.get("worst_case")))
 
 
 def _rate(data: Mapping[str, Any]) -> RateClaim | None:

@@ -14,8 +14,10 @@ and derives, per attempt, only what a claim's preconditions need, in the worst c
 
 "Inside the phase at risk" needs no engine order: an attempt whose last phase *is* the
 phase at risk was in it under every order. Each attempt also carries what it ran under
-(campaign, PoC digest, image, driver from its facts snapshot), so a comparison across them
-can be checked against what its sentence names.
+(campaign, PoC digest, image, its kernel/driver/CUDA/VBIOS as written or from its facts
+snapshot, and how its GPU settings read back), so a comparison across them can be checked
+against what its sentence names, and a claim about one stratum (``name@hash~driver 560.35.03``)
+against the attempts that ran under it.
 """
 
 from __future__ import annotations
@@ -27,7 +29,8 @@ from typing import Any, Iterable, Mapping
 
 from reprofleet.model.shutdown import orderly_shutdown
 from reprofleet.records.reader import RecordedAttempt, read_attempts
-from reprofleet.records.identity import cell_name
+from reprofleet.records.host_stack import LABELS, STACK_KEYS, software_stack
+from reprofleet.records.identity import DEPARTED, STRATUM_MARK, cell_name
 
 NO_MANIFEST_REPRODUCTIONS = ("wedge", "reboot")  # a folder without campaign.json: the playbook's default
 OLD_MANIFEST_REPRODUCTIONS = ("wedge",)  # a manifest written before roles existed counted wedges only
@@ -66,10 +69,12 @@ class Attempt:
     counted: bool  # it ran: not a slot that runs again
     reproduced: bool
     maybe_reproduced: bool
-    failed_in_risk: bool  # an error or hang whose last phase is the phase at risk
+    failed_in_risk: bool  # an error, hang or lost host whose last phase is the phase at risk: what a worst case counts
     poc: str
     image: str
     driver: str  # "" when its facts snapshot is not found
+    stack: Mapping[str, str | None] = field(default_factory=dict)  # kernel, driver, CUDA, VBIOS it ran under
+    departures: str = ""  # how its GPU settings read back other than planned ("" when as planned)
 
 
 @dataclass(frozen=True)
@@ -80,10 +85,34 @@ class Evidence:
     manifests: Mapping[str, Manifest]
 
     def of_identity(self, identity: str) -> tuple[Attempt, ...]:
-        return tuple(a for a in self.attempts if a.identity == identity and a.counted)
+        """The attempts a claim's identity covers: a stratum ``name@hash~driver 560.35.03`` (what
+        they ran under, after the mark) covers those of its identity that ran under what it names."""
+        base, _, label = identity.partition(STRATUM_MARK)
+        return tuple(a for a in self.attempts if a.identity == base and a.counted and in_stratum(a, label))
 
     def of_cell(self, campaign: str, cell: str) -> tuple[Attempt, ...]:
         return tuple(a for a in self.attempts if a.campaign == campaign and a.cell == cell and a.counted)
+
+
+def in_stratum(attempt: Attempt, label: str) -> bool:
+    """Whether an attempt ran under what a stratum's label names: its settings read back as the
+    label says (as planned where it says nothing), and each stack value it names ("driver 560.35.03,
+    kernel ?"; "host stack unknown": no value known)."""
+    parts = [p for p in label.split("; ") if p] if label else []
+    read_back = next((p[len(DEPARTED):] for p in parts if p.startswith(DEPARTED)), "")
+    if attempt.departures != read_back:
+        return False
+    for part in (p for p in parts if not p.startswith(DEPARTED)):
+        if part == "host stack unknown":
+            if any(attempt.stack.get(key) for key in STACK_KEYS):
+                return False
+            continue
+        for item in part.split(", "):
+            label_word, _, value = item.partition(" ")
+            key = next((k for k, w in LABELS.items() if w == label_word), None)
+            if key is None or (attempt.stack.get(key) or "?") != value:
+                return False
+    return True
 
 
 def rules_of(manifest: Mapping[str, Any] | None) -> Rules:
@@ -122,38 +151,42 @@ def _image(runtime: Mapping[str, Any]) -> str:
     return ""
 
 
-class _Drivers:
-    """Each facts snapshot's driver, found by the hash a record names, in any source folder."""
+class _Stacks:
+    """Each facts snapshot's stack, found by the hash a record names, in any source folder."""
 
     def __init__(self) -> None:
         self._folders: list[Path] = []
-        self._seen: dict[str, str] = {}
+        self._seen: dict[str, Mapping[str, str | None]] = {}
 
     def add(self, folder: Path) -> None:
         if folder not in self._folders:
             self._folders.append(folder)
 
-    def of(self, digest: str | None) -> str:
+    def of(self, digest: str | None) -> Mapping[str, str | None]:
+        """The stack a snapshot names (kernel, driver, CUDA, VBIOS; {} when not found)."""
         if not digest:
-            return ""
+            return {}
         if digest not in self._seen:
             found = (_json(folder / "facts" / "by-hash" / f"{digest}.json") for folder in self._folders)
             snapshot = next((s for s in found if s is not None), None)
-            self._seen[digest] = str(snapshot.get("driver_version") or "") if snapshot else ""
+            self._seen[digest] = software_stack(snapshot) if snapshot else {}
         return self._seen[digest]
 
 
-def attempt_of(record: RecordedAttempt, rules: Rules, driver: str = "") -> Attempt:
-    """One record read by the auditor's rules."""
+def attempt_of(record: RecordedAttempt, rules: Rules, snapshot: Mapping[str, str | None] | None = None) -> Attempt:
+    """One record read by the auditor's rules (``snapshot``: the stack its facts snapshot names,
+    where the record wrote none)."""
     outcome = record.outcome
     orderly = outcome in RESTARTABLE and orderly_shutdown(record.forensics) is not None
     reproduced = outcome in rules.reproductions and not orderly
     in_risk = rules.at_risk_phase is not None and _last_phase(record) == rules.at_risk_phase
     counted = not record.runs_again
+    stack = record.stack if any(record.stack.values()) else (snapshot or {})
     failed = outcome in FAILURES and outcome not in rules.reproductions and in_risk and counted
     return Attempt(record.campaign, record.attempt, record.host, cell_name(record.identity) or record.cell,
                    record.identity, outcome, counted, reproduced and counted, (reproduced or failed) and counted,
-                   failed and outcome != "infra", record.poc or "", _image(record.runtime), driver)
+                   failed, record.poc or "", _image(record.runtime), str(stack.get("driver") or ""), stack,
+                   ", ".join(record.settings_departures()))
 
 
 def read_evidence(sources: Iterable[Path], reproductions: Iterable[str] = ()) -> Evidence:
@@ -163,10 +196,10 @@ def read_evidence(sources: Iterable[Path], reproductions: Iterable[str] = ()) ->
     override = frozenset(reproductions)
     records: dict[str, tuple[RecordedAttempt, Path]] = {}
     manifests: dict[str, Manifest] = {}
-    drivers = _Drivers()
+    stacks = _Stacks()
     for source in sources:
         for file in _attempt_files(Path(source)):
-            drivers.add(file.parent)
+            stacks.add(file.parent)
             raw = _json(file.parent / "campaign.json")
             if raw is not None:
                 name = str(raw.get("campaign") or file.parent.name)
@@ -180,5 +213,5 @@ def read_evidence(sources: Iterable[Path], reproductions: Iterable[str] = ()) ->
         rules = manifest.rules if manifest is not None else rules_of(None)
         if override:
             rules = Rules(override, rules.at_risk_phase, rules.early_excluded)
-        attempts.append(attempt_of(record, rules, drivers.of(record.facts)))
+        attempts.append(attempt_of(record, rules, stacks.of(record.facts)))
     return Evidence(tuple(attempts), manifests)
