@@ -36,7 +36,7 @@ $(VENV)/.installed: pyproject.toml | system-deps
 	touch $@
 
 demo: system-deps $(VENV)/.installed
-	$(VENV)/bin/invoke demo
+	REPROFLEET_AUDIT=1 $(VENV)/bin/invoke demo
 
 # Unit tests on every core; then the fleet tests: those that judge nothing against the wall
 # clock FLEET_WORKERS at a time (each builds real namespaces, sshd and simulators and mostly waits on

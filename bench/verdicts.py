@@ -90,6 +90,7 @@ class Scenario:
     reference_factor: Mapping[str, float] = field(default_factory=dict)  # host -> the reference copy's rate there, x
     same_as_reference: bool = False  # every compared cell is the reference's twin (the test's size)
     peek: bool = False  # look after every round, stop at the first "fixed"
+    host_factor: Mapping[str, float] = field(default_factory=dict)  # host -> every cell's rate there, x (unlike hosts)
 
 
 def _cells(book: Playbook) -> list[str]:
@@ -141,6 +142,10 @@ SCENARIOS = (
     Scenario("stop rule sprt (p0 0.3, p1 0.03)", _stop(StopRule(StopKind.SPRT, p0=0.3, p1=0.03))),
     Scenario("stop rule first_reproduction", _stop(StopRule(StopKind.FIRST_REPRODUCTION))),
     Scenario("every cell the same as the reference (the test's size)", _plain, same_as_reference=True),
+    Scenario("unlike hosts: one host's onset lower (ws01 at 2.5x every rate, capped at 1)", _plain,
+             host_factor={"ws01": 2.5}),
+    Scenario("unlike hosts: a bug on one host only (ws02-04 at 0.05x every rate)", _plain,
+             host_factor={"ws02": 0.05, "ws03": 0.05, "ws04": 0.05}),
     Scenario("look after every round, stop at the first fixed", _plain, peek=True),
 )
 
@@ -151,7 +156,7 @@ def world(scenario: Scenario, book: Playbook, rng: random.Random) -> World:
     truth: dict[tuple[str, str], simulate.Behaviour] = {}
     kinds = {c: ("same" if scenario.same_as_reference else t) for c, t in zip(_cells(book), TRUTHS)}
     for h, host in enumerate(HOSTS):
-        rate = BASE * factors[h]
+        rate = min(1.0, BASE * factors[h] * scenario.host_factor.get(host, 1.0))
         truth[(book.reference_cell.name, host)] = simulate.Behaviour(rate * scenario.reference_factor.get(host, 1.0),
                                                                      **noise)
         for cell, kind in kinds.items():
@@ -356,7 +361,7 @@ def report(results: Mapping[str, Tallies], args: argparse.Namespace, seconds: fl
         reports = t.reports or 1
         lines.append(f"| {s.name} | " + " | ".join(row) + f" | {t.reports_false_fixed['real'] / reports:.1%} / "
                      f"{t.reports_false_fixed['naive'] / reports:.1%} |")
-    size = results[SCENARIOS[-2].name]
+    size = results[next(s.name for s in SCENARIOS if s.same_as_reference)]
     per_comparison, n = size.share("real", "same")
     lines += ["", f"The test's size, P(fixed | cell = reference): {per_comparison:.1%} per comparison ({n} cells), "
               f"{size.reports_false_fixed['real'] / max(size.reports, 1):.1%} per report of 9 comparisons "

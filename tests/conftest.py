@@ -27,6 +27,12 @@ pytest_plugins = ["tests.support.fleet_guard", "tests.support.sim_sudo", "tests.
     if (Path(__file__).parent / "support" / f"{name}.py").exists()]
 
 SpecsArg = Union[int, Sequence[Any], None]
+
+# Every report a test writes is audited (issue 33 item 9): report/write.py re-checks each claim
+# against the raw records with the auditor (src/reprofleet/audit/), and a contradiction raises
+# ContradictedReport in the test that wrote it. Set here, at import, so the CLI's subprocesses
+# inherit it too; REPROFLEET_AUDIT=0 in the environment turns it off for a run.
+os.environ.setdefault("REPROFLEET_AUDIT", "1")
 _FAILED = pytest.StashKey[bool]()
 
 

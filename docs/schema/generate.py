@@ -199,7 +199,16 @@ ONE_DOC = " One JSON document on stdout."
 
 # report
 schema("report", "invoke report --json", "The pooled verdicts and each cell's rate per host and pooled." + ONE_DOC,
-       {"type": "object", "properties": {**JUDGEMENT_PROPS, "rates": A(R("rate"), "one entry per (cell, host) and per cell pooled")},
+       {"type": "object", "properties": {**JUDGEMENT_PROPS, "rates": A(R("rate"), "one entry per (cell, host) and per cell pooled"),
+                                         "audit": O("with --audit: every claim re-checked against the raw records by code that "
+                                                    "does not import the judge (src/reprofleet/audit/)", {
+                                             "claims": I("claims checked", minimum=0),
+                                             "attempts": I("attempts read", minimum=0),
+                                             "contradictions": A(O("A claim its own records contradict", {
+                                                 "claim": S("the claim, as the report names it"),
+                                                 "shown": S("what the records show"),
+                                                 "item": I("the item of issue 33 whose rule it breaks")}),
+                                                 "one per contradiction (none: the report stands)")})},
         "required": list(JUDGEMENT_PROPS) + ["rates"]}, {**VERDICT_DEFS, "rate": RATE})
 
 # compare

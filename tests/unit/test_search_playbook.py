@@ -64,6 +64,16 @@ def test_the_spec_round_trips_through_the_manifest_with_host_groups(tmp_path: Pa
     assert plan.spec.levels == 2 and plan.spec.budget_attempts == 9 and plan.spec.seed == 7  # type: ignore[union-attr]
 
 
+def test_a_bisection_takes_host_groups_like_a_search_and_keeps_them_through_the_manifest(tmp_path: Path) -> None:
+    book = load_playbook(write(tmp_path, "bisect:\n  factor: vars.vllm\n  versions: ['0.24.0', '0.26.0']\n"
+                                         "  groups: {rack-a: a, 'ws1*': b}\n"))
+    assert book.bisect is not None and book.bisect.groups == (("rack-a", "a"), ("ws1*", "b"))
+    hosts = [Host("ws10", "x"), Host("h2", "x", groups=("rack-a",)), Host("h3", "x")]
+    plan = ladder_plan(book.bisect, hosts, seed=3)
+    assert isinstance(plan.spec, BisectSpec) and plan.spec.groups == (("ws10", "b"), ("h2", "a"))
+    assert ladder_from_json(ladder_json(plan)) == plan
+
+
 @pytest.mark.parametrize(
     ("body", "where", "words"),
     [

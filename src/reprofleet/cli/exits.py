@@ -60,7 +60,8 @@ TASK_EXITS: Mapping[str, Mapping[ExitStatus, str]] = {
                                               "--check-hosts: every host can run its plan)",
                  ExitStatus.SOME_HOSTS_FAILED: _CAMPAIGN[ExitStatus.SOME_HOSTS_FAILED]
                  + "; with --dry-run --check-hosts: a host cannot run its plan"},
-    "demo": _CAMPAIGN,
+    "demo": {**_CAMPAIGN, ExitStatus.ERROR: _CAMPAIGN[ExitStatus.ERROR] + ", or the auditor found a claim of the "
+                                                                        "demo's report that its records contradict"},
     "facts": {ExitStatus.OK: "every host answered", ExitStatus.SOME_HOSTS_FAILED: "a host could not be asked"},
     "doctor": {ExitStatus.OK: "every host is ready",
                ExitStatus.SOME_HOSTS_FAILED: "a host is not ready (a missing item)"},
@@ -70,7 +71,10 @@ TASK_EXITS: Mapping[str, Mapping[ExitStatus, str]] = {
               ExitStatus.SOME_HOSTS_FAILED: "verify: the wiring was not confirmed"},
     "policy": {ExitStatus.OK: "every host read (or restored) its policy",
                ExitStatus.SOME_HOSTS_FAILED: "a host could not, or a campaign holds it (--ignore-lease)"},
-    "report": {ExitStatus.OK: "the verdicts were written (or printed with --json)"},
+    "report": {ExitStatus.OK: "the verdicts were written (or printed with --json); with --audit, no claim is "
+                              "contradicted by its records",
+               ExitStatus.ERROR: "--audit: a claim its own records contradict (one line per contradiction, naming "
+                                 "the claim), or an error"},
     "compare": {ExitStatus.OK: "the comparison was printed"},
     "plan": {ExitStatus.OK: "the plan was printed"},
     "status": {ExitStatus.OK: "the state was read (Ctrl-C leaving --watch is 0 too)"},

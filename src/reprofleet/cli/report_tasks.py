@@ -40,20 +40,23 @@ def _report_outputs(c: Any, out: str) -> tuple[Path, Path]:
                     "(docs/schema/report.schema.json)",
             "out": "a folder for report.md and report.html, or FILE.md (report.html beside it); default reports/pooled",
             "issue": "also write the text a bug report asks for: vllm (collect-env, reproducer, results) or nvidia "
-                     "(system, steps, how often, logs), as issue-vllm.md / issue-nvidia.md beside report.md"})
+                     "(system, steps, how often, logs), as issue-vllm.md / issue-nvidia.md beside report.md",
+            "audit": "re-check every claim against the raw records with code that does not import the judge: one "
+                     "line per contradiction, naming its claim (exit 1 when there is one)"})
 @handled
 def report(c: Context, paths: list[str] | None = None, reproductions: str = "", reference: str = "",
-           json_: bool = False, out: str = "", issue: str = "") -> ExitStatus:
+           json_: bool = False, out: str = "", issue: str = "", audit: bool = False) -> ExitStatus:
     """Pool records from many campaigns and controllers: report.md and report.html, one verdict per cell."""
     # lazy: report.write loads matplotlib and scipy: about 1 s that `invoke --list` never pays
     from reprofleet.report.write import ReportRequest, pooled_report
 
     markdown, html = (None, None) if json_ else _report_outputs(c, out)
     written = pooled_report(ReportRequest(tuple(_sources(c, paths)), reproductions, reference or None, issue,
-                                          markdown, html))
+                                          markdown, html, audit))
+    audited = ExitStatus.OK if written.audit is None or written.audit.ok else ExitStatus.ERROR
     if json_:
         json_document(written.to_json())
-        return ExitStatus.OK
+        return audited
     assert written.judgement is not None
     # lazy: cli.progress loads the verdicts and scipy (0.86 s alone; report.write loaded them by now)
     from reprofleet.cli.progress import print_report
@@ -65,7 +68,9 @@ def report(c: Context, paths: list[str] | None = None, reproductions: str = "", 
         safe_print(terminal, cell(f"html:    {written.html}"))
     if written.issue is not None:
         safe_print(terminal, cell(f"issue:   {written.issue}"))
-    return ExitStatus.OK
+    for line in written.audit.lines() if written.audit is not None else []:
+        print(plain(line), file=sys.stderr if audited else sys.stdout)  # a claim may quote a host's reason
+    return audited
 
 
 @task(klass=RestTask, iterable=["paths"],

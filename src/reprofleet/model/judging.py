@@ -16,6 +16,9 @@ DEFAULT_MAX_EXCLUDED_SHARE = 0.2
 DEFAULT_FIXED_RATIO = 0.2
 
 
+LOST_IN = "infra in"  # the reason of an attempt lost with the host inside the phase at risk
+
+
 DEFAULT_REPRODUCTIONS: tuple["Outcome", ...] = (Outcome.WEDGE, Outcome.REBOOT)
 
 
@@ -74,6 +77,10 @@ class Judging:
         if outcome is Outcome.INFRA:
             if slot_runs_again(outcome.value, infra_reason):
                 return Classified(Role.NOT_RUN, str(infra_reason)[:100])
+            if self.at_risk_phase and position(last_phase, phases, self.at_risk_phase) is PhasePosition.IN:
+                # the host was lost inside the phase at risk: it may be the bug, so never out of the
+                # worst case (issue 33 item 2: 7 of 37 lost in capture made a cell "fixed")
+                return Classified(Role.FAILED_AT_RISK, f"{LOST_IN} {self.at_risk_phase.value}: {str(infra_reason)[:80]}")
             return Classified(Role.EXCLUDED, f"infra: {str(infra_reason)[:100]}" if infra_reason
                               else "infra: could not be judged")
         where = position(last_phase, phases, self.at_risk_phase) if self.at_risk_phase else None

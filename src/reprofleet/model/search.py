@@ -67,6 +67,7 @@ class BisectBlock:
     clean_cost_s: float = 120.0
     wedge_cost_s: float = 900.0
     min_bad_rate: float = 0.2  # the lowest rate at which a bad version is assumed to reproduce (bisect.min_rate)
+    groups: tuple[tuple[str, str], ...] = ()  # as SearchBlock's: each stratum its own bisection (issue 33)
 
     def label(self, version: int) -> str:
         return str(self.versions[version])

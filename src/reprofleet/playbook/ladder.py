@@ -21,6 +21,7 @@ from dataclasses import asdict, dataclass
 from typing import Any, Iterable, Mapping, Protocol, Sequence
 
 from reprofleet.model import BisectBlock, Host, Judging, Outcome, Role, SearchBlock
+from reprofleet.model.phases import PhasePosition, position
 from reprofleet.model.shutdown import orderly_shutdown
 from reprofleet.stats.search_contract import (BisectResult, BisectSpec, Probe, ProbeOutcome, SearchResult,
                                               SearchSpec)
@@ -89,7 +90,7 @@ class LadderPlan:
         return SearchLadder(self.spec) if isinstance(self.spec, SearchSpec) else BisectLadder(self.spec)
 
 
-def host_groups(block: SearchBlock, hosts: Iterable[Host | str]) -> tuple[tuple[str, str], ...]:
+def host_groups(block: SearchBlock | BisectBlock, hosts: Iterable[Host | str]) -> tuple[tuple[str, str], ...]:
     """(host, stratum): the first ``groups:`` entry whose pattern is one of the host's inventory
     groups or globs its name; a host none matches is in ``all`` (and is left out of the pairs)."""
     pairs = []
@@ -114,7 +115,7 @@ def ladder_plan(block: SearchBlock | BisectBlock, hosts: Iterable[Host | str], s
                       epsilon=block.epsilon, delta=block.delta, budget_attempts=block.budget_attempts,
                       budget_power_cycles=block.budget_power_cycles, clean_cost_s=block.clean_cost_s,
                       wedge_cost_s=block.wedge_cost_s, speculate=block.speculate,
-                      min_bad_rate=block.min_bad_rate, seed=seed or 0)
+                      min_bad_rate=block.min_bad_rate, seed=seed or 0, groups=host_groups(block, hosts))
     return LadderPlan("bisect", block.factor, block.cells, block.versions, spec)
 
 
@@ -129,6 +130,7 @@ def ladder_from_json(data: Mapping[str, Any]) -> LadderPlan:
         spec_fields["groups"] = tuple(tuple(pair) for pair in spec_fields.get("groups") or ())
         spec: SearchSpec | BisectSpec = SearchSpec(**spec_fields)
     else:
+        spec_fields["groups"] = tuple(tuple(pair) for pair in spec_fields.get("groups") or ())
         spec = BisectSpec(**spec_fields)
     return LadderPlan(str(data["kind"]), str(data["factor"]), tuple(data["cells"]), tuple(data["labels"]), spec)
 
@@ -136,21 +138,39 @@ def ladder_from_json(data: Mapping[str, Any]) -> LadderPlan:
 _OUTCOMES = {Role.REPRODUCTION: ProbeOutcome.REPRODUCED, Role.NON_REPRODUCTION: ProbeOutcome.CLEAN}
 
 
+def _lost_at_risk(record: Mapping[str, Any], judging: Judging, phases: list[str] | None) -> bool:
+    """An infra attempt (the host lost, the controller cut off) whose last phase was the phase at risk."""
+    if str(record.get("outcome")) != Outcome.INFRA.value or judging.at_risk_phase is None:
+        return False
+    last = record.get("last_phase")
+    return position(str(last) if last else None, phases, judging.at_risk_phase) is PhasePosition.IN
+
+
 def probe_of(record: Mapping[str, Any], plan: LadderPlan, judging: Judging) -> Probe | None:
-    """One record as a probe; None for a slot that runs again or a cell not on the ladder."""
+    """One record as a probe; None for a slot that runs again or a cell not on the ladder.
+
+    What might be a reproduction counts as one, in the worst case (issue 33 item 2): an error
+    or hang in the phase at risk (``Role.FAILED_AT_RISK``) and an attempt lost with the host
+    inside it are REPRODUCED probes marked ``worst_case``, so no level is called clean and no
+    version good that would not be with every one of them a reproduction (60 of 132 attempts
+    hung in capture at a level the search called clean). They may make a boundary lower or a
+    change point later than the bug's own; never the other way round."""
     level = plan.level_of(str(record.get("cell")))
     if level is None:
         return None
-    phases = record.get("phases")
-    role = judging.role(str(record.get("outcome")), record.get("last_phase"),
-                        [str(p) for p in phases] if isinstance(phases, list) else None,
+    raw = record.get("phases")
+    phases = [str(p) for p in raw] if isinstance(raw, list) else None
+    role = judging.role(str(record.get("outcome")), record.get("last_phase"), phases,
                         str(record.get("reason") or "") or None,
                         orderly=orderly_shutdown(record.get("forensics")))  # an orderly reboot is no reproduction
     if role is Role.NOT_RUN:
         return None
-    outcome = _OUTCOMES.get(role, ProbeOutcome.UNUSABLE)  # infra, excluded, failed at risk: neither
     cycled = str(record.get("outcome")) == Outcome.WEDGE.value  # a wedge is recovered by a power cycle
-    return Probe(level=level, host=str(record.get("host")), outcome=outcome, power_cycled=cycled)
+    host = str(record.get("host"))
+    if role is Role.FAILED_AT_RISK or (role is Role.EXCLUDED and _lost_at_risk(record, judging, phases)):
+        return Probe(level=level, host=host, outcome=ProbeOutcome.REPRODUCED, power_cycled=cycled, worst_case=True)
+    outcome = _OUTCOMES.get(role, ProbeOutcome.UNUSABLE)  # infra before the phase at risk, excluded: neither
+    return Probe(level=level, host=host, outcome=outcome, power_cycled=cycled)
 
 
 def probes_of(records: Iterable[Mapping[str, Any]], plan: LadderPlan, judging: Judging) -> list[Probe]:

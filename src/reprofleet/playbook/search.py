@@ -25,7 +25,8 @@ from reprofleet.playbook.document import MAX_COUNT, MAX_MHZ, Doc, finite, positi
 from reprofleet.playbook.factors import IDENTIFIER
 
 SEARCH_KEYS = ("factor", "levels", "riskier", "floor", "target", "epsilon_high", "budget", "groups", "costs")
-BISECT_KEYS = ("factor", "versions", "known", "posterior", "target", "budget", "speculate", "costs", "min_rate")
+BISECT_KEYS = ("factor", "versions", "known", "posterior", "target", "budget", "speculate", "costs", "min_rate",
+               "groups")
 TARGET_KEYS = ("epsilon", "delta")
 BUDGET_KEYS = ("attempts", "power_cycles")
 COST_KEYS = ("clean_s", "wedge_s")
@@ -123,7 +124,8 @@ def bisect_block(doc: Doc, top: Any) -> tuple[BisectBlock, list[Any]]:
     attempts, cycles = _budget(doc, block, "bisect")
     clean_s, wedge_s = _costs(doc, block, "bisect")
     return BisectBlock(factor, tuple(raw), names, known["bad"] == "first", float(posterior), epsilon, delta,
-                       attempts, cycles, float(speculate), clean_s, wedge_s, float(min_rate)), entries
+                       attempts, cycles, float(speculate), clean_s, wedge_s, float(min_rate),
+                       _groups(doc, block, "bisect")), entries
 
 
 def located_error(exc: PlaybookError, key: str, block: Any) -> PlaybookError:
@@ -247,14 +249,14 @@ def _costs(doc: Doc, block: Any, key: str) -> tuple[float, float]:
     return clean, wedge
 
 
-def _groups(doc: Doc, block: Any) -> tuple[tuple[str, str], ...]:
+def _groups(doc: Doc, block: Any, key: str = "search") -> tuple[tuple[str, str], ...]:
     """``groups: {PATTERN: STRATUM}``: a host name glob or an inventory group, the first match wins."""
     groups = block.get("groups")
     if groups is None:
         return ()
     if not isinstance(groups, dict) or not groups:
-        raise doc.fail(block, "groups", "search.groups", "must be a mapping of host pattern or group: stratum name")
+        raise doc.fail(block, "groups", f"{key}.groups", "must be a mapping of host pattern or group: stratum name")
     for pattern, stratum in groups.items():
         if not isinstance(pattern, str) or not isinstance(stratum, str) or not stratum:
-            raise doc.fail(groups, pattern, f"search.groups.{pattern}", f"a stratum is a name, got {shown(stratum)}")
+            raise doc.fail(groups, pattern, f"{key}.groups.{pattern}", f"a stratum is a name, got {shown(stratum)}")
     return tuple((str(p), str(s)) for p, s in groups.items())

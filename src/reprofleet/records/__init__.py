@@ -9,7 +9,8 @@ campaign.json keeps: the playbook's copy, the PoC's and the inventory's digests)
 campaigns and controllers pooled), ``facts_cache`` (the last facts seen of each host), ``host_stack`` (the kernel, driver, CUDA
 and VBIOS a host's facts name, and what changed between two facts), ``host_hold`` (when this
 campaign last held a silent host, and its last switch of it: what a resume reads instead of
-the host's lease),
+the host's lease), ``gpu_settings`` (the GPU
+settings read back before an attempt against what its cell planned),
 ``folder_state`` (where a campaign stands, read from its folder alone), ``prometheus``
 (the textfile format, and the controller's heartbeat read back from it), ``export``
 (``invoke export``: one row per attempt, amendments folded, as CSV, Parquet or JSON lines),

@@ -8,7 +8,9 @@ from typing import Any, Mapping
 
 STACK_KEYS = ("kernel", "driver", "cuda", "vbios")
 
-__all__ = ["STACK_KEYS", "software_stack", "stack_changes"]
+LABELS = {"kernel": "kernel", "driver": "driver", "cuda": "CUDA", "vbios": "VBIOS"}
+
+__all__ = ["LABELS", "STACK_KEYS", "software_stack", "stack_changes", "stack_words"]
 
 
 def software_stack(facts: Mapping[str, Any] | None, gpu: int = 0) -> dict[str, str | None]:
@@ -29,3 +31,12 @@ def software_stack(facts: Mapping[str, Any] | None, gpu: int = 0) -> dict[str, s
 def stack_changes(before: Mapping[str, str | None], after: Mapping[str, str | None]) -> dict[str, list[str | None]]:
     """Each stack value that differs: key -> [before, after]."""
     return {key: [before.get(key), after.get(key)] for key in STACK_KEYS if before.get(key) != after.get(key)}
+
+
+def stack_words(stack: Mapping[str, str | None], keys: tuple[str, ...] = STACK_KEYS) -> str:
+    """``driver 610.43, CUDA 13.0, kernel 6.8.0, VBIOS 96.00`` (only ``keys``); a stack no
+    record could name (written before facts were kept by hash) is "host stack unknown"."""
+    if not any(stack.get(key) for key in STACK_KEYS):
+        return "host stack unknown"
+    order = ("driver", "cuda", "kernel", "vbios")
+    return ", ".join(f"{LABELS[key]} {stack.get(key) or '?'}" for key in order if key in keys)

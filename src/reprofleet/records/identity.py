@@ -42,3 +42,22 @@ def record_cell_id(record: Mapping[str, Any]) -> str:
 
 def cell_name(identity: str) -> str:
     return identity.split("@", 1)[0]
+
+
+# A stratum of an identity (``pooling.Pool.strata``): what it ran under, after this mark.
+STRATUM_MARK = "~"
+DEPARTED = "read back: "  # the GPU settings read back other than planned
+
+
+def departed_mark(departures: tuple[str, ...]) -> str:
+    return DEPARTED + ", ".join(departures)
+
+
+def stratum_of(identity: str) -> str:
+    """What a stratum's identity says it ran under ("" for a plain identity)."""
+    return identity.split(STRATUM_MARK, 1)[1] if STRATUM_MARK in identity else ""
+
+
+def departed(identity: str) -> bool:
+    """A stratum whose GPU settings read back other than its cell planned."""
+    return DEPARTED in stratum_of(identity)

@@ -18,14 +18,16 @@ verdict that rests on it, never silently.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping
 
 from reprofleet.model import Judging, StopKind, StopRule
 from reprofleet.stats.stop_rules import max_attempts
 from reprofleet.records.reader import RecordedAttempt, attempts_of, read_attempts
-from reprofleet.records.store import CampaignLock, RecordError, read_log_lines
+from reprofleet.records.host_stack import STACK_KEYS, software_stack, stack_words
+from reprofleet.records.identity import STRATUM_MARK, departed_mark
+from reprofleet.records.store import CampaignDir, CampaignLock, RecordError, read_facts_by_hash, read_log_lines
 from reprofleet.model.events import CampaignEvent, event_of
 
 # Keys that may differ between two copies of one attempt without changing what it says.
@@ -65,6 +67,7 @@ class CampaignInfo:
     caveat: str = ""
     adaptive: str = ""  # "search" | "bisect": a ladder chose how often each cell ran (never a fixed-n design)
     budget: int | None = None  # such a campaign's attempt budget, where its playbook stated one
+    order: str = ""  # the playbook's order (sequential: each cell's attempts in one block of time)
 
 
 @dataclass(frozen=True)
@@ -99,6 +102,36 @@ class Pool:
 
     def references(self) -> list[str]:
         return list(dict.fromkeys(i.reference for i in self.campaigns.values() if i.reference))
+
+    def strata(self) -> dict[str, str]:
+        """Each record's stratum (attempt id -> the identity it is counted under).
+
+        A cell identity says what the controller planned; the host's kernel, driver, CUDA and
+        VBIOS and the GPU settings read back say what it ran under. Records of one identity
+        under different stacks are different experiments (a wedge under driver 610 says
+        nothing of 612), so they are split: ``name@hash~driver 610.43``, naming only what
+        differs between them, and a record no stack is known of (written before facts were
+        kept by hash) is one stratum of its own, "host stack unknown". A record whose settings
+        read back other than planned is always its own stratum, named by what read back, so
+        a lock the owner left is never pooled with true defaults. An identity whose records
+        all ran under one stack and as planned keeps its plain identity."""
+        keys = {r.attempt: (_stack_key(r), r.settings_departures()) for r in self.records}
+        variants: dict[str, set[tuple[tuple[str | None, ...], tuple[str, ...]]]] = {}
+        for record in self.records:
+            variants.setdefault(record.identity, set()).add(keys[record.attempt])
+        out = {}
+        for record in self.records:
+            stack, departed = keys[record.attempt]
+            stacks = {s for s, _ in variants[record.identity]}
+            differing = tuple(k for i, k in enumerate(STACK_KEYS) if len({s[i] for s in stacks}) > 1)
+            label = [stack_words(record.stack, differing)] if len(stacks) > 1 else []
+            label += [departed_mark(departed)] if departed else []
+            out[record.attempt] = f"{record.identity}{STRATUM_MARK}{'; '.join(label)}" if label else record.identity
+        return out
+
+
+def _stack_key(record: RecordedAttempt) -> tuple[str | None, ...]:
+    return tuple(record.stack.get(key) for key in STACK_KEYS)
 
 
 def missing_manifest(campaign: str) -> CampaignInfo:
@@ -148,6 +181,7 @@ def read_manifest(path: Path, running: Running = CampaignLock.held) -> CampaignI
                         reference=data.get("reference") or (cells[0] if cells else None),
                         cells=cells, source=str(path), plan=plan, running=running(path.parent),
                         adaptive=str(ladder.get("kind") or ""), budget=_ladder_budget(ladder),
+                        order=str(data.get("order") or ""),
                         caveat="" if plan else f"campaign {name}'s campaign.json records no plan (attempts_per_cell, "
                                                "hosts): its records are taken as the whole design")
 
@@ -191,11 +225,20 @@ def load_pool(paths: Iterable[Path], running: Running = CampaignLock.held) -> Po
             for event in _stop_events(file.parent):
                 stops.setdefault(json.dumps(event, sort_keys=True, default=str), event)
             for record in read_attempts(file):
-                _add(seen, record, str(file))
+                _add(seen, _with_stack(record, file.parent), str(file))
     records = tuple(entry for entry, _ in seen.values())
     for entry in records:  # campaigns without a manifest: the default, and a caveat in every verdict
         campaigns.setdefault(entry.campaign, missing_manifest(entry.campaign))
     return Pool(records, campaigns, tuple(stops.values()), tuple(sources))
+
+
+def _with_stack(record: RecordedAttempt, folder: Path) -> RecordedAttempt:
+    """The record with the stack it ran under: as it wrote it, else from the facts snapshot its
+    ``facts`` hash names in its campaign folder; a record that names none stays unknown."""
+    if record.stack or not record.facts:
+        return record
+    snapshot = read_facts_by_hash(CampaignDir(folder), record.facts)
+    return replace(record, stack=software_stack(snapshot)) if snapshot is not None else record
 
 
 def _add(seen: dict[str, tuple[RecordedAttempt, str]], record: RecordedAttempt, file: str) -> None:

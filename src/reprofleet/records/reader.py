@@ -15,7 +15,7 @@ one), so a renamed or retyped field is found by mypy, not by a report that print
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 from typing import Any, Iterable, Iterator, Mapping
@@ -23,6 +23,7 @@ from typing import Any, Iterable, Iterator, Mapping
 from reprofleet.model.judging import Classified, Judging
 from reprofleet.model.shutdown import orderly_shutdown
 from reprofleet.model.reasons import slot_runs_again
+from reprofleet.records.gpu_settings import departures
 from reprofleet.records.identity import record_cell_id
 from reprofleet.records.store import AMENDS, read_records
 
@@ -58,6 +59,13 @@ def _mapping(line: Mapping[str, Any], key: str) -> Mapping[str, Any]:
 def _flag(line: Mapping[str, Any], key: str) -> bool | None:
     value = line.get(key)
     return value if isinstance(value, bool) else None
+
+
+def _stack(line: Mapping[str, Any]) -> Mapping[str, str | None]:
+    value = line.get("stack")
+    if not isinstance(value, Mapping):
+        return {}
+    return {str(k): None if v is None else str(v) for k, v in value.items()}
 
 
 @dataclass(frozen=True, eq=False)
@@ -103,6 +111,9 @@ class RecordedAttempt(Mapping[str, Any]):
     amended: bool  # an amendment completed it (recovery's forensics, or a host that came back)
     cut: tuple[str, ...]  # where the record and its amendments were cut to a bound (store.bounded)
     line: Mapping[str, Any]  # the folded line, every key as written
+    # kernel, driver, CUDA, VBIOS it ran under (records/host_stack.py): its ``stack`` as written, else
+    # the facts snapshot its ``facts`` hash names (pooling.load_pool); empty: unknown (an older record)
+    stack: Mapping[str, str | None] = field(default_factory=dict)
 
     @classmethod
     def from_json(cls, line: Mapping[str, Any]) -> "RecordedAttempt":
@@ -129,7 +140,7 @@ class RecordedAttempt(Mapping[str, Any]):
             kernel_net=tuple(k for k in kernel if isinstance(k, Mapping)) if isinstance(kernel, list) else (),
             schema=_number(line, "schema"), amended=bool(line.get("amended")),
             cut=tuple(str(c) for c in cut) if isinstance(cut, list) else (),
-            line=dict(line),
+            line=dict(line), stack=_stack(line),
         )
 
     # -- the line as a mapping (the exporter, runner/) ------------------------------------
@@ -166,6 +177,10 @@ class RecordedAttempt(Mapping[str, Any]):
         except ValueError:
             return None
         return round((end - start).total_seconds(), 3)
+
+    def settings_departures(self) -> tuple[str, ...]:
+        """How the GPU settings read back before it differ from its cell's plan (records/gpu_settings.py)."""
+        return departures(self.factors, self.policy)
 
     def differs_from(self, other: "RecordedAttempt") -> tuple[str, ...]:
         """Which of factors, runtime and PoC two records of one cell name ran differently, as

@@ -61,7 +61,8 @@ class Folders:
         by_hash: dict[str, dict[str, Any]] = {}
         by_host: dict[str, list[dict[str, Any]]] = {}
         for root in self.roots:
-            for path in sorted((root / "facts").glob("*.json")) if (root / "facts").is_dir() else []:
+            kept = sorted((root / "facts").glob("*.json")) + sorted((root / "facts" / "by-hash").glob("*.json"))
+            for path in kept if (root / "facts").is_dir() else []:  # by-hash: every snapshot a record names
                 try:
                     snapshot = json.loads(path.read_text(encoding="utf-8"))
                 except (OSError, json.JSONDecodeError):
@@ -70,7 +71,8 @@ class Folders:
                     continue
                 body = json.dumps(snapshot, sort_keys=True, default=str)
                 by_hash[hashlib.sha256(body.encode()).hexdigest()] = snapshot
-                by_host.setdefault(path.stem, []).append(snapshot)
+                if path.parent.name != "by-hash":
+                    by_host.setdefault(path.stem, []).append(snapshot)
         chosen: dict[str, dict[str, Any]] = {}
         for record in sorted(attempts_of(records), key=lambda r: str(r.started)):
             snapshot = by_hash.get(str(record.facts))

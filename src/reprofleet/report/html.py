@@ -23,7 +23,7 @@ from reprofleet.report.forest import forest_svg
 from reprofleet.report.freeze import draw_within_budget, drawable, freeze_html, load_trace, points_for
 from reprofleet.report.host_debug import html_section as host_debug_html
 from reprofleet.report.hostfacts import facts_html
-from reprofleet.report.markdown import OUTCOMES, verdict_rows
+from reprofleet.report.markdown import OUTCOMES, RAN_UNDER, ran_under_rows, verdict_rows
 from reprofleet.report.phases import phase_histogram_svg, time_to_wedge_svg
 from reprofleet.report.search import SearchReport, boundary_lines, ladder_svg, posterior_svg, verdict_rows as search_rows
 from reprofleet.report.style import CSS
@@ -128,6 +128,16 @@ def _search(search: SearchReport) -> str:
                       "Pr(on the good side) per version; the dashed line is the posterior the bisection stops at."))
 
 
+def _ran_under(records: Sequence[RecordedAttempt]) -> str:
+    """What each cell ran under on each host: the stack and the GPU settings read back (report.md's table)."""
+    rows = ran_under_rows(records)
+    if not rows:
+        return ""
+    head = "".join(f"<th>{_e(h)}</th>" for h in RAN_UNDER)
+    body = "".join("<tr>" + "".join(f"<td>{_e(v)}</td>" for v in row) + "</tr>" for row in rows)
+    return f"<h3>What each cell ran under, per host</h3><table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+
+
 def render_html(judgement: Judgement, pool: Pool, title: str, search: SearchReport | None = None) -> str:
     """The whole report as one string (deterministic: same records, same bytes); ``search``: a
     search's or bisection's result, its own section (the ladder and the posterior) and verdict rows."""
@@ -147,7 +157,7 @@ def render_html(judgement: Judgement, pool: Pool, title: str, search: SearchRepo
                           "cell, every attempt (clean ones too), stacked by outcome.")
                   + _figure(time_to_wedge_svg(records, cell_names), "Seconds from each attempt's start to the last "
                             "line heard before its host froze."),
-        "hosts": facts_html(folders.facts(records), records),
+        "hosts": facts_html(folders.facts(records), records) + _ran_under(records),
         "commands": commands_html(judgement, records),
         "not-judged": not_judged(judgement, records),
     }

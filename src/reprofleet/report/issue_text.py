@@ -18,6 +18,8 @@ import re
 from enum import Enum, unique
 from typing import Any, Mapping, Sequence
 
+from reprofleet.records.gpu_settings import readback_summary
+from reprofleet.records.host_stack import stack_words
 from reprofleet.records.reader import RecordedAttempt, attempts_of
 from reprofleet.report.commands import commands_for
 from reprofleet.report.hostfacts import fact_rows, runtimes_by_host
@@ -43,12 +45,26 @@ def _cell(text: Any) -> str:
     return prose(" ".join(str(text).split()))
 
 
+def _stacks(records: Sequence[RecordedAttempt]) -> list[str]:
+    """What each host ran under, attempt by attempt: the table above is one snapshot per host, and a
+    driver that changed mid-campaign must not be read as the one every freeze ran under."""
+    counts: dict[tuple[str, str], list[int]] = {}
+    for record in records:
+        entry = counts.setdefault((record.host, stack_words(record.stack)), [0, 0])
+        entry[0] += 1
+        entry[1] += record.outcome in FREEZES
+    return [f"- {_cell(host)}: {_cell(stack)}: {n} attempts, {frozen} froze or reset the host"
+            for (host, stack), (n, frozen) in sorted(counts.items())]
+
+
 def _environment_table(facts: Mapping[str, Mapping[str, Any]], records: Sequence[RecordedAttempt]) -> list[str]:
     hosts = list(facts)
     if not hosts:
         return ["(no host facts in these folders: run `invoke facts --hosts INVENTORY` before the campaign)"]
     rows = fact_rows(facts, runtimes_by_host(records))
-    lines = ["| | " + " | ".join(_cell(h) for h in hosts) + " |", "| --- |" + " --- |" * len(hosts)]
+    lines = ["The host stack each attempt ran under (kernel, driver, CUDA, VBIOS, from the facts it recorded):",
+             "", *_stacks(records), "", "Each host's facts (as its last freeze ran, else its last attempt):", "",
+             "| | " + " | ".join(_cell(h) for h in hosts) + " |", "| --- |" + " --- |" * len(hosts)]
     lines += [f"| {_cell(r.label)} | " + " | ".join(_cell(v) for v in r.values) + " |" for r in rows]
     return lines
 
@@ -101,7 +117,8 @@ def _freezes(records: Sequence[RecordedAttempt], html_name: str) -> list[str]:
     if not frozen:
         return ["No attempt wedged or rebooted its host."]
     return [f"- {_cell(r.host)}, cell {_cell(r.cell)}, {_cell(r.outcome)} at "
-            f"{_cell(r.started)}, last phase {_cell(r.last_phase or '?')}: "
+            f"{_cell(r.started)}, last phase {_cell(r.last_phase or '?')}, under {_cell(stack_words(r.stack))}; "
+            f"GPU settings read back {_cell(readback_summary(r.policy))}: "
             f"[its last minute]({html_name}#freeze-{re.sub(r'[^A-Za-z0-9-]', '', r.attempt)})"
             for r in frozen]
 

@@ -17,7 +17,9 @@ from __future__ import annotations
 from typing import Any, Iterable, Mapping, Sequence
 
 from reprofleet.model import Outcome
-from reprofleet.records.reader import attempts_of
+from reprofleet.records.gpu_settings import readback_summary
+from reprofleet.records.host_stack import stack_words
+from reprofleet.records.reader import RecordedAttempt, attempts_of
 from reprofleet.verdicts import ALL_HOSTS, Judgement, fmt_p, pct
 from reprofleet.verdicts.words import ratio
 from reprofleet.report.host_debug import markdown_section as host_debug_section
@@ -126,6 +128,37 @@ def quoted_reasons(judgement: Judgement) -> tuple[str, ...]:
     return (*judgement.excluded, *judgement.not_run)
 
 
+RAN_UNDER = ("cell", "host", "attempts", "wedges/reboots", "host stack", "GPU settings read back", "against the plan")
+
+
+def ran_under_rows(records: Sequence[RecordedAttempt]) -> list[tuple[str, str, int, int, str, str, str]]:
+    """Per cell and host: the host stack and the GPU settings read back before its attempts, and
+    where they differ from the cell's plan (report.md and report.html print these). The evidence a
+    verdict rests on is what ran, not what was asked: a default cell under an owner's clock lock,
+    or wedges under an older driver, are rows of their own in the rate table, and this says why."""
+    groups: dict[tuple[str, str, str, str, str], list[RecordedAttempt]] = {}
+    for record in records:
+        if record.runs_again:
+            continue
+        departed = "; ".join(record.settings_departures()) or "as planned"
+        key = (record.cell, record.host, stack_words(record.stack), readback_summary(record.policy), departed)
+        groups.setdefault(key, []).append(record)
+    return [(cell, host, len(items), sum(1 for r in items if r.outcome in ("wedge", "reboot")), stack, readback, departed)
+            for (cell, host, stack, readback, departed), items in sorted(groups.items())]
+
+
+def ran_under(records: Sequence[RecordedAttempt]) -> list[str]:
+    """:func:`ran_under_rows` as a Markdown table (none when no attempt ran)."""
+    rows = ran_under_rows(records)
+    if not rows:
+        return []
+    lines = ["| " + " | ".join(RAN_UNDER) + " |", "| --- | --- | ---: | ---: | --- | --- | --- |"]
+    for cell, host, n, frozen, stack, readback, departed in rows:
+        lines.append(f"| {code_span(cell)} | {code_span(host)} | {n} | {frozen} | {code_span(stack)} | "
+                     f"{code_span(readback)} | {code_span(departed)} |")
+    return lines
+
+
 def verdict_rows(judgement: Judgement) -> list[tuple[str, str]]:
     """(cell, verdict) pairs, word for word: report.md, report.html and the terminal print these.
     A stop is already in the sentence ("stopped by RULE after n"), never the rule's own claim."""
@@ -184,6 +217,7 @@ def render_markdown(judgement: Judgement, records: Sequence[Mapping[str, Any]], 
     for heading, section in (("Against the reference cell", _comparisons(judgement)),
                              ("Does the order of attempts matter?", _splits(judgement)),
                              ("Every wedge and reboot", _wedges(attempts)),
+                             ("What each cell ran under, per host", ran_under(attempts)),
                              ("Kernel lockup panics (host_debug)", host_debug_section(attempts))):
         if section:
             parts += ["", f"## {heading}", "", *section]

@@ -19,7 +19,8 @@ from reprofleet.playbook.ladder import Ladder, LadderPlan, LadderResult, ladder_
 from reprofleet.records.pooling import Pool
 from reprofleet.records.reader import RecordedAttempt
 from reprofleet.stats.changepoint import bad_check_attempts
-from reprofleet.stats.search_contract import BisectResult, BisectSpec, Probe, ProbeOutcome, SearchResult
+from reprofleet.stats.search_contract import (BisectResult, BisectSpec, HostException, Probe, ProbeOutcome,
+                                              SearchResult)
 
 _MARKS = {ProbeOutcome.REPRODUCED: ("wedge", "X"), ProbeOutcome.CLEAN: ("clean", "o"),
           ProbeOutcome.UNUSABLE: ("infra", "s")}  # colour (plots.OUTCOME_COLOURS) and marker per outcome
@@ -93,13 +94,18 @@ def boundary_lines(report: SearchReport) -> list[str]:
     """One sentence per host group (a search) or one for the change point (a bisection)."""
     plan, result = report.plan, report.result
     if isinstance(result, BisectResult):
-        return [_bisect_line(plan, result)]
+        return [_bisect_line(plan, stratum) for stratum in (result, *result.strata)]
     return [_search_line(plan, group) for group in result]
 
 
 def _search_line(plan: LadderPlan, group: SearchResult) -> str:
     spec = plan.spec
-    who = f"hosts {', '.join(group.hosts)}" if group.group == "all" else f"group {group.group} ({', '.join(group.hosts)})"
+    if group.split_from is not None:
+        who = f"host {', '.join(group.hosts)} (left out of {group.split_from}: answered from its own records)"
+    elif group.group == "all":
+        who = f"hosts {', '.join(group.hosts)}"
+    else:
+        who = f"group {group.group} ({', '.join(group.hosts)})"
     target = f"ε={spec.epsilon:g}, δ={spec.delta:g}"
     if group.boundary is None:
         head = f"{who}: no level meets {target}, not even the safest ({plan.labels[0]})"
@@ -111,7 +117,16 @@ def _search_line(plan: LadderPlan, group: SearchResult) -> str:
         seen = f"{evidence.reproductions}/{evidence.attempts} reproduced" if evidence else "no evidence"
         head += f"; above it {plan.labels[group.above]}: {seen}"
     state = "decided" if group.done else "not decided"
-    return (f"{head}; {group.attempts} attempts, {group.power_cycles} power cycles; {state} ({group.why})")
+    return (f"{head}; {group.attempts} attempts, {group.power_cycles} power cycles; {state} ({group.why})"
+            + _exceptions(plan, group.exceptions))
+
+
+def _exceptions(plan: LadderPlan, exceptions: Sequence[HostException]) -> str:
+    """The hosts an answer does not cover, each with its own evidence (issue 33: never a silent pool)."""
+    if not exceptions:
+        return ""
+    return "; not covered: " + "; ".join(
+        f"{e.host} at {plan.labels[e.level]} ({e.reproductions}/{e.attempts}): {e.why}" for e in exceptions)
 
 
 def _bisect_line(plan: LadderPlan, result: BisectResult) -> str:
@@ -119,9 +134,11 @@ def _bisect_line(plan: LadderPlan, result: BisectResult) -> str:
     ends = {None: "endpoints not re-checked yet", True: "endpoints re-checked",
             False: "an endpoint failed its re-check (the known bad never reproduced or the good end missed its target)"}
     state = "decided" if result.done else "not decided"
-    return (f"first good: {label(result.first_good)} (posterior {result.posterior:.3g}), last bad: "
+    who = f"group {result.group}" if result.group != "all" else "hosts"
+    covers = f"{who} {', '.join(result.hosts)}: " if result.hosts else ""
+    return (f"{covers}first good: {label(result.first_good)} (posterior {result.posterior:.3g}), last bad: "
             f"{label(result.last_bad)}; {ends[result.endpoints_ok]}; {result.attempts} attempts, "
-            f"{result.power_cycles} power cycles; {state} ({result.why})")
+            f"{result.power_cycles} power cycles; {state} ({result.why})" + _exceptions(plan, result.exceptions))
 
 
 def markdown_section(report: SearchReport) -> list[str]:

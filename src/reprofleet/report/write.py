@@ -16,9 +16,11 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from reprofleet.audit.run import Audit, audit_report, auditing, require_consistent
 from reprofleet.errors import UsageError
 from reprofleet.model import Outcome
 from reprofleet.records.pooling import CampaignInfo, Pool, load_pool
+from reprofleet.records.reader import RecordedAttempt
 from reprofleet.records.store import write_atomic
 from reprofleet.report.folders import Folders
 from reprofleet.report.html import render_html
@@ -40,6 +42,7 @@ class WrittenReport:
     search: SearchReport | None = None
     search_problem: str | None = None  # why a search's result was not computed
     issue: Path | None = None
+    audit: Audit | None = None  # the auditor's findings (``--audit``, or ``REPROFLEET_AUDIT=1``)
 
     @property
     def search_lines(self) -> list[str]:
@@ -50,7 +53,8 @@ class WrittenReport:
         """``invoke report --json``: the verdicts, each cell's rate per host and pooled, a search's result."""
         assert self.judgement is not None
         return {**self.judgement.to_json(), "rates": rates_json(self.judgement),
-                **({"search": self.search.to_json()} if self.search is not None else {})}
+                **({"search": self.search.to_json()} if self.search is not None else {}),
+                **({"audit": self.audit.to_json()} if self.audit is not None else {})}
 
 
 def campaign_report(folder: Path, title: str) -> WrittenReport:
@@ -64,7 +68,8 @@ def campaign_report(folder: Path, title: str) -> WrittenReport:
     search, search_problem = _search(pool)
     write_atomic(report_path, render_markdown(judgement, pool.records, title.capitalize(), search))
     html, html_problem = _write_html(folder / "report.html", judgement, pool, title.capitalize(), search)
-    return WrittenReport(judgement, report_path, html, html_problem, search, search_problem)
+    written = WrittenReport(judgement, report_path, html, html_problem, search, search_problem)
+    return _audited(written, (folder,), (), raise_on_contradiction=True) if auditing() else written
 
 
 @dataclass(frozen=True)
@@ -77,6 +82,7 @@ class ReportRequest:
     issue: str = ""  # also the text a bug tracker asks for: vllm or nvidia, as typed
     markdown: Path | None = None  # report.md's path; None: judge only (``--json``), write nothing
     html: Path | None = None
+    audit: bool = False  # ``--audit``: re-check every claim against the raw records (WrittenReport.audit)
 
 
 def pooled_report(request: ReportRequest) -> WrittenReport:
@@ -89,7 +95,7 @@ def pooled_report(request: ReportRequest) -> WrittenReport:
     judgement = judge(pool, request.reference)
     search, search_problem = _search(pool)
     if request.markdown is None:
-        return WrittenReport(judgement, search=search, search_problem=search_problem)
+        return _audit_asked(WrittenReport(judgement, search=search, search_problem=search_problem), request)
     html_path = request.html or request.markdown.with_suffix(".html")
     request.markdown.parent.mkdir(parents=True, exist_ok=True)
     write_atomic(request.markdown, render_markdown(judgement, pool.records, "reprofleet report", search))
@@ -97,9 +103,39 @@ def pooled_report(request: ReportRequest) -> WrittenReport:
     issue = None
     if tracker is not None:
         issue = request.markdown.with_name(f"issue-{tracker.value}.md")
-        write_atomic(issue, issue_markdown(tracker, judgement, pool.records, Folders.of(pool).facts(pool.records),
+        write_atomic(issue, issue_markdown(tracker, judgement, pool.records, Folders.of(pool).facts(_freezes_first(pool)),
                                            html_path.name))
-    return WrittenReport(judgement, request.markdown, html, html_problem, search, search_problem, issue)
+    return _audit_asked(WrittenReport(judgement, request.markdown, html, html_problem, search, search_problem, issue),
+                        request)
+
+
+def _audit_asked(written: WrittenReport, request: ReportRequest) -> WrittenReport:
+    """``--audit`` returns the auditor's findings for the command line to print; ``REPROFLEET_AUDIT=1``
+    (the test suite) raises on the first report a contradiction is found in."""
+    if not (request.audit or auditing()):
+        return written
+    counted = tuple(o.strip() for o in request.reproductions.split(",") if o.strip())
+    return _audited(written, request.sources, counted, raise_on_contradiction=not request.audit)
+
+
+def _audited(written: WrittenReport, sources: tuple[Path, ...], reproductions: tuple[str, ...],
+             raise_on_contradiction: bool) -> WrittenReport:
+    """The report with the auditor's findings: its claims (as ``--json`` prints them) against
+    the records under ``sources``, read by code that does not import the judge."""
+    if written.judgement is None:
+        return written
+    audit = audit_report(written.to_json(), sources, reproductions)
+    if raise_on_contradiction:  # the test suite's check: the report it wrote stays as --json prints it
+        require_consistent(audit, str(written.markdown or "the report"))
+        return written
+    return replace(written, audit=audit)
+
+
+def _freezes_first(pool: Pool) -> tuple[RecordedAttempt, ...]:
+    """The records whose facts the issue's host table shows: a host's freezes where it froze (the
+    facts each wedge ran under, never a driver installed after them), else all its records."""
+    frozen = {r.host for r in pool.records if r.outcome in ("wedge", "reboot")}
+    return tuple(r for r in pool.records if r.host not in frozen or r.outcome in ("wedge", "reboot"))
 
 
 def _counting(pool: Pool, reproductions: str) -> Pool:

@@ -64,13 +64,15 @@ from __future__ import annotations
 import hashlib
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import Enum, unique
 from itertools import pairwise, product
 
 import numpy as np
 from scipy.special import betaincc, betaln, gammaln, logsumexp
 
+from reprofleet.stats import bisect_strata as strata
+from reprofleet.stats.bisect_strata import bad_check_attempts
 from reprofleet.stats.anytime import rate_lower
 from reprofleet.stats.intervals import upper_bound
 from reprofleet.stats.search_contract import (
@@ -89,13 +91,6 @@ BAD_MEANS = np.linspace(0.15, 0.85, 8)  # the bad side's mean rate m
 BAD_SPREADS = (6.0, 24.0)  # its concentration kappa: 6 the versions differ widely, 24 they are close
 _HYPER = np.array([(m * k, (1.0 - m) * k) for m in BAD_MEANS for k in BAD_SPREADS])
 GOOD_RATES = np.array([0.0, 0.0025, 0.005, 0.01, 0.02, 0.04])
-
-
-def bad_check_attempts(posterior: float, min_bad_rate: float) -> int:
-    """Clean runs that a version reproducing at ``min_bad_rate`` passes with probability at
-    most 1 - ``posterior``: after them the known bad is called 'never reproduced', and the
-    first good needs them before it is called good (14 at 0.95 and 20%)."""
-    return math.ceil(math.log1p(-posterior) / math.log1p(-min_bad_rate))
 
 
 @unique
@@ -283,9 +278,9 @@ def first_good_runs_left(spec: BisectSpec, tally: _Tally, first_good: int) -> in
     return max(0, bad_check_attempts(spec.posterior, spec.min_bad_rate) - int(tally.cleans[first_good]))
 
 
-def bisect_result(spec: BisectSpec, probes: Sequence[Probe]) -> BisectResult:
-    """The change point's posterior, the endpoint checks and whether the bisection is done."""
-    _check(spec, probes)
+def _pooled_result(spec: BisectSpec, probes: Sequence[Probe], spent_on: Sequence[Probe]) -> BisectResult:
+    """The change point's posterior over ``probes`` (one stratum's evidence), the endpoint
+    checks and whether it is done; attempts, power cycles and the budget over ``spent_on``."""
     tally = _tally(spec, probes)
     bad, good = _endpoint_checks(spec, tally)
     post = _change_posterior(tally, spec.min_bad_rate)
@@ -295,12 +290,12 @@ def bisect_result(spec: BisectSpec, probes: Sequence[Probe]) -> BisectResult:
         version=v, attempts=int(tally.wedges[i] + tally.cleans[i]), reproductions=int(tally.wedges[i]),
         unusable=int(tally.unusable[i]), skipped=bool(skipped[i]), p_good=float(min(p_good[i], 1.0)))
         for v in range(spec.versions) for i in (_internal(spec, v),))
-    cycles = sum(1 for p in probes if p.outcome is ProbeOutcome.REPRODUCED or p.power_cycled)
+    cycles = sum(1 for p in spent_on if p.outcome is ProbeOutcome.REPRODUCED or p.power_cycled)
     failed = EndCheck.FAILED in (bad, good)
     ok: bool | None = False if failed else (True if bad is good is EndCheck.OK else None)
     low, high, mass = _span(post, tally)
     first_good, last_bad = (None, None) if failed else (_external(spec, high), _external(spec, low))
-    spent = _budget_spent(spec, probes)
+    spent = _budget_spent(spec, spent_on)
     owed = first_good_runs_left(spec, tally, high)
     if failed:
         done, why = True, _why_endpoints(spec, bad, good, tally)
@@ -318,7 +313,31 @@ def bisect_result(spec: BisectSpec, probes: Sequence[Probe]) -> BisectResult:
             why = f"{spent}: first good {first_good}, last bad {last_bad} at posterior {mass:.3f}" + (
                 f"; {floor}" if floor else "")
     return BisectResult(first_good=first_good, last_bad=last_bad, posterior=mass, endpoints_ok=ok,
-                        versions=versions, attempts=len(probes), power_cycles=cycles, done=done, why=why)
+                        versions=versions, attempts=len(spent_on), power_cycles=cycles, done=done, why=why)
+
+
+def bisect_result(spec: BisectSpec, probes: Sequence[Probe]) -> BisectResult:
+    """The change point of every stratum: the first (in group-name order) with the others in ``strata``.
+
+    Each stratum (a declared group) is its own bisection. Within one, a host's probes are
+    evidence only once the bug has reproduced on it (``strata.evidence``): the clean runs of
+    a host where the bug never shows would read as "good" at every version and pull the change
+    point early (issue 33: "first good 0.21.0 (posterior 0.975)" beside 3/23 at 0.21.0 on the
+    one host that shows it). The answer names the hosts it covers: a host the bug never
+    reproduced on, or one that reproduced at the first good, is an exception, never covered."""
+    _check(spec, probes)
+    results = []
+    for group, hosts in strata.declared(spec.groups, probes):
+        mine = [p for p in probes if p.host in hosts]
+        evidence = strata.evidence(spec, mine) if spec.per_host else mine
+        pooled = _pooled_result(spec, evidence, mine)
+        covered, exceptions = strata.coverage(spec, mine, hosts, pooled.first_good) if spec.per_host else (hosts, ())
+        if spec.per_host and not covered and pooled.first_good is not None and strata.confirmed(spec, mine):
+            pooled = replace(pooled, done=False, why=f"withheld: the first good ({pooled.first_good}) reproduced on "
+                             f"every host the bug shows on; {pooled.why}")
+        results.append(replace(pooled, group=group, hosts=covered, exceptions=exceptions))
+    first, rest = results[0], tuple(results[1:])
+    return replace(first, strata=rest, done=all(r.done for r in results))
 
 
 def _pending_outcomes(pending: np.ndarray) -> tuple[list[tuple[int, int]], list[tuple[int, ...]]]:
@@ -401,10 +420,22 @@ def next_bisect_version(spec: BisectSpec, probes: Sequence[Probe], host: str,
     would tell with nothing running: below that, waiting for the running ones costs wall
     time but no attempt."""
     _check(spec, probes)
-    others = [_internal(spec, v) for h, v in running.items() if h != host and 0 <= v < spec.versions]
-    result = bisect_result(spec, probes)
-    if _budget_spent(spec, probes, len(others)) is not None or result.done or result.first_good is None:
+    if _budget_spent(spec, probes, sum(1 for h in running if h != host)) is not None:
+        return None
+    stratum = strata.stratum_hosts(spec.groups, probes, host)
+    mine = [p for p in probes if p.host in stratum]
+    if spec.per_host:
+        decided, version = strata.host_check(spec, mine, host)
+        if decided:
+            return version  # a host the bug has not shown on yet runs the known bad; one it never shows on leaves
+    evidence = strata.evidence(spec, mine)
+    group = strata.group_of(spec.groups, host)
+    others = [_internal(spec, v) for h, v in running.items()
+              if h != host and strata.group_of(spec.groups, h) == group and 0 <= v < spec.versions]
+    result = _pooled_result(spec, evidence, mine)
+    if result.done or result.first_good is None:
         return None  # not done: no endpoint failed, so the span is named
+    probes = evidence
     tally = _tally(spec, probes)
     bad, good = _endpoint_checks(spec, tally)
     last = spec.versions - 1

@@ -35,12 +35,28 @@ class Probe:
 
     ``level``: index into the ordered levels; for a search 0 is the safest (least risky)
     level, for a bisection 0 is the oldest version. ``power_cycled``: recovering from it took
-    a power cycle (its cost)."""
+    a power cycle (its cost). ``worst_case``: a REPRODUCED probe that may not have been one
+    (an error or hang in the phase at risk, or the host lost inside it): counted as a
+    reproduction, because a level or version is called clean or good only if it would still
+    be with every such attempt a reproduction (issue 33 item 2)."""
 
     level: int
     host: str
     outcome: ProbeOutcome
     power_cycled: bool = False
+    worst_case: bool = False
+
+
+@dataclass(frozen=True)
+class HostException:
+    """A host an answer does not cover, because its own records contradict the answer or say
+    nothing of it; ``level``, ``reproductions`` and ``attempts`` are the evidence named."""
+
+    host: str
+    level: int
+    reproductions: int
+    attempts: int
+    why: str
 
 
 @dataclass(frozen=True)
@@ -63,6 +79,7 @@ class SearchSpec:
     wedge_cost_s: float = 900.0
     groups: tuple[tuple[str, str], ...] = ()
     seed: int = 0
+    per_host: bool = True  # False: every group pooled whatever its hosts show (the naive engine of bench/search.py)
 
 
 @dataclass(frozen=True)
@@ -91,6 +108,8 @@ class SearchResult:
     power_cycles: int
     done: bool  # the target is decided (met at a level whose next level is shown bad, or budget spent)
     why: str  # one sentence: why it stopped or what it waits for
+    exceptions: tuple[HostException, ...] = ()  # hosts of the group left out: their records contradict its answer
+    split_from: str | None = None  # this stratum is one host left out of that group, answered from its own records
 
 
 @dataclass(frozen=True)
@@ -122,6 +141,8 @@ class BisectSpec:
     speculate: float = 0.5
     min_bad_rate: float = 0.2
     seed: int = 0
+    groups: tuple[tuple[str, str], ...] = ()  # (host, stratum) as SearchSpec's: each stratum its own bisection
+    per_host: bool = True  # False: every stratum pooled whatever its hosts show (the naive engine of bench/search.py)
 
 
 @dataclass(frozen=True)
@@ -145,6 +166,10 @@ class BisectResult:
     power_cycles: int
     done: bool
     why: str
+    group: str = "all"
+    hosts: tuple[str, ...] = ()  # the hosts the answer covers (empty: every host, as before strata)
+    exceptions: tuple[HostException, ...] = ()  # hosts of the stratum it does not cover, and why
+    strata: tuple["BisectResult", ...] = ()  # the other strata's answers (declared groups), each its own bisection
 
 
 def budget_spent(attempts: int | None, power_cycles: int | None, probes: Sequence[Probe],

@@ -14,7 +14,8 @@ the planned end when every planned slot ran (fixed-n), without it the records ar
 the whole design; ``running=True`` or a ``stops`` event makes every look anytime-valid.
 
 Modules: ``tally`` (records -> counts by role), ``looks`` (is this the planned end?),
-``pairing`` (the hosts a cell is compared on, and the reference identity there),
+``pairing`` (the hosts a cell is compared on, and the reference identity there), ``sides`` (what
+else differs between a cell and its reference: campaigns, dates, image, PoC, driver, order),
 ``families`` (Holm across a report's cells, and the sides ``invoke compare`` judges beside it), ``host_claims`` (tested "not on X"),
 ``advice`` (clean attempts that would conclude, the worst case), ``words`` (the pieces of
 a sentence), ``judge`` (evidence -> verdicts), ``verdict`` (what reports print).
@@ -28,7 +29,7 @@ from typing import Any, Mapping, Sequence
 
 from reprofleet.errors import ReprofleetError
 from reprofleet.model import Judging, Role
-from reprofleet.records.identity import cell_name
+from reprofleet.records.identity import DEPARTED, cell_name, departed, stratum_of
 from reprofleet.records.pooling import Pool
 from reprofleet.stats import intervals as stats
 from reprofleet.stats.comparison import weigh
@@ -37,6 +38,7 @@ from reprofleet.verdicts.families import ALPHA, LEVEL, Beside, Families
 from reprofleet.verdicts.judge import CellFacts, Compared, Comparison, Context, VerdictKind, judge_cell
 from reprofleet.verdicts.looks import Look, Looks
 from reprofleet.verdicts.pairing import pair
+from reprofleet.verdicts.sides import sides
 from reprofleet.verdicts.tally import ALL_HOSTS, Judged, Tally, judge_records, natural_key, split_tally, tallies
 from reprofleet.verdicts.verdict import Split, Verdict
 from reprofleet.verdicts.words import fmt_p, pct
@@ -103,11 +105,21 @@ def _identity_warnings(ids: Sequence[str], judged: Sequence[Judged], reference: 
             continue
         samples = {i: next(j.record for j in judged if j.cell_id == i) for i in group}
         differ = sorted({k for a in group for b in group for k in samples[a].differs_from(samples[b])})
+        differ += _stratum_words(group)
         role = ("; each host is compared with the reference identity that ran there, never one copy with another"
                 if name == reference else "")
         warnings.append(f"cell {name!r} ran with {len(group)} different contents ({', '.join(group)}; they differ in "
                         f"{', '.join(differ) or 'content'}): shown as separate rows, never pooled{role}")
     return warnings
+
+
+def _stratum_words(group: Sequence[str]) -> list[str]:
+    """What strata of one identity differ in (``Pool.strata``): the host stack, the settings read back."""
+    labels = [stratum_of(i) for i in group]
+    out = ["the host stack it ran under"] if any(label and not label.startswith(DEPARTED) for label in labels) else []
+    if any(departed(i) for i in group):
+        out.append("the GPU settings read back (other than planned)")
+    return out
 
 
 def _order(ids: Sequence[str], pool: Pool) -> list[str]:
@@ -198,7 +210,7 @@ def judge(pool: Pool, reference: str | None = None, beside: Beside = Beside()) -
 
     ``beside``: the raw p-values of comparisons judged beside this report (``invoke compare``'s
     other sides); they join its Holm families, so every claim is adjusted across all of them."""
-    judged = judge_records(pool.records, pool.judging_of)
+    judged = judge_records(pool.records, pool.judging_of, pool.strata())
     table = tallies(judged)
     ids = _order(list(dict.fromkeys(j.cell_id for j in judged)), pool)
     hosts = tuple(sorted({j.host for j in judged}, key=natural_key))
@@ -219,7 +231,7 @@ def judge(pool: Pool, reference: str | None = None, beside: Beside = Beside()) -
     cells = [CellFacts(names[i], i, table[(i, ALL_HOSTS)], {h: table[(i, h)] for h in hosts if (i, h) in table},
                        i in ref_ids, looks.of(cell_name(i)), _stopped(pool, cell_name(i), judged),
                        _caveats(pool, campaigns_of[i]) + _split(i, ids) + report_caveats) for i in ids]
-    compared = _compare(cells, ref_ids, hosts, table, looks, judging)
+    compared = _compare(cells, ref_ids, hosts, table, looks, judging, (judged, pool))
     families = Families({i: c.evidence.p_below for i, c in compared.items() if c.evidence},
                         {i: c.evidence.p_fixed for i, c in compared.items() if c.evidence}, beside)
     claims = host_claims.claims({c.cell_id: c.per_host for c in cells if c.pooled.reproductions},
@@ -239,8 +251,10 @@ def judge(pool: Pool, reference: str | None = None, beside: Beside = Beside()) -
 
 
 def _compare(cells: Sequence[CellFacts], ref_ids: Sequence[str], hosts: Sequence[str],
-             table: Mapping[tuple[str, str], Tally], looks: Looks, judging: Judging) -> dict[str, Compared]:
-    """Every non-reference cell against the reference on the hosts that ran both."""
+             table: Mapping[tuple[str, str], Tally], looks: Looks, judging: Judging,
+             records: tuple[Sequence[Judged], Pool]) -> dict[str, Compared]:
+    """Every non-reference cell against the reference on the hosts that ran both. Sides that
+    ran in different campaigns are never at a planned end (``sides``): anytime-valid, and said."""
     out = {}
     reference = cell_name(ref_ids[0])
     for cell in cells:
@@ -250,11 +264,15 @@ def _compare(cells: Sequence[CellFacts], ref_ids: Sequence[str], hosts: Sequence
         if not pairing.hosts:
             out[cell.cell_id] = Compared(pairing, cell.look, None)
             continue
+        between = sides(pairing, *records)
         look = looks.of(cell_name(cell.cell_id), pairing.hosts).joined(looks.of(reference, pairing.hosts))
+        if between.across:
+            look = Look(False, (between.across,)).joined(look)
         evidence = weigh(pairing.strata(table), anytime_valid=not look.final, fixed_ratio=judging.fixed_ratio,
                          confidence=LEVEL)
         planned = looks.planned(cell_name(cell.cell_id)) or looks.planned(reference)
-        out[cell.cell_id] = Compared(pairing, look, evidence, advice_anytime=planned or not look.final)
+        out[cell.cell_id] = Compared(pairing, look, evidence, advice_anytime=planned or not look.final,
+                                     sides=between.clauses[1:] if between.across else between.clauses)
     return out
 
 

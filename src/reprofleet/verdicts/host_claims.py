@@ -13,10 +13,11 @@ across cells) still decides whether the pooled rate is labelled as this fleet's 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Mapping
+from typing import Mapping, Sequence
 
 from reprofleet.stats import comparison
 from reprofleet.stats import intervals as stats
+from reprofleet.stats.ratio import Stratum
 from reprofleet.verdicts.tally import Tally, natural_key
 
 LEVEL = 0.95
@@ -96,3 +97,17 @@ def _cell_claims(cell: str, hosts: Mapping[str, Tally], adjusted: Mapping[tuple[
         worst = max(adjusted.get((cell, host, r), 1.0) for r in reproducing)
         clean.append(CleanHost(host, judged[host].judged, upper, floor, worst, worst < ALPHA and upper < floor))
     return HostClaims(tuple(reproducing), tuple(clean), differ_p, anytime, differ_raw, pairs_raw)
+
+
+def fixed_on_its_own(strata: Sequence[Stratum], hosts: Sequence[str], fixed_ratio: float,
+                     anytime: bool) -> tuple[str, ...]:
+    """The hosts whose own records show the cell fixed (rarer, and the ratio below ``fixed_ratio``,
+    each at 5% on that host alone). A pooled "fixed on A, B" can rest on A alone (0/12 against
+    12/12 on A, 0/12 against 1/12 on B): the sentence then names the hosts it rests on
+    (issue 33 item 7)."""
+    out = []
+    for host, stratum in zip(hosts, strata):
+        evidence = comparison.weigh([stratum], anytime_valid=anytime, fixed_ratio=fixed_ratio)
+        if comparison.concludes_fixed(evidence, ALPHA):
+            out.append(host)
+    return tuple(out)

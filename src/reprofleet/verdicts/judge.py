@@ -36,7 +36,7 @@ from reprofleet.stats.ratio import Stratum
 from reprofleet.verdicts import words as w
 from reprofleet.verdicts.advice import Advice, more_clean_attempts
 from reprofleet.verdicts.families import ALPHA, LEVEL, Families
-from reprofleet.verdicts.host_claims import HostClaims
+from reprofleet.verdicts.host_claims import HostClaims, fixed_on_its_own
 from reprofleet.verdicts.looks import Look, look_words
 from reprofleet.verdicts.pairing import Pairing
 from reprofleet.verdicts.tally import ALL_HOSTS, Tally, natural_key
@@ -104,6 +104,7 @@ class Compared:
     look: Look
     evidence: Evidence | None  # None: no host ran both
     advice_anytime: bool = True  # more attempts would be judged anytime-valid (False: no plan, fixed-n)
+    sides: tuple[str, ...] = ()  # what else differs between the cell and its reference (verdicts/sides.py)
 
 
 @dataclass(frozen=True)
@@ -158,7 +159,7 @@ def _pairing_clauses(compared: Compared, context: Context) -> list[str]:
             f"{i} on {', '.join(h for h in pairing.hosts if pairing.reference_on[h] == i)}" for i in used))
     for host in pairing.several:
         out.append(f"on {host} the reference ran as several identities; compared with {pairing.reference_on[host]}")
-    return out
+    return out + list(compared.sides)
 
 
 def judge_cell(cell: CellFacts, compared: Compared | None, claims: HostClaims | None, context: Context) -> Decision:
@@ -241,6 +242,8 @@ def _less_often_head(compared: Compared, result: Comparison, context: Context) -
         why = "it still reproduces, so it is not fixed"
     elif bound >= threshold:
         why = f"not low enough to call fixed (that needs a ratio below {threshold:g})"
+    elif (result.p_fixed_adjusted or 1.0) < ALPHA:
+        why = "fixed only if none of the attempts at risk was a reproduction, so not fixed (the worst case below)"
     else:
         why = (f"a ratio below {threshold:g} is not shown at this report's Holm rank "
                f"({fmt_p(result.p_fixed_adjusted or 1.0)}), so not fixed")
@@ -289,14 +292,16 @@ def _never_reproduced(cell: CellFacts, compared: Compared, context: Context, tai
             f"{w.hosts_words(list(pairing.hosts))} (0/{pairing.cell_counts(context.table)[1]} against 0/{ref_n})",
             ["cannot be shown on these hosts: the reference never reproduced there", counts, *extra, *tail]),
             bound, result, Advice(None, "cannot be shown on these hosts: the reference never reproduced there"))
-    worst = _worst_case(cell, compared, context)
-    fixed = result.p_adjusted < ALPHA and (result.p_fixed_adjusted or 1.0) < ALPHA
+    worst, holds = _worst_case(cell, compared, context)
+    fixed = result.p_adjusted < ALPHA and (result.p_fixed_adjusted or 1.0) < ALPHA and holds
     if fixed:
         head = (f"fixed at {LEVEL:.0%} against {context.reference}: rate ratio ≤ {w.ratio(result.ratio_upper or 0.0)} "
                 f"(below {result.fixed_ratio:g}: {fmt_p(result.p_fixed_adjusted or 1.0)}; {LEVEL:.0%} one-sided, "
                 f"{result.ratio_method}), rarer ({fmt_p(result.p_adjusted)}, {result.method}; both Holm-adjusted), "
                 f"{rate}")
-        return Decision(VerdictKind.FIXED, w.join(head, [counts, worst, *extra, *tail]), bound, result, None, worst)
+        rests = _rests_on(compared, result, context)
+        return Decision(VerdictKind.FIXED, w.join(head, [rests, counts, worst, *extra, *tail]), bound, result, None,
+                        worst)
     advice = more_clean_attempts(pairing, context.table, context.families, context.judging.fixed_ratio,
                                  compared.advice_anytime)
     if result.p_adjusted < ALPHA and (result.ratio_upper or math.inf) < 1.0:
@@ -313,20 +318,41 @@ def _never_reproduced(cell: CellFacts, compared: Compared, context: Context, tai
                     bound, result, advice, worst)
 
 
-def _worst_case(cell: CellFacts, compared: Compared, context: Context) -> str:
-    """The verdict had every error or hang in the phase at risk been a reproduction."""
+def _rests_on(compared: Compared, result: Comparison, context: Context) -> str:
+    """"fixed on A, B" holds per host only where each host's own records show it; else say on which it rests."""
+    hosts = compared.pairing.hosts
+    if len(hosts) < 2:
+        return ""
+    own = fixed_on_its_own(result.strata, hosts, context.judging.fixed_ratio, result.anytime)
+    if len(own) == len(hosts):
+        return f"each of {w.hosts_words(list(hosts))} shows it on its own records"
+    alone = "; ".join(f"{h}: {k}/{n} against {rk}/{rn}" for h, ((k, n), (rk, rn)) in zip(hosts, result.strata)
+                      if h not in own)
+    where = (f"it rests on {w.hosts_words(list(own))}" if own else "no host shows it on its own records")
+    return (f"pooled over {w.hosts_words(list(hosts))}: {where}; not shown on "
+            f"{w.hosts_words([h for h in hosts if h not in own])} alone ({alone})")
+
+
+def _worst_case(cell: CellFacts, compared: Compared, context: Context) -> tuple[str, bool]:
+    """The verdict had every error or hang in the phase at risk, and every attempt lost with the
+    host there, been a reproduction; and whether "fixed" still holds then. "Fixed" is claimed
+    only where it does (issue 33 item 2): what might be a reproduction is counted as one."""
     at_risk = cell.pooled.at_risk
     if not at_risk:
-        return ""
+        return "", True
     risk = w.risk_words(context.judging)
-    head = f"worst case, had the {w.plural(at_risk, 'error/hang', 'errors/hangs')} in {risk} been reproductions"
+    head = f"worst case, had the {w.at_risk_words(cell.pooled)} in {risk} been reproductions"
     evidence = compared.evidence
     assert evidence is not None
     strata = compared.pairing.strata(context.table, at_risk_as_reproductions=True)
     if sum(c[0] for c, _ in strata) == 0:
-        return f"{head}: reproduces (none of them on the hosts compared)"
+        return f"{head}: reproduces (none of them on the hosts compared)", True
     worst = comparison.weigh(strata, anytime_valid=evidence.anytime, fixed_ratio=context.judging.fixed_ratio)
-    below, _ = context.families.adjusted(compared.pairing.cell_id, worst.p_below, worst.p_fixed)
+    below, fixed = context.families.adjusted(compared.pairing.cell_id, worst.p_below, worst.p_fixed)
+    if below < ALPHA and fixed < ALPHA:
+        return (f"{head}: still fixed (rate ratio ≤ {w.ratio(worst.ratio_upper)}, below "
+                f"{context.judging.fixed_ratio:g}: {fmt_p(fixed)})"), True
     if below < ALPHA and worst.ratio_upper < 1.0:
-        return f"{head}: reproduces less often (rate ratio ≤ {w.ratio(worst.ratio_upper)}, {fmt_p(below)})"
-    return f"{head}: reproduces, not shown rarer than {context.reference} ({fmt_p(below)})"
+        return (f"{head}: reproduces less often (rate ratio ≤ {w.ratio(worst.ratio_upper)}, {fmt_p(below)}), "
+                "so not fixed"), False
+    return f"{head}: reproduces, not shown rarer than {context.reference} ({fmt_p(below)}), so not fixed", False

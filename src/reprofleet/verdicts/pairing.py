@@ -10,6 +10,12 @@ host): the strata are host x runtime identity. Where one host ran the reference 
 several identities, the one with the most judged attempts is used, and the sentence says
 so. Every identity of the reference cell is the reference: a copy of it is never a cell
 compared with itself.
+
+A reference stratum (``Pool.strata``) whose GPU settings read back other than planned is
+never the reference on a host (a default cell under its owner's clock lock is not the
+default); where the reference ran under several host stacks, the stratum named like the
+cell's own (the same driver) is preferred, and what still differs between the sides is
+named by ``verdicts/sides.py``.
 """
 
 from __future__ import annotations
@@ -17,6 +23,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Mapping, Sequence
 
+from reprofleet.records.identity import departed, stratum_of
 from reprofleet.stats.ratio import Stratum
 from reprofleet.verdicts.tally import Tally, natural_key
 
@@ -74,11 +81,12 @@ def pair(cell_id: str, reference_ids: Sequence[str], hosts: Sequence[str],
     reference_on: dict[str, str] = {}
     several, reference_hosts = [], []
     for host in hosts:
-        ran = [i for i in reference_ids if (i, host) in table and table[(i, host)].judged]
+        ran = [i for i in reference_ids if (i, host) in table and table[(i, host)].judged and not departed(i)]
         if not ran:
             continue
         reference_hosts.append(host)
-        reference_on[host] = max(ran, key=lambda i: (table[(i, host)].judged, -reference_ids.index(i)))
+        alike = [i for i in ran if stratum_of(i) == stratum_of(cell_id)] or ran
+        reference_on[host] = max(alike, key=lambda i: (table[(i, host)].judged, -reference_ids.index(i)))
         if len(ran) > 1:
             several.append(host)
     cell_hosts = [h for h in hosts if (cell_id, h) in table and table[(cell_id, h)].total]

@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, Iterable, Mapping
 
 from reprofleet.records.reader import RecordedAttempt
 from reprofleet.model import Judging, Role
@@ -37,12 +37,13 @@ class Tally:
     outcomes: Counter[str] = field(default_factory=Counter)
     reproductions: int = 0
     judged: int = 0  # reproductions + non-reproductions
-    at_risk: int = 0  # errors and hangs inside the phase at risk
+    at_risk: int = 0  # errors and hangs inside the phase at risk, and attempts lost with the host there
     excluded: int = 0
     excluded_reasons: Counter[str] = field(default_factory=Counter)
     not_run: int = 0  # slots that run again: in no rate and no share
     not_run_reasons: Counter[str] = field(default_factory=Counter)
     early: int = 0  # reproductions before the phase at risk (counted, flagged)
+    lost_at_risk: int = 0  # of ``at_risk``: infra attempts whose host was lost inside the phase at risk
 
     @property
     def total(self) -> int:
@@ -68,7 +69,8 @@ class Tally:
                      self.reproductions + other.reproductions, self.judged + other.judged,
                      self.at_risk + other.at_risk, self.excluded + other.excluded,
                      self.excluded_reasons + other.excluded_reasons, self.not_run + other.not_run,
-                     self.not_run_reasons + other.not_run_reasons, self.early + other.early)
+                     self.not_run_reasons + other.not_run_reasons, self.early + other.early,
+                     self.lost_at_risk + other.lost_at_risk)
 
     def add(self, outcome: str, role: Role, reason: str, early: bool = False) -> None:
         if role is Role.NOT_RUN:
@@ -81,6 +83,7 @@ class Tally:
             self.excluded_reasons[reason] += 1
         elif role is Role.FAILED_AT_RISK:
             self.at_risk += 1
+            self.lost_at_risk += outcome == "infra"
         else:
             self.judged += 1
             if role is Role.REPRODUCTION:
@@ -115,14 +118,15 @@ class Judged:
         return None if not cache else cache == EMPTY_CACHE_MANIFEST
 
 
-def judge_records(records: Iterable[RecordedAttempt],
-                  judging_of: Callable[[RecordedAttempt], Judging]) -> list[Judged]:
-    """Each record with its role under ``judging_of(record)`` (its own campaign's rules)."""
+def judge_records(records: Iterable[RecordedAttempt], judging_of: Callable[[RecordedAttempt], Judging],
+                  strata: Mapping[str, str] | None = None) -> list[Judged]:
+    """Each record with its role under ``judging_of(record)`` (its own campaign's rules), counted
+    under its stratum (``strata``: attempt id -> identity, ``Pool.strata``; else its identity)."""
     out = []
     for record in records:
         verdict = record.classified(judging_of(record))
-        out.append(Judged(record, record.identity, record.host, record.outcome, verdict.role,
-                          verdict.reason, verdict.early))
+        out.append(Judged(record, (strata or {}).get(record.attempt, record.identity), record.host, record.outcome,
+                          verdict.role, verdict.reason, verdict.early))
     return out
 
 

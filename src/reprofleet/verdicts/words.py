@@ -58,8 +58,11 @@ def counts(tally: Tally, judging: Judging) -> str:
     """ "36 clean, 2 errors/hangs in capture, 1 excluded: 1× infra: ..." """
     parts = [f"{tally.clean} clean"]
     if judging.at_risk_phase is not None:
-        parts.append(f"{tally.at_risk} error{'s' if tally.at_risk != 1 else ''}/hang{'s' if tally.at_risk != 1 else ''}"
+        failed = tally.at_risk - tally.lost_at_risk
+        parts.append(f"{failed} error{'s' if failed != 1 else ''}/hang{'s' if failed != 1 else ''}"
                      f" in {risk_words(judging)}")
+        if tally.lost_at_risk:
+            parts.append(f"{plural(tally.lost_at_risk, 'attempt')} lost with the host in {risk_words(judging)}")
     excluded = f"{tally.excluded} excluded"
     if tally.excluded:
         excluded += f": {reasons(tally.excluded_reasons)}"
@@ -87,3 +90,11 @@ def hosts_words(hosts: tuple[str, ...] | list[str]) -> str:
 def join(head: str, clauses: list[str]) -> str:
     """A verdict sentence: its head, then every non-empty clause after a semicolon."""
     return "; ".join([head] + [c for c in clauses if c])
+
+
+def at_risk_words(tally: Tally) -> str:
+    """What the worst case counts as reproductions: "2 errors/hangs", "7 attempts lost", or both."""
+    failed, lost = tally.at_risk - tally.lost_at_risk, tally.lost_at_risk
+    parts = ([plural(failed, "error/hang", "errors/hangs")] if failed else []) + \
+        ([plural(lost, "attempt") + " lost with the host"] if lost else [])
+    return " and ".join(parts)
