@@ -261,6 +261,9 @@ def command_run(args: argparse.Namespace, cmd: List[str]) -> int:
     with host_lease.host_lock(args.state_dir):  # two starts at once must not both see an idle GPU
         _check_lease(args, renew=True)  # every attempt renews the caller's lease; a stale one is refused
         alive = host_lease.running(args.state_dir)
+        import docker_secrets
+
+        docker_secrets.sweep(args.state_dir)  # the secrets a frozen attempt's docker file left behind
         if alive:
             raise AgentBusy("attempt %s is still running on this host (started %.0f s ago): kill it or judge it "
                             "before starting another" % (alive[0]["id"], alive[0]["age_s"]))
@@ -419,8 +422,10 @@ def dispatch(args: argparse.Namespace, cmd: List[str]) -> int:
     if args.command == "health":
         return command_health(args)
     if args.command == "postboot":
+        import docker_secrets
         import postboot
 
+        docker_secrets.sweep(args.state_dir)  # a new boot: no supervisor of the last one will remove its file
         try:
             collected = postboot.collect(args.pstore, args.boot)
         except ValueError as exc:

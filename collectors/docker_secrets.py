@@ -78,3 +78,23 @@ def remove_once_created(path: Optional[str], exists: Callable[[], bool], gone_af
         remove(path)
 
     threading.Thread(target=watch, name="secrets-env-file", daemon=True).start()
+
+
+def sweep(state_dir: str) -> int:
+    """Remove the env file of every attempt whose supervisor is gone: a host that froze (or
+    lost power) under a docker attempt kept its file on disk, and no supervisor of that boot
+    will ever remove it. Called where no attempt can be starting (under the host lock, or
+    after a boot); returns how many went."""
+    import glob
+
+    import attempt_state as state
+
+    removed = 0
+    for path in glob.glob(os.path.join(state_dir, "attempts", "*", ENV_FILE)):
+        directory = os.path.dirname(path)
+        attempt_id = os.path.basename(directory)
+        meta = state.read_json(os.path.join(directory, state.META)) or {}
+        if not state.supervisor_alive(directory, attempt_id, meta):
+            remove(path)
+            removed += 1
+    return removed

@@ -62,3 +62,15 @@ def test_a_docker_attempts_secret_goes_by_a_private_env_file_removed_once_the_co
                                                                                    given["argv"].index("PLAIN=1") + 1]
     assert after["file_gone"]  # removed once the container existed, while the attempt still ran
     assert not any(SECRET.encode() in p.read_bytes() for p in state_dir.rglob("*") if p.is_file())
+
+
+def test_the_env_file_of_an_attempt_whose_supervisor_is_gone_is_swept_by_the_next_postboot(tmp_path: Path) -> None:
+    """A host that froze under a docker attempt keeps its secrets' file on disk: no supervisor
+    of that boot will remove it. The next postboot (after the power cycle) does."""
+    state_dir = tmp_path / "state"
+    attempt = state_dir / "attempts" / "frozen1"
+    attempt.mkdir(parents=True)
+    (attempt / "meta.json").write_text(json.dumps({"id": "frozen1", "boot_id": "an-earlier-boot"}))
+    (attempt / "secrets.env").write_text("HF_TOKEN=hf-left-behind\n")
+    h.run_agent(state_dir, "postboot", "--pstore", str(tmp_path / "no-pstore"))
+    assert not (attempt / "secrets.env").exists()

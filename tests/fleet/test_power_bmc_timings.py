@@ -90,7 +90,7 @@ def test_the_bmcs_own_power_cycle_is_used_where_it_is_listed(
 def test_an_untrusted_self_signed_certificate_is_named_and_not_retried(
         unkind_bmc: RedfishBmc, power_log: PowerLog, monkeypatch: pytest.MonkeyPatch) -> None:
     strict = redfish(unkind_bmc, "tls", power_log, monkeypatch, verify_tls=True)
-    with pytest.raises(PowerError, match="TLS certificate not trusted: set verify_tls: false or a CA bundle path"):
+    with pytest.raises(PowerError, match="TLS certificate not trusted: pin it with the pdu option tls_fingerprint"):
         strict.status()
     assert power_log.read()[-1]["tries"] == 1
     assert redfish(unkind_bmc, "tls", power_log, monkeypatch).status() is PowerState.ON  # its CA bundle

@@ -82,10 +82,12 @@ def check_verdict(verdict: VerdictClaim, evidence: Evidence, references: frozens
     found = [Contradiction(verdict.name, f"names {host}, which has no attempt of {verdict.cell_id} that ran", 9)
              for host in sorted(set(verdict.hosts) | set(verdict.hosts_reproducing) | set(verdict.compared_hosts))
              if host not in ran_on]
-    not_run = sum(1 for a in evidence.attempts if a.identity == verdict.cell_id and not a.counted)
+    # slots that run again have no read-back nor stack of their own: they belong to the cell, not a stratum
+    base = verdict.cell_id.partition(STRATUM_MARK)[0]
+    not_run = sum(1 for a in evidence.attempts if a.identity == base and not a.counted)
     totals = (verdict.reproductions, verdict.at_risk, verdict.judged + verdict.at_risk + verdict.excluded)
     found += [Contradiction(verdict.name, why, 9) for why in _counts("it", totals, cell, _early_excluded(evidence, cell))]
-    if verdict.not_run != not_run:
+    if verdict.not_run > not_run or (verdict.not_run < not_run and base == verdict.cell_id):
         found.append(Contradiction(verdict.name, f"counts {verdict.not_run} slots that run again, the records "
                                                  f"hold {not_run}", 9))
     found += [Contradiction(verdict.name, f"says it reproduced on {host}, where none of its "
@@ -191,6 +193,9 @@ def _drivers(verdict: VerdictClaim, cell: Sequence[Attempt]) -> list[Contradicti
 def check_rate(rate: RateClaim, evidence: Evidence) -> list[Contradiction]:
     """A rate row's counts on its host."""
     here = _on(evidence.of_identity(rate.cell_id), rate.host)
+    claimed = rate.reproductions + rate.at_risk + rate.judged + rate.excluded
+    if not here and claimed == 0:
+        return []  # a row that counts nothing (its slots were not run, or run again) claims nothing
     if not here:
         return [Contradiction(rate.name, f"{rate.host} has no attempt of {rate.cell_id} that ran", 9)]
     totals = (rate.reproductions, rate.at_risk, rate.judged + rate.at_risk + rate.excluded)

@@ -145,7 +145,8 @@ def handled(body: Callable[..., Any]) -> Callable[..., Any]:
         except (ReprofleetError, KeyboardInterrupt) as error:
             if os.environ.get("REPROFLEET_TRACEBACK"):
                 traceback.print_exc()
-            message = plain(str(error) or type(error).__name__)  # an agent's error is a host's text
+            # an agent's error is a host's text: each line inert, the lines our own messages break kept
+            message = "\n".join(plain(line) for line in (str(error) or type(error).__name__).splitlines())
             raise Exit(f"reprofleet: error: {message}", code=int(exit_status_for(error))) from None
         if status is not None and int(status) != 0:
             raise Exit(code=int(status))
