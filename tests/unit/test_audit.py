@@ -49,6 +49,20 @@ def test_a_report_whose_claims_hold_has_no_contradiction(tmp_path: Path) -> None
     assert written.audit is not None and written.audit.ok, written.audit.lines()
 
 
+def test_a_quarantined_host_whose_slots_were_not_run_contradicts_nothing(tmp_path: Path) -> None:
+    """A host quarantined before its first attempt has only "not run" slots: the report's rows
+    for it count nothing, and nothing is contradicted (a fleet campaign's host without
+    nvidia-smi made the audit fail it)."""
+    from reprofleet.model.reasons import ReasonCode
+
+    why = ReasonCode.NOT_RUN.words("cannot run here: nvidia-smi is missing")
+    folder = _folder(tmp_path, many(20, "default", "ws01", "wedge") + many(20, "patched", "ws01", "clean")
+                     + many(2, "default", "ws02", "infra", phase=None, reason=why)
+                     + many(2, "patched", "ws02", "infra", phase=None, reason=why))
+    written = pooled_report(ReportRequest((folder,), audit=True))
+    assert written.audit is not None and written.audit.ok, written.audit.lines()
+
+
 def test_a_fixed_claim_whose_worst_case_counts_the_hangs_in_the_phase_at_risk_holds(tmp_path: Path) -> None:
     """"fixed" is a rate ratio, not "nothing happened": 2 hangs in capture may sit under it when
     its worst case counts them as reproductions and it still holds there (issue 33 item 2)."""
