@@ -175,7 +175,7 @@ class HostRunner:
                 return
             if self.recovery is None or self.ctx.power is None or not self.host.pdu or self.ctx.stop.is_set():
                 raise
-            if self.preparation.back_before_switching():
+            if (self.unrecorded() or self.preparation.seen_alive()) and self.preparation.back_before_switching():
                 self.prepare()  # back: its lease decides whose it is
                 return
             if self.ctx.stop.is_set():
