@@ -126,3 +126,18 @@ def append_fd(path: Path) -> int:
 def create_new_fd(path: Path) -> int:
     """A descriptor of a file made now (``O_EXCL``): a temporary file nobody planted."""
     return open_file(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL)
+
+
+def fsync_folder(folder: Path) -> None:
+    """The rename of a file in ``folder`` survives a power cut of the controller (some file
+    systems refuse fsync on a folder; the rename is still atomic there)."""
+    try:
+        fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)

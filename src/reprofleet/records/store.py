@@ -23,7 +23,7 @@ import jsonlines
 
 from reprofleet.errors import ReprofleetError
 from reprofleet.model import SCHEMA_VERSION, Record, file_name
-from reprofleet.records.private_files import append_fd, create_new_fd, make_folder, open_file
+from reprofleet.records.private_files import append_fd, create_new_fd, fsync_folder, make_folder, open_file
 from reprofleet.records.stream_file import StreamWriter as StreamWriter  # its own module; imported from here as before
 
 
@@ -165,20 +165,7 @@ def write_atomic(path: Path, text: str) -> None:
         os.replace(temp, path)
     finally:
         temp.unlink(missing_ok=True)
-    _fsync_folder(path.parent)
-
-
-def _fsync_folder(folder: Path) -> None:
-    try:
-        fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass  # some file systems refuse fsync on a folder; the rename is still atomic
-    finally:
-        os.close(fd)
+    fsync_folder(path.parent)
 
 
 def append_line(path: Path, line: str) -> None:

@@ -28,7 +28,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
-from reprofleet.records.private_files import append_fd, create_new_fd
+from reprofleet.records.private_files import append_fd, create_new_fd, fsync_folder
 from reprofleet.records.disk_caps import CampaignDiskBudget, DiskCaps
 
 CUT = "stream_cut"  # the marker's ``what``: lines cut from the middle to keep the file under its cap
@@ -157,7 +157,7 @@ class StreamWriter:
             out.flush()
             os.fsync(out.fileno())
         os.replace(self._temp, self.path)
-        _fsync_folder(self.path.parent)
+        fsync_folder(self.path.parent)
         self._handle.close()
         self._handle = os.fdopen(append_fd(self.path), "ab")
         size = head_end + len(line) + (self._size - keep_from)
@@ -196,17 +196,3 @@ def _copy(source: Any, out: Any, start: int, end: int) -> None:
 def _count_lines_after(source: Any, start: int) -> int:
     source.seek(start)
     return sum(chunk.count(b"\n") for chunk in iter(lambda: source.read(_CHUNK), b""))
-
-
-def _fsync_folder(folder: Path) -> None:
-    """The rename itself survives a power cut of the controller (records/store.py does the same)."""
-    try:
-        fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
