@@ -15,7 +15,7 @@ search's clean level has true P > epsilon on a host it covers; a bisection's fir
 not the true first good of a host it covers (a host with no change point has none). The goal
 is wrong claims <= 5% of answers in every scenario.
 
-    nice -n 19 /work/main/.venv/bin/python bench/search_unlike.py --runs 40
+    nice -n 19 .venv/bin/python bench/search_unlike.py --runs 40
 """
 
 from __future__ import annotations

@@ -18,9 +18,10 @@ from pathlib import Path
 from typing import Any, Iterator
 
 import pytest
-from invoke import Collection, Program, Task
+from invoke import Collection, Task
 from jsonschema import Draft202012Validator
 
+from tests.support.cli_inprocess import run_task
 from tests.support import synthetic_campaign as synthetic
 from reprofleet.cli.exits import TASK_EXITS, ExitStatus, exit_lines, exit_table_markdown
 from reprofleet.cli.tasks import ns
@@ -46,16 +47,7 @@ def _flag_names(task: Task) -> set[str]:
 JSON_TASKS = sorted(name for name, task in _tasks() if "json" in _flag_names(task))
 
 
-def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
-    """The task's exit status, stdout and stderr, as a shell would see them."""
-    capsys.readouterr()
-    code = 0
-    try:
-        Program(namespace=ns, name="reprofleet", binary="reprofleet").run(["reprofleet", *argv])
-    except SystemExit as stopped:
-        code = int(stopped.code or 0)
-    out, err = capsys.readouterr()
-    return code, out, err
+run = run_task  # the in-process front door (tests/support/cli_inprocess.py)
 
 
 def schema(task: str) -> dict[str, Any]:

@@ -6,22 +6,12 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from invoke import Program
 
-from reprofleet.cli.tasks import ns
+from tests.support.cli_inprocess import run_task
 from tests.support.resume_folders import first_campaign, manifest_only, tree, write_book, write_inventory
 
 
-def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
-    """The task's exit status, stdout and stderr, as a shell would see them."""
-    capsys.readouterr()
-    code = 0
-    try:
-        Program(namespace=ns, name="reprofleet", binary="reprofleet").run(["reprofleet", *argv])
-    except SystemExit as stopped:
-        code = int(stopped.code or 0)
-    out, err = capsys.readouterr()
-    return code, out, err
+run = run_task  # the in-process front door (tests/support/cli_inprocess.py)
 
 
 def test_a_resume_with_another_playbook_is_refused_with_exit_2_and_nothing_runs(
