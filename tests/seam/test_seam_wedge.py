@@ -151,3 +151,27 @@ def test_a_userspace_wedge_found_between_attempts_waits_the_boot_deadline_then_i
     assert "unreachable before the attempt; recovered" in found[1]["reason"]
     assert "set off" in fake.device.requests and len(fake.boot_ids) == 2
     assert not events(ctx, "quarantined") and clock.monotonic() - waited_from >= 30  # the boot deadline first
+
+
+# -- issue 36 item 1: where the log cannot tell before or inside capture, the record says so
+
+SEED_0251 = ("engine_init", "model_load", "torch_compile", "cuda_graph_capture", "kv_cache", "flashinfer_autotune",
+             "attention_warmup", "kernel_warmup")  # 0.25.1's order; its last line the seed's "Skipping CuTeDSL warmup"
+
+
+def test_a_freeze_after_the_last_warmup_line_is_recorded_with_capture_starts_next(tmp_path: Path) -> None:
+    from reprofleet.records.reader import RecordedAttempt
+
+    clock = VirtualClock()
+    fake = FakeHost(clock, "cute", script=("wedge", "clean"), boot_delay_s=0.3)
+    fake.phases = SEED_0251
+    ctx = seam_context(seam_book(tmp_path, attempts=2, attempt_timeout=30), tmp_path, clock)
+    run_host(fake, ctx)
+    wedge, clean = records(ctx)
+    assert (wedge["outcome"], wedge["last_phase"]) == ("wedge", "kernel_warmup")
+    assert wedge["phase_note"] == "after kernel warmup; capture starts next"
+    assert clean["outcome"] == "clean"
+    assert RecordedAttempt.from_json(wedge).phase_note == wedge["phase_note"]
+    through = {**wedge, "phases": [*SEED_0251, "cuda_graph_capture", "ready"], "last_phase": "ready",
+               "phase_note": "anything a record file says"}
+    assert RecordedAttempt.from_json(through).phase_note is None  # a reader derives it, never reads it

@@ -87,6 +87,7 @@ class FakeHost:
         self.off = False
         self.shut_down_by: dict[str, str] = {}  # boot_id -> who shut that boot down in an orderly way
         self.attempts_run = 0
+        self.phases: tuple[str, ...] = PHASES  # what each attempt's engine start prints, in order
         self.postboot_asked: list[str | None] = []  # the boot each postboot asked about
         self.orphans: list[dict[str, Any]] = []  # attempts still running under the agent
         self.killed: list[str] = []
@@ -596,7 +597,7 @@ class FakeStream:
             yield {"k": "exit", "seq": next(seq), "lost": True, "rebooted": True}
             return
         yield {"k": "start", "seq": next(seq), "attempt": attempt_id}
-        for phase in PHASES:
+        for phase in self.fake.phases:
             yield {"k": "phase", "seq": next(seq), "phase": phase}
             yield {"k": "log", "seq": next(seq), "line": f"entering {phase}"}
         if self.outcome in ("wedge", "reboot", "orderly_reboot", "lockup", "stuck", "power_off"):

@@ -43,6 +43,9 @@ class Record:
     wedge_declared: str | None = None
     last_phase: str | None = None
     phases: tuple[str, ...] | None = None  # every phase entered, in order: which engine order applies (model.phases)
+    # where the log cannot tell whether it stopped before or inside the phase at risk (model.phases.phase_note):
+    # "after kernel warmup; capture starts next"; None where it can
+    phase_note: str | None = None
     last_log_line: str | None = None
     telemetry: Mapping[str, Any] | None = None
     forensics: Mapping[str, Any] | None = None

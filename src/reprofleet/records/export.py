@@ -61,7 +61,7 @@ class Exported:
 # Columns every row has, in this order; any other key of a record follows, sorted.
 LEADING = ("campaign", "attempt", "controller", "host", "cell", "cell_id", "attempt_index", "attempt_in_boot",
            "cold_boot", "boot_id", "started", "ended", "duration_s", "outcome", "role", "role_reason", "reason",
-           "detect_latency_s", "last_phase", "last_log_line", "exit_code", "amended", "stream")
+           "detect_latency_s", "last_phase", "phase_note", "last_log_line", "exit_code", "amended", "stream")
 INTEGERS = frozenset({"attempt_index", "attempt_in_boot", "exit_code", "forged_lines", "schema"})
 FLOATS = frozenset({"duration_s", "detect_latency_s"})
 BOOLEANS = frozenset({"cold_boot", "amended"})

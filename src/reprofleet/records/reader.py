@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any, Iterable, Iterator, Mapping
 
 from reprofleet.model.judging import Classified, Judging
+from reprofleet.model.phases import phase_note
 from reprofleet.model.shutdown import orderly_shutdown
 from reprofleet.model.reasons import slot_runs_again
 from reprofleet.records.gpu_settings import departures
@@ -97,6 +98,9 @@ class RecordedAttempt(Mapping[str, Any]):
     wedge_declared: str | None
     last_phase: str | None
     phases: tuple[str, ...] | None  # None: the record predates the phase list
+    # derived from its phases (model.phases.phase_note), never read from the line: the same for a record
+    # written before the field existed, and no text a record file carries reaches a report this way
+    phase_note: str | None
     last_log_line: str | None
     telemetry: Mapping[str, Any]
     forensics: Mapping[str, Any]
@@ -133,6 +137,8 @@ class RecordedAttempt(Mapping[str, Any]):
             last_heartbeat=_maybe_text(line, "last_heartbeat"), wedge_declared=_maybe_text(line, "wedge_declared"),
             last_phase=_maybe_text(line, "last_phase"),
             phases=tuple(str(p) for p in phases) if isinstance(phases, list) else None,
+            phase_note=phase_note(_maybe_text(line, "last_phase"),
+                                  [str(p) for p in phases] if isinstance(phases, list) else None) or None,
             last_log_line=_maybe_text(line, "last_log_line"), telemetry=_mapping(line, "telemetry"),
             forensics=_mapping(line, "forensics"), facts=_maybe_text(line, "facts"), stream=_maybe_text(line, "stream"),
             poc=_maybe_text(line, "poc"), cell_id=_maybe_text(line, "cell_id"),

@@ -117,7 +117,7 @@ def _freezes(records: Sequence[RecordedAttempt], html_name: str) -> list[str]:
     if not frozen:
         return ["No attempt wedged or rebooted its host."]
     return [f"- {_cell(r.host)}, cell {_cell(r.cell)}, {_cell(r.outcome)} at "
-            f"{_cell(r.started)}, last phase {_cell(r.last_phase or '?')}, under {_cell(stack_words(r.stack))}; "
+            f"{_cell(r.started)}, last phase {_cell(r.last_phase or '?')}{f' ({r.phase_note})' if r.phase_note else ''}, under {_cell(stack_words(r.stack))}; "
             f"GPU settings read back {_cell(readback_summary(r.policy))}: "
             f"[its last minute]({html_name}#freeze-{re.sub(r'[^A-Za-z0-9-]', '', r.attempt)})"
             for r in frozen]

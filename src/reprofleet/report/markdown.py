@@ -110,7 +110,7 @@ def _wedges(records: Iterable[Mapping[str, Any]]) -> list[str]:
             boot = "no Xid/NVRM/AER/MCE/watchdog line" if forensics.get("previous_boot_available") else "—"
         latency = record.detect_latency_s
         line = code_span(str(record.last_log_line or "")[-100:])
-        phase = code_span(str(record.last_phase or ""))
+        phase = code_span(str(record.last_phase or "")) + (f" ({record.phase_note})" if record.phase_note else "")
         lines.append(f"| {record.host} | {record.cell} | {record.outcome} | "
                      f"{f'{latency:.1f} s' if latency else '—'} | {phase} | {line} | {boot} | "
                      f"{prose(wall_words(wall_at_freeze(record)))} | {_bmc(forensics)} |")

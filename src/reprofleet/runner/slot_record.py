@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any, Callable, Mapping
 
 from reprofleet.errors import ControllerDiskError
-from reprofleet.model import Cell, Host, Outcome, Record
+from reprofleet.model import Cell, Host, Outcome, Record, phase_note
 from reprofleet.model.reasons import ReasonCode
 from reprofleet.power.wall import WallPowerSampler, freeze_telemetry
 from reprofleet.records import identity
@@ -83,6 +83,7 @@ class SlotRecorder:
             wedge_declared=iso_utc(end.declared_wall),
             last_phase=trace.last_phase if trace else None,
             phases=tuple(phase for _, phase in trace.phases) if trace else None,
+            phase_note=(phase_note(trace.last_phase, [phase for _, phase in trace.phases]) or None) if trace else None,
             last_log_line=trace.last_log_line if trace else None,
             telemetry=attempt_telemetry(exit_line, trace, end.outcome, wall),
             forensics=None, facts=self.facts_hash,
