@@ -200,3 +200,19 @@ def test_a_pdu_id_on_a_pdu_that_cannot_be_chained_is_refused_naming_the_field(
     (line,) = caught.value.problems
     assert line.startswith(f"{path}:4:pdu.pdu_id: ws01: pdu snmp 192.0.2.50 pdu 2 outlet 3: pdu option pdu_id 2: "
                            "model apc_spdu addresses one PDU")
+
+
+def test_a_fallback_device_that_does_not_answer_at_campaign_start_is_named_with_its_own_line(tmp_path: Path) -> None:
+    path = inventory(tmp_path, """\
+        ws01:
+          pdu:
+            driver: command
+            address: local
+            on_command: "true"
+            off_command: "true"
+            fallback:
+              - {driver: tasmota, address: "127.0.0.1:9", timeout_s: 0.2, tries: 1}
+        """)
+    powers = build_host_power(load_inventory(path).hosts, PowerLog(None))
+    with pytest.raises(PowerPreflightError, match=r"hosts.yml:10:\S*: ws01: fallback device 1 does not answer"):
+        ask_power_states(powers)

@@ -143,21 +143,27 @@ def duplicate_outlets(powers: Iterable[HostPower]) -> list[str]:
 def ask_power_states(powers: Mapping[str, HostPower]) -> dict[str, tuple[PowerState, ...]]:
     """Ask every outlet for its state (campaign start): a PDU that does not answer is found now.
 
-    Raises PowerPreflightError naming each host whose device did not answer. An outlet that
+    Raises PowerPreflightError naming each host whose device did not answer, its ``fallback:``
+    devices included: a fallback is what a wedge at 3 a.m. leans on when the first device cannot
+    verify its cycle, so a dead one is found before the first attempt, not then. An outlet that
     answers "off" is no error: a controller that died mid-cycle leaves one, and the host's
-    runner switches it on through the normal recovery path; the caller reports it.
+    runner switches it on through the normal recovery path; the caller reports it. The states
+    returned are the host's own outlets' (its fallbacks switch only when those fail).
     """
     states: dict[str, tuple[PowerState, ...]] = {}
     problems: list[str] = []
     for name, power in powers.items():
         answered = []
-        for driver in power.drivers:
-            try:
-                state = driver.status()
-            except ReprofleetError as exc:
-                problems.append(_problem(name, driver.port, f"the power device does not answer: {exc}"))
-                continue
-            answered.append(state)
+        for level, drivers in enumerate(power.levels):
+            for driver in drivers:
+                try:
+                    state = driver.status()
+                except ReprofleetError as exc:
+                    which = f"fallback device {level}" if level else "the power device"
+                    problems.append(_problem(name, driver.port, f"{which} does not answer: {exc}"))
+                    continue
+                if level == 0:
+                    answered.append(state)
         states[name] = tuple(answered)
     if problems:
         raise PowerPreflightError(problems)
