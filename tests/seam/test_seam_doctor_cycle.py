@@ -1,99 +1,24 @@
 """``invoke doctor --cycle``'s decisions at the seam: a fake lab of hosts on outlets, in virtual time.
 
-The lab plays what real hardware does: an outlet switched off takes down every host it feeds
-(the inventory may say another one); an outlet switched on boots each of them after its boot
-delay with a new boot_id, unless its BIOS leaves it off after AC loss. Each test ends on the
+The lab (tests/support/cycle_lab_fake.py) plays what real hardware does. Each test ends on the
 cycle's result (and the switches the lab saw), never on a sleep.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Any, Mapping
-
 from reprofleet.campaign.cycle_test import (
     BIOS_FIX,
     CycleResult,
     CycleTimings,
-    Look,
-    Rejoin,
     cycle_hosts,
     suggested_boot_s,
 )
 from reprofleet.campaign.doctor import Status
 from reprofleet.clock import VirtualClock
-from reprofleet.errors import ConnectError
-from reprofleet.liveness.probes import ProbeAnswer
-from reprofleet.model import Host, PowerPort
-from reprofleet.power.base import PowerState
+from reprofleet.model import Host
+from tests.support.cycle_lab_fake import FakeLab, Machine, host
 
 TIMINGS = CycleTimings(dwell_s=10.0, dark_window_s=30.0, boot_s=600.0, poll_s=1.0)
-
-
-@dataclass
-class Machine:
-    """One host of the fake lab: fed by ``outlet`` (really, whatever the inventory says)."""
-
-    outlet: str
-    boot_s: float = 95.0
-    kernel_s: float | None = None  # after power-on, it answers pings this soon (before sshd)
-    bios_stays_off: bool = False
-    lease: Mapping[str, Any] | None = None
-    alive: bool = True
-    gpu_problem: str | None = None
-    powered: bool = True
-    sshd_at: float = 0.0
-    kernel_at: float = 0.0
-    boots: int = 1
-
-
-@dataclass
-class FakeLab:
-    """The CycleLab port over machines and outlets; ``switches`` is every (host, state) asked."""
-
-    clock: VirtualClock
-    machines: dict[str, Machine]
-    switches: list[tuple[str, str]] = field(default_factory=list)
-
-    def _fed_by(self, outlet: str) -> list[Machine]:
-        return [m for m in self.machines.values() if m.outlet == outlet]
-
-    def look(self, host: Host) -> Look:
-        machine = self.machines[host.name]
-        if not machine.alive or self.probe(host) is not ProbeAnswer.SSHD:
-            raise ConnectError(host.name, "connection timed out")
-        return Look(f"boot-{host.name}-{machine.boots}", machine.lease, {"nvml": "ok"})
-
-    def probe(self, host: Host) -> ProbeAnswer:
-        machine = self.machines[host.name]
-        if not machine.alive or not machine.powered:
-            return ProbeAnswer.DEAD
-        now = self.clock.monotonic()
-        if now >= machine.sshd_at:
-            return ProbeAnswer.SSHD
-        return ProbeAnswer.KERNEL if now >= machine.kernel_at else ProbeAnswer.DEAD
-
-    def switch(self, host: Host, state: PowerState) -> PowerState:
-        self.switches.append((host.name, state.value))
-        assert host.pdu is not None
-        for machine in self._fed_by(str(host.pdu.outlet)):
-            if state is PowerState.OFF:
-                machine.powered = False
-            elif not machine.powered and not machine.bios_stays_off:
-                machine.powered, machine.boots = True, machine.boots + 1
-                machine.sshd_at = self.clock.monotonic() + machine.boot_s
-                machine.kernel_at = self.clock.monotonic() + (machine.kernel_s if machine.kernel_s is not None
-                                                              else machine.boot_s)
-        return state
-
-    def rejoin(self, host: Host, before: Look) -> Rejoin:
-        machine = self.machines[host.name]
-        return Rejoin(f"boot-{host.name}-{machine.boots}", machine.gpu_problem)
-
-
-def host(name: str, outlet: str) -> Host:
-    """A host whose inventory names ``outlet`` (the lab may feed it from another)."""
-    return Host(name=name, address=f"{name}.lab", pdu=PowerPort("fake", "http://pdu.lab", outlet=outlet))
 
 
 def lab_of(**machines: Machine) -> tuple[FakeLab, VirtualClock]:

@@ -115,6 +115,18 @@ class CycleResult:
     def ok(self) -> bool:
         return self.refused is None and not any(c.status is Status.MISSING for c in self.checks)
 
+    def lines(self) -> list[str]:
+        """What a person reads: the verdict, then each item with its fix."""
+        if self.refused is not None:
+            return [f"{self.host}: refused: {self.refused}"]
+        out = [f"{self.host}: {'cycle proven' if self.ok else 'cycle NOT proven'}"]
+        for check in self.checks:
+            out.append(f"  {check.status.value:<7} {check.item}: {check.found}" + (f" (fix: {check.fix})"
+                                                                                  if check.fix else ""))
+        if self.off_to_sshd_s is not None:
+            out.append(f"  off -> sshd {self.off_to_sshd_s:.0f} s (on -> sshd {self.sshd_after_on_s or 0:.0f} s)")
+        return out
+
     def to_json(self) -> dict[str, Any]:
         """One line of ``invoke doctor --cycle --json`` and of the doctor folder's ``cycles.jsonl``."""
         return {"host": self.host, "cycle": True, "ok": self.ok, "refused": self.refused, "switched": self.switched,
