@@ -84,6 +84,9 @@ TASK_EXITS: Mapping[str, Mapping[ExitStatus, str]] = {
     "sim.status": {ExitStatus.OK: "the simulated fleet's state was read"},
     "sim.down": {ExitStatus.OK: "the simulated fleet is down"},
     "cache.pull": {ExitStatus.OK: "the snapshot was written"},
+    "init": {ExitStatus.OK: "the starter inventory, playbook and PoC were written",
+             ExitStatus.BAD_INPUT: "a flag or answer is wrong, no host was named and there is no terminal to ask "
+                                   "on, or a file it would write exists (nothing was written)"},
     "cache.push": {ExitStatus.OK: "every host has the snapshot",
                    ExitStatus.SOME_HOSTS_FAILED: "a host does not (its line says why)"},
 }
