@@ -66,6 +66,7 @@ def test_an_inventory_naming_the_neighbours_outlet_is_caught_both_ways() -> None
     assert any("ws1 kept answering" in w for w in words)
     assert any("ws2 went dark too" in w for w in words)
     assert not any(c.item == "BIOS power-on" for c in result.checks)  # nothing learnt of ws1's BIOS
+    assert result.off_to_sshd_s is None and result.to_json()["suggested_boot_s"] is None  # nor of its boot
     assert lab.switches == [("ws1", "off"), ("ws1", "on")]  # the outlet was put back on
 
 

@@ -218,7 +218,9 @@ class _Cycle:
         on_at = self.clock.monotonic()
         self._note_mapping(off_state)
         sshd_at = self._note_on(on_state) if off_state is PowerState.OFF else None
-        boot_after = self._note_boot() if sshd_at is not None and self.dark_after is not None else None
+        if self.dark_after is None:
+            sshd_at = None  # it never lost power: nothing was measured, nothing booted
+        boot_after = self._note_boot() if sshd_at is not None else None
         return CycleResult(self.host.name, switched=True, off_state=off_state.value, on_state=on_state.value,
                            dark_after_s=self.dark_after, others_dark=tuple(sorted(self.others_dark)),
                            not_watched=self.not_watched,

@@ -77,7 +77,7 @@ def starter(host_words: Sequence[str], *, driver: str | None = None, pdus: Seque
         raise UsageError(f"--playbook: no built-in playbook {playbook!r}; one of {', '.join(builtin.builtin_names())}")
     rows = tuple(StarterHost(name, address, (pdus[0] if len(pdus) == 1 else pdus[i]) if driver else None,
                              outlets[i] if outlets else None) for i, (name, address) in enumerate(hosts))
-    return Starter(rows, user or None, driver or None, credentials or None, settings, builtin._stem(playbook))
+    return Starter(rows, user or None, driver or None, credentials or None, settings, builtin.playbook_stem(playbook))
 
 
 def _host_word(word: str) -> tuple[str, str]:

@@ -41,7 +41,7 @@ def builtin_names() -> tuple[str, ...]:
 
 def builtin_playbook(name: str) -> Path | None:
     """The built-in playbook called ``name`` (with or without ``.yml``), or None."""
-    stem = _stem(name)
+    stem = playbook_stem(name)
     root = examples_root()
     if root is None or stem not in builtin_names():
         return None
@@ -64,7 +64,8 @@ def locate(path: str | Path) -> Path:
     return builtin_playbook(given.name) or given
 
 
-def _stem(name: str) -> str:
+def playbook_stem(name: str) -> str:
+    """A playbook's name without its ``.yml``/``.yaml``."""
     for suffix in _SUFFIXES:
         if name.endswith(suffix):
             return name[: -len(suffix)]
