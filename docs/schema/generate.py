@@ -433,13 +433,31 @@ schema("sim.status", "invoke sim.status --json", "The simulated fleet's hosts." 
                                 "susceptible": B("it can wedge"), "p_wedge": N("chance of a wedge per attempt")}))
 
 # doctor
-schema("doctor", "invoke doctor --json", "Per host, each item its plan needs, whether it is there, and the fix." + JSON_LINES,
-       O("one host", {"host": S("host"), "ready": B("no item is missing"),
-                      "checks": A(O("one item", {"item": S("what is checked (login, privilege, driver, docker ...)"),
-                                                  "status": S("ok, missing (not ready), warn (less evidence) or unknown",
-                                                              enum=["ok", "missing", "warn", "unknown"]),
-                                                  "found": S("what the host has"), "fix": S("the line to fix it (empty when ok)")}),
-                                  "the items")}))
+DOCTOR_CHECKS = A(O("one item", {"item": S("what is checked (login, privilege, driver, docker ...)"),
+                                  "status": S("ok, missing (not ready), warn (less evidence) or unknown",
+                                              enum=["ok", "missing", "warn", "unknown"]),
+                                  "found": S("what the host has"), "fix": S("the line to fix it (empty when ok)")}),
+                  "the items")
+schema("doctor", "invoke doctor --json", "Per host, each item its plan needs, whether it is there, and the fix; with "
+       "--cycle, each chosen host's supervised power cycle (campaign/cycle_test.py)." + JSON_LINES,
+       {"oneOf": [
+           O("one host", {"host": S("host"), "ready": B("no item is missing"), "checks": DOCTOR_CHECKS}),
+           {**O("--cycle: one host's test cycle, or why it was refused before anything was switched", {
+               "host": S("host"), "cycle": B("true: a --cycle line", const=True),
+               "ok": B("not refused, and no item is missing"),
+               "refused": nul("string", "why the host was not switched (held by a campaign, not seen alive, no pdu:)"),
+               "switched": B("its outlets were switched (off, then always on)"),
+               "off_state": nul("string", "the outlets read back after off"),
+               "on_state": nul("string", "the outlets read back after on"),
+               "dark_after_s": nul("number", "seconds from the outlets reading off to the host answering nothing (null: never)"),
+               "others_dark": A(S("host"), "other hosts of the inventory that went dark with it: that outlet feeds them"),
+               "not_watched": A(S("host"), "other hosts that did not answer before: nothing learnt of them"),
+               "sshd_after_on_s": nul("number", "seconds from on to sshd answering (null: not within timeouts.boot)"),
+               "off_to_sshd_s": nul("number", "seconds from off to sshd answering"),
+               "suggested_boot_s": nul("integer", "a timeouts.boot for this host: twice off -> sshd, rounded up to 30 s, at least 120 s"),
+               "boot_before": nul("string", "boot_id before the cycle"),
+               "boot_after": nul("string", "boot_id after it (a new one: the host lost power)"),
+               "checks": DOCTOR_CHECKS}), "not": {"required": ["ready"]}}]})
 
 # facts
 schema("facts", "invoke facts --json", "Each host's facts as its agent reports them (GPU, driver, OS, BIOS, boot_id), or why it could not be asked; with --bug-report, each host's archive." + JSON_LINES,

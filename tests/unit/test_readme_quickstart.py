@@ -48,8 +48,9 @@ def code_spans(text: str) -> list[str]:
     return spans + [b for b in blocks if b]
 
 
-def invoke_commands(spans: list[str]) -> list[list[str]]:
-    return [shlex.split(span)[1:] for span in spans if span.startswith("invoke ")]
+def invoke_commands(spans: list[str], programs: tuple[str, ...] = ("invoke ",)) -> list[list[str]]:
+    """The commands' arguments; ``reprofleet ...`` (from the wheel) runs the same tasks as ``invoke ...``."""
+    return [shlex.split(span)[1:] for span in spans if span.startswith(programs)]
 
 
 def make_targets(spans: list[str]) -> list[str]:
@@ -100,7 +101,7 @@ def test_the_walk_finds_the_commands_a_new_user_types() -> None:
     assert ("-i", "--inventory") in flag_pairs(SPANS)
 
 
-@pytest.mark.parametrize("argv", invoke_commands(SPANS), ids=" ".join)
+@pytest.mark.parametrize("argv", invoke_commands(SPANS, ("invoke ", "reprofleet ")), ids=" ".join)
 def test_each_invoke_command_parses_with_the_projects_tasks(argv: list[str]) -> None:
     tasks = {context.name for context in ns.to_contexts()} | {alias for context in ns.to_contexts()
                                                              for alias in context.aliases}

@@ -5,7 +5,8 @@ and prints what comes back; reading records, running hosts and writing reports h
 
 Modules: ``tasks`` (the Invoke collection, gathered from the task groups), ``campaign_tasks``
 (campaign, demo, plan), ``report_tasks`` (report, compare, status, export), ``fleet_tasks``
-(facts, doctor, power, policy, cache.*, sim.*), ``config`` (the defaults of every setting and
+(facts, doctor, power, policy, cache.*, sim.*), ``init_task`` (init: a starter inventory and
+playbook), ``config`` (the defaults of every setting and
 the ``reprofleet:`` section as plain values), ``output`` (consoles, one JSON document or JSON
 lines), ``args`` (positional arguments Invoke lacks, and the checks of typed values), ``exits``
 (errors -> exit codes and one line on stderr), ``env_config`` (INVOKE_REPROFLEET_* read by type,

@@ -63,8 +63,9 @@ TASK_EXITS: Mapping[str, Mapping[ExitStatus, str]] = {
     "demo": {**_CAMPAIGN, ExitStatus.ERROR: _CAMPAIGN[ExitStatus.ERROR] + ", or the auditor found a claim of the "
                                                                         "demo's report that its records contradict"},
     "facts": {ExitStatus.OK: "every host answered", ExitStatus.SOME_HOSTS_FAILED: "a host could not be asked"},
-    "doctor": {ExitStatus.OK: "every host is ready",
-               ExitStatus.SOME_HOSTS_FAILED: "a host is not ready (a missing item)"},
+    "doctor": {ExitStatus.OK: "every host is ready (--cycle: every chosen host's cycle proven)",
+               ExitStatus.SOME_HOSTS_FAILED: "a host is not ready (a missing item); --cycle: a host was refused (held "
+                                             "by a campaign, not seen alive) or its cycle found a problem"},
     "power": {ExitStatus.OK: "the action was done (status: the state was read)",
               ExitStatus.ERROR: "a person answered no (nothing done), the device failed, or a campaign holds the "
                                 "host (--ignore-lease)",
@@ -83,6 +84,9 @@ TASK_EXITS: Mapping[str, Mapping[ExitStatus, str]] = {
     "sim.status": {ExitStatus.OK: "the simulated fleet's state was read"},
     "sim.down": {ExitStatus.OK: "the simulated fleet is down"},
     "cache.pull": {ExitStatus.OK: "the snapshot was written"},
+    "init": {ExitStatus.OK: "the starter inventory, playbook and PoC were written",
+             ExitStatus.BAD_INPUT: "a flag or answer is wrong, no host was named and there is no terminal to ask "
+                                   "on, or a file it would write exists (nothing was written)"},
     "cache.push": {ExitStatus.OK: "every host has the snapshot",
                    ExitStatus.SOME_HOSTS_FAILED: "a host does not (its line says why)"},
 }

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from invoke import Context, task
 
@@ -20,6 +21,9 @@ from reprofleet.cli.exits import BadArgument, ExitStatus, handled
 from reprofleet.cli.output import console, json_line, say, stderr_console
 from reprofleet.cli.terminal_text import cell, plain, safe_print
 from reprofleet.errors import HostLeased
+
+if TYPE_CHECKING:
+    from reprofleet.campaign.doctor import DoctorRequest
 
 
 @task(help={"hosts": "Ansible inventory",
@@ -62,17 +66,26 @@ def facts(c: Context, hosts: str = "", json_: bool = False, accept_new_host_keys
 @task(help={"hosts": "Ansible inventory", "limit": "Ansible host pattern: only these hosts",
             "playbook": "the campaign the hosts must be ready for (default playbooks/sm120-hostwedge.yml)",
             "json": "print one JSON line per host instead of tables (docs/schema/doctor.schema.json)",
-            "accept-new-host-keys": "record unknown host keys instead of refusing them"})
+            "accept-new-host-keys": "record unknown host keys instead of refusing them",
+            "cycle": "instead: power-cycle each chosen idle host once, watched (asks unless --yes): it proves the "
+                     "outlet mapping, the BIOS power-on setting, a new boot and the GPU's health, and measures off -> "
+                     "sshd as a suggested timeouts.boot; records in REPORTS/doctor/cycle-<time>/",
+            "yes": "with --cycle: do not ask for confirmation"})
 @handled
 def doctor(c: Context, hosts: str = "", limit: str = "", playbook: str = "playbooks/sm120-hostwedge.yml",
-           json_: bool = False, accept_new_host_keys: bool = False) -> ExitStatus:
-    """Before the first night: per host, what the plan needs, whether it is there, and the fix (changes nothing)."""
+           json_: bool = False, accept_new_host_keys: bool = False, cycle: bool = False, yes: bool = False) -> ExitStatus:
+    """Before the first night: per host, what the plan needs, whether it is there, and the fix (changes nothing);
+    with --cycle, one supervised power cycle of each chosen idle host."""
     hosts = need_inventory(hosts)
+    if yes and not cycle:
+        raise BadArgument("--yes goes with --cycle (the checkup switches nothing)")
     # lazy: the doctor's checks, the runner, paramiko and scipy: 0.93 s that `invoke --list` never pays
     from reprofleet.campaign.doctor import DoctorRequest, checkup
 
-    found = checkup(DoctorRequest(hosts, playbook, controller(c), reports(c), limit or None,
-                                  accept_new_host_keys or None))
+    request = DoctorRequest(hosts, playbook, controller(c), reports(c), limit or None, accept_new_host_keys or None)
+    if cycle:
+        return _doctor_cycle(request, json_, yes)
+    found = checkup(request)
     if json_:
         for diagnosis in found.found:
             print(json.dumps(diagnosis.to_json(), sort_keys=True))
@@ -86,6 +99,33 @@ def doctor(c: Context, hosts: str = "", limit: str = "", playbook: str = "playbo
         ready = sum(d.ready for d in found.found)
         terminal.print(f"{ready} of {len(found.found)} hosts ready for {found.playbook}")
     return ExitStatus.OK if all(d.ready for d in found.found) else ExitStatus.SOME_HOSTS_FAILED
+
+
+def _doctor_cycle(request: "DoctorRequest", as_json: bool, yes: bool) -> ExitStatus:
+    """``doctor --cycle``: the hosts named, a person's yes, then one host at a time."""
+    # lazy: the cycle's lab, the power drivers and paramiko
+    from reprofleet.campaign.cycle_lab import plan_cycle, run_cycle
+
+    plan = plan_cycle(request)
+    names = ", ".join(h.name for h in plan.chosen)
+    question = (f"power-cycle {names} (one at a time: off, {plan.timings.dwell_s:g} s, on, up to "
+                f"{plan.timings.boot_s:g} s for sshd)? [y/N] ")
+    if not yes and not confirm(question):  # no terminal: BadArgument (exit 2) inside confirm
+        raise BadArgument("doctor --cycle: nothing done (not confirmed)")
+    run = run_cycle(plan, request)
+    for result in run.results:
+        if as_json:
+            json_line(result.to_json())
+        else:
+            print("\n".join(plain(line) for line in result.lines()), flush=True)
+    suggested = run.suggested_boot_s
+    summary = [f"{sum(r.ok for r in run.results)} of {len(run.results)} hosts proven; records in {run.folder}"]
+    if suggested is not None:
+        slowest = max(r.off_to_sshd_s or 0.0 for r in run.results)
+        summary.append(f"suggested playbook setting: timeouts: {{boot: {suggested}}} (slowest off -> sshd "
+                       f"{slowest:.0f} s, twice that, rounded up; {plan.playbook} has {plan.timings.boot_s:g})")
+    print("\n".join(summary), file=sys.stderr if as_json else sys.stdout, flush=True)
+    return ExitStatus.OK if run.ok else ExitStatus.SOME_HOSTS_FAILED
 
 
 @task(positional=["host", "action"],

@@ -1,7 +1,7 @@
 """Invoke tasks: thin wrappers that parse flags and call the modules that do the work.
 
 The tasks live by group (``campaign_tasks``: campaign, demo, plan; ``report_tasks``: report,
-compare, status, export; ``fleet_tasks``: facts, doctor, power, policy, cache.*, sim.*); here
+compare, status, export; ``fleet_tasks``: facts, doctor, power, policy, cache.*, sim.*; ``init_task``: init); here
 they are gathered into :data:`ns`, the collection the top-level ``tasks.py`` and the
 ``reprofleet`` console script serve. Project defaults live in ``invoke.yaml`` under
 ``reprofleet:`` (:mod:`reprofleet.cli.config`). Every task turns a ReprofleetError into one
@@ -29,6 +29,7 @@ from reprofleet.cli.fleet_tasks import (
     sim_status,
     sim_up,
 )
+from reprofleet.cli.init_task import init
 from reprofleet.cli.report_tasks import compare, export, report, status
 
 sim = Collection("sim")
@@ -44,5 +45,6 @@ ns = Collection(campaign, facts, doctor, demo, power, policy_task, report, compa
 ns.configure({"reprofleet": DEFAULTS})
 ns.add_task(cast(Task, status))
 ns.add_task(cast(Task, export))
+ns.add_task(cast(Task, init))
 standardise(ns)  # one flag table for every task (cli/flags.py), after the last task is added
 document_exit_statuses(ns)  # each task's --help ends with its exit statuses (cli/exits.py's table)

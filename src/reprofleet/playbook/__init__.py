@@ -20,7 +20,9 @@ host, with each cell's slots), ``document`` (locations and the checks they share
 ``host_debug`` (the ``host_debug:`` factor), ``venv`` (the venv runtime and the ``poc`` pin),
 ``env_secrets`` (secrets in the PoC's environment, never in a factor), ``search`` (``search:``
 and ``bisect:`` blocks: one ordinary cell per level), ``ladder`` (the seam from a search's
-records to its model: probes by the outcome roles, the spec, the manifest's copy of it).
+records to its model: probes by the outcome roles, the spec, the manifest's copy of it), ``builtin``
+(the example playbooks, PoC and inventory shipped as package data; a playbook named by its
+built-in name).
 """
 
 from __future__ import annotations

@@ -15,7 +15,7 @@ from reprofleet.errors import Location, PlaybookError
 from reprofleet.model import CACHE_MODES, BisectBlock, DEFAULT_MAX_EXCLUDED_SHARE, Cell, Playbook, Poc, StopRule, Timeouts, frozen_mapping
 from reprofleet.suggest import did_you_mean, line_of, load_located_yaml
 
-from reprofleet.playbook import env_secrets, judging, search as ladders
+from reprofleet.playbook import builtin, env_secrets, judging, search as ladders
 from reprofleet.playbook.cells import parse_cells
 from reprofleet.playbook.document import MAX_COUNT, Doc, line_of_path, positive, shown, valid_name
 
@@ -47,12 +47,16 @@ def load_playbook(path: str | Path, *, attempts_override: int | None = None, tex
 
 
 def _load(path: str | Path, attempts_override: int | None, text: str | None) -> Playbook:
+    if text is None:
+        path = builtin.locate(path)  # a built-in name, or the default when the folder has no playbooks/
     file = str(path)
     if text is None:
         try:
             text = Path(path).read_text(encoding="utf-8")
         except (OSError, UnicodeDecodeError) as exc:
-            raise PlaybookError(Location(file), f"cannot read: {exc}") from None
+            names = builtin.builtin_names()
+            known = f" (built-in playbooks, by name: {', '.join(names)})" if names else ""
+            raise PlaybookError(Location(file), f"cannot read: {exc}{known}") from None
     doc = Doc(file)
     top = load_located_yaml(text, file, PlaybookError, reject_duplicates=True)
     if not isinstance(top, dict):
