@@ -86,6 +86,13 @@ def test_slurm_refusals_are_typed_errors_in_slurms_own_words(capture: str, call:
     assert (error is SchedulerDenied) is isinstance(raised.value, SchedulerDenied)
 
 
+def test_a_stopped_slurmctld_is_an_error_although_sinfo_exits_0() -> None:
+    with pytest.raises(SchedulerError, match="Slurm reported: Unspecified error"):
+        SlurmClient(GoldenReplay("sinfo_controller_down")).nodes()
+    with pytest.raises(SchedulerError, match="is DOWN"):
+        SlurmClient(GoldenReplay("ping_controller_down")).ping()
+
+
 def test_without_slurmdbd_the_admin_level_is_unknown_not_refused() -> None:
     assert SlurmClient(GoldenReplay("sacctmgr_no_dbd")).admin_level("root") is None
 

@@ -35,11 +35,12 @@ class CommandResult:
         return " ".join(self.argv)
 
     def first_error_line(self) -> str:
-        """Slurm's own words for a failure: its first non-empty stderr line (bounded)."""
-        for line in self.stderr.splitlines():
+        """Slurm's own words for a failure: its first non-empty stderr line, else stdout's
+        (``scontrol ping`` says DOWN on stdout), bounded."""
+        for line in [*self.stderr.splitlines(), *self.stdout.splitlines()]:
             if line.strip():
                 return line.strip()[:300]
-        return f"exit status {self.rc}, nothing on stderr"
+        return f"exit status {self.rc}, nothing printed"
 
 
 class CommandRunner(Protocol):
