@@ -60,8 +60,23 @@ def test_a_node_running_a_job_is_drained_at_once_and_no_attempt_starts_before_th
     (ended,) = events(ctx, "slurm_jobs_ended")
     first = events(ctx, "attempt_started")[0]
     assert ended["waited_s"] >= 125.0 and _t(first) >= job_ends and _t(first) >= _t(ended)
-    taken = events(ctx, "slurm_taken")[0]
-    assert _t(taken) <= _t(waiting)  # drained first: no new job lands while the running one ends
+    order = [e["event"] for e in events(ctx)]
+    # drained first (no new job lands while the running one ends), waited before anything touches the host
+    assert order.index("slurm_taken") < order.index("slurm_jobs_waiting") < order.index("slurm_jobs_ended") \
+        < order.index("prepared")
+
+
+def test_a_job_that_lands_while_the_node_goes_from_down_back_to_drain_is_waited_for(tmp_path: Path) -> None:
+    clock = VirtualClock()
+    fake = _node_host(clock, "gpu01", ("wedge", "clean"))
+    slurm = FakeSlurm(clock.monotonic, FakeNode("gpu01", job_on_resume_s=80.0))  # a pending job takes the instant
+    ctx = _on_slurm(seam_context(seam_book(tmp_path, attempts=2), tmp_path, clock), slurm)
+    run_host(fake, ctx)
+    assert [r["outcome"] for r in records(ctx)] == ["wedge", "clean"]
+    (waiting,) = events(ctx, "slurm_jobs_waiting")
+    (ended,) = events(ctx, "slurm_jobs_ended")
+    second = events(ctx, "attempt_started")[1]
+    assert ended["waited_s"] >= 80.0 and _t(second) >= _t(ended) > _t(waiting)
 
 
 def test_a_job_that_outlasts_the_bound_leaves_the_host_unused(tmp_path: Path) -> None:

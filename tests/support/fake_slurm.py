@@ -49,6 +49,7 @@ class FakeNode:
     flags: set[str] = field(default_factory=set)
     reason: str = ""
     jobs_until: float | None = None  # a user's job runs on it until this virtual time
+    job_on_resume_s: float | None = None  # a pending job lands the moment it is resumed, for this long
 
 
 class FakeSlurm:
@@ -121,6 +122,8 @@ class FakeSlurm:
         elif state == "resume":
             node.state, node.reason = "idle", ""
             node.flags.discard("DRAIN")
+            if node.job_on_resume_s is not None:
+                node.jobs_until, node.job_on_resume_s = self.now() + node.job_on_resume_s, None
         return self._ok(key, "")
 
     def updates_of(self, name: str) -> list[str]:
