@@ -15,7 +15,7 @@ from reprofleet.scheduler.commands import CommandResult, CommandRunner, run_comm
 from reprofleet.scheduler.jobs import SlurmJob, parse_squeue, squeue_on
 from reprofleet.scheduler.nodes import SINFO_JSON, SlurmNode, parse_sinfo_json
 
-__all__ = ["SlurmClient", "parse_config"]
+__all__ = ["SlurmClient", "munge_socket", "parse_config"]
 
 COMMAND_TIMEOUT_S = 15.0  # slurmctld answers in milliseconds; a hung one must not hold a host thread long
 DENIED_WORDS = ("Invalid user id", "Access/permission denied", "Permission denied")
@@ -67,6 +67,11 @@ class SlurmClient:
             raise SchedulerError("scontrol ping", line or "no answer")
         return line
 
+    def munge(self, socket: str | None) -> str:
+        """munged encodes a credential (``munge -n``): "munge answers", else SchedulerError."""
+        self._call(("munge", "-n", *(("-S", socket) if socket else ())))
+        return "munge answers" + (f" on {socket}" if socket else "")
+
     def config(self) -> dict[str, str]:
         return parse_config(self._call(("scontrol", "show", "config")).stdout)
 
@@ -102,3 +107,12 @@ def _refusal(result: CommandResult) -> SchedulerError:
         return SchedulerDenied(result.words, f"Slurm refused ({said}): this user is neither a Slurm operator nor "
                                              "an administrator (`sacctmgr modify user NAME set adminlevel=operator`)")
     return SchedulerError(result.words, said)
+
+
+def munge_socket(config: dict[str, str]) -> str | None:
+    """The munge socket Slurm uses (``AuthInfo=socket=PATH``), None for munge's default."""
+    for part in config.get("AuthInfo", "").split(","):
+        key, _, value = part.strip().partition("=")
+        if key == "socket" and value:
+            return value
+    return None
