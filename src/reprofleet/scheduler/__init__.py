@@ -4,7 +4,8 @@ the node changes a campaign makes (drain, down, resume).
 Each query is a command plus a pure parser (pyinfra's fact shape): ``commands`` runs an argv
 through an injected runner (a real subprocess in production, golden output of a real Slurm
 22.05 in tests, ``tests/fixtures/slurm/``), ``nodes`` and ``jobs`` read what Slurm printed,
-``reasons`` builds and recognises the campaign's drain reasons, and ``client`` puts them
+``hostlist`` expands Slurm's host lists (``gpu[01-04]``), ``reasons`` builds and recognises
+the campaign's drain reasons, and ``client`` puts them
 together and turns Slurm's refusals into :class:`~reprofleet.errors.SchedulerError`. No
 decision lives here: when to take or give back a node is the runner's
 (``runner/slurm_node.py``).
