@@ -27,7 +27,7 @@ def test_a_partitions_nodes_carry_gres_features_and_take_login_and_power_from_th
     assert (gpu02.address, gpu02.user, gpu02.pdu) == ("localhost", None, None)  # its NodeAddr, no power
     assert gpu01.vars["slurm_node"] == "gpu01" and gpu01.vars["slurm_gres"] == ["gpu:rtxpro6000:2"]
     assert gpu01.vars["slurm_gpus"] == 2 and gpu01.vars["slurm_features"] == ["blackwell", "ib"]
-    assert gpu02.vars["slurm_partitions"] == ["gpu", "debug"] and gpu02.vars["slurm_state"] == "IDLE"
+    assert gpu02.vars["slurm_partitions"] == ["gpu", "debug"]
     assert "racked" in gpu01.groups and {"gpu", "feature_ib", "feature_blackwell"} <= set(gpu01.groups)
     assert inventory.source == f"slurm:gpu + {LAB}"
 
@@ -63,6 +63,14 @@ def test_a_wrong_slurm_source_is_one_line_naming_it(source: str, words: str) -> 
 def test_a_slurm_that_cannot_list_its_nodes_is_an_inventory_error() -> None:
     with pytest.raises(InventoryError, match="cannot list Slurm's nodes"):
         load_inventory("slurm:gpu", slurm=SlurmClient(GoldenReplay("sinfo_controller_down")))
+
+
+def test_a_node_the_campaign_drained_is_the_same_inventory_to_a_resume() -> None:
+    from reprofleet.campaign.resume import host_digests
+
+    before = load_inventory(f"slurm:gpu + {LAB}", slurm=SlurmClient(GoldenReplay("sinfo_idle")))
+    drained = load_inventory(f"slurm:gpu + {LAB}", slurm=SlurmClient(GoldenReplay("sinfo_drained")))
+    assert host_digests(before.hosts) == host_digests(drained.hosts)
 
 
 def test_inventory_given_twice_reaches_the_task_as_one_source() -> None:

@@ -8,7 +8,8 @@ reached at its ``NodeAddr`` with the defaults. The Slurm selection decides which
 hosts of the Ansible inventory that Slurm did not select are left out. Partitions become
 groups (``gpu``), features groups ``feature_<name>``, so host patterns (``--limit``) work as on
 any inventory. Variables: ``slurm_node``, ``slurm_partitions``, ``slurm_features``,
-``slurm_gres``, ``slurm_gpus``, ``slurm_state`` (as read at load time).
+``slurm_gres``, ``slurm_gpus``. Not the node's state: it changes as the campaign drains the
+node, and a host's variables are what ``--resume`` checks for "the same inventory".
 """
 
 from __future__ import annotations
@@ -99,7 +100,7 @@ def merged_inventory(selection: SlurmSelection, listed: Iterable[SlurmNode], det
 
 def slurm_vars(node: SlurmNode) -> dict[str, Any]:
     return {SLURM_VARIABLE: node.name, "slurm_partitions": list(node.partitions), "slurm_features": list(node.features),
-            "slurm_gres": list(node.gres), "slurm_gpus": gres_count(node.gres), "slurm_state": node.state_words}
+            "slurm_gres": list(node.gres), "slurm_gpus": gres_count(node.gres)}
 
 
 def _groups(node: SlurmNode) -> tuple[str, ...]:
