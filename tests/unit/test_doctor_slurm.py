@@ -60,6 +60,12 @@ def test_a_stopped_slurmctld_is_one_missing_item() -> None:
     assert only.item == "slurm" and only.status is Status.MISSING and "is DOWN" in only.found
 
 
+def test_a_dead_munge_under_a_running_slurmctld_is_named_as_munge() -> None:
+    evidence = gather(SlurmClient(GoldenReplay("ping_munge_down")), [GPU01], user="root", uid=0)
+    (only,) = slurm_checks(GPU01, evidence)
+    assert only.status is Status.MISSING and "munge does not answer" in only.found
+
+
 def test_a_dead_munge_is_missing_and_hosts_that_are_no_slurm_nodes_get_no_slurm_items() -> None:
     evidence = replace(_asked("sinfo_idle", "squeue_empty"), munge=None, munge_error="munge: Error: socket")
     assert _items(GPU01, evidence)["munge"][0] is Status.MISSING

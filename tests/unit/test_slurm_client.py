@@ -93,6 +93,14 @@ def test_a_stopped_slurmctld_is_an_error_although_sinfo_exits_0() -> None:
         SlurmClient(GoldenReplay("ping_controller_down")).ping()
 
 
+def test_a_dead_munge_is_named_although_scontrol_says_slurmctld_is_down() -> None:
+    with pytest.raises(SchedulerError) as raised:
+        SlurmClient(GoldenReplay("ping_munge_down")).ping()
+    assert "munge does not answer: scontrol: error: Munge encode failed" in str(raised.value)
+    with pytest.raises(SchedulerError, match="Did you start munged"):
+        SlurmClient(GoldenReplay("munge_down")).munge("/tmp/slurmlab/munge/munge.socket")
+
+
 def test_without_slurmdbd_the_admin_level_is_unknown_not_refused() -> None:
     assert SlurmClient(GoldenReplay("sacctmgr_no_dbd")).admin_level("root") is None
 

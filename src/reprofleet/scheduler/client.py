@@ -103,6 +103,9 @@ def parse_config(text: str) -> dict[str, str]:
 
 def _refusal(result: CommandResult) -> SchedulerError:
     said = result.first_error_line()
+    munge = [line.strip() for line in result.stderr.splitlines() if "Munge encode failed" in line]
+    if munge:  # scontrol then also says "slurmctld DOWN" and starts with a hint about threads
+        return SchedulerError(result.words, f"munge does not answer: {munge[0][:300]}")
     if any(words in result.stderr for words in DENIED_WORDS):
         return SchedulerDenied(result.words, f"Slurm refused ({said}): this user is neither a Slurm operator nor "
                                              "an administrator (`sacctmgr modify user NAME set adminlevel=operator`)")
