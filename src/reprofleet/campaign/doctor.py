@@ -275,11 +275,20 @@ def checkup(request: DoctorRequest) -> Checkup:
                        request.reports)
     found = tuple(diagnose(h, cells, evidence[h.name], root_features=root_features(cells, h)) for h in inventory.hosts)
     if any(SLURM_VARIABLE in h.vars for h in inventory.hosts):  # -i slurm:...: what the scheduler must allow
-        from reprofleet.campaign.doctor_slurm import with_slurm
         from reprofleet.scheduler import SlurmClient
 
         found = with_slurm(found, inventory.hosts, SlurmClient())
     return Checkup(book.path, found)
+
+
+def with_slurm(found: Sequence[Diagnosis], hosts: Sequence[Host], client: Any) -> tuple[Diagnosis, ...]:
+    """Each host's diagnosis with its Slurm items (doctor_slurm.py) added; Slurm asked once for all."""
+    from reprofleet.campaign.doctor_slurm import gather, slurm_checks
+
+    evidence = gather(client, hosts)
+    by_name = {host.name: host for host in hosts}
+    return tuple(Diagnosis(d.host, (*d.checks, *(Check(c.item, Status(c.status.value), c.found, c.fix)
+                                                 for c in slurm_checks(by_name[d.host], evidence)))) for d in found)
 
 
 def examine(hosts: Sequence[Host], cells_of: Callable[[Host], Sequence[Cell]], settings: Any,

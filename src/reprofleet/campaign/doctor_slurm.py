@@ -9,7 +9,8 @@ another campaign means that one left it); the jobs running on it (the campaign w
 and the reason prefix the campaign will write.
 
 :func:`slurm_checks` decides from :class:`SlurmEvidence`, gathered once for all hosts by
-:func:`gather`, so the decisions are tested on the golden output of a real Slurm.
+:func:`gather`, so the decisions are tested on the golden output of a real Slurm. ``doctor.py``
+turns each :class:`SlurmCheck` into one of its own items (this module imports nothing of it).
 """
 
 from __future__ import annotations
@@ -17,19 +18,38 @@ from __future__ import annotations
 import getpass
 import os
 from dataclasses import dataclass, field
+from enum import Enum, unique
 from typing import Callable, Mapping, Sequence, TypeVar
 
-from reprofleet.campaign.doctor import Check, Diagnosis, Status
 from reprofleet.errors import SchedulerError
 from reprofleet.inventory import SLURM_VARIABLE
 from reprofleet.model import Host
 from reprofleet.scheduler import REASON_PREFIX, SlurmClient, SlurmJob, SlurmNode
 from reprofleet.scheduler.client import munge_socket
 
-__all__ = ["SlurmEvidence", "gather", "slurm_checks", "with_slurm"]
+__all__ = ["SlurmCheck", "SlurmEvidence", "gather", "slurm_checks"]
 
 OPERATOR_LEVELS = ("operator", "administrator")
 T = TypeVar("T")
+
+
+@unique
+class Status(str, Enum):
+    """The doctor's words (campaign/doctor.py's Status has the same values)."""
+
+    OK = "ok"
+    MISSING = "missing"
+    WARN = "warn"
+
+
+@dataclass(frozen=True)
+class SlurmCheck:
+    """One Slurm item of a host: what was found and, when it is not ok, the fix."""
+
+    item: str
+    status: Status
+    found: str
+    fix: str = ""
 
 
 @dataclass(frozen=True)
@@ -70,13 +90,6 @@ def gather(client: SlurmClient, hosts: Sequence[Host], user: str | None = None, 
                          _quiet(lambda: client.admin_level(user)), nodes, jobs, nodes_error)
 
 
-def with_slurm(found: Sequence[Diagnosis], hosts: Sequence[Host], client: SlurmClient) -> tuple[Diagnosis, ...]:
-    """Each host's diagnosis with its Slurm items added (Slurm asked once for all)."""
-    evidence = gather(client, hosts)
-    by_name = {host.name: host for host in hosts}
-    return tuple(Diagnosis(d.host, (*d.checks, *slurm_checks(by_name[d.host], evidence))) for d in found)
-
-
 def _quiet(ask: Callable[[], T]) -> T | None:
     try:
         return ask()
@@ -91,62 +104,62 @@ def _answer(ask: Callable[[], str]) -> tuple[str | None, str | None]:
         return None, str(exc)
 
 
-def slurm_checks(host: Host, evidence: SlurmEvidence) -> list[Check]:
+def slurm_checks(host: Host, evidence: SlurmEvidence) -> list[SlurmCheck]:
     """The Slurm items of one host (none for a host that is no Slurm node)."""
     node_name = host.vars.get(SLURM_VARIABLE)
     if not isinstance(node_name, str):
         return []
     if evidence.controller is None:
-        return [Check("slurm", Status.MISSING, evidence.controller_error or "no answer",
+        return [SlurmCheck("slurm", Status.MISSING, evidence.controller_error or "no answer",
                       "start slurmctld and munge; `scontrol ping` must say UP")]
-    checks = [Check("slurm", Status.OK, evidence.controller), _munge(evidence), _rights(evidence)]
+    checks = [SlurmCheck("slurm", Status.OK, evidence.controller), _munge(evidence), _rights(evidence)]
     checks.append(_node(node_name, evidence))
     checks.append(_jobs(node_name, evidence))
     return checks
 
 
-def _munge(evidence: SlurmEvidence) -> Check:
+def _munge(evidence: SlurmEvidence) -> SlurmCheck:
     if evidence.munge is not None:
-        return Check("munge", Status.OK, evidence.munge)
-    return Check("munge", Status.MISSING, evidence.munge_error or "no answer",
+        return SlurmCheck("munge", Status.OK, evidence.munge)
+    return SlurmCheck("munge", Status.MISSING, evidence.munge_error or "no answer",
                  "start munged (systemctl start munge) with the cluster's key")
 
 
-def _rights(evidence: SlurmEvidence) -> Check:
+def _rights(evidence: SlurmEvidence) -> SlurmCheck:
     """Who may drain and resume: root, SlurmUser, or AdminLevel Operator/Administrator."""
     slurm_user = evidence.slurm_user.split("(", 1)[0]
     if evidence.uid == 0 or (slurm_user and evidence.user == slurm_user):
-        return Check("slurm rights", Status.OK, f"{evidence.user}: Slurm's own administrator (root or SlurmUser)")
+        return SlurmCheck("slurm rights", Status.OK, f"{evidence.user}: Slurm's own administrator (root or SlurmUser)")
     level = evidence.admin_level
     if level is not None and level.lower() in OPERATOR_LEVELS:
-        return Check("slurm rights", Status.OK, f"{evidence.user}: AdminLevel {level}")
+        return SlurmCheck("slurm rights", Status.OK, f"{evidence.user}: AdminLevel {level}")
     found = f"{evidence.user}: AdminLevel {level}" if level is not None else \
         f"{evidence.user}: not root nor SlurmUser ({slurm_user or '?'}), and sacctmgr cannot tell (no slurmdbd)"
-    return Check("slurm rights", Status.MISSING, found + ": Slurm refuses its drain (\"Invalid user id\")",
+    return SlurmCheck("slurm rights", Status.MISSING, found + ": Slurm refuses its drain (\"Invalid user id\")",
                  f"sacctmgr modify user {evidence.user} set adminlevel=operator (needs slurmdbd), or run the "
                  "controller as SlurmUser")
 
 
-def _node(name: str, evidence: SlurmEvidence) -> Check:
+def _node(name: str, evidence: SlurmEvidence) -> SlurmCheck:
     node = evidence.nodes.get(name)
     if node is None:
-        return Check("slurm node", Status.MISSING, evidence.nodes_error or f"Slurm has no node {name!r}",
+        return SlurmCheck("slurm node", Status.MISSING, evidence.nodes_error or f"Slurm has no node {name!r}",
                      "check slurm_node / the slurm: selection")
     prefix = f"reason prefix {REASON_PREFIX}<campaign>"
     if node.reason.startswith(REASON_PREFIX):
-        return Check("slurm node", Status.WARN, f"{name} {node.state_words}: {node.reason!r} (a campaign left it)",
+        return SlurmCheck("slurm node", Status.WARN, f"{name} {node.state_words}: {node.reason!r} (a campaign left it)",
                      f"--resume that campaign, or `scontrol update nodename={name} state=resume`")
     if node.held_by_someone:
-        return Check("slurm node", Status.MISSING,
+        return SlurmCheck("slurm node", Status.MISSING,
                      f"{name} {node.state_words} by {node.reason_by or 'someone'}: {node.reason or 'no reason'!r}; "
                      "the campaign does not take a node someone else took",
                      f"ask whoever drained it; then `scontrol update nodename={name} state=resume`")
-    return Check("slurm node", Status.OK, f"{name} {node.state_words}; the campaign drains it with {prefix}")
+    return SlurmCheck("slurm node", Status.OK, f"{name} {node.state_words}; the campaign drains it with {prefix}")
 
 
-def _jobs(name: str, evidence: SlurmEvidence) -> Check:
+def _jobs(name: str, evidence: SlurmEvidence) -> SlurmCheck:
     jobs = evidence.jobs.get(name, ())
     if not jobs:
-        return Check("slurm jobs", Status.OK, f"none on {name}")
-    return Check("slurm jobs", Status.WARN, f"{len(jobs)} on {name}: " + ", ".join(j.words() for j in jobs[:5]),
+        return SlurmCheck("slurm jobs", Status.OK, f"none on {name}")
+    return SlurmCheck("slurm jobs", Status.WARN, f"{len(jobs)} on {name}: " + ", ".join(j.words() for j in jobs[:5]),
                  "the campaign drains the node and waits for them (up to its job wait) before the first attempt")

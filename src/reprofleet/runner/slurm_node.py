@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable, Iterable
+from typing import Any, Callable, Iterable, Protocol
 
 from reprofleet.clock import Clock
 from reprofleet.errors import HostNotReady, SchedulerError
@@ -31,9 +31,6 @@ from reprofleet.inventory import SLURM_VARIABLE
 from reprofleet.model import Host
 from reprofleet.model.events import CampaignEvent
 from reprofleet.scheduler import NodeReasons, SlurmClient, SlurmJob
-
-if TYPE_CHECKING:
-    from reprofleet.runner.context import CampaignContext
 
 __all__ = ["SlurmHold", "SlurmNodes", "SlurmTerms", "given_back_words", "host_events", "host_hold"]
 
@@ -218,14 +215,33 @@ class SlurmHold:
         return write
 
 
-def host_hold(ctx: CampaignContext, host: Host) -> SlurmHold | None:
+class SlurmCampaign(Protocol):
+    """What a host's hold uses of the campaign (runner/context.py's CampaignContext, which
+    imports this module: naming it here would close an import cycle)."""
+
+    @property
+    def slurm(self) -> SlurmNodes | None: ...
+
+    @property
+    def clock(self) -> Clock: ...
+
+    @property
+    def stop(self) -> threading.Event: ...
+
+    @property
+    def progress(self) -> Callable[..., None]: ...
+
+    def event(self, host: str, what: CampaignEvent, **fields: Any) -> None: ...
+
+
+def host_hold(ctx: SlurmCampaign, host: Host) -> SlurmHold | None:
     """The host's hold when the campaign runs on Slurm nodes and this host is one."""
     if ctx.slurm is None:
         return None
     return ctx.slurm.hold(host, ctx.event, lambda name, **fields: ctx.progress(name, **fields), ctx.clock, ctx.stop)
 
 
-def host_events(ctx: CampaignContext, host: Host) -> EventSink:
+def host_events(ctx: SlurmCampaign, host: Host) -> EventSink:
     """The sink a host's runner writes its events through: the campaign's, and its Slurm node told."""
     hold = host_hold(ctx, host)
     return ctx.event if hold is None else hold.sink(ctx.event)
