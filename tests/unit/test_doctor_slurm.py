@@ -49,7 +49,7 @@ def test_a_running_job_warns_and_someone_elses_drain_is_missing() -> None:
 def test_a_user_who_is_not_an_operator_is_told_how_to_become_one() -> None:
     evidence = replace(_asked("sinfo_idle", "squeue_empty"), user="slurmtest", uid=1001, admin_level=None)
     status, found = _items(GPU01, evidence)["slurm rights"]
-    assert status is Status.MISSING and "no slurmdbd" in found and "Invalid user id" in found
+    assert status == Status.MISSING and "no slurmdbd" in found and "Invalid user id" in found
     operator = replace(evidence, admin_level="Operator")
     assert _items(GPU01, operator)["slurm rights"] == (Status.OK, "slurmtest: AdminLevel Operator")
 
