@@ -15,6 +15,7 @@ from typing import Any
 
 from reprofleet.campaign.run import make_plan, run_campaign
 from reprofleet.clock import VirtualClock
+from reprofleet.model.events import CampaignEvent
 from reprofleet.playbook import load_playbook
 from reprofleet.records.store import read_log_lines, read_records
 from reprofleet.runner.context import CampaignContext
@@ -118,6 +119,24 @@ def test_a_wedge_sets_the_node_down_with_its_phase_and_the_health_gate_drains_it
     again = [e for e in said if e["event"] == "slurm_taken" and e.get("again")]
     assert again and _t(again[0]) >= _t(ready)
     assert slurm.nodes["gpu01"].reason == "" and not slurm.nodes["gpu01"].flags
+
+
+def test_a_wedge_on_a_node_someone_else_drained_meanwhile_keeps_their_reason(tmp_path: Path) -> None:
+    clock = VirtualClock()
+    slurm = FakeSlurm(clock.monotonic, FakeNode("gpu01"))
+    said: list[tuple[str, dict[str, Any]]] = []
+    nodes = SlurmNodes(SlurmClient(slurm), "c1", TERMS)
+    fake = _node_host(clock, "gpu01", ("clean",))
+    hold = nodes.hold(fake.host, lambda host, what, **f: said.append((what.value, f)), lambda host, **f: None,
+                      clock, threading.Event())
+    assert hold is not None
+    hold.take()
+    slurm.nodes["gpu01"].reason = "hardware swap, ticket 99"  # an operator re-drains it mid-campaign
+    hold.told(CampaignEvent.WEDGE, {"last_phase": "cuda_graph_capture", "attempt": "a1"})
+    hold.told(CampaignEvent.RECOVERY, {"to": "ready"})
+    assert slurm.updates_of("gpu01") == ["drain"] and slurm.nodes["gpu01"].reason == "hardware swap, ticket 99"
+    assert [w for w, _ in said] == ["slurm_taken", "slurm_error"] and "whose reason is kept" in said[1][1]["error"]
+    assert nodes.give_back(lambda host, what, **f: None) == ()
 
 
 def test_a_quarantined_node_is_left_down_with_its_reason(tmp_path: Path) -> None:

@@ -186,7 +186,14 @@ class SlurmHold:
             self._back_to_drain()
 
     def _change(self, state: str, reason: str) -> None:
+        """Down with ``reason``, unless someone else has taken the node meanwhile: their reason
+        is kept (writing ours over it would make the end resume a node they drained)."""
         try:
+            node = self.client.node(self.node)
+            if node.held_by_someone and not self.reasons.ours(node.reason):
+                self._event(CampaignEvent.SLURM_ERROR, action=state, error=f"not set {state}: {node.state_words} "
+                            f"by {node.reason_by or 'someone'} ({node.reason!r}), whose reason is kept")
+                return
             self.client.down(self.node, reason)
             self._event(CampaignEvent.SLURM_DOWN, reason=reason)
         except SchedulerError as exc:
