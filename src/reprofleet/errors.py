@@ -64,6 +64,20 @@ class ConnectError(ReprofleetError):
         super().__init__(f"{host}: {message}")
 
 
+class SchedulerError(ReprofleetError):
+    """A Slurm command failed or answered what we cannot read; names the command and says
+    Slurm's own words (its first stderr line), never a traceback."""
+
+    def __init__(self, command: str, message: str) -> None:
+        self.command = command
+        self.reason = message
+        super().__init__(f"{command}: {message}")
+
+
+class SchedulerDenied(SchedulerError):
+    """Slurm refused a node change to this user (not an operator or administrator)."""
+
+
 class HostKeyError(ConnectError):
     """The host's SSH key is unknown or differs from the one on record."""
 

@@ -32,6 +32,8 @@ WRITTEN_NAMES = {
     "notify_failed",  # issue 21: a notification that could not be sent
     "search_probe", "search_done",  # issue 23: a search's choices and its result
     "resume_changed",  # issue 32: a resume that runs a changed playbook, PoC or inventory, by request
+    "slurm_taken", "slurm_jobs_waiting", "slurm_jobs_ended", "slurm_down", "slurm_given_back",
+    "slurm_error",  # issue 37: a Slurm node taken, its jobs waited for, down on a wedge, given back
 }
 
 

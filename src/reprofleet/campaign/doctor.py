@@ -9,7 +9,8 @@ record: the exit status says not ready) or ``warn`` (it runs, with less evidence
 the line to fix it.
 
 The decisions are :func:`diagnose` over the gathered evidence (:class:`Evidence`), so they
-are tested without hosts; :func:`examine` gathers it over SSH and the power drivers.
+are tested without hosts; :func:`examine` gathers it over SSH and the power drivers. Hosts
+that are Slurm nodes get the scheduler's items too (``doctor_slurm.py``).
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from typing import Any, Callable, Mapping, Sequence
 from reprofleet.campaign.preflight import chosen_hosts
 from reprofleet.campaign.settings import ControllerConfig
 from reprofleet.errors import ReprofleetError
+from reprofleet.inventory import SLURM_VARIABLE
 from reprofleet.remote import host_commands
 from reprofleet.model import Cell, Host, RuntimeKind
 from reprofleet.playbook import load_playbook
@@ -271,8 +273,22 @@ def checkup(request: DoctorRequest) -> Checkup:
     cells = list(book.cells)
     evidence = examine(inventory.hosts, lambda host: cells, request.config.run_settings(request.accept_new),
                        request.reports)
-    return Checkup(book.path, tuple(diagnose(h, cells, evidence[h.name], root_features=root_features(cells, h))
-                                    for h in inventory.hosts))
+    found = tuple(diagnose(h, cells, evidence[h.name], root_features=root_features(cells, h)) for h in inventory.hosts)
+    if any(SLURM_VARIABLE in h.vars for h in inventory.hosts):  # -i slurm:...: what the scheduler must allow
+        from reprofleet.scheduler import SlurmClient
+
+        found = with_slurm(found, inventory.hosts, SlurmClient())
+    return Checkup(book.path, found)
+
+
+def with_slurm(found: Sequence[Diagnosis], hosts: Sequence[Host], client: Any) -> tuple[Diagnosis, ...]:
+    """Each host's diagnosis with its Slurm items (doctor_slurm.py) added; Slurm asked once for all."""
+    from reprofleet.campaign.doctor_slurm import gather, slurm_checks
+
+    evidence = gather(client, hosts)
+    by_name = {host.name: host for host in hosts}
+    return tuple(Diagnosis(d.host, (*d.checks, *(Check(c.item, Status(c.status.value), c.found, c.fix)
+                                                 for c in slurm_checks(by_name[d.host], evidence)))) for d in found)
 
 
 def examine(hosts: Sequence[Host], cells_of: Callable[[Host], Sequence[Cell]], settings: Any,

@@ -32,6 +32,9 @@ from reprofleet.model import Cell, Host, Outcome, Playbook, SearchBlock, StopKin
 from reprofleet.playbook import plan_order
 from reprofleet.playbook.ladder import Ladder, LadderPlan, ladder_json, ladder_plan
 from reprofleet.runner.search import LadderSchedule
+from reprofleet.runner.slurm_node import SlurmNodes
+from reprofleet.inventory import SLURM_VARIABLE
+from reprofleet.scheduler import SlurmClient
 from reprofleet.stats.changepoint import bad_check_attempts
 from reprofleet.records.disk_caps import CampaignDiskBudget
 from reprofleet.records.history import CampaignHistory, history_of, read_history
@@ -339,6 +342,7 @@ def run_campaign(
     network_ok: Callable[[], bool] | None = None,
     observers: Sequence[Observer] = (),
     ladder_for: Callable[[LadderPlan], Ladder] | None = None,
+    slurm_client: SlurmClient | None = None,
 ) -> CampaignResult:
     """Run every host's plan in parallel and return the records this run appended.
 
@@ -347,7 +351,8 @@ def run_campaign(
     over SSH, time is the system's, and the guard asks carrier, witnesses and power devices.
     ``observers`` (notifications) are told every event and record as it is written, beside
     the metrics.prom writer every campaign has. ``ladder_for``: a search's model (default: the
-    real one, ``LadderPlan.ladder``), the seam a test scripts a search through.
+    real one, ``LadderPlan.ladder``), the seam a test scripts a search through. ``slurm_client``:
+    how Slurm is asked when hosts are Slurm nodes (default: its commands on this controller).
     """
     # The playbook's connect timeout governs every connection of this campaign.
     settings = replace(settings, transport=replace(settings.transport,
@@ -396,6 +401,7 @@ def run_campaign(
             netconsole=netconsole_setup.start_receiver(plan.hosts, directory.root / "netconsole", settings.disk, disk),
             disk_budget=disk,
             env_secrets=env_secrets, secret_digests=secret_digests,
+            slurm=_slurm(plan, slurm_client),
         )
         if power is not None:
             announce_power_control(fleet, ctx.event)
@@ -427,6 +433,8 @@ def run_campaign(
         finally:
             if ctx.netconsole is not None:
                 ctx.netconsole.close()
+        if ctx.slurm is not None:  # every host thread has ended: no attempt of ours runs on a node given back
+            ctx.slurm.give_back(ctx.event)
         records = read_attempts(directory.attempts)
         result = CampaignResult(plan.campaign_id, directory, records[before:], stop.is_set(), ctx.failure,
                                 quarantined={r.host.name: str(r.state.quarantined) for r in runners if r.state.quarantined},
@@ -434,6 +442,13 @@ def run_campaign(
                                 given_back={r.host.name: r.state.given_back for r in runners})
         watch.ended = Ended(result.interrupted, result.failure, result.quarantined)
     return result
+
+
+def _slurm(plan: CampaignPlan, client: SlurmClient | None) -> SlurmNodes | None:
+    """The campaign's scheduler when any host is a Slurm node (``-i slurm:...``)."""
+    if not any(SLURM_VARIABLE in host.vars for host in plan.hosts):
+        return None
+    return SlurmNodes(client or SlurmClient(), plan.campaign_id)
 
 
 def _schedule(ctx: CampaignContext, plan: CampaignPlan, ladder_for: Callable[[LadderPlan], Ladder] | None,

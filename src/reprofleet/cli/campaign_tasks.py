@@ -155,7 +155,8 @@ def plain_lines(text: str) -> str:
 
 
 @task(help={
-    "hosts": "Ansible inventory (YAML, INI, or any source ansible-inventory reads)",
+    "hosts": "Ansible inventory (YAML, INI, or any source ansible-inventory reads), or slurm:PARTITION (Slurm's "
+             "nodes; give -i twice to add an Ansible inventory with their login and power)",
     "playbook": "campaign YAML (default playbooks/sm120-hostwedge.yml; with --resume: the copy the folder keeps)",
     "attempts": "attempts per cell per host (overrides the playbook)",
     "dry-run": "print the plan and contact nothing",

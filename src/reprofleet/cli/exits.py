@@ -18,7 +18,7 @@ from invoke import Collection, Exit
 
 from reprofleet.errors import InputError, ReprofleetError, UsageError
 from reprofleet.cli.env_config import environment_problems
-from reprofleet.cli.flags import asks_help, print_task_help
+from reprofleet.cli.flags import asks_help, joined_inventory, print_task_help
 from reprofleet.cli.terminal_text import plain
 
 
@@ -145,7 +145,7 @@ def handled(body: Callable[..., Any]) -> Callable[..., Any]:
             problems = environment_problems()
             if problems:  # an INVOKE_REPROFLEET_* value that did not parse: nothing runs
                 raise BadArgument("; ".join(problems))
-            status = body(*args, **kwargs)
+            status = body(*args, **joined_inventory(kwargs))
         except (ReprofleetError, KeyboardInterrupt) as error:
             if os.environ.get("REPROFLEET_TRACEBACK"):
                 traceback.print_exc()

@@ -6,6 +6,9 @@ Invoke gives each task short flags by first letter, so ``-h`` was ``--hosts`` (`
 next. Here no letter is given automatically: :data:`SHORT` is the whole table, the same on
 every task that has the flag. An inventory is ``-i/--inventory``, as in Ansible (``--hosts``
 stays as a second name, the one the tasks' code uses), and ``-l/--limit`` chooses hosts.
+``-i`` may be given twice (``-i slurm:gpu -i inventory/lab.yml``): Invoke keeps one value of a
+text flag, so it is a list flag, and :func:`joined_inventory` hands the task body one string,
+joined as the inventory package reads it (:data:`reprofleet.inventory.SOURCE_JOINER`).
 :func:`standardise` applies it to a collection once, where the tasks are gathered.
 """
 
@@ -18,6 +21,8 @@ from typing import Any
 
 from invoke import Collection, Program, Task
 from invoke.parser import Parser
+
+from reprofleet.inventory import SOURCE_JOINER
 
 SHORT = {"inventory": "i", "limit": "l", "playbook": "p", "json": "j", "yes": "y", "attempts": "a", "dry-run": "n",
          "config": "c"}
@@ -32,11 +37,20 @@ def _standard_arg_opts(task: Task, original: Any, name: str, default: Any, taken
     if name == INVENTORY_PARAM:
         names = ["inventory", INVENTORY_PARAM]
         opts["attr_name"] = INVENTORY_PARAM
+        opts["kind"] = list  # -i twice: both kept (joined_inventory makes them one string again)
     letter = SHORT.get(names[0])
     if letter and letter not in taken_names:
         names.append(letter)
     opts["names"] = names
     return opts
+
+
+def joined_inventory(kwargs: dict[str, Any]) -> dict[str, Any]:
+    """A task's keyword arguments with ``-i``'s list of sources as one string ("" for none)."""
+    given = kwargs.get(INVENTORY_PARAM)
+    if isinstance(given, list):
+        kwargs = {**kwargs, INVENTORY_PARAM: SOURCE_JOINER.join(str(word) for word in given)}
+    return kwargs
 
 
 _ROOT: list[Collection] = []  # the collection standardise() was given (for help asked through a positional)

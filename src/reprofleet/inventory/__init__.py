@@ -18,7 +18,8 @@ group's hosts in Ansible's order), ``ranges``
 ``listing`` (the ``ansible-inventory`` path), ``values`` (what they share), ``netconsole``
 (the ``netconsole:`` block), ``login`` (host names, addresses and users are data, never
 ssh options), ``gpu_access`` (``gpu_policy: observe``: hosts whose GPU settings are never
-changed).
+changed), ``slurm_source`` (``-i slurm:PARTITION``: Slurm's nodes, merged with an Ansible
+inventory for login and power).
 """
 
 from __future__ import annotations
@@ -38,10 +39,11 @@ from reprofleet.inventory.ini_format import ini_value
 from reprofleet.inventory.listing import ANSIBLE_INVENTORY_TIMEOUT_S, ansible_inventory_command
 from reprofleet.inventory.load import load_inventory
 from reprofleet.inventory.ranges import expand_host_pattern, expand_host_ranges
+from reprofleet.inventory.slurm_source import SLURM_VARIABLE, SOURCE_JOINER
 from reprofleet.inventory.values import YAML_SUFFIXES, VaultEncrypted
 
 __all__ = [
     "ADDRESS_VARS", "ANSIBLE_INVENTORY_TIMEOUT_S", "Inventory", "KEY_FILE_VARS", "PDU_SECRET_KEYS", "PORT_VARS",
-    "USER_VARS", "VaultEncrypted", "YAML_SUFFIXES", "ansible_inventory_command", "credential_ref",
+    "SLURM_VARIABLE", "SOURCE_JOINER", "USER_VARS", "VaultEncrypted", "YAML_SUFFIXES", "ansible_inventory_command", "credential_ref",
     "expand_host_pattern", "expand_host_ranges", "host_from_vars", "ini_value", "load_inventory", "power_port",
 ]

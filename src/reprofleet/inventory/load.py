@@ -11,24 +11,31 @@ from pathlib import Path
 from typing import Any
 
 from reprofleet.errors import InventoryError, Location
+from reprofleet.scheduler import SlurmClient
 from reprofleet.suggest import load_located_yaml
 
 from reprofleet.inventory.graph import Graph
 from reprofleet.inventory.hosts import Inventory, inventory_from_graph
 from reprofleet.inventory.ini_format import parse_ini_inventory
 from reprofleet.inventory.listing import ANSIBLE_INVENTORY_TIMEOUT_S, ansible_list, inventory_from_listing
+from reprofleet.inventory.slurm_source import SOURCE_JOINER, SlurmSelection, is_slurm_source, slurm_inventory
 from reprofleet.inventory.values import YAML_SUFFIXES, InventoryLoader, read_text
 from reprofleet.inventory.vars_files import VarsFiles
 from reprofleet.inventory.yaml_format import parse_yaml_inventory
 
 
-def load_inventory(path: str | Path, *, timeout_s: float = ANSIBLE_INVENTORY_TIMEOUT_S) -> Inventory:
+def load_inventory(path: str | Path, *, timeout_s: float = ANSIBLE_INVENTORY_TIMEOUT_S,
+                   slurm: SlurmClient | None = None) -> Inventory:
     """Read an inventory the way ``ansible-inventory -i PATH --list`` would.
 
     YAML/INI files are parsed here; anything else goes through ``ansible-inventory``
     (bounded by ``timeout_s``). Every problem is an InventoryError at file:line:field.
+    A ``slurm:`` source (alone, or joined with one Ansible inventory by ``-i`` given twice)
+    reads Slurm's nodes through ``slurm`` (the real commands by default): slurm_source.py.
     """
     source = str(path)
+    if is_slurm_source(source) or SOURCE_JOINER in source:
+        return _with_slurm(source.split(SOURCE_JOINER), timeout_s, slurm or SlurmClient())
     where = Path(path)
     if where.is_file() and not _is_script(where):
         graph = Graph(source)
@@ -37,6 +44,18 @@ def load_inventory(path: str | Path, *, timeout_s: float = ANSIBLE_INVENTORY_TIM
     if where.exists() or "," in source:  # a plugin config, script, folder or 'a,b,' list
         return inventory_from_listing(ansible_list(source, timeout_s), source)
     raise InventoryError(Location(source), "no such inventory file or directory")
+
+
+def _with_slurm(parts: list[str], timeout_s: float, slurm: SlurmClient) -> Inventory:
+    """One ``slurm:`` source choosing the hosts, and at most one Ansible inventory for their
+    login and power details."""
+    chosen = [p for p in parts if is_slurm_source(p)]
+    details = [p for p in parts if not is_slurm_source(p)]
+    if len(chosen) != 1 or len(details) > 1:
+        raise InventoryError(Location(SOURCE_JOINER.join(parts)), "give one slurm: source (which nodes) and at most "
+                             "one Ansible inventory (their login and power): -i slurm:gpu -i inventory/lab.yml")
+    known = load_inventory(details[0], timeout_s=timeout_s) if details else None
+    return slurm_inventory(SlurmSelection.parse(chosen[0]), slurm, known)
 
 
 def _is_script(path: Path) -> bool:

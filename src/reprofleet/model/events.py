@@ -37,6 +37,14 @@ class CampaignEvent(str, Enum):
     ORPHAN_KILLED = "orphan_killed"
     RUNTIME_RESOLVED = "runtime_resolved"
     CACHE_PUSHED = "cache_pushed"
+    # the lab's scheduler (runner/slurm_node.py): the node taken (drained with this campaign's reason),
+    # its running jobs waited for, set down on a wedge, drained again once healthy, given back at the end
+    SLURM_TAKEN = "slurm_taken"
+    SLURM_JOBS_WAITING = "slurm_jobs_waiting"  # jobs run on the node: no attempt starts until they end
+    SLURM_JOBS_ENDED = "slurm_jobs_ended"
+    SLURM_DOWN = "slurm_down"  # a wedge (or a silence) declared: the node down with a reason people read
+    SLURM_GIVEN_BACK = "slurm_given_back"  # resumed: the nodes this campaign drained; left: the others, and why
+    SLURM_ERROR = "slurm_error"  # a node change Slurm refused (the campaign goes on; the event says what)
     # policy, kernel settings and netconsole
     POLICY_APPLIED = "policy_applied"
     POLICY_RESTORED = "policy_restored"

@@ -8,7 +8,7 @@ import secrets
 import threading
 from dataclasses import dataclass, field, replace
 from functools import cached_property
-from typing import AbstractSet, Any, Callable, Iterable, Mapping
+from typing import TYPE_CHECKING, AbstractSet, Any, Callable, Iterable, Mapping
 
 from reprofleet.clock import Clock, SystemClock
 from reprofleet.config import DEFAULT_TIMINGS, Timings
@@ -24,6 +24,9 @@ from reprofleet.records.store import AttemptLog, CampaignDir, JsonlAppender, iso
 from reprofleet.remote.transport import TransportSettings
 from reprofleet.liveness.watchdog import FleetLiveness, WatchdogSettings
 from reprofleet.power.control import PowerControl
+
+if TYPE_CHECKING:
+    from reprofleet.runner.slurm_node import SlurmNodes
 
 
 @dataclass(frozen=True)
@@ -138,6 +141,7 @@ class CampaignContext:
     host_outlets: Mapping[str, frozenset[str]] = field(default_factory=dict)  # host -> the outlet keys that feed it
     env_secrets: Mapping[str, Secret] = field(default_factory=dict)  # name -> value, for the PoC's environment only
     secret_digests: Mapping[str, str] = field(default_factory=dict)  # name -> hash, when they join cell identities
+    slurm: SlurmNodes | None = None  # the lab's scheduler, when hosts are Slurm nodes (runner/slurm_node.py)
 
     def note_cut(self, host: str, why: str) -> None:
         """``host`` shares an outlet with a host about to be cycled: its attempt will end by the cut."""

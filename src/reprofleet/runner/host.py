@@ -39,6 +39,7 @@ from reprofleet.runner.preparation import HostPreparation
 from reprofleet.runner.recovery import HostRecovery, PowerBudget, Recovered, RecoveryBinding, not_declared
 from reprofleet.runner.search import LadderSchedule
 from reprofleet.runner.slot_record import SlotRecorder
+from reprofleet.runner.slurm_node import host_events
 from reprofleet.runner.stops import HostStops
 
 CONTROLLER_DISK_ERRORS = (errno.ENOSPC, errno.EDQUOT, errno.EROFS)  # the controller cannot write: stop all
@@ -78,7 +79,7 @@ class HostRunner:
         self.state = HostState()
         earlier = list(earlier)
         self.stops = HostStops(ctx.playbook, earlier, stopped)
-        self.log = HostLog(host.name, ctx.event, lambda name, **fields: ctx.progress(name, **fields))
+        self.log = HostLog(host.name, host_events(ctx, host), lambda name, **fields: ctx.progress(name, **fields))
         self.runtimes = runtime_truth.HostRuntimes(self.log, earlier, resolved_before)  # image digests, versions
         self.sysctls = host_debug.HostDebugSysctls(self.log, ctx.playbook)  # lockup-to-panic sysctls of this boot
         self.netconsole = netconsole_setup.HostNetconsole(self.log, host.netconsole, ctx.netconsole)
@@ -92,7 +93,7 @@ class HostRunner:
                                       self.recorder, self.log)
         self.budget = PowerBudget(ctx.settings.power_cycle_budget)
         self.preparation = HostPreparation(ctx, host, self.link, self.runtimes, self.recorder, self.budget, self.log)
-        self.attempts.before_start = self.preparation.refresh_facts  # facts again after every boot
+        self.attempts.before_start = self.preparation.before_attempt  # Slurm's jobs; facts again after every boot
         self.recovery = bind_recovery(self)
         self.streak = InfraStreak(ctx.settings.infra_streak)
         self.may_run = {cell.name for cell, _ in plan}  # a ladder's cells this host may run (observe-only: no settings)
@@ -369,7 +370,7 @@ class HostRunner:
 
     def after_unreachable(self, record: Record) -> Record:
         """A host that froze between attempts: recover it like a wedge; the slot stays infra."""
-        self.ctx.event(self.host.name, CampaignEvent.UNREACHABLE, attempt=record.attempt, reason=record.reason)
+        self.log.event(CampaignEvent.UNREACHABLE, attempt=record.attempt, reason=record.reason)  # Slurm: down
         self.link.drop()
         if self.recovery is None:
             self.quarantine("unreachable, and no recovery is configured")
@@ -405,7 +406,7 @@ class HostRunner:
 
     def after_wedge(self, record: Record) -> Record:
         """Bring a wedged host back (power cycle when it has a port) and attach forensics."""
-        self.ctx.event(self.host.name, CampaignEvent.WEDGE, attempt=record.attempt, latency_s=record.detect_latency_s,
+        self.log.event(CampaignEvent.WEDGE, attempt=record.attempt, latency_s=record.detect_latency_s,  # Slurm: down
                        last_phase=record.last_phase, last_log_line=record.last_log_line)
         self.link.drop()
         if self.recovery is None:

@@ -27,6 +27,7 @@ from reprofleet.runner.link import HostLink
 from reprofleet.runner.recovery import PowerBudget
 from reprofleet.runner.runtimes import HostRuntimes
 from reprofleet.runner.slot_record import SlotRecorder
+from reprofleet.runner.slurm_node import host_hold
 
 __all__ = ["HostPreparation"]
 
@@ -46,9 +47,13 @@ class HostPreparation:
         self.prepared = False  # this run reached the host and prepared it (so it restores it at the end)
         self.stack: dict[str, str | None] | None = None  # kernel, driver, CUDA, VBIOS as last read
         self.facts_boot: str | None = None  # the boot the facts were read in
+        self.slurm = host_hold(ctx, host)  # its Slurm node, when it is one: taken before anything runs on it
 
     def prepare(self, cells: Sequence[Cell]) -> PushedFiles:
-        """Lease, orphans, facts, readiness, the PoC and the cache on the host; what was pushed."""
+        """Its Slurm node taken (jobs waited for), then lease, orphans, facts, readiness, the PoC and
+        the cache on the host; what was pushed."""
+        if self.slurm is not None:
+            self.slurm.take()
         agent = self.link.connect()
         self.link.take_lease(agent)
         self.budget.sync(self.ctx.directory, self.host.name)
@@ -90,6 +95,12 @@ class HostPreparation:
                            message="the host booted into other software: records from here on carry the new facts")
         self.stack, self.facts_boot = stack, facts.boot_id
         return facts
+
+    def before_attempt(self, agent: AgentClient) -> None:
+        """Before every attempt: no Slurm job on the node (runner/slurm_node.py), facts current."""
+        if self.slurm is not None:
+            self.slurm.before_attempt()
+        self.refresh_facts(agent)
 
     def refresh_facts(self, agent: AgentClient) -> None:
         """Facts after every boot the campaign sees: read again when the host is in a boot other
