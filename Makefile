@@ -40,7 +40,8 @@ demo: system-deps $(VENV)/.installed
 
 # Unit tests on every core; then the fleet tests: those that judge nothing against the wall
 # clock FLEET_WORKERS at a time (each builds real namespaces, sshd and simulators and mostly waits on
-# them; a module stays on one worker, so a fleet it shares is built once), then the ones
+# them; a module stays on one worker, so a fleet it shares is built once; the longest modules are
+# handed out first, in the order tests/fleet/conftest.py collects them, not xdist's by test count), then the ones
 # marked `alone` (detection latency, stalls, starvation) with nothing beside them.
 # Each phase prints its wall time, so CI's log shows the figures the 15-minute budget is held to.
 # The fleet phases collect tests/fleet only (every fleet test lives there: tests/README.md), not the
@@ -51,7 +52,7 @@ test: system-deps $(VENV)/.installed
 	$(VENV)/bin/bandit -q -c pyproject.toml -r src collectors --severity-level high
 	@t0=$$(date +%s); $(VENV)/bin/python -m pytest -q -m "not fleet" -n auto $(PYTEST_ARGS); rc=$$?; \
 	  echo "make test: unit phase $$(( $$(date +%s) - t0 )) s"; exit $$rc
-	@t0=$$(date +%s); $(VENV)/bin/python -m pytest -q -m "fleet and not alone" -n $(FLEET_WORKERS) --dist loadfile --durations=20 $(PYTEST_ARGS) tests/fleet; rc=$$?; \
+	@t0=$$(date +%s); $(VENV)/bin/python -m pytest -q -m "fleet and not alone" -n $(FLEET_WORKERS) --dist loadfile --no-loadscope-reorder --durations=20 $(PYTEST_ARGS) tests/fleet; rc=$$?; \
 	  echo "make test: fleet phase, $(FLEET_WORKERS) at a time $$(( $$(date +%s) - t0 )) s"; exit $$rc
 	@t0=$$(date +%s); $(VENV)/bin/python -m pytest -q -m "fleet and alone" --durations=10 $(PYTEST_ARGS) tests/fleet; rc=$$?; \
 	  echo "make test: fleet phase, alone $$(( $$(date +%s) - t0 )) s"; exit $$rc
@@ -60,7 +61,7 @@ test: system-deps $(VENV)/.installed
 # (The fleet run appends: pytest-cov erases every earlier .coverage* file when it starts.)
 coverage: system-deps $(VENV)/.installed
 	$(VENV)/bin/python -m pytest -q -m "not fleet" -n auto --cov=reprofleet --cov-report= $(PYTEST_ARGS)
-	$(VENV)/bin/python -m pytest -q -m "fleet and not alone" -n $(FLEET_WORKERS) --dist loadfile --cov=reprofleet --cov-append --cov-report= $(PYTEST_ARGS)
+	$(VENV)/bin/python -m pytest -q -m "fleet and not alone" -n $(FLEET_WORKERS) --dist loadfile --no-loadscope-reorder --cov=reprofleet --cov-append --cov-report= $(PYTEST_ARGS)
 	$(VENV)/bin/python -m pytest -q -m "fleet and alone" --cov=reprofleet --cov-append --cov-report= $(PYTEST_ARGS)
 	$(VENV)/bin/python -m coverage report | tail -1
 

@@ -36,6 +36,23 @@ class JsonlFile:
 
     @classmethod
     def read(cls, path: Path) -> "JsonlFile":
+        """The file as it is now; parsed again only when its size or mtime moved since the last read
+        (a kill point polls every few ms: re-parsing an unchanged events.jsonl each time took a CPU
+        from the controller it watches and from the workers beside it)."""
+        try:
+            stat = path.stat()
+        except FileNotFoundError:
+            return cls((), ())
+        key = (str(path), stat.st_size, stat.st_mtime_ns)
+        cached = _PARSED.get(str(path))
+        if cached is not None and cached[0] == key:
+            return cached[1]
+        parsed = cls.parse(path)
+        _PARSED[str(path)] = (key, parsed)
+        return parsed
+
+    @classmethod
+    def parse(cls, path: Path) -> "JsonlFile":
         if not path.exists():
             return cls((), ())
         entries: list[dict[str, Any]] = []
@@ -53,6 +70,10 @@ class JsonlFile:
             else:
                 torn.append((number, line[:120]))
         return cls(tuple(entries), tuple(torn))
+
+
+# path -> ((path, size, mtime_ns), its lines): the last parse of each file read (frozen, so shared safely)
+_PARSED: dict[str, tuple[tuple[str, int, int], JsonlFile]] = {}
 
 
 @dataclass(frozen=True)

@@ -63,3 +63,17 @@ def test_a_cell_recorded_under_two_identities_on_one_host_is_named(tmp_path: Pat
     problems = broken_invariants(_folder(tmp_path, split, []), {("h", "a"): 2, ("h", "b"): 1})
     assert problems == ["cells recorded under more than one identity on one host (a resume lost what ran): "
                         "{('h', 'a'): ['a@1111', 'a@2222']}"]
+
+
+def test_a_line_appended_after_a_read_is_seen_by_the_next_read_torn_or_whole(tmp_path: Path) -> None:
+    """The folder's files are parsed again whenever they change (a kill point polls them every few
+    ms and only an unchanged file is served from the last parse): a new line, or a torn one, is
+    never hidden behind an earlier read."""
+    first = _folder(tmp_path, [_record("1", "a")], [])
+    assert [r["attempt"] for r in first.records] == ["1"] and Snapshot.read(tmp_path).records == first.records
+    with (tmp_path / "attempts.jsonl").open("a") as appended:
+        appended.write(json.dumps(_record("2", "b")) + "\n")
+    assert [r["attempt"] for r in Snapshot.read(tmp_path).records] == ["1", "2"]
+    with (tmp_path / "attempts.jsonl").open("a") as appended:
+        appended.write('{"schema": 1, "attempt": "3", "ho')
+    assert Snapshot.read(tmp_path).attempts.torn
