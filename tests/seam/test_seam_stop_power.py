@@ -109,7 +109,7 @@ def test_a_second_ctrl_c_in_a_cycles_off_dwell_switches_the_host_on_before_exiti
         released.set()
     assert fake.device.state is PowerState.ON  # switched on by the exit, not left off
     assert "switched back on before exiting: mid-cycle" in str(interrupted.value)
-    folder = next((tmp_path / "reports").iterdir())
+    folder = next(p for p in (tmp_path / "reports").iterdir() if (p / "events.jsonl").is_file())  # not .facts/
     said = [json.loads(line) for line in (folder / "events.jsonl").read_text().splitlines()]
     assert [e["message"] for e in said if e["event"] == "power_on_at_exit"] == [
         "switched back on before exiting: mid-cycle"]
