@@ -88,7 +88,8 @@ def test_unavailable_and_unknown_are_errors_never_off(ha: HomeAssistantSim, stat
     log = PowerLog(None)
     with pytest.raises(PowerActionError, match=f"switch.ws01_plug is {state} in Home Assistant") as caught:
         driver(ha, log).status()
-    assert not isinstance(caught.value, PowerUnansweredError)  # Home Assistant answered: a definite error
+    # the plug did not answer Home Assistant: retried, then no answer (never "off")
+    assert isinstance(caught.value, PowerUnansweredError) and log.events[-1].tries == 2
     assert log.events[-1].state is None and log.events[-1].result == "failed"
 
 

@@ -20,7 +20,8 @@ Home Assistant's picture of the entity without touching the plug.
 
 ``unavailable`` (the integration lost the plug) and ``unknown`` (Home Assistant has not heard
 from it since it started) are errors, never "off": a host behind a plug Home Assistant cannot
-see may well be on. Home Assistant has no flip-back timer for a switch entity that every
+see may well be on. They are retried (a plug back on the WiFi a second later answers), and
+a read whose every try says so fails as unanswered. Home Assistant has no flip-back timer for a switch entity that every
 integration honours, so a cycle is the controller's: off, read back off, dwell, on, read
 back on.
 """
@@ -48,8 +49,12 @@ ENTITY_ID = re.compile(r"^switch\.[a-z0-9_]+$")  # Home Assistant's object ids: 
 NOT_A_STATE = ("unavailable", "unknown")  # Home Assistant's STATE_UNAVAILABLE / STATE_UNKNOWN
 
 
-class EntityStateError(PowerError):
-    """Home Assistant holds no on/off for the entity (``unavailable``/``unknown``): not an off."""
+class EntityStateError(TransientPowerError):
+    """Home Assistant holds no on/off for the entity (``unavailable``/``unknown``): not an off.
+
+    Home Assistant answered, but the plug behind it did not answer Home Assistant: retried like
+    a device that gave no answer, and, when every try says so, no answer (the partition guard
+    must not take a plug nobody can reach as proof that the hosts' network works)."""
 
 
 def parse_entity_state(reply: object, entity_id: str) -> PowerState:
