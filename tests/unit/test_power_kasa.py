@@ -237,3 +237,22 @@ def test_options_say_what_is_missing_or_wrong(xor_plug: KasaXorPlug) -> None:
         kasa(xor_plug.address, PowerLog(None), account="a:b", transport="xor")
     with pytest.raises(PowerConfigError, match="xor transport speaks Kasa's iot family only"):
         kasa(xor_plug.address, PowerLog(None), transport="xor", family="smart")
+
+
+def test_an_inventorys_kasa_and_home_assistant_blocks_make_drivers_with_one_lock_per_device(
+        tmp_path: Path) -> None:
+    from reprofleet.inventory import load_inventory
+
+    inventory = tmp_path / "plugs.yml"
+    inventory.write_text(
+        "all:\n  hosts:\n"
+        "    ws01:\n      ansible_host: 10.0.0.11\n      pdu: {driver: kasa, address: 192.0.2.43, transport: klap, "
+        "outlet: 2, credentials: env:RF_TPLINK}\n"
+        "    ws02:\n      ansible_host: 10.0.0.12\n      pdu: {driver: kasa, address: '192.0.2.44:9999', transport: xor}\n"
+        "    ws03:\n      ansible_host: 10.0.0.13\n      pdu: {driver: homeassistant, address: 'http://192.0.2.8:8123', "
+        "outlet: switch.ws03_plug, credentials: file:/nonexistent/ha-token}\n")
+    hosts = {host.name: host for host in load_inventory(inventory).hosts}
+    made = {name: driver_for(host.pdu, name, PowerLog(None), secrets=lambda ref: Secret("a@b.c:pw"))
+            for name, host in hosts.items() if host.pdu is not None}
+    assert [type(driver).__name__ for driver in made.values()] == ["KasaDriver", "KasaDriver", "HomeAssistantDriver"]
+    assert made["ws01"].device_key == "kasa:192.0.2.43:80" and made["ws02"].device_key == "kasa:192.0.2.44:9999"

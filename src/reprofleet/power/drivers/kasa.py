@@ -11,8 +11,8 @@ Selected by an inventory ``pdu:`` block like::
       credentials: file:~/.config/reprofleet/tplink   # "you@example.com:password" of the TP-Link account (klap only)
       # timeout_s: 5  settle_s: 10  poll_s: 0.25   (every driver)
 
-``python-kasa discover`` prints each device's transport ("KLAP" or "XOR") and family. KLAP needs
-the TP-Link cloud account the plug was set up with, even on the LAN: the device proves it knows
+``kasa discover`` (python-kasa's command line) prints each device's connection type (family and
+encryption). KLAP needs the TP-Link cloud account the plug was set up with, even on the LAN: the device proves it knows
 the account in the handshake and refuses any other (an ``AuthenticationError``, reported as the
 account refused, never retried). The legacy protocol has no credentials at all (anyone on the LAN
 can switch the plug), so none may be given for it.
