@@ -59,7 +59,7 @@ def tapo(outlets: list[Path]) -> Iterator[KasaKlapPlug]:
 def kasa(address: str, log: PowerLog, outlet: str | None = None, account: str | None = None,
          **options: Any) -> PowerDriver:
     port = PowerPort("kasa", address, outlet, CredentialRef("env", "RF_TPLINK") if account else None,
-                     frozen_mapping({"settle_s": 2.0, "poll_s": 0.5, "tries": 2, "timeout_s": 0.3,
+                     frozen_mapping({"settle_s": 2.0, "poll_s": 0.5, "tries": 2, "timeout_s": 2.0,
                                      "stagger_window_s": 0, **options}))
     return driver_for(port, "ws01", log, secrets=lambda ref: Secret(account or ""), clock=VirtualClock())
 
