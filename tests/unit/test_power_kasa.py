@@ -165,7 +165,8 @@ def test_an_unreachable_device_is_unanswered_after_its_tries() -> None:
         closed = f"127.0.0.1:{probe.getsockname()[1]}"
     for driver in (kasa(closed, PowerLog(None), transport="xor"),
                    kasa(closed, PowerLog(None), account=f"{USER}:{PASSWORD}", transport="klap")):
-        with pytest.raises(PowerUnansweredError, match="unreachable.*gave up after 2 tries"):
+        # refused; or silent, where another process took the freed port meanwhile: no answer either way
+        with pytest.raises(PowerUnansweredError, match="gave up after 2 tries"):
             driver.status()
 
 
@@ -248,9 +249,11 @@ def test_an_inventorys_kasa_and_home_assistant_blocks_make_drivers_with_one_lock
         "all:\n  hosts:\n"
         "    ws01:\n      ansible_host: 10.0.0.11\n      pdu: {driver: kasa, address: 192.0.2.43, transport: klap, "
         "outlet: 2, credentials: env:RF_TPLINK}\n"
-        "    ws02:\n      ansible_host: 10.0.0.12\n      pdu: {driver: kasa, address: '192.0.2.44:9999', transport: xor}\n"
-        "    ws03:\n      ansible_host: 10.0.0.13\n      pdu: {driver: homeassistant, address: 'http://192.0.2.8:8123', "
-        "outlet: switch.ws03_plug, credentials: file:/nonexistent/ha-token}\n")
+        "    ws02:\n      ansible_host: 10.0.0.12\n"
+        "      pdu: {driver: kasa, address: '192.0.2.44:9999', transport: xor}\n"
+        "    ws03:\n      ansible_host: 10.0.0.13\n"
+        "      pdu: {driver: homeassistant, address: 'http://192.0.2.8:8123', outlet: switch.ws03_plug,\n"
+        "            credentials: file:/nonexistent/ha-token}\n")
     hosts = {host.name: host for host in load_inventory(inventory).hosts}
     made = {name: driver_for(host.pdu, name, PowerLog(None), secrets=lambda ref: Secret("a@b.c:pw"))
             for name, host in hosts.items() if host.pdu is not None}
