@@ -17,7 +17,9 @@ from reprofleet.model import PowerPort
 from reprofleet.power.base import PowerDriver
 from reprofleet.power.drivers.command import CommandDriver
 from reprofleet.power.drivers.fence import FenceDriver
+from reprofleet.power.drivers.homeassistant import HomeAssistantDriver
 from reprofleet.power.drivers.ipmi import IpmiDriver
+from reprofleet.power.drivers.kasa import KasaDriver
 from reprofleet.power.log import PowerLog
 from reprofleet.power.options import PowerConfigError
 from reprofleet.power.drivers.pdudaemon import PdudaemonDriver
@@ -29,7 +31,7 @@ from reprofleet.power.drivers.tasmota import TasmotaDriver
 DRIVERS: Mapping[str, type[PowerDriver]] = MappingProxyType({
     cls.name: cls
     for cls in (TasmotaDriver, ShellyDriver, SnmpDriver, RedfishDriver, IpmiDriver, PdudaemonDriver, CommandDriver,
-                FenceDriver)
+                FenceDriver, HomeAssistantDriver, KasaDriver)
 })
 
 

@@ -14,7 +14,11 @@ that file when a real client switches its outlet, and reports the outlet's state
 - ``IpmiBmc``: OpenIPMI's ipmi_sim, one per host, whose chassis control is the switch, with a
   SEL that ``ipmi_sel`` fills as the host's power changes and when it wedges (no DCMI power),
   and a latency relay (``udp_delay``) where a slow BMC is wanted;
-- ``PdudaemonServer``: the real pdudaemon with a localcmdline PDU writing the switches.
+- ``PdudaemonServer``: the real pdudaemon with a localcmdline PDU writing the switches;
+- in this process, on a thread (tests and benches drive them directly): ``plug_kasa`` (TP-Link
+  Kasa/Tapo plugs and strips on the legacy XOR protocol and on KLAP, from the protocols' write-ups
+  in ``kasa_wire``) and ``plug_homeassistant`` (Home Assistant's REST API for switch entities), with
+  the consumer plugs' own faults (``plug_faults``: an overload trip, a switch from the vendor's app).
 
 Every one binds 127.0.0.1 on a free port, records the PIDs it starts, waits for
 readiness with a deadline, and stops by PID (also from another process:
