@@ -136,6 +136,7 @@ class PowerDriver(ABC):
     reads_state: bool = True  # False: the device cannot report state (status is UNKNOWN)
     meters_power: bool = False  # True: _read_power may know the outlet's draw in watts
     device_cycles: bool = False  # True: cycle() asks the device to cycle by itself (option device_cycle)
+    sends_nmi: bool = False  # True: nmi() asks the BMC for a diagnostic interrupt (the recovery ladder's rung)
 
     default_scheme: ClassVar[str] = "http"
     default_port: ClassVar[int | None] = None  # None: the scheme's (80 for http, 443 for https)
@@ -232,6 +233,20 @@ class PowerDriver(ABC):
                 return self._read_power()
         except (ReprofleetError, OSError):
             return None
+
+    def _send_nmi(self) -> str:
+        """Ask the device for a diagnostic interrupt (NMI): one request; returns the power log's note."""
+        raise PowerError("this device sends no NMI")
+
+    def nmi(self) -> None:
+        """An NMI to the host, sent once and logged as ``nmi``; never retried: a second NMI could
+        land in the kdump the first one started. A PowerActionError where the device refused."""
+        with self._outlet_held("nmi"), self._logged("nmi") as action:
+            action.tries = 1
+            if not self.sends_nmi:
+                raise PowerError("this device sends no NMI (ipmi, redfish, or a fence agent with diag do)")
+            with device_lock(self.lock_dir, self.device_key, self.settings.lock_wait_s, "nmi"):
+                action.note = self._send_nmi()
 
     # -- the public interface -----------------------------------------------------------
 
