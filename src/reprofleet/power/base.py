@@ -47,6 +47,7 @@ from reprofleet.power.locks import address_key, device_lock, file_lock, thread_l
 from reprofleet.power.log import PowerEvent, PowerLog
 from reprofleet.records.store import iso_utc
 from reprofleet.power.options import Options, PowerConfigError
+from reprofleet.power.plug_behaviour import PlugSettings
 from reprofleet.power.settings import DriverSettings, backoff_delays, settings_from_options
 from reprofleet.power.stagger import Stagger, gate_for
 
@@ -233,6 +234,15 @@ class PowerDriver(ABC):
                 return self._read_power()
         except (ReprofleetError, OSError):
             return None
+
+    def _read_plug_settings(self) -> PlugSettings | None:
+        """What the device reports of its own behaviour (power-on state, auto-off, power limit, child
+        lock; plug_behaviour.py): a few requests, nothing switched. None: it reports none of them."""
+        return None
+
+    def plug_settings(self) -> PlugSettings | None:
+        """The device's own behaviour, read with the usual timeouts and retries; not logged (nothing switched)."""
+        return self._request(_Action(), "read the device's own settings", self._read_plug_settings)
 
     def _send_nmi(self) -> str:
         """Ask the device for a diagnostic interrupt (NMI): one request; returns the power log's note."""
