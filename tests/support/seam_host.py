@@ -31,6 +31,7 @@ from reprofleet.liveness.watchdog import FleetLiveness
 from reprofleet.model import Cell, EventKind, Host, Playbook, PowerPort
 from reprofleet.power.base import PowerDriver, PowerState, TransientPowerError
 from reprofleet.power.log import PowerLog
+from reprofleet.power.plug_behaviour import PlugSettings
 from reprofleet.power.ports import HostPower
 from reprofleet.power.wall import WallLine, WallPowerSampler
 from reprofleet.records.store import AttemptLog, CampaignDir, JsonlAppender, read_records
@@ -61,6 +62,7 @@ class Device:
     before_set: Callable[[PowerState], None] | None = None  # a test's hook as each switch request arrives
     sends_nmi: bool = False  # a BMC that takes "chassis power diag" (the recovery ladder's nmi rung)
     refuses_nmi: bool = False  # ... but answers it with an error (a BMC without the command)
+    plug: PlugSettings | None = None  # what the device reports of its own behaviour (None: nothing)
 
 
 class FakeHost:
@@ -234,6 +236,10 @@ class FakeOutlet(PowerDriver):
         self.fake = fake
         self.clock = fake.clock
         self.sends_nmi = fake.device.sends_nmi
+
+    def _read_plug_settings(self) -> PlugSettings | None:
+        self.fake.device.requests.append("read settings")
+        return self.fake.device.plug
 
     def _send_nmi(self) -> str:
         self.fake.device.requests.append("nmi")
