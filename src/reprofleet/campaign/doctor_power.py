@@ -8,23 +8,39 @@ recovery path. Pure functions of the gathered evidence, tested without hosts.
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
-from reprofleet.campaign.doctor import Check, Status
-from reprofleet.model import Host, RecoveryRung
-from reprofleet.power.plug_behaviour import PlugReport, Verdict
+from reprofleet.campaign.doctor import Check, Evidence, Status
+from reprofleet.model import Cell, Host, RecoveryRung
+from reprofleet.power.plug_behaviour import PlugReport, Verdict, judge
+from reprofleet.runner.plug_gate import gpu_limit_w
 
 KDUMP_FIX = ("install kdump (apt install kdump-tools, or dnf install kexec-tools; crashkernel= on the kernel "
              "command line), then sysctl -w kernel.unknown_nmi_panic=1 (and persist it in /etc/sysctl.d/); "
              "README: Power control, NMI and kdump")
 
 
-def kdump_check(host: Host, facts: Mapping[str, Any]) -> Check:
-    """Will an NMI from the BMC become a vmcore? A warning only where the host's ladder sends one."""
+def recovery_checks(host: Host, cells: Sequence[Cell], evidence: Evidence, campaign_s: float | None) -> list[Check]:
+    """The kdump item, then one item per setting of each power device's own behaviour."""
+    facts = evidence.facts or {}
+    kdump = kdump_check(host, facts)
+    checks = [kdump] if kdump is not None else []
+    if evidence.plug_error is not None:
+        checks += plug_checks(None, evidence.plug_error)
+    gpu_w = gpu_limit_w(host, facts, cells)
+    for device, settings in evidence.plugs:
+        checks += plug_checks(judge(device, settings, campaign_s=campaign_s, gpu_limit_w=gpu_w), None)
+    return checks
+
+
+def kdump_check(host: Host, facts: Mapping[str, Any]) -> Check | None:
+    """Will an NMI from the BMC become a vmcore? A warning only where the host's ladder sends one;
+    None (no item) where the facts do not say and no NMI is sent."""
     kdump = facts.get("kdump")
     wanted = RecoveryRung.NMI in host.recovery
     if not isinstance(kdump, Mapping):
-        return Check("kdump", Status.UNKNOWN, "the host's facts say nothing of kdump (an older agent?)")
+        return Check("kdump", Status.UNKNOWN, "the host's facts say nothing of kdump (an older agent?)",
+                     KDUMP_FIX) if wanted else None
     loaded = kdump.get("crash_kernel_loaded")
     panics = [name for name in ("unknown_nmi_panic", "panic_on_unrecovered_nmi") if kdump.get(name) == 1]
     cores = [str(p) for p in kdump.get("vmcores") or ()]
