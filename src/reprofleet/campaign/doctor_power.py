@@ -17,7 +17,7 @@ from reprofleet.runner.plug_gate import gpu_limit_w
 
 KDUMP_FIX = ("install kdump (apt install kdump-tools, or dnf install kexec-tools; crashkernel= on the kernel "
              "command line), then sysctl -w kernel.unknown_nmi_panic=1 (and persist it in /etc/sysctl.d/); "
-             "README: Power control, NMI and kdump")
+             "README: Power control, An NMI before the AC cut")
 
 
 def recovery_checks(host: Host, cells: Sequence[Cell], evidence: Evidence, campaign_s: float | None) -> list[Check]:
