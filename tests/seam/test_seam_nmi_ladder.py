@@ -86,3 +86,11 @@ def test_the_default_ladder_sends_no_nmi_and_adds_nothing_to_the_record(tmp_path
     result = bound.recovery.recover(_wedge_record("solo", bound.fake.boot_id))
     assert bound.path()[0] == "off" and bound.fake.nmis == []
     assert "recovery_rung" not in (result.record.forensics or {})
+
+
+def test_a_campaign_stopped_during_the_nmis_wait_cuts_no_power(tmp_path: Path) -> None:
+    bound = _frozen(tmp_path, panics=False)
+    bound.fake.nmi = bound.recovery.stop.set  # type: ignore[method-assign]  # stopped as the NMI lands
+    result = bound.recovery.recover(_wedge_record("solo", bound.fake.boot_id))
+    assert bound.path() == ["nmi", "stopped"] and "set off" not in bound.fake.device.requests
+    assert "nothing was switched" in str((result.record.forensics or {}).get("recovery"))

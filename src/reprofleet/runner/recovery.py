@@ -283,9 +283,16 @@ class HostRecovery:
         if not self.nmi.wanted:
             return None
         wait_s = self.host.nmi_reboot_s or self.b.nmi_reboot_s
-        tried = self.nmi.climb(self.b.power_of(), wait_s, lambda d: seq.transition(RecoveryState.NMI, **d), old_boot)
-        if self.stop.is_set() and (tried is None or tried.boot_id is None):
-            raise StoppedBeforeSwitching(StoppedBeforeSwitching.WORDS)
+        try:
+            power = self.b.power_of()
+        except ReprofleetError as exc:
+            raise RecoveryError(f"cannot build the power driver: {exc}") from exc
+        tried = self.nmi.climb(power, wait_s, lambda d: seq.transition(RecoveryState.NMI, **d), old_boot)
+        if tried is None or tried.boot_id is None:  # the cycle is next: the waits may have been long
+            if self.stop.is_set():
+                raise StoppedBeforeSwitching(StoppedBeforeSwitching.WORDS)
+            if self.link.lease_may_have_lapsed():
+                raise LeaseMayHaveLapsed("the lease may have lapsed during the NMI's wait")
         return tried
 
     def _ladder(self, rung: str, tried: NmiTry | None) -> dict[str, Any]:
