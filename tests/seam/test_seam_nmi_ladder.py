@@ -14,7 +14,7 @@ from typing import Any
 
 from reprofleet.clock import VirtualClock
 from reprofleet.model import Outcome, RecoveryRung
-from tests.seam.test_seam_recovery_alone import Bound, _wedge_record
+from tests.support.recovery_alone import Bound, wedge_record
 from tests.support.seam_host import Device, FakeHost
 
 NMI_WAIT_S = 60.0
@@ -37,7 +37,7 @@ def _frozen(tmp_path: Path, *, ladder: tuple[RecoveryRung, ...] = (RecoveryRung.
 def test_an_nmi_that_panics_the_host_brings_it_back_as_a_reboot_by_rung_nmi_with_its_vmcore(tmp_path: Path) -> None:
     bound = _frozen(tmp_path, panics=True)
     old_boot = bound.fake.boot_id
-    result = bound.recovery.recover(_wedge_record("solo", old_boot))
+    result = bound.recovery.recover(wedge_record("solo", old_boot))
     assert result.quarantine is None
     assert result.record.outcome is Outcome.REBOOT and "NMI" in str(result.record.reason)
     forensics = result.record.forensics or {}
@@ -51,7 +51,7 @@ def test_an_nmi_that_panics_the_host_brings_it_back_as_a_reboot_by_rung_nmi_with
 def test_an_nmi_that_changes_nothing_is_followed_by_the_power_cycle_after_the_wait(tmp_path: Path) -> None:
     bound = _frozen(tmp_path, panics=False)
     started = bound.fake.clock.monotonic()
-    result = bound.recovery.recover(_wedge_record("solo", bound.fake.boot_id))
+    result = bound.recovery.recover(wedge_record("solo", bound.fake.boot_id))
     assert result.quarantine is None and result.record.outcome is Outcome.WEDGE
     assert bound.path()[:4] == ["nmi", "off", "dwell", "on"] and bound.path()[-1] == "ready"
     forensics = result.record.forensics or {}
@@ -64,7 +64,7 @@ def test_an_nmi_that_changes_nothing_is_followed_by_the_power_cycle_after_the_wa
 
 def test_a_device_without_an_nmi_goes_straight_to_the_power_cycle(tmp_path: Path) -> None:
     bound = _frozen(tmp_path, panics=True, sends_nmi=False)
-    result = bound.recovery.recover(_wedge_record("solo", bound.fake.boot_id))
+    result = bound.recovery.recover(wedge_record("solo", bound.fake.boot_id))
     assert result.record.outcome is Outcome.WEDGE and bound.path()[0] == "off"
     assert "nmi" not in bound.fake.device.requests and bound.fake.nmis == []
     assert any("nmi is skipped" in str(e.get("message")) for e in bound.events if e["event"] == "warning")
@@ -74,7 +74,7 @@ def test_a_device_without_an_nmi_goes_straight_to_the_power_cycle(tmp_path: Path
 def test_an_nmi_the_bmc_refuses_is_followed_by_the_power_cycle_at_once(tmp_path: Path) -> None:
     bound = _frozen(tmp_path, panics=True, refuses_nmi=True)
     started = bound.fake.clock.monotonic()
-    result = bound.recovery.recover(_wedge_record("solo", bound.fake.boot_id))
+    result = bound.recovery.recover(wedge_record("solo", bound.fake.boot_id))
     assert result.record.outcome is Outcome.WEDGE and bound.path()[:2] == ["nmi", "off"]
     forensics = result.record.forensics or {}
     assert forensics["nmi"]["sent"] is False and "0xc1" in forensics["nmi"]["error"]
@@ -83,7 +83,7 @@ def test_an_nmi_the_bmc_refuses_is_followed_by_the_power_cycle_at_once(tmp_path:
 
 def test_the_default_ladder_sends_no_nmi_and_adds_nothing_to_the_record(tmp_path: Path) -> None:
     bound = _frozen(tmp_path, ladder=(RecoveryRung.CYCLE,), panics=True)
-    result = bound.recovery.recover(_wedge_record("solo", bound.fake.boot_id))
+    result = bound.recovery.recover(wedge_record("solo", bound.fake.boot_id))
     assert bound.path()[0] == "off" and bound.fake.nmis == []
     assert "recovery_rung" not in (result.record.forensics or {})
 
@@ -91,6 +91,6 @@ def test_the_default_ladder_sends_no_nmi_and_adds_nothing_to_the_record(tmp_path
 def test_a_campaign_stopped_during_the_nmis_wait_cuts_no_power(tmp_path: Path) -> None:
     bound = _frozen(tmp_path, panics=False)
     bound.fake.nmi = bound.recovery.stop.set  # type: ignore[method-assign]  # stopped as the NMI lands
-    result = bound.recovery.recover(_wedge_record("solo", bound.fake.boot_id))
+    result = bound.recovery.recover(wedge_record("solo", bound.fake.boot_id))
     assert bound.path() == ["nmi", "stopped"] and "set off" not in bound.fake.device.requests
     assert "nothing was switched" in str((result.record.forensics or {}).get("recovery"))

@@ -8,7 +8,8 @@ stop), ``left_off`` (a second Ctrl-C: the outlets this controller left off, swit
 runs), ``simulate`` (campaigns drawn from a known truth, judged by the real judge: for
 ``estimate`` and the benches), ``facts`` (``invoke facts``), ``bug_report``
 (``invoke facts --bug-report``: each host's nvidia-bug-report.sh archive), ``doctor`` (``invoke doctor``:
-what each host needs, and the fix), ``policy_restore`` (``invoke policy``), ``power_ops``
+what each host needs, and the fix), ``doctor_items`` (its items: ``Check`` and ``Status``),
+``doctor_power`` (its items about the way back from a wedge: kdump, the plug's own behaviour), ``policy_restore`` (``invoke policy``), ``power_ops``
 (``invoke power``), ``cache_ops`` (``invoke cache.push`` / ``cache.pull``), ``observe``
 (every line the campaign writes, told to its watchers), ``notify`` (what a person is told,
 once each), ``notify_text`` (a host's words in a notice, quoted), ``notify_senders`` (invoke.yaml's ``notify:``: Apprise URLs and a command),

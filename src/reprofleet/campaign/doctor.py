@@ -17,10 +17,11 @@ from __future__ import annotations
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from enum import Enum, unique
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
+from reprofleet.campaign.doctor_items import Check, Status
+from reprofleet.campaign.doctor_power import recovery_checks
 from reprofleet.campaign.preflight import chosen_hosts
 from reprofleet.campaign.settings import ControllerConfig
 from reprofleet.errors import ReprofleetError
@@ -32,25 +33,6 @@ from reprofleet.runner import readiness
 
 LOW_DISK_BYTES = 20 * 1024 ** 3  # an image pull, a venv and a few attempts' streams
 SKEW_WARN_S = 2.0  # records from several hosts are lined up by their clocks
-
-
-@unique
-class Status(str, Enum):
-    OK = "ok"
-    MISSING = "missing"  # the plan cannot run here, or the campaign loses what it exists to record
-    WARN = "warn"  # it runs, with less evidence or less margin
-    UNKNOWN = "unknown"  # the host could not tell
-
-
-@dataclass(frozen=True)
-class Check:
-    item: str
-    status: Status
-    found: str
-    fix: str = ""
-
-    def to_json(self) -> dict[str, str]:
-        return {"item": self.item, "status": self.status.value, "found": self.found, "fix": self.fix}
 
 
 @dataclass(frozen=True)
@@ -102,9 +84,7 @@ def diagnose(host: Host, cells: Sequence[Cell], evidence: Evidence, *, root_feat
     if host.netconsole is not None:
         checks.append(_netconsole(ready))
     checks += [_power(host, evidence), _clock(ready, evidence.asked_at), _disk(ready)]
-    from reprofleet.campaign import doctor_power  # its items are made of this module's Check and Status
-
-    checks += doctor_power.recovery_checks(host, cells, evidence, campaign_s)
+    checks += recovery_checks(host, cells, facts, (evidence.plugs, evidence.plug_error), campaign_s)
     return Diagnosis(host.name, tuple(checks))
 
 

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from typing import Any, Mapping, Sequence
 
-from reprofleet.campaign.doctor import Check, Evidence, Status
+from reprofleet.campaign.doctor_items import Check, Status
 from reprofleet.model import Cell, Host, RecoveryRung
-from reprofleet.power.plug_behaviour import PlugReport, Verdict, judge
+from reprofleet.power.plug_behaviour import PlugReport, PlugSettings, Verdict, judge
 from reprofleet.runner.plug_gate import gpu_limit_w
 
 KDUMP_FIX = ("install kdump (apt install kdump-tools, or dnf install kexec-tools; crashkernel= on the kernel "
@@ -20,15 +20,19 @@ KDUMP_FIX = ("install kdump (apt install kdump-tools, or dnf install kexec-tools
              "README: Power control, An NMI before the AC cut")
 
 
-def recovery_checks(host: Host, cells: Sequence[Cell], evidence: Evidence, campaign_s: float | None) -> list[Check]:
+Plugs = tuple[tuple[tuple[str, PlugSettings | None], ...], str | None]  # (device, settings) each, or why not
+
+
+def recovery_checks(host: Host, cells: Sequence[Cell], facts: Mapping[str, Any], plugs: Plugs,
+                    campaign_s: float | None) -> list[Check]:
     """The kdump item, then one item per setting of each power device's own behaviour."""
-    facts = evidence.facts or {}
     kdump = kdump_check(host, facts)
     checks = [kdump] if kdump is not None else []
-    if evidence.plug_error is not None:
-        checks += plug_checks(None, evidence.plug_error)
+    read, error = plugs
+    if error is not None:
+        checks += plug_checks(None, error)
     gpu_w = gpu_limit_w(host, facts, cells)
-    for device, settings in evidence.plugs:
+    for device, settings in read:
         checks += plug_checks(judge(device, settings, campaign_s=campaign_s, gpu_limit_w=gpu_w), None)
     return checks
 

@@ -18,7 +18,7 @@ group's hosts in Ansible's order), ``ranges``
 ``listing`` (the ``ansible-inventory`` path), ``values`` (what they share), ``netconsole``
 (the ``netconsole:`` block), ``login`` (host names, addresses and users are data, never
 ssh options), ``gpu_access`` (``gpu_policy: observe``: hosts whose GPU settings are never
-changed).
+changed), ``recovery`` (the ``recovery: [nmi, cycle]`` ladder and ``nmi_reboot_s``).
 """
 
 from __future__ import annotations
