@@ -19,6 +19,7 @@ import attempt_state as state
 import nvml_facts
 import readiness_facts
 import self_reset
+import kdump_facts
 
 DMI_DIR = "/sys/class/dmi/id"
 DMI_FIELDS = ("sys_vendor", "product_name", "board_vendor", "board_name", "bios_vendor",
@@ -203,6 +204,7 @@ def collect() -> Dict[str, Any]:
     facts.update(nvml_facts.collect(notes))
     facts.update(fact("self_reset", lambda: self_reset.collect(notes))
                  or {"watchdog": None, "panic_sysctls": None, "kdump_loaded": None})
+    facts.update(fact("kdump", lambda: kdump_facts.collect(notes)) or {"kdump": None})
     facts["readiness"] = readiness_facts.collect(notes)  # what invoke doctor judges beyond the above
     facts["notes"] = notes
     return facts

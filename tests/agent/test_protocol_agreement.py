@@ -45,5 +45,5 @@ def test_the_health_checks_are_named_alike_on_both_sides_and_in_the_protocol() -
     protocol = (paths.REPO / "collectors" / "PROTOCOL.md").read_text()
     assert tuple(gpu_health.CHECKS) == HEALTH_CHECKS
     assert "`health --gpu N" in protocol and all(f"`{name}`" in protocol for name in HEALTH_CHECKS)
-    for key in ("watchdog", "panic_sysctls", "kdump_loaded"):  # the facts the reboot grace is decided from
+    for key in ("watchdog", "panic_sysctls", "kdump_loaded", "kdump"):  # the reboot grace, the nmi rung
         assert f"`{key}`" in protocol, key

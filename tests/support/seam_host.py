@@ -25,12 +25,13 @@ from typing import Any, Callable, Iterator, Mapping, Sequence
 from reprofleet.remote import replies
 from reprofleet.clock import VirtualClock
 from reprofleet.config import Timings
-from reprofleet.errors import AgentError, AgentFenced, ConnectError
+from reprofleet.errors import AgentError, AgentFenced, ConnectError, PowerError
 from reprofleet.liveness.probes import ProbeAnswer
 from reprofleet.liveness.watchdog import FleetLiveness
 from reprofleet.model import Cell, EventKind, Host, Playbook, PowerPort
 from reprofleet.power.base import PowerDriver, PowerState, TransientPowerError
 from reprofleet.power.log import PowerLog
+from reprofleet.power.plug_behaviour import PlugSettings
 from reprofleet.power.ports import HostPower
 from reprofleet.power.wall import WallLine, WallPowerSampler
 from reprofleet.records.store import AttemptLog, CampaignDir, JsonlAppender, read_records
@@ -59,6 +60,9 @@ class Device:
     state: PowerState = PowerState.ON
     requests: list[str] = field(default_factory=list)
     before_set: Callable[[PowerState], None] | None = None  # a test's hook as each switch request arrives
+    sends_nmi: bool = False  # a BMC that takes "chassis power diag" (the recovery ladder's nmi rung)
+    refuses_nmi: bool = False  # ... but answers it with an error (a BMC without the command)
+    plug: PlugSettings | None = None  # what the device reports of its own behaviour (None: nothing)
 
 
 class FakeHost:
@@ -111,6 +115,8 @@ class FakeHost:
         self.gpu_lost = False
         self.health_calls: list[dict[str, Any]] = []  # what each `health` was asked
         self.health_fails: str | None = None  # `health` does not complete (NVML hung on a stuck card): these words
+        self.panics_on_nmi = False  # kernel.unknown_nmi_panic=1: an NMI panics it, kdump writes a vmcore, it reboots
+        self.nmis: list[float] = []  # when each NMI arrived (virtual time)
         options = {"timeout_s": 1, "tries": 2} if pdu_options is None else dict(pdu_options)
         port = PowerPort("fake", "http://pdu.fake", outlet="1", options=options) if power else None
         self.host = Host(name=name, address="192.0.2.10", pdu=port)
@@ -172,6 +178,15 @@ class FakeHost:
             self.device.state = PowerState.OFF
             self.off, self.frozen_at, self.up_at = True, None, None
 
+    def nmi(self) -> None:
+        """An NMI from its BMC: a frozen kernel set to panic on it reboots by itself (kdump's reboot);
+        one that is not stays frozen."""
+        with self._lock:
+            self.nmis.append(self.clock.monotonic())
+            if self.panics_on_nmi and not self.off:
+                self._boot(self.clock.monotonic() + self.self_reset_s - self.boot_delay_s)
+                self.up_at = self.clock.monotonic() + self.self_reset_s
+
     def switched(self, state: PowerState) -> None:
         """The outlet that feeds it switched (only when the inventory names the right one)."""
         with self._lock:
@@ -221,6 +236,18 @@ class FakeOutlet(PowerDriver):
         super().__init__(port, fake.name, log)
         self.fake = fake
         self.clock = fake.clock
+        self.sends_nmi = fake.device.sends_nmi
+
+    def _read_plug_settings(self) -> PlugSettings | None:
+        self.fake.device.requests.append("read settings")
+        return self.fake.device.plug
+
+    def _send_nmi(self) -> str:
+        self.fake.device.requests.append("nmi")
+        if self.fake.device.refuses_nmi:
+            raise PowerError("completion code 0xc1 (the BMC has no pulse diagnostic interrupt)")
+        self.fake.nmi()
+        return "the fake BMC's diagnostic interrupt"
 
     def _set(self, state: PowerState) -> None:
         device = self.fake.device

@@ -8,7 +8,8 @@ stop), ``left_off`` (a second Ctrl-C: the outlets this controller left off, swit
 runs), ``simulate`` (campaigns drawn from a known truth, judged by the real judge: for
 ``estimate`` and the benches), ``facts`` (``invoke facts``), ``bug_report``
 (``invoke facts --bug-report``: each host's nvidia-bug-report.sh archive), ``doctor`` (``invoke doctor``:
-what each host needs, and the fix), ``doctor_slurm`` (the doctor's Slurm items: slurmctld,
+what each host needs, and the fix), ``doctor_items`` (its items: ``Check`` and ``Status``),
+``doctor_power`` (its items about the way back from a wedge: kdump, the plug's own behaviour), ``doctor_slurm`` (the doctor's Slurm items: slurmctld,
 munge, the rights to drain, each node's state, reason and jobs), ``cycle_test`` (``invoke doctor --cycle``'s decisions: one supervised
 power cycle per idle host, through a port), ``cycle_lab`` (that port over SSH, probes and the power
 drivers, and the doctor folder), ``starter`` (``reprofleet init``: a starter inventory and playbook

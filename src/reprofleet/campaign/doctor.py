@@ -18,10 +18,11 @@ from __future__ import annotations
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from enum import Enum, unique
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
+from reprofleet.campaign.doctor_items import Check, Status
+from reprofleet.campaign.doctor_power import recovery_checks
 from reprofleet.campaign.preflight import chosen_hosts
 from reprofleet.campaign.settings import ControllerConfig
 from reprofleet.errors import ReprofleetError
@@ -29,29 +30,11 @@ from reprofleet.inventory import SLURM_VARIABLE
 from reprofleet.remote import host_commands
 from reprofleet.model import Cell, Host, RuntimeKind
 from reprofleet.playbook import load_playbook
+from reprofleet.power.plug_behaviour import PlugSettings
 from reprofleet.runner import readiness
 
 LOW_DISK_BYTES = 20 * 1024 ** 3  # an image pull, a venv and a few attempts' streams
 SKEW_WARN_S = 2.0  # records from several hosts are lined up by their clocks
-
-
-@unique
-class Status(str, Enum):
-    OK = "ok"
-    MISSING = "missing"  # the plan cannot run here, or the campaign loses what it exists to record
-    WARN = "warn"  # it runs, with less evidence or less margin
-    UNKNOWN = "unknown"  # the host could not tell
-
-
-@dataclass(frozen=True)
-class Check:
-    item: str
-    status: Status
-    found: str
-    fix: str = ""
-
-    def to_json(self) -> dict[str, str]:
-        return {"item": self.item, "status": self.status.value, "found": self.found, "fix": self.fix}
 
 
 @dataclass(frozen=True)
@@ -64,6 +47,8 @@ class Evidence:
     power: str | None = None  # the outlet's state as the device answered ("on", "off")
     power_error: str | None = None  # why the device did not answer; None with power None: no device
     asked_at: tuple[float, float] = (0.0, 0.0)  # the controller's clock before and after the facts
+    plugs: tuple[tuple[str, PlugSettings | None], ...] = ()  # each power device's own settings, as it reported them
+    plug_error: str | None = None  # why they could not be read
 
 
 @dataclass(frozen=True)
@@ -79,11 +64,13 @@ class Diagnosis:
         return {"host": self.host, "ready": self.ready, "checks": [c.to_json() for c in self.checks]}
 
 
-def diagnose(host: Host, cells: Sequence[Cell], evidence: Evidence, *, root_features: Sequence[str] = ()) -> Diagnosis:
+def diagnose(host: Host, cells: Sequence[Cell], evidence: Evidence, *, root_features: Sequence[str] = (),
+             campaign_s: float | None = None) -> Diagnosis:
     """Every item the plan of ``cells`` on ``host`` needs, judged from ``evidence``.
 
     ``root_features``: what the playbook turns on that needs a root login (host_debug sysctls,
-    netconsole, pstore reads), named in the privilege item.
+    netconsole, pstore reads), named in the privilege item. ``campaign_s``: the campaign's
+    expected length on the host, which an armed auto-off timer of its plug must exceed.
     """
     if evidence.facts is None:
         return Diagnosis(host.name, (Check("login", Status.MISSING, evidence.login_error or "no answer",
@@ -99,6 +86,7 @@ def diagnose(host: Host, cells: Sequence[Cell], evidence: Evidence, *, root_feat
     if host.netconsole is not None:
         checks.append(_netconsole(ready))
     checks += [_power(host, evidence), _clock(ready, evidence.asked_at), _disk(ready)]
+    checks += recovery_checks(host, cells, facts, (evidence.plugs, evidence.plug_error), campaign_s)
     return Diagnosis(host.name, tuple(checks))
 
 
@@ -273,7 +261,9 @@ def checkup(request: DoctorRequest) -> Checkup:
     cells = list(book.cells)
     evidence = examine(inventory.hosts, lambda host: cells, request.config.run_settings(request.accept_new),
                        request.reports)
-    found = tuple(diagnose(h, cells, evidence[h.name], root_features=root_features(cells, h)) for h in inventory.hosts)
+    campaign_s = book.attempts * len(cells) * book.timeouts.attempt
+    found = tuple(diagnose(h, cells, evidence[h.name], root_features=root_features(cells, h), campaign_s=campaign_s)
+                  for h in inventory.hosts)
     if any(SLURM_VARIABLE in h.vars for h in inventory.hosts):  # -i slurm:...: what the scheduler must allow
         from reprofleet.scheduler import SlurmClient
 
@@ -323,10 +313,22 @@ def examine(hosts: Sequence[Host], cells_of: Callable[[Host], Sequence[Cell]], s
         if isinstance(answer, ReprofleetError):
             return Evidence(None, login_error=str(answer), power=state, power_error=error)
         facts, after, found = answer
-        return Evidence(facts, images=found, power=state, power_error=error, asked_at=(before, after))
+        plugs, plug_error = read_plugs(powers.get(host.name)) if error is None else ((), None)
+        return Evidence(facts, images=found, power=state, power_error=error, asked_at=(before, after),
+                        plugs=plugs, plug_error=plug_error)
 
     with ThreadPoolExecutor(max_workers=max(1, min(16, len(hosts)))) as pool:
         return dict(zip((h.name for h in hosts), pool.map(one, hosts)))
+
+
+def read_plugs(power: Any) -> tuple[tuple[tuple[str, PlugSettings | None], ...], str | None]:
+    """Each power device's own settings (power/plug_behaviour.py), or why they could not be read."""
+    if power is None:
+        return (), None
+    try:
+        return tuple((driver.where, driver.plug_settings()) for driver in power.drivers), None
+    except ReprofleetError as exc:
+        return (), str(exc)
 
 
 def _power_state(host: Host, powers: Mapping[str, Any], problem: str | None) -> tuple[str | None, str | None]:

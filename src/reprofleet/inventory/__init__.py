@@ -18,8 +18,8 @@ group's hosts in Ansible's order), ``ranges``
 ``listing`` (the ``ansible-inventory`` path), ``values`` (what they share), ``netconsole``
 (the ``netconsole:`` block), ``login`` (host names, addresses and users are data, never
 ssh options), ``gpu_access`` (``gpu_policy: observe``: hosts whose GPU settings are never
-changed), ``slurm_source`` (``-i slurm:PARTITION``: Slurm's nodes, merged with an Ansible
-inventory for login and power).
+changed), ``recovery`` (the ``recovery: [nmi, cycle]`` ladder and ``nmi_reboot_s``), ``slurm_source``
+(``-i slurm:PARTITION``: Slurm's nodes, merged with an Ansible inventory for login and power).
 """
 
 from __future__ import annotations

@@ -20,6 +20,7 @@ from reprofleet.inventory.graph import Graph, check_name
 from reprofleet.inventory.login import check_login_value
 from reprofleet.inventory.gpu_access import VARIABLE as GPU_ACCESS_VARIABLE, gpu_access
 from reprofleet.inventory.netconsole import netconsole_setting
+from reprofleet.inventory.recovery import VARIABLE as RECOVERY_VARIABLE, WAIT_VARIABLE, nmi_reboot_wait, recovery_ladder
 from reprofleet.inventory.values import Sourced, as_int, as_text
 from reprofleet.inventory.vars_files import VarsFiles
 
@@ -120,6 +121,7 @@ def host_from_vars(name: str, merged: Mapping[str, Sourced], groups: Iterable[st
     levels = power_levels(pdu.value, pdu.where) if pdu else ()
     ports = levels[0] if levels else ()
     netconsole = _last(merged, ("netconsole",))
+    ladder = _last(merged, (RECOVERY_VARIABLE,))
     return Host(
         name=name,
         address=login[0],
@@ -135,6 +137,9 @@ def host_from_vars(name: str, merged: Mapping[str, Sourced], groups: Iterable[st
         power_fallbacks=tuple(levels[1:]),
         netconsole=netconsole_setting(netconsole) if netconsole else None,
         gpu_access=gpu_access(_last(merged, (GPU_ACCESS_VARIABLE,))),
+        recovery=recovery_ladder(ladder),
+        recovery_where=str(ladder.where) if ladder else "",
+        nmi_reboot_s=nmi_reboot_wait(_last(merged, (WAIT_VARIABLE,))),
     )
 
 

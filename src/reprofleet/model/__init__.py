@@ -23,7 +23,7 @@ from reprofleet.model.phases import CAPTURE_NEXT_NOTE, START_ORDER, PhasePositio
 from reprofleet.model.judging import (DEFAULT_FIXED_RATIO, DEFAULT_MAX_EXCLUDED_SHARE, DEFAULT_REPRODUCTIONS, Classified,
                                       EarlyReproductions, Judging, StopKind, StopRule)
 from reprofleet.model.stream import EventKind
-from reprofleet.model.hosts import CredentialRef, GpuAccess, Host, NetconsoleSetting, PowerPort
+from reprofleet.model.hosts import CredentialRef, GpuAccess, Host, NetconsoleSetting, PowerPort, RecoveryRung
 from reprofleet.model.cells import Cell, GpuPolicy, HostDebug, PipOptions, Runtime, RuntimeKind
 from reprofleet.model.search import BisectBlock, SearchBlock
 from reprofleet.model.playbook import CACHE_MODES, EnvSecret, Playbook, Poc, Timeouts
@@ -49,6 +49,7 @@ __all__ = [
     "CAPTURE_NEXT_NOTE",
     "EventKind",
     "GpuAccess",
+    "RecoveryRung",
     "GpuPolicy",
     "Host",
     "HostDebug",

@@ -1,9 +1,9 @@
-"""A host as the inventory describes it: connection, GPU, power ports, netconsole."""
+"""A host as the inventory describes it: connection, GPU, power ports, netconsole, recovery ladder."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from enum import Enum
+from enum import Enum, unique
 from typing import Any, Mapping
 
 from reprofleet.model.values import frozen_mapping
@@ -51,6 +51,19 @@ class NetconsoleSetting:
     where: str = field(default="", compare=False, hash=False)  # inventory file:line of the block
 
 
+@unique
+class RecoveryRung(str, Enum):
+    """One rung of a wedged host's recovery ladder (the inventory's ``recovery: [nmi, cycle]``).
+
+    ``nmi``: a diagnostic interrupt through the host's BMC (or a fence agent's ``diag``); a
+    kernel set to panic on it writes a vmcore and reboots, which is evidence an AC cut erases.
+    ``cycle``: the power cycle (off, dwell, on), the rung that always brings a host back.
+    """
+
+    NMI = "nmi"
+    CYCLE = "cycle"
+
+
 class GpuAccess(str, Enum):
     """What a campaign may do to a host's GPU (the inventory's ``gpu_policy``).
 
@@ -84,6 +97,9 @@ class Host:
     # ``pdu: {fallback: [...]}``: further devices, in order, each used only when the one before cannot
     # verify its action (Pacemaker's fencing levels); each level is every outlet it switches
     power_fallbacks: tuple[tuple[PowerPort, ...], ...] = ()
+    recovery: tuple[RecoveryRung, ...] = (RecoveryRung.CYCLE,)  # the ladder a wedge climbs, in order
+    recovery_where: str = field(default="", compare=False, hash=False)  # inventory file:line of ``recovery``
+    nmi_reboot_s: float | None = None  # after an NMI, wait this long for a new boot (None: the playbook's)
 
     @property
     def observe_only(self) -> bool:

@@ -31,6 +31,7 @@ class Timeouts:
     attempt: float = 900.0
     boot: float = 600.0
     connect: float = 10.0
+    nmi_reboot: float = 300.0  # after a recovery NMI: a kdump's capture boot, its write and the reboot
 
 
 @dataclass(frozen=True)

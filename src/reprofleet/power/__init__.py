@@ -11,7 +11,8 @@ driver), ``ports`` (every host's drivers, built once; a host's cycle and ``switc
 ``pdu:`` block's options), ``settings`` (a driver's timeouts and retry bounds),
 ``defaults`` (``invoke.yaml``'s ``power:`` section over the drivers' own), ``device_cycle``
 (a cycle the device runs by itself), ``stagger`` (the inrush gate: N "on"s per M seconds
-per device), ``wall`` (wall power during attempts); packages ``drivers`` (one module per
+per device), ``wall`` (wall power during attempts), ``plug_behaviour`` (a plug's own behaviour: power-on
+state, auto-off, power limit, child lock, judged); packages ``drivers`` (one module per
 protocol) and ``bmc_log`` (forensic readers of a BMC's event log).
 """
 

@@ -47,6 +47,7 @@ from reprofleet.power.locks import address_key, device_lock, file_lock, thread_l
 from reprofleet.power.log import PowerEvent, PowerLog
 from reprofleet.records.store import iso_utc
 from reprofleet.power.options import Options, PowerConfigError
+from reprofleet.power.plug_behaviour import PlugSettings
 from reprofleet.power.settings import DriverSettings, backoff_delays, settings_from_options
 from reprofleet.power.stagger import Stagger, gate_for
 
@@ -136,6 +137,7 @@ class PowerDriver(ABC):
     reads_state: bool = True  # False: the device cannot report state (status is UNKNOWN)
     meters_power: bool = False  # True: _read_power may know the outlet's draw in watts
     device_cycles: bool = False  # True: cycle() asks the device to cycle by itself (option device_cycle)
+    sends_nmi: bool = False  # True: nmi() asks the BMC for a diagnostic interrupt (the recovery ladder's rung)
 
     default_scheme: ClassVar[str] = "http"
     default_port: ClassVar[int | None] = None  # None: the scheme's (80 for http, 443 for https)
@@ -232,6 +234,29 @@ class PowerDriver(ABC):
                 return self._read_power()
         except (ReprofleetError, OSError):
             return None
+
+    def _read_plug_settings(self) -> PlugSettings | None:
+        """What the device reports of its own behaviour (power-on state, auto-off, power limit, child
+        lock; plug_behaviour.py): a few requests, nothing switched. None: it reports none of them."""
+        return None
+
+    def plug_settings(self) -> PlugSettings | None:
+        """The device's own behaviour, read with the usual timeouts and retries; not logged (nothing switched)."""
+        return self._request(_Action(), "read the device's own settings", self._read_plug_settings)
+
+    def _send_nmi(self) -> str:
+        """Ask the device for a diagnostic interrupt (NMI): one request; returns the power log's note."""
+        raise PowerError("this device sends no NMI")
+
+    def nmi(self) -> None:
+        """An NMI to the host, sent once and logged as ``nmi``; never retried: a second NMI could
+        land in the kdump the first one started. A PowerActionError where the device refused."""
+        with self._outlet_held("nmi"), self._logged("nmi") as action:
+            action.tries = 1
+            if not self.sends_nmi:
+                raise PowerError("this device sends no NMI (ipmi, redfish, or a fence agent with diag do)")
+            with device_lock(self.lock_dir, self.device_key, self.settings.lock_wait_s, "nmi"):
+                action.note = self._send_nmi()
 
     # -- the public interface -----------------------------------------------------------
 

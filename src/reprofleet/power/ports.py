@@ -27,7 +27,7 @@ from typing import Iterable, Mapping
 from reprofleet.clock import Clock
 from reprofleet.credentials import SecretResolver, resolve
 from reprofleet.errors import CredentialError, PowerError, ReprofleetError
-from reprofleet.model import Host, PowerPort
+from reprofleet.model import Host, PowerPort, RecoveryRung
 from reprofleet.power.base import CycleCallback, PowerActionError, PowerDriver, PowerState
 from reprofleet.power.log import PowerLog
 from reprofleet.power.registry import driver_for
@@ -70,6 +70,17 @@ def _problem(host: str, port: PowerPort, text: str, where: str = "") -> str:
     return f"{where + ': ' if where else ''}{host}: {text}"
 
 
+def nmi_problems(host: Host, drivers: Iterable[PowerDriver]) -> list[str]:
+    """A ladder with ``nmi`` on a host none of whose own devices can send one: one line naming
+    the inventory's ``recovery`` line (the rung would only ever be skipped)."""
+    if RecoveryRung.NMI not in host.recovery or any(d.sends_nmi for d in drivers):
+        return []
+    where = f"{host.recovery_where}: " if host.recovery_where else ""
+    names = ", ".join(sorted({p.driver for p in host.power_ports})) or "no pdu"
+    return [f"{where}{host.name}: recovery: nmi needs a device that sends an NMI (driver ipmi, redfish, or fence "
+            f"with an agent that has diag); this host's is {names}: use recovery: [cycle]"]
+
+
 def build_host_power(hosts: Iterable[Host], log: PowerLog | None = None, *, secrets: SecretResolver = resolve,
                      lock_dir: Path | None = None, clock: Clock | None = None) -> Mapping[str, HostPower]:
     """Build every driver of every host (contacting nothing); raise one error listing every problem."""
@@ -82,6 +93,7 @@ def build_host_power(hosts: Iterable[Host], log: PowerLog | None = None, *, secr
                 for level, ports in enumerate(levels)]
         if levels and all(len(drivers) == len(ports) for drivers, ports in zip(made, levels)):
             built[host.name] = HostPower(host.name, made[0], tuple(made[1:]))
+        problems.extend(nmi_problems(host, made[0] if made else ()))
     problems.extend(duplicate_outlets(built.values()))
     if problems:
         raise PowerPreflightError(problems)

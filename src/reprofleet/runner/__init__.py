@@ -19,7 +19,9 @@ campaign), ``runtimes`` (what software really ran), ``cache_sync`` (content-addr
 cache snapshots), ``poc`` (the reproducer's command line), ``readiness`` (can the host run
 its plan at all: nvidia-smi, NVML, the GPU index, docker; from its facts), ``health_gate``
 (a host back from a wedge rejoins only with its GPU still there), ``self_reset_grace`` (how
-long a silent host is given to reset itself, from its facts), ``search`` (a search's or
+long a silent host is given to reset itself, from its facts), ``nmi_rung`` (the recovery
+ladder's NMI before the power cycle), ``plug_gate`` (a plug that would switch the host off by
+itself refuses it before its first attempt), ``search`` (a search's or
 bisection's ladder, shared by every host runner: which cell each host runs next),
 ``slurm_node`` (a host that is a Slurm node: drained before its first attempt, its jobs waited
 for, down on a wedge, drained again when healthy, given back at the end).

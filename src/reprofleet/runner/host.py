@@ -427,4 +427,5 @@ def bind_recovery(runner: HostRunner) -> HostRecovery | None:
         power_of=lambda: link.port.power(power.power_log), budget=runner.budget,
         after_budget=ctx.playbook.after_budget,
         facts=lambda: read_facts(ctx.directory, runner.host.name), sysctls_in_force=lambda: runner.sysctls.applied,
-        host_outlets=ctx.host_outlets, note_cut=ctx.note_cut, cut_since=ctx.cut_since))
+        host_outlets=ctx.host_outlets, note_cut=ctx.note_cut, cut_since=ctx.cut_since,
+        nmi_reboot_s=ctx.playbook.timeouts.nmi_reboot))

@@ -5,7 +5,7 @@ does not answer at the start, the checks that decide whether it may be switched 
 
 from __future__ import annotations
 
-from typing import Sequence
+from typing import Any, Mapping, Sequence
 
 from reprofleet.errors import ConnectError, HostNotReady, PolicyError
 from reprofleet.liveness.probes import ProbeAnswer
@@ -24,6 +24,7 @@ from reprofleet.runner.attempt_run import PushedFiles
 from reprofleet.runner.context import CampaignContext
 from reprofleet.runner.host_log import HostLog
 from reprofleet.runner.link import HostLink
+from reprofleet.runner.plug_gate import gpu_limit_w, plug_refusals
 from reprofleet.runner.recovery import PowerBudget
 from reprofleet.runner.runtimes import HostRuntimes
 from reprofleet.runner.slot_record import SlotRecorder
@@ -66,6 +67,9 @@ class HostPreparation:
         problems = policy.check_power_limits(self.ctx.playbook, self.host, facts.as_json)
         if problems:
             raise PolicyError("; ".join(problems))
+        refused = self._plug_refusals(cells, facts.as_json)
+        if refused:
+            raise HostNotReady(self.host.name, refused)
         name = self.ctx.playbook.poc.script.rsplit("/", 1)[-1]
         poc_digest = self.ctx.poc_digest[:12]  # a new PoC gets a new folder
         rel = agent.push_file(self.ctx.poc_script, f"poc/{poc_digest}", name)
@@ -80,6 +84,14 @@ class HostPreparation:
                        boot_id=self.link.boot.boot_id)
         self.prepared = True
         return PushedFiles(f"{self.link.home}/{rel}", cache_seed)
+
+    def _plug_refusals(self, cells: Sequence[Cell], facts: Mapping[str, Any]) -> list[str]:
+        """The host's plug may not switch it off by itself during this campaign (runner/plug_gate.py)."""
+        if self.ctx.power is None or not self.host.power_ports:
+            return []
+        campaign_s = len(cells) * self.ctx.playbook.timeouts.attempt
+        power = self.link.port.power(self.ctx.power.power_log)
+        return plug_refusals(power, campaign_s, gpu_limit_w(self.host, facts, cells), self.log)
 
     def _read_facts(self, agent: AgentClient) -> Facts:
         """The host's facts now, stored (by host and by hash); the records after carry their hash.

@@ -1,13 +1,15 @@
 """Bringing a wedged host back, as a state machine, and reading what its last boot left.
 
-wedged -> off -> dwell -> on -> booting (SSH back within the boot deadline, polled with
+wedged -> [nmi ->] off -> dwell -> on -> booting (SSH back within the boot deadline, polled with
 backoff) -> booted (boot_id differs from before) -> stable (still up after a short window)
 -> forensics (previous boot's kernel log, pstore) -> ready. The policy is re-applied and
 verified by the host runner before the next attempt, because the boot_id changed.
 
 Every way out is bounded: a PDU that fails, a host that does not return by the boot
 deadline, or a spent power-cycle budget quarantines that host with a clear reason, and the
-campaign goes on with the rest. A host without a power port is polled until a person
+campaign goes on with the rest. Where the host's ladder says ``recovery: [nmi, cycle]``, an NMI
+goes first (runner/nmi_rung.py): a kernel that panics on it reboots by itself, with a vmcore,
+and no power is cut. A host without a power port is polled until a person
 brings it back; if it comes back with the same boot_id it was never frozen (``infra``).
 
 Off, dwell and on are logged as the driver reaches them (a controller killed mid-cycle has
@@ -28,7 +30,7 @@ from reprofleet.config import DEFAULT_TIMINGS
 from reprofleet.errors import HostKeyError, PowerError, ReprofleetError
 from reprofleet.liveness.probes import IcmpMode, ProbeAnswer, icmp_mode
 from reprofleet.liveness.watchdog import FleetLiveness
-from reprofleet.model import Host, Outcome, Record
+from reprofleet.model import Host, Outcome, Record, Timeouts
 from reprofleet.model.events import CampaignEvent
 from reprofleet.model.reasons import ReasonCode
 from reprofleet.model.shutdown import as_host_shutdown
@@ -41,9 +43,11 @@ from reprofleet.runner.context import RunSettings
 from reprofleet.runner.host_debug import HostDebugState
 from reprofleet.runner.host_log import HostLog
 from reprofleet.runner.link import HostLink
+from reprofleet.runner.nmi_rung import NmiRung, NmiTry, ladder_forensics, nmi_record, vmcore_forensics
 from reprofleet.runner.policy_keeper import PolicyKeeper
 from reprofleet.runner.power_gate import NetworkDown, PowerGate
 
+DEFAULT_NMI_REBOOT_S = Timeouts().nmi_reboot
 HUMAN_WAIT_S = DEFAULT_TIMINGS.human_wait_s  # a host without a power port: poll this long for a person
 NOT_BACK_CAUSES = (
     "Likely causes: the BIOS is set to stay off after power loss (set 'restore on AC power loss' to "
@@ -57,6 +61,7 @@ log = logging.getLogger(__name__)
 @unique
 class RecoveryState(str, Enum):
     WEDGED = "wedged"
+    NMI = "nmi"  # the ladder's first rung: an NMI sent, waiting for the panic reboot
     OFF = "off"
     DWELL = "dwell"
     ON = "on"
@@ -70,8 +75,9 @@ class RecoveryState(str, Enum):
 
 
 _NEXT = {
-    RecoveryState.WEDGED: {RecoveryState.OFF, RecoveryState.ON, RecoveryState.BOOTING, RecoveryState.QUARANTINED,
-                           RecoveryState.STOPPED},
+    RecoveryState.WEDGED: {RecoveryState.NMI, RecoveryState.OFF, RecoveryState.ON, RecoveryState.BOOTING,
+                           RecoveryState.QUARANTINED, RecoveryState.STOPPED},
+    RecoveryState.NMI: {RecoveryState.BOOTING, RecoveryState.OFF, RecoveryState.QUARANTINED, RecoveryState.STOPPED},
     RecoveryState.OFF: {RecoveryState.DWELL, RecoveryState.QUARANTINED},
     RecoveryState.DWELL: {RecoveryState.ON, RecoveryState.OFF, RecoveryState.QUARANTINED},  # OFF: the retry
     RecoveryState.ON: {RecoveryState.BOOTING, RecoveryState.OFF, RecoveryState.QUARANTINED},
@@ -163,6 +169,7 @@ class RecoveryBinding:
     host_outlets: Mapping[str, frozenset[str]]  # host -> its outlet keys: who shares an outlet with this host
     note_cut: Callable[[str, str], None]  # (neighbour, why): its attempt ends by this host's cycle
     cut_since: Callable[[str, float], str | None]  # (host, since): why a neighbour's cycle cut its power, if it did
+    nmi_reboot_s: float = DEFAULT_NMI_REBOOT_S  # the playbook's timeouts.nmi_reboot (a host's nmi_reboot_s wins)
 
 
 @dataclass(frozen=True)
@@ -191,6 +198,7 @@ class HostRecovery:
         self.fleet = binding.fleet
         self.budget = binding.budget
         self.gate = PowerGate(self.host.name, self.fleet, self.log, self.clock, self.stop, self.settings)
+        self.nmi = NmiRung(self.host, self.link, self.log, self.clock, self.stop, self.timings)
 
     def _sequence(self) -> Sequence:
         return Sequence(lambda old, new, d: self.log.event(CampaignEvent.RECOVERY,
@@ -225,25 +233,24 @@ class HostRecovery:
         seq = self._sequence()
         old_boot = self.link.boot.boot_id
         try:
-            came_back = self._grace_for_self_reboot(old_boot, record)
+            came_back = grace_for_self_reboot(self.b, old_boot, record)
             if came_back is not None:  # a reboot, whatever the checks below find; forensics as for a wedge
-                record = came_back_record(record, came_back)
-                seq.transition(RecoveryState.BOOTING, by="itself")
-                seq.transition(RecoveryState.BOOTED, boot_id=came_back)
-                self._check_stable(seq)
-                forensics = {**self._forensics(seq, record), **self._bmc_events(record)}
-                return self._rejoin(seq, record, forensics)
+                return self._came_back(seq, came_back_record(record, came_back), came_back, "itself", None)
+            tried: NmiTry | None = None
             if self.host.pdu is None:
                 self._wait_for_person(seq)
             else:
                 answered = self._answers_before_switching(record)
                 if answered is not None:
                     return Recovered(answered)
+                tried = self._nmi_first(seq, old_boot)
+                if tried is not None and tried.boot_id is not None:  # it panicked on the NMI and rebooted
+                    return self._came_back(seq, nmi_record(record, tried), tried.boot_id, "nmi", tried)
                 if self.budget.used >= self.settings.power_cycle_budget:
                     return self._after_budget(seq, record, old_boot)
                 self._power_cycle(seq)
             self._bring_back(seq, old_boot)
-            forensics = {**self._forensics(seq, record), **self._bmc_events(record)}
+            forensics = {**self._forensics(seq, record), **self._bmc_events(record), **self._ladder("cycle", tried)}
         except NeverFrozen as exc:
             seq.transition(RecoveryState.BOOTED, boot_id=old_boot, same_boot=True)
             self.link.stop_attempt(record.attempt, "the host came back with the same boot: its attempt may still run")
@@ -262,6 +269,41 @@ class HostRecovery:
             return Recovered(replace(record, forensics={"recovery": "failed", "error": str(exc), **bmc}),
                              quarantine=f"recovery failed: {exc}")
         return self._rejoin(seq, record, forensics)
+
+    def _came_back(self, seq: Sequence, record: Record, boot_id: str, rung: str, tried: NmiTry | None) -> Recovered:
+        """A host back with a new boot_id without a power cycle (by itself, or by the NMI rung)."""
+        seq.transition(RecoveryState.BOOTING, by=rung)
+        seq.transition(RecoveryState.BOOTED, boot_id=boot_id)
+        self._check_stable(seq)
+        forensics = {**self._forensics(seq, record), **self._bmc_events(record), **self._ladder(rung, tried)}
+        return self._rejoin(seq, record, forensics)
+
+    def _nmi_first(self, seq: Sequence, old_boot: str | None) -> NmiTry | None:
+        """The ladder's NMI rung, where the inventory asks for it; a stop in its wait cuts no power."""
+        if not self.nmi.wanted:
+            return None
+        wait_s = self.host.nmi_reboot_s or self.b.nmi_reboot_s
+        try:
+            power = self.b.power_of()
+        except ReprofleetError as exc:
+            raise RecoveryError(f"cannot build the power driver: {exc}") from exc
+        tried = self.nmi.climb(power, wait_s, lambda d: seq.transition(RecoveryState.NMI, **d), old_boot)
+        if tried is None or tried.boot_id is None:  # the cycle is next: the waits may have been long
+            if self.stop.is_set():
+                raise StoppedBeforeSwitching(StoppedBeforeSwitching.WORDS)
+            if self.link.lease_may_have_lapsed():
+                raise LeaseMayHaveLapsed("the lease may have lapsed during the NMI's wait")
+        return tried
+
+    def _ladder(self, rung: str, tried: NmiTry | None) -> dict[str, Any]:
+        """Which rung brought the host back (hosts whose ladder has an NMI), and the vmcore its facts list."""
+        if not self.nmi.wanted:
+            return {}
+        try:
+            facts = self.link.agent().facts().as_json if tried is not None and tried.sent else None
+        except ReprofleetError:
+            facts = None
+        return {**ladder_forensics(rung, tried), **(vmcore_forensics(facts) if tried is not None and tried.sent else {})}
 
     def switch_back_on(self, record: Record) -> Recovered:
         """A host that lost power: every outlet switched on (none ever "off"), the boot awaited,
@@ -348,37 +390,6 @@ class HostRecovery:
                 seq.transition(RecoveryState.BOOTING, after=str(exc))
             self._wait_for_boot(seq, old_boot)
             self._check_stable(seq)
-
-    def _grace_for_self_reboot(self, old_boot: str | None, record: Record) -> str | None:
-        """Give a host that resets itself (watchdog, panic) the chance to come back uncycled.
-
-        The grace is ``reboot_grace_s`` (0 s where the host's facts show it cannot reset
-        itself: runner/self_reset_grace.py), extended up to the boot deadline while the host
-        shows signs of booting: it was silent (DEAD) and its kernel answers again. A host whose
-        kernel answered from the start (a userspace wedge) is not booting: no extension.
-        """
-        def probe() -> ProbeAnswer:
-            return self.link.port.probe(self.timings.self_reboot_probe_s)
-
-        grace = logged_self_reset_grace(self.b, record)
-        if grace <= 0:
-            return None
-        started = self.clock.monotonic()
-        deadline = started + grace
-        was_dead = probe() is ProbeAnswer.DEAD
-        for _ in range(100000):  # bounded by the deadline; the count only guards the loop
-            if self.clock.monotonic() >= deadline or self.stop.is_set():
-                return None
-            answer = probe()
-            if answer is ProbeAnswer.SSHD:
-                boot_id = self.link.boot_now()
-                if boot_id and boot_id != old_boot:
-                    return boot_id
-            if was_dead and answer is not ProbeAnswer.DEAD:
-                deadline = max(deadline, started + self.b.boot_deadline_s)  # it is booting
-            was_dead = was_dead or answer is ProbeAnswer.DEAD
-            self.clock.wait(self.stop, self.timings.self_reboot_poll_s)
-        return None
 
     def _rejoin(self, seq: Sequence, record: Record, forensics: dict[str, Any]) -> Recovered:
         """Ready only when its GPU is still there (runner/health_gate.py); else quarantined,
@@ -701,3 +712,35 @@ def logged_self_reset_grace(binding: RecoveryBinding, record: Record) -> float:
     binding.log.event(CampaignEvent.SELF_RESET_GRACE, attempt=record.attempt, grace_s=grace,
                       configured_s=binding.settings.reboot_grace_s, message=why)
     return grace
+
+
+def grace_for_self_reboot(b: RecoveryBinding, old_boot: str | None, record: Record) -> str | None:
+    """Give a host that resets itself (watchdog, panic) the chance to come back uncycled.
+
+    The grace is ``reboot_grace_s`` (0 s where the host's facts show it cannot reset
+    itself: runner/self_reset_grace.py), extended up to the boot deadline while the host
+    shows signs of booting: it was silent (DEAD) and its kernel answers again. A host whose
+    kernel answered from the start (a userspace wedge) is not booting: no extension.
+    """
+    def probe() -> ProbeAnswer:
+        return b.link.port.probe(b.settings.timings.self_reboot_probe_s)
+
+    grace = logged_self_reset_grace(b, record)
+    if grace <= 0:
+        return None
+    started = b.clock.monotonic()
+    deadline = started + grace
+    was_dead = probe() is ProbeAnswer.DEAD
+    for _ in range(100000):  # bounded by the deadline; the count only guards the loop
+        if b.clock.monotonic() >= deadline or b.stop.is_set():
+            return None
+        answer = probe()
+        if answer is ProbeAnswer.SSHD:
+            boot_id = b.link.boot_now()
+            if boot_id and boot_id != old_boot:
+                return boot_id
+        if was_dead and answer is not ProbeAnswer.DEAD:
+            deadline = max(deadline, started + b.boot_deadline_s)  # it is booting
+        was_dead = was_dead or answer is ProbeAnswer.DEAD
+        b.clock.wait(b.stop, b.settings.timings.self_reboot_poll_s)
+    return None

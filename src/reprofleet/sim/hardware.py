@@ -17,7 +17,9 @@ vLLM asking to wedge) goes through the same code:
   itself), ``orderly_reboot`` (what a person's ``reboot`` or unattended-upgrades' automatic
   reboot does: the system is "stopping", systemd-logind says who asked, every process gets
   SIGTERM, then what is left gets SIGKILL and systemd's shutdown lines end the boot's journal,
-  and a new boot starts) or ``stall`` (SIGSTOP sshd and the agent, SIGCONT later).
+  and a new boot starts), ``stall`` (SIGSTOP sshd and the agent, SIGCONT later) or ``nmi`` (a
+  BMC's diagnostic interrupt: a kernel set to panic on it panics, frozen or not, writes a vmcore
+  where kdump is loaded and reboots: rfsim/nmi.py; otherwise it only logs it).
 
 Everything it does is appended to ``<fleet>/hardware.jsonl``; each host's current state is
 in ``<host>/hw/state.json``.
@@ -40,7 +42,7 @@ from reprofleet.sim import netns
 from reprofleet.sim.cgroup import FreezerGroup
 from reprofleet.sim.layout import FleetPaths, HostPaths
 from reprofleet.sim.manifest import HostRecord
-from reprofleet.sim.rfsim import boots, gpu, hwio, kernel_panic, netconsole_tx, orderly_shutdown, sysfs
+from reprofleet.sim.rfsim import boots, gpu, hwio, kernel_panic, netconsole_tx, nmi, orderly_shutdown, sysfs
 
 TICK_S = 0.02
 PR_SET_CHILD_SUBREAPER = 36
@@ -282,6 +284,28 @@ class Hardware:
         self.event(host, "lockup_seen", kind=lock["kind"], printed=bool(said.lines), panics=said.panics,
                    reboot_after_s=said.reboot_after_s)
 
+    def nmi(self, host: HostMachine) -> None:
+        """A BMC's NMI: a frozen kernel still takes it; one set to panic on it panics and reboots."""
+        if host.power != "on":
+            self.event(host, "nmi_ignored", why=f"power {host.power}")
+            return
+        said = nmi.effect(host.paths.hw)
+        boot = boots.current(host.paths.boots)
+        uptime = 0.0
+        if boot is not None:
+            uptime = time.time() - boot.started
+            for level, message in said.lines:
+                boots.append_kmsg(host.paths.boots / boot.kmsg_name, message, level=level, started=boot.started)
+        vmcore = None
+        if said.panics:
+            kernel_panic.write_pstore(host.paths.hw, said.lines, uptime)
+            host.panicked = True
+            if said.kdump:
+                vmcore = str(nmi.write_vmcore(host.paths.hw, time.time()))
+            if said.reboot_after_s is not None:
+                host.panic_reboot_at = time.monotonic() + said.reboot_after_s
+        self.event(host, "nmi", panics=said.panics, frozen=host.frozen, kdump=said.kdump, vmcore=vmcore)
+
     def netconsole(self, host: HostMachine) -> None:
         """Kernel messages printed since the last call go out to the netconsole target, if any."""
         boot = boots.current(host.paths.boots)
@@ -328,6 +352,8 @@ class Hardware:
             self.orderly_reboot(host, request)
         elif kind == "stall":
             self.stall(host, float(request.get("seconds", 1.0)))
+        elif kind == "nmi":
+            self.nmi(host)
         else:
             self.event(host, "bad_request", request=request)
 

@@ -98,7 +98,8 @@ def sshd_config_text(paths: HostPaths, address: str, authorized_keys: Path, logi
             # sshd takes one SetEnv line only
             f"SetEnv REPROFLEET_PROC_SYS={HOST_ETC / 'hw' / 'proc-sys'} "
             f"REPROFLEET_CONFIGFS={HOST_ETC / 'hw' / 'configfs'} REPROFLEET_SYSFS={HOST_ETC / 'hw' / 'sys'} "
-            f"REPROFLEET_SYSTEM_STATE={HOST_ETC / 'hw' / 'system_state'}",
+            f"REPROFLEET_SYSTEM_STATE={HOST_ETC / 'hw' / 'system_state'} "
+            f"REPROFLEET_CRASH_DIR={HOST_ETC / 'hw' / 'crash'}",
             "Subsystem sftp internal-sftp",
             "LogLevel INFO",
             "",

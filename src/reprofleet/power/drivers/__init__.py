@@ -1,6 +1,7 @@
 """One small module per PDU/BMC protocol; ``power.registry`` maps an inventory's ``driver:`` to them.
 
-Modules: ``tasmota``, ``shelly`` and ``http`` (smart plugs over HTTP), ``tls_pin`` (a
+Modules: ``tasmota``, ``shelly`` and ``http`` (smart plugs over HTTP), ``tasmota_settings`` and
+``shelly_settings`` (their own behaviour, read from their configuration), ``tls_pin`` (a
 self-signed device trusted by its certificate's SHA-256 or a CA file), ``snmp``,
 ``snmp_oids`` and ``snmp_chain`` (switched rack PDUs, daisy-chained ones too), ``snmp_loop``
 (the one event loop pysnmp's engines run on), ``redfish``,

@@ -126,6 +126,7 @@ class FenceDriver(PowerDriver):
                                    field="agent")
         self.reads_state = "status" in self.metadata.actions
         self.has_diag = "diag" in self.metadata.actions
+        self.sends_nmi = self.has_diag
 
     # -- configuration, checked against the agent's metadata when the inventory is loaded ----
 
@@ -219,6 +220,10 @@ class FenceDriver(PowerDriver):
         switch_from_exit(done.returncode, self.agent, state.value, last_line(done))
 
     # -- the NMI --------------------------------------------------------------------------------
+
+    def nmi(self) -> None:
+        """The recovery ladder's NMI: the agent's ``diag`` (logged as ``diag``, sent once)."""
+        self.diag()
 
     def diag(self) -> None:
         """Send an NMI through the agent's ``diag`` action: once, logged as ``diag``, never retried."""

@@ -54,6 +54,7 @@ AUTH_MARKERS = ("password", "unauthorized", "privilege", "authentication", "rakp
 LATE_JOIN_S = 30.0  # pyghmi's own session timeout is well under this
 CHASSIS_NETFN, CHASSIS_CONTROL, SET_POWER_CYCLE_INTERVAL = 0x00, 0x02, 0x0B
 POWER_CYCLE = 2  # Chassis Control data: 0 down, 1 up, 2 power cycle, 3 hard reset
+PULSE_DIAGNOSTIC_INTERRUPT = 4  # ... 4: an NMI to the host (ipmitool's "chassis power diag")
 WATCH_SHORT_OFF_S = 5.0  # a BMC's own interval (at least 1 s): how long its off is looked for
 
 # pyghmi keeps one session per BMC, port and user for the whole process, and a second
@@ -105,6 +106,7 @@ class IpmiDriver(PowerDriver):
     default_scheme = "udp"
     default_port = 623
     option_names = ("device_cycle",)
+    sends_nmi = True  # Chassis Control "pulse diagnostic interrupt" (a BMC without it answers an error)
     defaults = DriverSettings(timeout_s=30.0, settle_s=60.0, tries=4, poll_s=1.0, backoff_s=2.0, backoff_cap_s=20.0)
 
     def __init__(self, port: PowerPort, host: str, log: PowerLog, *, secret: Secret | None = None) -> None:
@@ -196,6 +198,10 @@ class IpmiDriver(PowerDriver):
 
     def _start_device_cycle(self, plan: DeviceCycle) -> None:
         self.raw("chassis power cycle", CHASSIS_NETFN, CHASSIS_CONTROL, bytes([POWER_CYCLE]))
+
+    def _send_nmi(self) -> str:
+        self.raw("chassis power diag", CHASSIS_NETFN, CHASSIS_CONTROL, bytes([PULSE_DIAGNOSTIC_INTERRUPT]))
+        return "Chassis Control: pulse diagnostic interrupt (chassis power diag)"
 
     def _read(self) -> PowerState:
         reply = self._ipmi("get power", lambda c: c.get_power())

@@ -111,6 +111,7 @@ class RedfishDriver(PowerDriver):
     default_scheme = "https"
     meters_power = True  # the system's chassis: Power (PowerControl) or EnvironmentMetrics, where served
     option_names = ("system", *TLS_OPTIONS, "device_cycle")
+    sends_nmi = True  # ComputerSystem.Reset Nmi, where the service lists it
     defaults = DriverSettings(timeout_s=60.0, connect_timeout_s=30.0, tries=5, settle_s=120.0, poll_s=2.0,
                               backoff_s=2.0, backoff_cap_s=30.0)
 
@@ -236,6 +237,14 @@ class RedfishDriver(PowerDriver):
     def _start_device_cycle(self, plan: DeviceCycle) -> None:
         system = self._call("read PowerState", self._system)
         self._call("ComputerSystem.Reset PowerCycle", lambda: system.reset_system(sushy.ResetType.POWER_CYCLE))
+
+    def _send_nmi(self) -> str:
+        system = self._call("read PowerState", self._system)
+        if sushy.ResetType.NMI not in (self._allowed or set()):
+            offered = ", ".join(sorted(str(getattr(a, "value", a)) for a in self._allowed or ()))
+            raise PowerError(f"the BMC does not list Nmi in ResetType@Redfish.AllowableValues (it offers {offered})")
+        self._call("ComputerSystem.Reset Nmi", lambda: system.reset_system(sushy.ResetType.NMI))
+        return "ComputerSystem.Reset Nmi"
 
     def cycle(self, dwell_s: float, on_state: Any = None, *, device: bool = True) -> PowerState:
         """As every driver's cycle; an "On" after an unconfirmed "ForceOff" is sent even if the BMC reads On."""

@@ -14,7 +14,9 @@ Selected by an inventory ``pdu:`` block like::
 Gen1: ``GET /relay/<id>?turn=on|off[&timer=S]``, the reply's ``ison`` is the state; HTTP
 basic auth. Gen2+: ``POST /rpc`` with ``Switch.Set {id, on[, toggle_after]}`` and
 ``Switch.GetStatus {id}`` whose ``output`` is the state; HTTP digest auth (SHA-256, user
-``admin``). ``GET /shelly`` (never behind auth) says which generation a device is.
+``admin``). ``GET /shelly`` (never behind auth) says which generation a device is. The plug's
+own behaviour (power-on state, auto-off, power limit) is read from its configuration
+(``shelly_settings``).
 
 In a cycle (``device_cycle``, default true) the plug is switched off with its flip-back
 timer (Gen1 ``timer``, Gen2 ``toggle_after``, whole seconds) set to the dwell, so a host is
@@ -35,6 +37,8 @@ from reprofleet.errors import PowerError
 from reprofleet.model import PowerPort
 from reprofleet.power.base import DeviceCycle, PowerDriver, PowerState
 from reprofleet.power.drivers.http import HttpDevice, base_url
+from reprofleet.power.drivers.shelly_settings import gen1_settings, gen2_settings
+from reprofleet.power.plug_behaviour import PlugSettings
 from reprofleet.power.drivers.tls_pin import TLS_OPTIONS, tls_trust
 from reprofleet.power.log import PowerLog
 from reprofleet.power.options import PowerConfigError
@@ -147,6 +151,15 @@ class ShellyDriver(PowerDriver):
             status = self._rpc("Switch.GetStatus", {"id": int(self.switch_id)})
             watts = status.get("apower") if isinstance(status, dict) else None
         return float(watts) if isinstance(watts, (int, float)) and not isinstance(watts, bool) else None
+
+    def _read_plug_settings(self) -> PlugSettings:
+        if self.gen == 1:
+            path = f"/settings/relay/{self.switch_id}"
+            response = self.device.request("GET", path)
+            if response.status_code != 200:
+                raise PowerError(f"GET {path}: HTTP {response.status_code}")
+            return gen1_settings(self.device.json(response), self.switch_id)
+        return gen2_settings(self._rpc("Switch.GetConfig", {"id": int(self.switch_id)}), self.switch_id)
 
     def _read(self) -> PowerState:
         if self.gen == 1:

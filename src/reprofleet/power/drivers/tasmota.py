@@ -27,7 +27,8 @@ before the next, and answers at once with ``{"WARNING":"Enable weblog 2 if respo
 expected"}`` (Tasmota support_command.ino CmndBacklog/CmndDelay; the Commands docs, "Using
 Backlog"), so the host comes back even if the controller dies in the dwell. Dwells longer
 than 360 s are cycled off, dwell, on. Not ``PulseTime``: it switches a relay *off* a while
-after it was switched *on*, the opposite of what a power cycle needs.
+after it was switched *on*, the opposite of what a power cycle needs (an armed one is an
+auto-off timer: the plug's own behaviour is read by ``tasmota_settings``).
 """
 
 from __future__ import annotations
@@ -42,6 +43,8 @@ from reprofleet.errors import PowerError
 from reprofleet.model import PowerPort
 from reprofleet.power.base import DeviceCycle, PowerDriver, PowerState
 from reprofleet.power.drivers.http import HttpDevice, base_url
+from reprofleet.power.drivers.tasmota_settings import tasmota_settings
+from reprofleet.power.plug_behaviour import PlugSettings
 from reprofleet.power.drivers.tls_pin import TLS_OPTIONS, tls_trust
 from reprofleet.power.log import PowerLog
 from reprofleet.power.options import PowerConfigError
@@ -159,6 +162,10 @@ class TasmotaDriver(PowerDriver):
 
     def _read_power(self) -> float | None:
         return parse_energy_reply(self._answer("Status 8"), self.relay)
+
+    def _read_plug_settings(self) -> PlugSettings:
+        return tasmota_settings(self.relay, self._answer("PowerOnState"), self._answer(f"PulseTime{self.relay}"),
+                                self._answer("MaxPower"), self._answer("SetOption73"))
 
     def _set(self, state: PowerState) -> None:
         self._command(f"Power{self.relay} {'On' if state is PowerState.ON else 'Off'}")

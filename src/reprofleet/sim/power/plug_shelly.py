@@ -11,6 +11,13 @@ answering ``{"id", "src", "result"}`` or ``{"id", "src", "error": {"code", "mess
 toggle_after}``, ``Switch.Toggle {id}``, ``Switch.GetStatus {id}`` (``output``, ``apower`` in W,
 ``timer_started_at``/``timer_duration`` while a flip-back timer runs),
 ``Shelly.GetDeviceInfo``. Auth is HTTP digest, SHA-256, user ``admin``, realm = device id.
+
+The relay's own behaviour, as each generation's API documents it: Gen1 ``GET /settings/relay/<id>``
+answers (and with query parameters sets) ``default_state`` (off | on | last | switch),
+``auto_on``/``auto_off`` (seconds, 0 disabled) and ``max_power`` (W); Gen2 ``Switch.GetConfig
+{id}`` / ``Switch.SetConfig {id, config}`` hold ``initial_state`` (off | on | restore_last |
+match_input), ``auto_on``/``auto_off`` (bool) with ``auto_on_delay``/``auto_off_delay`` (s) and
+``power_limit`` (W). The settings are answered and kept; the simulator does not act on them.
 """
 
 from __future__ import annotations
@@ -25,6 +32,13 @@ from typing import Any, Mapping
 from .plug_device import PlugDevice, Reply, json_reply, text_reply
 
 INVALID_ARGUMENT = -105
+GEN1_RELAY_DEFAULTS = {"name": None, "appliance_type": "General", "default_state": "last", "btn_type": "toggle",
+                       "btn_reverse": 0, "auto_on": 0.0, "auto_off": 0.0, "max_power": 2500, "schedule": False}
+GEN1_STATES = ("off", "on", "last", "switch")
+GEN2_SWITCH_DEFAULTS = {"name": None, "in_mode": "follow", "initial_state": "restore_last", "auto_on": False,
+                        "auto_on_delay": 60.0, "auto_off": False, "auto_off_delay": 60.0, "power_limit": 3680,
+                        "voltage_limit": 280, "current_limit": 16.0}
+GEN2_STATES = ("off", "on", "restore_last", "match_input")
 METHOD_NOT_FOUND = -114
 DIGEST_FIELD = re.compile(r'(\w+)=(?:"([^"]*)"|([^,\s]*))')
 
@@ -40,6 +54,8 @@ class ShellyPlug:
         self.device = device
         self.gen = gen
         self.nonces: set[str] = set()
+        defaults = GEN1_RELAY_DEFAULTS if gen == 1 else GEN2_SWITCH_DEFAULTS
+        self.config: dict[str, dict[str, Any]] = {outlet: dict(defaults) for outlet in device.outlets}
 
     # -- auth ----------------------------------------------------------------------------
 
@@ -97,6 +113,9 @@ class ShellyPlug:
             meter = re.fullmatch(r"/meter/(\d+)", path)
             if meter:
                 return self._meter(meter.group(1))
+            settings = re.fullmatch(r"/settings/relay/(\d+)", path)
+            if settings:
+                return self._relay_settings(settings.group(1), query)
             match = re.fullmatch(r"/relay/(\d+)", path)
             return self._relay(match.group(1), query) if match else text_reply(404, "Not Found")
         if path == "/rpc" and method == "POST":
@@ -124,6 +143,23 @@ class ShellyPlug:
                            "timer_started": int(flip.started_at) if flip else 0,
                            "timer_duration": flip.duration_s if flip else 0, "source": "http"})
 
+    def _relay_settings(self, relay: str, query: Mapping[str, str]) -> Reply:
+        """``GET /settings/relay/<id>[?default_state=...&auto_off=...&max_power=...]``."""
+        if relay not in self.device.outlets:
+            return text_reply(404, "Not Found")
+        config = self.config[relay]
+        for key, value in query.items():
+            if key == "default_state":
+                if value not in GEN1_STATES:
+                    return text_reply(400, "Bad default_state!")
+                config[key] = value
+            elif key in ("auto_on", "auto_off", "max_power"):
+                try:
+                    config[key] = float(value) if key != "max_power" else int(value)
+                except ValueError:
+                    return text_reply(400, f"Bad {key}!")
+        return json_reply({**config, "ison": self.device.is_on(relay), "has_timer": False})
+
     def _meter(self, meter: str) -> Reply:
         """Gen1 ``GET /meter/<i>``: ``power`` is the instantaneous draw in watts."""
         if meter not in self.device.outlets:
@@ -148,17 +184,36 @@ class ShellyPlug:
     def _call(self, method: str, params: Mapping[str, Any]) -> tuple[Any, dict[str, Any] | None]:
         if method == "Shelly.GetDeviceInfo":
             return self.info(), None
-        if method not in ("Switch.Set", "Switch.Toggle", "Switch.GetStatus"):
+        if method not in ("Switch.Set", "Switch.Toggle", "Switch.GetStatus", "Switch.GetConfig", "Switch.SetConfig"):
             return None, {"code": METHOD_NOT_FOUND, "message": f"No handler for {method}"}
         switch_id = str(params.get("id", ""))
         if switch_id not in self.device.outlets:
             return None, {"code": INVALID_ARGUMENT, "message": f"Argument 'id', value {params.get('id')} not found!"}
         if method == "Switch.GetStatus":
             return self._status(switch_id), None
+        if method == "Switch.GetConfig":
+            return {"id": int(switch_id), **self.config[switch_id]}, None
+        if method == "Switch.SetConfig":
+            return self._set_config(switch_id, params.get("config"))
         on = (not self.device.is_on(switch_id)) if method == "Switch.Toggle" else bool(params.get("on"))
         toggle_after = params.get("toggle_after")
         was_on = self.device.switch(switch_id, on, float(toggle_after) if toggle_after else None)
         return {"was_on": was_on}, None
+
+    def _set_config(self, switch_id: str, config: Any) -> tuple[Any, dict[str, Any] | None]:
+        """``Switch.SetConfig``: only known keys, of the documented kinds; answers ``restart_required``."""
+        if not isinstance(config, dict):
+            return None, {"code": INVALID_ARGUMENT, "message": "Missing required argument 'config'!"}
+        for key, value in config.items():
+            known = GEN2_SWITCH_DEFAULTS.get(key, KeyError)
+            bad = (known is KeyError or (key == "initial_state" and value not in GEN2_STATES)
+                   or (isinstance(known, bool) and not isinstance(value, bool))
+                   or (isinstance(known, (int, float)) and not isinstance(known, bool)
+                       and (isinstance(value, bool) or not isinstance(value, (int, float)))))
+            if bad:
+                return None, {"code": INVALID_ARGUMENT, "message": f"Invalid argument '{key}'!"}
+        self.config[switch_id].update(config)
+        return {"restart_required": False}, None
 
     def _status(self, switch_id: str) -> dict[str, Any]:
         status: dict[str, Any] = {"id": int(switch_id), "source": "HTTP_in", "output": self.device.is_on(switch_id),

@@ -10,6 +10,13 @@ Unknown commands and relays answer ``{"Command":"Unknown"}``. ``Status 8`` reads
 monitor: ``{"StatusSNS": {"ENERGY": {"Power": W}}}`` (a list of W, one per relay, on
 multi-channel devices).
 
+The relay's own behaviour, as the Commands docs give it (a command without an argument answers
+its value, with one sets it): ``PowerOnState`` (0..5, default 3) -> ``{"PowerOnState": 3}``;
+``PulseTime<N>`` (0 disabled, 1..111 tenths of a second, from 112 value - 100 s) ->
+``{"PulseTime1": {"Set": 0, "Remaining": 0}}``; ``MaxPower`` (W, 0 disabled) ->
+``{"MaxPower": 0}``; ``SetOption73`` (buttons detached from the relays) -> ``{"SetOption73": "OFF"}``.
+The settings are answered and kept; the simulator does not act on them.
+
 ``Backlog <cmd>; <cmd>; ...`` queues up to 30 commands that the plug runs by itself, one
 after the other with 200 ms between them (SetOption34's default), ``Delay <n>`` (2..3600,
 0.1 s each) waiting longer before the next; the web reply comes at once and carries no
@@ -35,6 +42,7 @@ ON_ARGS, OFF_ARGS, TOGGLE_ARGS = ("on", "1", "true"), ("off", "0", "false"), ("t
 MAX_BACKLOG = 30
 BACKLOG_GAP_S = 0.2  # SetOption34's default between two backlog commands
 NO_RESULT = {"WARNING": "Enable weblog 2 if response expected"}
+SETTING_COMMAND = re.compile(r"(poweronstate|pulsetime(\d*)|maxpower|setoption73)(?:\s+(\S+))?", re.IGNORECASE)
 
 
 class Backlog:
@@ -97,6 +105,30 @@ def run_power_command(device: PlugDevice, command: str) -> Reply:
     return json_reply({key: "ON" if device.is_on(relay) else "OFF"})
 
 
+_SETTINGS: dict[int, dict[str, int]] = {}
+
+
+def run_setting_command(device: PlugDevice, match: re.Match[str]) -> Reply:
+    """``PowerOnState``, ``PulseTime<N>``, ``MaxPower``, ``SetOption73``: read, or set then answer."""
+    settings = _SETTINGS.setdefault(id(device), {"poweronstate": 3, "maxpower": 0, "setoption73": 0})
+    word, relay, argument = match.group(1).lower(), match.group(2), match.group(3)
+    key = f"pulsetime{relay or '1'}" if word.startswith("pulsetime") else word
+    if word.startswith("pulsetime") and (relay or "1") not in device.outlets:
+        return json_reply({"Command": "Unknown"})
+    if argument is not None:
+        value = {"on": 1, "off": 0}.get(argument.lower(), argument)
+        if not str(value).isdigit() or (key == "poweronstate" and int(value) > 5) or \
+                (key == "setoption73" and int(value) > 1) or int(value) > 64900:
+            return json_reply({"Command": "Unknown"})
+        settings[key] = int(value)
+    current = settings.get(key, 0)
+    if key.startswith("pulsetime"):
+        return json_reply({f"PulseTime{relay or '1'}": {"Set": current, "Remaining": 0}})
+    if key == "setoption73":
+        return json_reply({"SetOption73": "ON" if current else "OFF"})
+    return json_reply({"PowerOnState" if key == "poweronstate" else "MaxPower": current})
+
+
 def basic_credentials(headers: Mapping[str, str]) -> tuple[str | None, str | None]:
     value = headers.get("authorization", "")
     if not value.lower().startswith("basic "):
@@ -135,4 +167,7 @@ def handle(device: PlugDevice, method: str, path: str, query: Mapping[str, str],
         queued = [part.strip() for part in command[len("backlog"):].split(";") if part.strip()]
         backlog_of(device).add(queued)
         return json_reply(NO_RESULT)
+    setting = SETTING_COMMAND.fullmatch(command)
+    if setting:
+        return run_setting_command(device, setting)
     return run_power_command(device, command)

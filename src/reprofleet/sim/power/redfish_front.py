@@ -13,7 +13,11 @@ request to the emulator unchanged, except:
 * what real BMCs do that the emulator does not (``redfish_quirks``): a latency on every
   answer, HTTP 409 to a power-on shortly after the host lost power, HTTP 400 to any reset
   while the host is in POST, and ``PowerCycle`` carried out by the BMC itself;
-* HTTPS with a self-signed certificate, as BMCs ship, when ``tls`` names one.
+* HTTPS with a self-signed certificate, as BMCs ship, when ``tls`` names one;
+* ``ResetType: Nmi`` (listed in the allowable values, as BMCs with a diagnostic interrupt do):
+  the BMC tells its host's hardware (``hwio.request("nmi")``), whose kernel panics and reboots
+  or logs it and stays as it was (rfsim/nmi.py); a switch with no simulated host behind it
+  takes the NMI and nothing happens.
 
 Resources of our own answer only to the credentials the emulator accepts (checked by
 asking it). CONFIG (JSON): ``port``, ``emulator`` (URL), ``systems`` (name -> {uuid,
@@ -34,6 +38,7 @@ from typing import Any, Mapping
 
 import requests
 
+from ..rfsim import hwio
 from .daemons import LOOPBACK
 from .host_events import HostEvent, HostEventKind, HostWatch
 from .meter import wall_watts
@@ -114,7 +119,17 @@ class Front:
         allowed = reset.get("ResetType@Redfish.AllowableValues")
         if self.quirks.power_cycle_off_s is not None and isinstance(allowed, list) and "PowerCycle" not in allowed:
             allowed.append("PowerCycle")
+        if isinstance(allowed, list) and "Nmi" not in allowed:
+            allowed.append("Nmi")
         return system
+
+    def nmi(self, name: str) -> bool:
+        """The diagnostic interrupt, handed to the host's hardware; False: no simulated host behind the switch."""
+        hw = self.switches[name].parent
+        if not (hw / "state.json").exists():
+            return False
+        hwio.request("nmi", hw=hw, source="redfish")
+        return True
 
     def emulator_reset(self, ident: str, reset_type: str, headers: Mapping[str, str]) -> None:
         self.session.post(f"{self.emulator}{SYSTEMS}{ident}/Actions/ComputerSystem.Reset", headers=dict(headers),
@@ -198,7 +213,13 @@ class Handler(BaseHTTPRequestHandler):
         if refused is not None:
             self._send(refused[0], json.dumps(refused[1]).encode())
             return
-        if reset == "PowerCycle" and self.front.quirks.power_cycle_off_s is not None:
+        if reset == "Nmi":
+            if not self.front.authorised(self._headers()):
+                self._send(401, b'{"error": "unauthorised"}')
+                return
+            self.front.nmi(name)
+            self._send(204, b"")
+        elif reset == "PowerCycle" and self.front.quirks.power_cycle_off_s is not None:
             if not self.front.authorised(self._headers()):
                 self._send(401, b'{"error": "unauthorised"}')
                 return
