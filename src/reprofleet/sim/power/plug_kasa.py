@@ -148,7 +148,22 @@ class KasaOutlets:
         return info
 
 
-class KasaXorPlug:
+class _PlugFront:
+    """What a test asks of either transport's plug: its outlets' fault hook (an overload trip,
+    an app switch), set on the shared outlets."""
+
+    outlets: KasaOutlets
+
+    @property
+    def after_switch(self) -> AfterSwitch:
+        return self.outlets.after_switch
+
+    @after_switch.setter
+    def after_switch(self, value: AfterSwitch) -> None:
+        self.outlets.after_switch = value
+
+
+class KasaXorPlug(_PlugFront):
     """A Kasa plug or strip on the legacy protocol (TCP, 4-byte length + XOR-enciphered JSON)."""
 
     def __init__(self, switches: Sequence[Path], *, strip: bool = False) -> None:
@@ -176,14 +191,6 @@ class KasaXorPlug:
     @property
     def address(self) -> str:
         return f"127.0.0.1:{self.port}"
-
-    @property
-    def after_switch(self) -> AfterSwitch:
-        return self.outlets.after_switch
-
-    @after_switch.setter
-    def after_switch(self, value: AfterSwitch) -> None:
-        self.outlets.after_switch = value
 
     def served(self) -> list[str]:
         return list(self.requests)
@@ -216,7 +223,7 @@ def _iot_commands(request: Any) -> list[str]:
     return list(system) if isinstance(system, dict) else ["?"]
 
 
-class KasaKlapPlug:
+class KasaKlapPlug(_PlugFront):
     """A Tapo (SMART, KLAP v2) or new-firmware Kasa (IOT, KLAP v1) plug or strip over HTTP."""
 
     def __init__(self, switches: Sequence[Path], *, user: str, password: str, strip: bool = False,
@@ -231,14 +238,6 @@ class KasaKlapPlug:
     @property
     def address(self) -> str:
         return f"127.0.0.1:{self.http.port}"
-
-    @property
-    def after_switch(self) -> AfterSwitch:
-        return self.outlets.after_switch
-
-    @after_switch.setter
-    def after_switch(self, value: AfterSwitch) -> None:
-        self.outlets.after_switch = value
 
     def served(self) -> list[str]:
         return self.http.served()
