@@ -41,3 +41,40 @@ def test_verify_confirms_the_right_outlet_and_names_a_neighbour_on_the_wrong_one
     while b.ssh_banner(timeout_s=1.0) is None and time.monotonic() < deadline:
         time.sleep(0.2)
     assert b.ssh_banner(timeout_s=1.0) is not None
+
+
+def test_doctor_cycle_proves_each_outlet_and_names_the_host_whose_bios_stays_off_after_ac_loss(
+        sim_fleet: Any, sim_inventory: Any, tmp_path: Path) -> None:
+    """Issue 35 item 4 on real hosts: the lab behind ``doctor --cycle`` (SSH probes, the plug's
+    driver, boot_ids read over SSH, the GPU health gate) against three simulated hosts, one of
+    them with its BIOS set to stay off when its outlet comes back."""
+    import json
+
+    from tests.support.fleet_campaign import write_playbook
+
+    fleet = sim_fleet([SimHostSpec("dca", boot_delay_s=0.5), SimHostSpec("dcb", boot_delay_s=1.5),
+                       SimHostSpec("dcc", boot_delay_s=0.5, restores_on_ac=False)])
+    plug = HttpPlugServer(tmp_path / "plug", "tasmota", {str(i + 1): h.paths.power for i, h in enumerate(fleet.hosts)})
+    plug.start()
+    (tmp_path / "invoke.yaml").write_text("reprofleet: {dwell_s: 1}\n")
+    book = write_playbook(tmp_path / "book", attempts=1, boot=8)
+    try:
+        inventory = sim_inventory(fleet, pdu={h.name: plug.pdu_block(str(i + 1)) for i, h in enumerate(fleet.hosts)})
+        result = reprofleet("doctor", "-i", str(inventory), "-p", str(book), "--cycle", "--yes", "--json", cwd=tmp_path)
+    finally:
+        plug.stop()
+    lines = {line["host"]: line for line in map(json.loads, result.stdout.splitlines())}
+    assert result.returncode == 3, result.stderr  # one host has a finding
+    for name in ("dca", "dcb"):
+        proven = lines[name]
+        assert proven["ok"] and proven["others_dark"] == [] and proven["boot_after"] != proven["boot_before"]
+        assert proven["off_to_sshd_s"] is not None and proven["off_to_sshd_s"] >= 1.0  # at least the dwell
+    assert lines["dcb"]["off_to_sshd_s"] > lines["dca"]["off_to_sshd_s"]  # its slower boot, measured
+    stays_off = lines["dcc"]
+    assert not stays_off["ok"] and stays_off["on_state"] == "on" and stays_off["off_to_sshd_s"] is None
+    bios = next(c for c in stays_off["checks"] if c["item"] == "BIOS power-on")
+    assert bios["status"] == "missing" and "restore on AC power loss" in bios["fix"]
+    assert "suggested playbook setting: timeouts: {boot: 120}" in result.stderr
+    folder = next((tmp_path / "reports" / "doctor").iterdir())
+    assert [json.loads(line)["host"] for line in (folder / "cycles.jsonl").read_text().splitlines()] == \
+        ["dca", "dcb", "dcc"]

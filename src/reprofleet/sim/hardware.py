@@ -246,8 +246,8 @@ class Hardware:
         switch = _read_switch(host.paths.power)
         if switch == "off" and host.power != "off":
             self.power_off(host, "switch")
-        elif switch == "on" and host.power == "off":
-            self.power_on(host, "switch")
+        elif switch == "on" and host.power == "off" and (host.first_boot or host.record.spec.restores_on_ac):
+            self.power_on(host, "switch")  # after its first start, a BIOS set to stay off after AC loss stays dark
         if host.power == "booting" and time.monotonic() >= host.boot_at:
             self.start_sshd(host)
         for path in sorted(host.paths.requests.glob("*.json")):

@@ -73,6 +73,9 @@ class SimHostSpec:
     hardware_watchdog: bool = False  # an armed hardware watchdog: what a ``reboot`` outcome (a reset by itself) is
     login_user: str = "root"  # who the controller logs in as; another name is a user of the host's own (uid 4242)
     sudo: str = "all"  # what that user may run through ``sudo`` without a password: all | nvidia-smi | none
+    # the BIOS's "restore on AC power loss": False is "stay off", a desktop's common default: power coming
+    # back at the outlet does not start it (only its power button would)
+    restores_on_ac: bool = True
 
     def __post_init__(self) -> None:
         problems = _problems(self)
