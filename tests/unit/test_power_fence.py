@@ -4,7 +4,7 @@ them, options checked against the metadata when the inventory is loaded, secrets
 The pure parts are tested with plain values and the real agents' metadata (captured from Debian's
 fence-agents 4.12.1); what needs a program (stdin, the scrubbed environment, a timeout, one
 metadata read per agent) runs a fake agent (tests/fixtures/fence/fake_agent.py). The real
-agents against the simulators: tests/fleet/test_power_fence.py.
+agents against the simulators, each through a whole wedge and power cycle in one campaign: tests/fleet/test_fleet_fence_nmi.py.
 """
 
 from __future__ import annotations

@@ -60,3 +60,32 @@ def test_the_redfish_bmc_lists_nmi_and_hands_it_to_the_hosts_hardware(tmp_path: 
     (request,) = (hw / "requests").iterdir()
     assert json.loads(request.read_text())["kind"] == "nmi"
     assert not front.nmi("pdu")
+
+
+def test_the_owners_sysctl_conf_and_kdump_come_back_with_every_boot_and_a_sysctl_w_does_not(tmp_path: Path) -> None:
+    """What a host's /etc/sysctl.d and kdump-tools do: the boot's kernel starts from its defaults,
+    then the owner's settings; a ``sysctl -w`` of the last boot is gone."""
+    from reprofleet.sim.rfsim import sysfs
+    from reprofleet.sim.spec import spec_from_mapping
+
+    spec = spec_from_mapping({"name": "ws01", "sysctl_conf": {"unknown_nmi_panic": 1}, "kdump_loaded": True})
+    hw = tmp_path / "hw"
+    kernel_panic.reset_sysctls(hw, spec.sysctl_conf)
+    sysfs.write_boot(hw, spec.hardware_watchdog, spec.kdump_loaded)
+    (kernel_panic.proc_sys(hw) / "kernel" / "softlockup_panic").write_text("1\n")  # sysctl -w, this boot only
+    assert nmi.effect(hw).panics and nmi.effect(hw).kdump
+    kernel_panic.reset_sysctls(hw, spec.sysctl_conf)  # the next boot
+    assert kernel_panic.sysctl(hw, "unknown_nmi_panic") == 1 and kernel_panic.sysctl(hw, "softlockup_panic") == 0
+    plain = tmp_path / "plain"
+    kernel_panic.reset_sysctls(plain)
+    sysfs.write_boot(plain, False)
+    assert not nmi.effect(plain).panics and not nmi.effect(plain).kdump
+
+
+def test_a_sysctl_name_that_is_not_a_kernel_name_is_refused_in_the_fleet_config() -> None:
+    import pytest
+
+    from reprofleet.sim.spec import spec_from_mapping
+
+    with pytest.raises(ValueError, match="sysctl_conf"):
+        spec_from_mapping({"name": "ws01", "sysctl_conf": {"../../etc/passwd": 1}})

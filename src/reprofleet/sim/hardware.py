@@ -122,8 +122,9 @@ class Hardware:
 
     def power_on(self, host: HostMachine, reason: str) -> None:
         boot = boots.new_boot(host.paths.boots, host.record.name)
-        kernel_panic.reset_sysctls(host.paths.hw)  # a reboot forgets every sysctl -w
-        sysfs.write_boot(host.paths.hw, host.record.spec.hardware_watchdog)  # the kernel enumerates the bus again
+        spec = host.record.spec
+        kernel_panic.reset_sysctls(host.paths.hw, spec.sysctl_conf)  # a reboot forgets every sysctl -w
+        sysfs.write_boot(host.paths.hw, spec.hardware_watchdog, spec.kdump_loaded)  # the kernel enumerates the bus again
         if gpu.is_lost(0, host.paths.hw):
             self.gpu_gone_at_boot(host, boot)
         netconsole_tx.reset(host.paths.hw)  # and its netconsole (configfs is not kept)

@@ -76,6 +76,10 @@ class SimHostSpec:
     # the BIOS's "restore on AC power loss": False is "stay off", a desktop's common default: power coming
     # back at the outlet does not start it (only its power button would)
     restores_on_ac: bool = True
+    # the owner's one-time kernel settings, applied at every boot as /etc/sysctl.d would (a
+    # ``sysctl -w`` during a boot is forgotten at the next): e.g. (("unknown_nmi_panic", 1),)
+    sysctl_conf: tuple[tuple[str, int], ...] = ()
+    kdump_loaded: bool = False  # kdump-tools loads a capture kernel at boot (/sys/kernel/kexec_crash_loaded = 1)
 
     def __post_init__(self) -> None:
         problems = _problems(self)
@@ -96,12 +100,15 @@ class SimHostSpec:
         config = asdict(self)
         config["script"] = list(self.script)
         config["vllm_factors"] = [list(pair) for pair in self.vllm_factors]
+        config["sysctl_conf"] = [list(pair) for pair in self.sysctl_conf]
         config["seed"] = self.effective_seed
         return config
 
 
 def _problems(spec: SimHostSpec) -> list[str]:
     problems = []
+    if any(not re.fullmatch(r"[a-z][a-z0-9_]*", name) for name, _ in spec.sysctl_conf):
+        problems.append("sysctl_conf names are kernel.* sysctl names (lowercase letters, digits, '_')")
     if not HOST_NAME.match(spec.name):
         problems.append("name must be lowercase letters, digits and '-', at most 32 characters")
     for name in ("p_wedge", "p_error", "p_hang", "p_reboot", "p_lockup_seen"):
@@ -140,6 +147,10 @@ def spec_from_mapping(values: Mapping[str, Any]) -> SimHostSpec:
         raw = data["vllm_factors"] or {}
         pairs = raw.items() if isinstance(raw, Mapping) else raw
         data["vllm_factors"] = tuple((str(k), float(v)) for k, v in pairs)
+    if "sysctl_conf" in data:  # a mapping in YAML (unknown_nmi_panic: 1), pairs in the manifest's JSON
+        raw = data["sysctl_conf"] or {}
+        pairs = raw.items() if isinstance(raw, Mapping) else raw
+        data["sysctl_conf"] = tuple((str(k), int(v)) for k, v in pairs)
     return SimHostSpec(**data)
 
 

@@ -43,11 +43,11 @@ def pstore(hw: Path) -> Path:
     return hw / "pstore"
 
 
-def reset_sysctls(hw: Path) -> None:
-    """A new boot: the kernel starts with the host's own values."""
+def reset_sysctls(hw: Path, conf: Tuple[Tuple[str, int], ...] = ()) -> None:
+    """A new boot: the kernel starts with its defaults, then the host's /etc/sysctl.d (``conf``)."""
     kernel = proc_sys(hw) / "kernel"
     kernel.mkdir(parents=True, exist_ok=True)
-    for name, value in SYSCTL_DEFAULTS.items():
+    for name, value in {**SYSCTL_DEFAULTS, **dict(conf)}.items():
         (kernel / name).write_text(f"{value}\n")
 
 

@@ -14,7 +14,7 @@ sysfs at boot:
   function of the card goes: the audio function beside the GPU too.
 * ``class/watchdog/``: empty, or ``watchdog0`` (an Intel TCO timer, as common on x86 boards)
   in state ``active`` when the host has an armed hardware watchdog.
-* ``kernel/kexec_crash_loaded``: 0 (no kdump capture kernel loaded).
+* ``kernel/kexec_crash_loaded``: 0 (no kdump capture kernel loaded), 1 where the host's kdump-tools loads one.
 
 The identities are this simulation's own: an RTX PRO 6000 Blackwell Workstation Edition (a
 VGA-class card with an HD-audio function) behind an AMD host bridge.
@@ -79,7 +79,7 @@ def _write_function(folder: Path, ident: Tuple[int, int, int, int, int, int], mu
     (folder / "config").write_bytes(config if answers else b"\xff" * CONFIG_BYTES)
 
 
-def write_boot(hw: Path, hardware_watchdog: bool) -> None:
+def write_boot(hw: Path, hardware_watchdog: bool, kdump_loaded: bool = False) -> None:
     """The tree a boot starts with: every card as its GPU state says (answering, or off the
     bus), the host bridge, the watchdog class, kexec."""
     tree = root(hw)
@@ -95,7 +95,7 @@ def write_boot(hw: Path, hardware_watchdog: bool) -> None:
         for name, value in WATCHDOG.items():
             (watchdogs / "watchdog0" / name).write_text(value + "\n")
     (tree / "kernel").mkdir()
-    (tree / "kernel" / "kexec_crash_loaded").write_text("0\n")
+    (tree / "kernel" / "kexec_crash_loaded").write_text("1\n" if kdump_loaded else "0\n")
 
 
 def mark_card(hw: Path, index: int) -> None:
