@@ -259,3 +259,72 @@ def test_an_inventorys_kasa_and_home_assistant_blocks_make_drivers_with_one_lock
             for name, host in hosts.items() if host.pdu is not None}
     assert [type(driver).__name__ for driver in made.values()] == ["KasaDriver", "KasaDriver", "HomeAssistantDriver"]
     assert made["ws01"].device_key == "kasa:192.0.2.43:80" and made["ws02"].device_key == "kasa:192.0.2.44:9999"
+
+
+# -- the plug's own behaviour (issue 35 item 3) ---------------------------------------------------
+
+
+def test_a_new_tapo_plug_reports_last_state_no_timer_and_no_limit_so_nothing_refuses(tapo: KasaKlapPlug) -> None:
+    from reprofleet.power.plug_behaviour import PowerOnState, judge
+
+    read = klap(tapo).plug_settings()
+    assert read is not None
+    assert (read.power_on, read.auto_off_s, read.power_limit_w, read.child_lock) == (PowerOnState.LAST, 0.0, 0.0, None)
+    report = judge("ws01 kasa", read, campaign_s=8 * 3600, gpu_limit_w=600)
+    assert report.refusal is None
+    assert [s.verdict.value for s in report.settings] == ["ok", "ok", "ok", "unknown"]  # P110: no button lock to read
+
+
+def test_a_tapo_plug_set_to_stay_off_with_a_30_minute_auto_off_and_a_500_w_limit_refuses_the_host(
+        tapo: KasaKlapPlug) -> None:
+    from reprofleet.power.plug_behaviour import PowerOnState, judge
+
+    tapo.outlets.default_states = {"type": "custom", "state": {"on": False}}
+    tapo.outlets.auto_off = {"enable": True, "delay_min": 30}
+    tapo.outlets.protection = {"enabled": True, "protection_power": 500}
+    read = klap(tapo).plug_settings()
+    assert read is not None
+    assert (read.power_on, read.auto_off_s, read.power_limit_w) == (PowerOnState.OFF, 1800.0, 500.0)
+    report = judge("ws01 kasa", read, campaign_s=8 * 3600, gpu_limit_w=600)
+    assert [s.refuses for s in report.settings] == [True, True, True, False]
+    assert "default_states type custom, on false" in (report.refusal or "")
+
+
+def test_a_legacy_kasa_plug_reports_only_an_armed_countdown(xor_plug: KasaXorPlug) -> None:
+    from reprofleet.power.plug_behaviour import judge
+
+    plug = xor(xor_plug)
+    clean = plug.plug_settings()
+    assert clean is not None and (clean.power_on, clean.auto_off_s, clean.power_limit_w) == (None, 0.0, None)
+    xor_plug.outlets.countdown_rules = [{"id": "7C90311A", "name": "off in 20 min", "enable": 1, "delay": 1200,
+                                         "act": 0, "remain": 1200}]
+    armed = plug.plug_settings()
+    assert armed is not None and armed.auto_off_s == 1200.0
+    report = judge("ws01 kasa", armed, campaign_s=3600, gpu_limit_w=None)
+    assert report.settings[1].refuses and "count_down" in report.settings[1].found
+    assert [s.verdict.value for s in report.settings] == ["unknown", "risk", "unknown", "unknown"]
+
+
+def test_a_strip_socket_reports_its_own_power_on_state_and_the_rest_is_unknown(outlets: list[Path]) -> None:
+    from reprofleet.power.plug_behaviour import PowerOnState
+
+    sim = KasaKlapPlug(outlets, user=USER, password=PASSWORD, strip=True)
+    try:
+        read = klap(sim, outlet="2").plug_settings()
+    finally:
+        sim.stop()
+    assert read is not None and read.power_on is PowerOnState.LAST
+    assert (read.auto_off_s, read.power_limit_w, read.child_lock) == (None, None, None)
+
+
+def test_settings_answers_that_say_nothing_are_not_reported() -> None:
+    from reprofleet.power.drivers.kasa_settings import iot_countdown_s, smart_auto_off_s, smart_power_limit_w, smart_power_on
+
+    assert smart_power_on({"default_states": {"type": "custom", "state": {"brightness": 5}}})[0] is None
+    assert smart_power_on(None) == (None, "")
+    assert smart_auto_off_s({"enable": "yes", "delay_min": 3}) is None and smart_auto_off_s({"enable": True}) is None
+    assert smart_power_limit_w({"protection_power": 300}) is None
+    assert smart_power_limit_w({"enabled": True, "protection_power": True}) is None
+    assert iot_countdown_s({"count_down": {"err_code": -1, "err_msg": "module not support"}}) is None
+    assert iot_countdown_s({"count_down": {"get_rules": {"rule_list": [{"enable": 1, "delay": 60, "act": 1}],
+                                                         "err_code": 0}}}) == 0.0  # a countdown that switches ON

@@ -7,6 +7,6 @@ self-signed device trusted by its certificate's SHA-256 or a CA file), ``snmp``,
 (the one event loop pysnmp's engines run on), ``redfish``,
 ``redfish_errors`` (which BMC refusals are retried) and ``ipmi`` (server BMCs),
 ``pdudaemon`` (an existing pdudaemon), ``command`` (your own commands), ``fence`` and
-``fence_agent`` (any ClusterLabs fence agent), ``kasa`` and ``kasa_link`` (TP-Link Kasa/Tapo
+``fence_agent`` (any ClusterLabs fence agent), ``kasa``, ``kasa_link`` and ``kasa_settings`` (TP-Link Kasa/Tapo
 through python-kasa), ``homeassistant`` (a Home Assistant switch entity).
 """

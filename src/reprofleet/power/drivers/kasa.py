@@ -37,11 +37,13 @@ from typing import Any
 from reprofleet.credentials import Secret, split_user_password
 from reprofleet.errors import PowerError
 from reprofleet.model import PowerPort
-from reprofleet.power.base import PowerDriver, PowerState
+from reprofleet.power.base import PowerDriver, PowerState, TransientPowerError
 from reprofleet.power.drivers.kasa_link import KLAP_PORT, XOR_PORT, KasaEndpoint, KasaLink
+from reprofleet.power.drivers.kasa_settings import iot_settings, smart_settings
 from reprofleet.power.drivers.snmp import split_host_port
 from reprofleet.power.log import PowerLog
 from reprofleet.power.options import PowerConfigError
+from reprofleet.power.plug_behaviour import PlugSettings
 
 TRANSPORTS = ("klap", "xor")
 FAMILIES = ("smart", "iot")
@@ -162,6 +164,33 @@ class KasaDriver(PowerDriver):
         if not match:
             raise PowerError(f"the strip no longer lists socket {child}")
         return device_on(match[0], "get_child_device_list")
+
+    def _read_plug_settings(self) -> PlugSettings:
+        """The plug's own behaviour (kasa_settings.py); an answer the model does not give is not reported."""
+        child = self._child_id()
+        if self.family == "iot":
+            request: dict[str, Any] = {"count_down": {"get_rules": {}}}
+            if child is not None:
+                request["context"] = {"child_ids": [child]}
+            return iot_settings(self._optional(request, "count_down.get_rules"))
+        if child is not None:  # a strip's socket: what its child entry says; the strip's timers are per app
+            children = smart_children(self.link.query({"get_child_device_list": {}}, "get_child_device_list"))
+            match = [c for c in children if c.get("device_id") == child]
+            return smart_settings(match[0] if match else None, None, None)
+        info = self._optional({"get_device_info": {}}, "get_device_info")
+        auto_off = self._optional({"get_auto_off_config": {"start_index": 0}}, "get_auto_off_config")
+        protection = self._optional({"get_protection_power": {}}, "get_protection_power")
+        return smart_settings((info or {}).get("get_device_info"), (auto_off or {}).get("get_auto_off_config"),
+                              (protection or {}).get("get_protection_power"))
+
+    def _optional(self, request: dict[str, Any], what: str) -> dict[str, Any] | None:
+        """A settings request a model may not know: its refusal is "not reported", never a failure."""
+        try:
+            return self.link.query(request, what)
+        except TransientPowerError:
+            raise  # no answer: the base driver retries, and a dead device is an error, not "unknown"
+        except PowerError:
+            return None
 
     def _set(self, state: PowerState) -> None:
         on = state is PowerState.ON

@@ -21,6 +21,13 @@ a P300 strip: https://github.com/python-kasa/python-kasa/blob/master/tests/fixtu
   "device_on"}`` and ``control_child {"device_id", "requestData": {"method", "params"}}`` switches
   one; every answer is ``{"error_code": 0, "result": ...}`` (-1008 for bad parameters, -1002 for an
   unknown method).
+- The device's own behaviour (settable on ``outlets``): a Tapo plug's ``default_states`` in its
+  device info, ``get_auto_off_config`` (``{"enable", "delay_min"}``) and ``get_protection_power``
+  (``{"enabled", "protection_power"}``), as the P110 fixture
+  (https://github.com/python-kasa/python-kasa/blob/master/tests/fixtures/smart/P110(EU)_1.0_1.2.3.json)
+  answers them; a Kasa plug's ``{"count_down": {"get_rules": {}}}`` -> ``rule_list`` of
+  ``{"enable", "delay", "act", "remain"}`` (python-kasa iot/modules/countdown.py). A strip answers
+  none of the Tapo ones ("unknown method").
 
 A KLAP handshake with credentials other than the owner's gets a handshake1 hash the client cannot
 match (what a real device does: it proves the owner's account, whoever asks), so a client with
@@ -58,6 +65,11 @@ class KasaOutlets:
         self.child_ids = [f"{device_id}{index:02d}" for index in range(len(self.switches))] if strip else []
         self.after_switch = AfterSwitch.NONE
         self.lock = threading.Lock()
+        # the device's own behaviour, as its owner set it in the app (the defaults of a new P110 / HS103)
+        self.default_states: dict[str, Any] = {"state": {}, "type": "last_states"}
+        self.auto_off: dict[str, Any] = {"delay_min": 120, "enable": False}
+        self.protection: dict[str, Any] = {"enabled": False, "protection_power": 0}
+        self.countdown_rules: list[dict[str, Any]] = []
 
     def _switch(self, index: int, on: bool) -> None:
         switch_outlet(self.switches[index], on, self.after_switch)
@@ -65,6 +77,11 @@ class KasaOutlets:
     # -- IOT -------------------------------------------------------------------------------
 
     def iot_answer(self, request: dict[str, Any]) -> dict[str, Any]:
+        countdown = request.get("count_down")
+        if isinstance(countdown, dict) and "get_rules" in countdown:
+            with self.lock:
+                rules = [dict(rule) for rule in self.countdown_rules]
+            return {"count_down": {"get_rules": {"rule_list": rules, "max_rules": 1, "err_code": 0}}}
         found = request.get("system")
         system: dict[str, Any] = found if isinstance(found, dict) else {}
         answer: dict[str, Any] = {}
@@ -115,6 +132,10 @@ class KasaOutlets:
             return {"error_code": 0, "result": self._device_info(None)}
         if method == "set_device_info" and not self.strip:
             return self._smart_set(0, params)
+        if method == "get_auto_off_config" and not self.strip:
+            return {"error_code": 0, "result": dict(self.auto_off)}
+        if method == "get_protection_power" and not self.strip:
+            return {"error_code": 0, "result": dict(self.protection)}
         if method == "get_child_device_list" and self.strip:
             children = [self._device_info(i) for i in range(len(self.switches))]
             return {"error_code": 0, "result": {"child_device_list": children, "start_index": 0, "sum": len(children)}}
@@ -137,7 +158,7 @@ class KasaOutlets:
         info: dict[str, Any] = {"device_id": self.device_id, "model": "P300" if self.strip else "P110",
                                 "type": "SMART.TAPOPLUG", "fw_ver": "1.0.15 Build 231130 Rel.122554",
                                 "hw_ver": "1.0", "overheat_status": "normal", "auto_off_status": "off",
-                                "auto_off_remain_time": 0, "default_states": {"type": "last_states"},
+                                "auto_off_remain_time": 0, "default_states": dict(self.default_states),
                                 "nickname": "Z3B1IGxhYg=="}
         if index is None:
             if not self.strip:
