@@ -234,3 +234,29 @@ def test_a_pulled_cache_seeds_a_campaign(fleet: Any, campaign: dict[str, Any]) -
     assert [e["already_there"] for e in events] == [True, True]  # cache.push had put it there
     for host in fleet.hosts:
         assert [line["cache_files"] for line in seen(host)[before[host.name]:]] == [by_path(pulled)]
+
+
+def test_the_persistent_cache_keeps_flashinfers_managed_autotune_store_between_attempts(
+        fleet: Any, tmp_path: Path) -> None:
+    """Issue 36 item 2 on a host: vLLM 0.33 keeps FlashInfer's managed autotune store outside
+    VLLM_CACHE_ROOT by default; the runtime points it into the campaign's cache, so with ``cache:
+    persistent`` the second attempt finds the first one's winners and says so (FlashInfer's
+    "Config cache hit ... source=managed cache" per op, no tuning bar), its store under that cache."""
+    cells = ("  - name: persistent-033\n    cache: persistent\n    runtime: {kind: venv, vllm: '0.33.0', image: null, "
+             "docker_args: null, find_links: /etc/reprofleet-sim/wheelhouse, no_index: true}\n")
+    book = write_playbook(tmp_path / "book", attempts=2, attempt_timeout=60, cells=cells)
+    host = next(h for h in fleet.hosts if h.name == "ca-a")
+    before = len(seen(host))
+    hosts = [h for h in load_inventory(fleet.inventory_path).hosts if h.name == host.name]
+    result = run_campaign(make_plan(load_playbook(book), hosts), settings_for(fleet), tmp_path / "reports")
+    records = sorted(read_records(result.directory.attempts), key=lambda r: r["attempt_index"])
+    assert [r["outcome"] for r in records] == ["clean", "clean"]
+    first, second = (result.directory.stream_path(r["attempt"]).read_text() for r in records)
+    cache_root = seen(host)[before + 1]["cache_dir"]  # the second start's VLLM_CACHE_ROOT, as the engine saw it
+    assert "Using FlashInfer managed autotune cache (root=flashinfer default)" in first
+    assert "[AutoTuner]: Tuning fp4_gemm" in first and "Config cache hit" not in first
+    assert "[AutoTuner]: Tuning" not in second
+    for op in ("fp4_gemm", "trtllm::fused_moe::gemm1", "trtllm::fused_moe::gemm2"):
+        assert f"Config cache hit for {op} (runner=" in second, op
+    attached = second.split("ManagedAutotuneCache(env_dir=", 1)[1].split(",", 1)[0].strip("'\\\"")
+    assert attached.startswith(cache_root.rstrip("/") + "/flashinfer_autotune/v2/"), (attached, cache_root)

@@ -144,3 +144,28 @@ def test_the_docker_image_tag_sets_the_vllm_version(sim_host_tree) -> None:
     out, _ = poc.communicate(timeout=30)
     assert "Initializing a V1 LLM engine (v0.26.0)" in out
     assert decisions(tree)[0]["conditions"]["vllm_version"] == "0.26.0"
+
+
+def test_vllm_033_fills_flashinfers_managed_store_where_its_env_says_and_the_next_start_tunes_nothing(
+        sim_host_tree, tmp_path) -> None:
+    """FlashInfer's managed autotune store (rfsim/flashinfer_store.py): the first start tunes every op
+    and publishes it under FLASHINFER_AUTOTUNE_CACHE_DIR; the next start with the same folder logs a
+    managed-cache hit per op and shows no tuning bar; a start without it (another default root) tunes again."""
+    tree = sim_host_tree(SimHostSpec("fis", script=("clean",) * 3, time_scale=0.001, vllm_version="0.33.0"))
+    store = tmp_path / "campaign-cache" / "flashinfer_autotune"
+    outs = []
+    for root in (store, store, None):
+        env = {"FLASHINFER_AUTOTUNE_CACHE_DIR": str(root)} if root else {"FLASHINFER_WORKSPACE_BASE": str(tmp_path / "ws")}
+        proc = start_poc(tree, **env)
+        out, _ = proc.communicate(timeout=30)  # stderr (the progress bars) goes into stdout
+        assert proc.returncode == 0, out
+        outs.append(out)
+    first, second, elsewhere = outs
+    assert "Using FlashInfer managed autotune cache (root=flashinfer default)" in first
+    assert first.count("[AutoTuner]: Tuning ") >= 3 and "Config cache hit" not in first
+    assert len(list(store.glob("v2/*/entries/*.json"))) == 3 and list(store.glob("v2/*/manifest.json"))
+    assert "[AutoTuner]: Tuning " not in second
+    for op in ("fp4_gemm", "trtllm::fused_moe::gemm1", "trtllm::fused_moe::gemm2"):
+        assert f"[Autotuner]: Config cache hit for {op} (runner=" in second and "source=managed cache)" in second
+    assert f"ManagedAutotuneCache(env_dir='{store}/v2/" in second
+    assert "[AutoTuner]: Tuning " in elsewhere and "Config cache hit" not in elsewhere

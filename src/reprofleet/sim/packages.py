@@ -139,6 +139,7 @@ def build_wheelhouse(folder: Path, versions: tuple[str, ...]) -> list[Path]:
 
 def install_host(paths: HostPaths, vllm: str) -> None:
     """At fleet setup: the host Python's package metadata, and a wheelhouse (in the host's
-    /etc/reprofleet-sim/wheelhouse) with its own vLLM version and the seed's two."""
+    /etc/reprofleet-sim/wheelhouse) with its own vLLM version, the seed's two and a 0.33 (the
+    first with FlashInfer's managed autotune store: rfsim/flashinfer_store.py)."""
     install_host_metadata(paths.fs("dist-packages"), vllm)
-    build_wheelhouse(paths.etc / WHEELHOUSE, tuple(dict.fromkeys((vllm, "0.25.1", "0.26.0"))))
+    build_wheelhouse(paths.etc / WHEELHOUSE, tuple(dict.fromkeys((vllm, "0.25.1", "0.26.0", "0.33.0"))))

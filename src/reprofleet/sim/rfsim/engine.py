@@ -24,6 +24,7 @@ Host-side module: standard library only.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import os
@@ -34,7 +35,7 @@ import time
 from pathlib import Path
 from typing import Any, Dict, Optional
 
-from . import gpu, hwio, vllm_log, wedge
+from . import flashinfer_store, gpu, hwio, vllm_log, wedge
 
 HANG_FOREVER_S = 7 * 24 * 3600.0
 
@@ -128,6 +129,11 @@ class Engine:
         probe = vllm_log.engine_args(model, kwargs, version(), cache_hit=False)
         self.marker = cache / "torch_compile_cache" / vllm_log.cache_key(probe) / "rank_0_0" / "backbone"
         self.args = vllm_log.engine_args(model, kwargs, version(), cache_hit=self.marker.is_dir())
+        self.store: Optional[flashinfer_store.Store] = None
+        if self.args.version >= (0, 33):  # FlashInfer's managed autotune store, as found now
+            self.store = flashinfer_store.find(os.environ, os.path.expanduser("~"), gpu.NAME)
+            self.args = dataclasses.replace(self.args, autotune_store=(
+                self.store.root_words, str(self.store.env_dir), tuple(sorted(self.store.hits))))
         config = hwio.host_config()
         self.scale = float(config.get("time_scale", 0.05))
         self.steps = vllm_log.move_decision(vllm_log.timeline(self.args),
@@ -160,6 +166,8 @@ class Engine:
                 emit(render(line, self.args, self.core_pid, self.main_pid), stream)
             if step.phase == "torch_compile" and not self.args.compile_cache_hit:
                 self.marker.mkdir(parents=True, exist_ok=True)
+            if self.store is not None and any("Autotuning process ends" in line.text for line in step.lines):
+                flashinfer_store.publish(self.store, gpu.NAME)  # the tuned winners, once tuning is done
 
     def act(self, decision: wedge.Decision) -> None:
         if decision.outcome == "clean":

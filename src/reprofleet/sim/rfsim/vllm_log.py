@@ -53,6 +53,9 @@ class EngineArgs:
     moe_backend: Optional[str]
     compile_cache_hit: bool
     given: Tuple[Tuple[str, Any], ...] = ()  # the LLM(...) arguments, for "non-default args"
+    # 0.33+: FlashInfer's managed autotune store as found at start (flashinfer_store.py): what vLLM
+    # names as its root, its environment folder, and the ops it already holds
+    autotune_store: Optional[Tuple[str, str, Tuple[str, ...]]] = None
 
 
 def engine_args(model: str, kwargs: Mapping[str, Any], version_text: str, cache_hit: bool) -> EngineArgs:
@@ -180,7 +183,36 @@ def kv_step(a: EngineArgs) -> Step:
     return Step("kv_cache", 1.2, tuple(lines), load=0.3, memory_mib=int(97887 * a.gpu_memory_utilization))
 
 
+MANAGED_OPS = (("fp4_gemm", "CutlassFp4GemmRunner", 3.4), ("trtllm::fused_moe::gemm1", "MoERunner", 4.1),
+               ("trtllm::fused_moe::gemm2", "MoERunner", 3.2))  # flashinfer_store.OPS, with their tuning time
+
+
+def managed_autotune_steps(a: EngineArgs) -> List[Step]:
+    """0.33+ on one node: FlashInfer's managed store (kernel_warmup.py:478-493); an op found in it is a
+    cache hit, logged once, and is not profiled; the others show their tuning bars."""
+    root_words, env_dir, hits = a.autotune_store or ("flashinfer default", "", ())
+    head = (_log("gpu_worker.py:402", "JIT kernel warmup starting."),
+            _log("kernel_warmup.py:486", f"Using FlashInfer managed autotune cache (root={root_words}). Pass "
+                 "--disable-flashinfer-autotune to skip autotuning."),
+            Line(FLASHINFER, "[Autotuner]: Managed autotune cache attached for this process: "
+                 f"ManagedAutotuneCache(env_dir={env_dir!r}, hits=0, misses=0)", "autotune_cache.py:320"),
+            _log("kernel_warmup.py:372", "Running FlashInfer autotune with 8192 tokens and token buckets (1, 2, 4, 8, "
+                 "16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192)."),
+            Line(FLASHINFER, "[Autotuner]: Autotuning process starts ...", "autotuner.py:976"))
+    tuning: List[Line] = []
+    for op, runner, seconds in MANAGED_OPS:
+        tuning += ([Line(FLASHINFER, f"[Autotuner]: Config cache hit for {op} (runner={runner}, source=managed cache)",
+                         "autotuner.py:1919")] if op in hits else list(_bar(f"[AutoTuner]: Tuning {op}", 14, seconds)))
+    tuning.append(Line(FLASHINFER, "[Autotuner]: Autotuning process ends", "autotuner.py:999"))
+    tuned_s = sum(seconds for op, _, seconds in MANAGED_OPS if op not in hits)
+    return [Step("flashinfer_autotune", 1.0, head, load=0.9),
+            Step("flashinfer_autotune", 0.3 + tuned_s, tuple(tuning), load=0.95)]
+
+
 def warmup_steps(a: EngineArgs) -> List[Step]:
+    if a.version >= (0, 33):
+        return managed_autotune_steps(a) + [
+            Step("attention_warmup", 0.4, (_log("kernel_warmup.py:131", "Warming up FlashInfer attention."),), load=0.7)]
     key = cache_key(a)
     pre = [_log("gpu_worker.py:402", "JIT kernel warmup starting.")] if a.version >= (0, 30) else []
     autotune = pre + [_log("kernel_warmup.py:72", f"Using FlashInfer autotune cache file: "
