@@ -120,6 +120,7 @@ def test_a_frozen_host_is_down_in_slurm_with_our_reason_within_the_liveness_budg
     budget = watchdog.silence_s + watchdog.probe_timeout_s + watchdog.dead_rounds * watchdog.probe_interval_s \
         + FLEET_TEST_HOLD_S + 5.0  # + the load of a shared CI machine; Slurm's own SlurmdTimeout is 300 s
     assert down[0].t - frozen_at < budget, (down[0].t - frozen_at, budget)
+    print(f"wedgy frozen -> down in Slurm with our reason: {down[0].t - frozen_at:.1f} s (budget {budget:g} s)")
     assert down[0].t < booted_after[0]  # shown down while it was frozen, not after it came back
     assert "attempt" in down[0].reason and "power cycle under way" in down[0].reason
     again = [s for s in seen if s.t > down[0].t and s.drained and s.reason == played.taken_reason]
@@ -170,3 +171,4 @@ def _last(changes: list[NodeSeen]) -> dict[str, NodeSeen]:
     for seen in changes:
         last[seen.node] = seen
     return last
+
