@@ -30,6 +30,7 @@ MEASURED_S: dict[str, float] = {
     "test_fleet_orderly_reboot.py": 41,
     "test_power_verify.py": 70,  # not measured in those runs: its doctor --cycle test took 32 s alone on a quiet machine
     "test_fleet_consumer_plugs.py": 80,  # new, not measured in those runs: 42 s alone on a quiet machine
+    "test_fleet_slurm.py": 90,  # new, not measured in those runs: 57-63 s alone at load 6-9 (2026-12-07)
 }
 FLEET = Path(__file__).parent
 
