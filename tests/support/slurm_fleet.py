@@ -37,6 +37,7 @@ class NodeSeen:
     state: str
     flags: tuple[str, ...]
     reason: str
+    reason_set: int  # Slurm's own stamp of when the reason was set (epoch seconds, whole): no watcher lag
     slurmd_started: int
 
     @property
@@ -132,7 +133,8 @@ class SlurmWatch:
         now = time.time()
         for name, node in nodes.items():
             seen = NodeSeen(now, name, str(node.get("state", "")), tuple(sorted(node.get("state_flags") or ())),
-                            str(node.get("reason") or ""), int(node.get("slurmd_start_time") or 0))
+                            str(node.get("reason") or ""), int(node.get("reason_changed_at") or 0),
+                            int(node.get("slurmd_start_time") or 0))
             key = (seen.state, seen.flags, seen.reason, seen.slurmd_started)
             if last.get(name) != key:
                 last[name] = key
