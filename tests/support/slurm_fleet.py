@@ -12,6 +12,7 @@ teardown stops munged and slurmctld; each slurmd dies with its host).
 
 from __future__ import annotations
 
+import pwd
 import threading
 import time
 from contextlib import contextmanager
@@ -23,7 +24,7 @@ from reprofleet.sim import Fleet, SimHostSpec
 from reprofleet.sim.procs import SimError, wait_until
 from reprofleet.sim.slurm_cluster import SlurmCluster, SlurmClusterSetup
 
-USER = "slurmtest"  # neither operator nor administrator (tests/fixtures/slurm/README.md)
+USER = "slurmtest"  # neither operator nor administrator (tests/fixtures/slurm/README.md); the Makefile adds it
 WATCH_INTERVAL_S = 0.2
 WATCH_LIMIT_S = 600.0  # a watcher left running by a failed test stops by itself
 
@@ -68,6 +69,10 @@ class SlurmLab:
         """``sbatch -w NODE`` as the user: a script that prints the time, sleeps, prints it again.
         Returns once the first time is in its output (the job runs on the node)."""
         name = "userjob"
+        try:
+            pwd.getpwnam(USER)
+        except KeyError:
+            raise SimError(f"no user {USER} on this machine (`make system-deps` adds it)") from None
         done = self.cluster.run(["sbatch", "--parsable", "-w", node, "-J", name, "-o", f"/tmp/{name}-%j.out",
                                  "--chdir=/tmp", "--wrap", f"date +%s.%N; sleep {seconds:g}; date +%s.%N"], user=USER)
         if done.returncode != 0:
