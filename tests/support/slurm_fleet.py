@@ -92,14 +92,20 @@ def slurm_fleet(specs: Sequence[SimHostSpec], partition: str = "gpu", *,
     after (its files kept as evidence when ``keep_files()`` says so at the end)."""
     setup = SlurmClusterSetup(partition)
     fleet = Fleet.up(specs, before_boot=setup.start)
+    broke = False
     try:
         assert setup.cluster is not None
         plug = fleet.attach_plug("tasmota")
         setup.cluster.wait_nodes(lambda node: node["state"] == "idle" and not node.get("state_flags"),
                                  "every slurmd registered and idle")
         yield SlurmLab(fleet, setup.cluster, plug)
+    except BaseException:
+        broke = True  # a fixture that failed before its tests ran: its files are the evidence
+        raise
     finally:
-        fleet.down(remove_files=not keep_files())
+        fleet.down(remove_files=not (broke or keep_files()))
+        if broke or keep_files():
+            print(f"simulated fleet files kept for inspection: {fleet.fleet_dir}")
 
 
 class SlurmWatch:

@@ -228,8 +228,12 @@ def _write_slurmd_service(path: Path, conf: Path) -> None:
     cgroup. ``ip netns exec`` gave the host a sysfs of its own, without /sys/fs/cgroup, and
     22.05's slurmd refuses to start unless it finds a cgroup file system there ("No filesystem
     mounted on /sys/fs/cgroup"): an empty tmpfs (cgroup v1's layout) in the host's own mount
-    namespace satisfies it; with proctrack/linuxproc and task/none it creates no cgroup."""
+    namespace satisfies it; with proctrack/linuxproc and task/none it creates no cgroup. It runs
+    from ``/``: boot.sh inherits the hardware daemon's folder, which a job's user may not reach
+    (or, under /tmp, the host's own /tmp hides), and slurmstepd then writes "Unable to return to
+    working directory" into the job's output."""
     path.write_text("#!/bin/sh\n# slurmd of the fleet's Slurm cluster (sim/slurm_cluster.py)\n"
                     "mountpoint -q /sys/fs/cgroup || mount -t tmpfs -o size=64k,mode=755 cgroup /sys/fs/cgroup\n"
+                    "cd /\n"  # systemd's WorkingDirectory: a job's slurmstepd, as its user, returns to it
                     f"exec /usr/sbin/slurmd -D -f {conf}\n")
     path.chmod(0o755)
