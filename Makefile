@@ -12,9 +12,12 @@ FLEET_WORKERS ?= 4
 # openipmi/ipmitool: the IPMI BMC simulator; python3-venv: Debian's venv module;
 # fence-agents: the ClusterLabs fence agents the fence driver runs (fence_ipmilan, fence_redfish ...);
 # libsystemd-dev/pkg-config/gcc/python3-dev: to build pdudaemon's systemd binding;
-# chromium: the headless browser the report.html test drives through Playwright (no browser download).
+# chromium: the headless browser the report.html test drives through Playwright (no browser download);
+# slurmctld/slurmd/munge/slurm-client: the real Slurm 22.05 of the simulated fleet (sim/slurm_cluster.py).
 APT_PACKAGES := openssh-server openssh-client iproute2 iptables openipmi ipmitool procps python3-venv fence-agents \
-	libsystemd-dev pkg-config gcc python3-dev chromium rsync
+	libsystemd-dev pkg-config gcc python3-dev chromium rsync slurmctld slurmd munge slurm-client
+# the user whose Slurm job the fleet tests submit (neither root nor a Slurm operator): tests/support/slurm_fleet.py
+SLURM_TEST_USER := slurmtest
 PYTEST_ARGS ?=
 
 .PHONY: demo test coverage system-deps clean test-data
@@ -27,7 +30,8 @@ system-deps:
 	    echo "installing:$$missing"; \
 	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; \
 	  fi; \
-	else echo "not root or no apt-get: install $(APT_PACKAGES) yourself"; fi
+	  id -u $(SLURM_TEST_USER) >/dev/null 2>&1 || useradd --no-create-home --shell /usr/sbin/nologin $(SLURM_TEST_USER); \
+	else echo "not root or no apt-get: install $(APT_PACKAGES) yourself, and add a user $(SLURM_TEST_USER)"; fi
 
 $(VENV)/.installed: pyproject.toml | system-deps
 	test -x $(VENV)/bin/python || $(PYTHON) -m venv $(VENV)

@@ -32,7 +32,7 @@ from reprofleet.model import Cell, Host, Outcome, Playbook, SearchBlock, StopKin
 from reprofleet.playbook import plan_order
 from reprofleet.playbook.ladder import Ladder, LadderPlan, ladder_json, ladder_plan
 from reprofleet.runner.search import LadderSchedule
-from reprofleet.runner.slurm_node import SlurmNodes
+from reprofleet.runner.slurm_node import SlurmNodes, SlurmTerms
 from reprofleet.inventory import SLURM_VARIABLE
 from reprofleet.scheduler import SlurmClient
 from reprofleet.stats.changepoint import bad_check_attempts
@@ -343,6 +343,7 @@ def run_campaign(
     observers: Sequence[Observer] = (),
     ladder_for: Callable[[LadderPlan], Ladder] | None = None,
     slurm_client: SlurmClient | None = None,
+    slurm_terms: SlurmTerms = SlurmTerms(),
 ) -> CampaignResult:
     """Run every host's plan in parallel and return the records this run appended.
 
@@ -352,7 +353,8 @@ def run_campaign(
     ``observers`` (notifications) are told every event and record as it is written, beside
     the metrics.prom writer every campaign has. ``ladder_for``: a search's model (default: the
     real one, ``LadderPlan.ladder``), the seam a test scripts a search through. ``slurm_client``:
-    how Slurm is asked when hosts are Slurm nodes (default: its commands on this controller).
+    how Slurm is asked when hosts are Slurm nodes (default: its commands on this controller);
+    ``slurm_terms``: how long and how often a node's jobs are waited for.
     """
     # The playbook's connect timeout governs every connection of this campaign.
     settings = replace(settings, transport=replace(settings.transport,
@@ -401,7 +403,7 @@ def run_campaign(
             netconsole=netconsole_setup.start_receiver(plan.hosts, directory.root / "netconsole", settings.disk, disk),
             disk_budget=disk,
             env_secrets=env_secrets, secret_digests=secret_digests,
-            slurm=_slurm(plan, slurm_client),
+            slurm=_slurm(plan, slurm_client, slurm_terms),
         )
         if power is not None:
             announce_power_control(fleet, ctx.event)
@@ -444,11 +446,11 @@ def run_campaign(
     return result
 
 
-def _slurm(plan: CampaignPlan, client: SlurmClient | None) -> SlurmNodes | None:
+def _slurm(plan: CampaignPlan, client: SlurmClient | None, terms: SlurmTerms) -> SlurmNodes | None:
     """The campaign's scheduler when any host is a Slurm node (``-i slurm:...``)."""
     if not any(SLURM_VARIABLE in host.vars for host in plan.hosts):
         return None
-    return SlurmNodes(client or SlurmClient(), plan.campaign_id)
+    return SlurmNodes(client or SlurmClient(), plan.campaign_id, terms)
 
 
 def _schedule(ctx: CampaignContext, plan: CampaignPlan, ladder_for: Callable[[LadderPlan], Ladder] | None,

@@ -1,7 +1,9 @@
 """The simulated fleet: real software (OpenSSH, iptables, namespaces), fake hardware.
 
 Used by the fleet tests, CI and ``invoke demo``. See fleet.py for the life cycle and
-DESIGN.md ("The simulated fleet") for what a simulated host is.
+DESIGN.md ("The simulated fleet") for what a simulated host is. A host starts its boot services
+(``<host>/services/``) beside sshd; slurm_cluster.py puts a real Slurm on a fleet through them
+(munged and slurmctld beside the controller, a slurmd on every host).
 """
 
 from __future__ import annotations

@@ -19,7 +19,7 @@ import shutil
 import sys
 import time
 from pathlib import Path
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from reprofleet.sim import hostfs, netns, packages
 from reprofleet.sim import manifest as manifest_io
@@ -82,12 +82,14 @@ class Fleet:
     @classmethod
     def up(cls, specs: Sequence[SimHostSpec], base_dir: str | Path | None = None,
            run_id: str | None = None, *, ready_timeout_s: float = READY_TIMEOUT_S,
-           outlive_caller: bool = False) -> "Fleet":
+           outlive_caller: bool = False, before_boot: Callable[["Fleet"], None] | None = None) -> "Fleet":
         """Build and boot the fleet; return once every host's sshd answers (or clean up and raise).
 
         The fleet's owner is the calling process, so a test killed mid-run leaves a fleet the
         next sweep removes; ``outlive_caller`` (``invoke sim.up``) hands it to the hardware
-        daemon instead, and it lives until ``sim.down``.
+        daemon instead, and it lives until ``sim.down``. ``before_boot`` is called with the
+        built fleet before any host is switched on: what the hosts' boot services need (a Slurm
+        cluster's slurm.conf, ``sim/slurm_cluster.py``) is in place when they first boot.
         """
         _preflight(specs)
         if run_id is not None and not re.fullmatch(r"[0-9a-f]{4,6}", run_id):
@@ -106,6 +108,8 @@ class Fleet:
             if outlive_caller:
                 register(run_id, hardware, fleet_dir)
             fleet = cls(manifest)
+            if before_boot is not None:
+                before_boot(fleet)
             for host in fleet.hosts:
                 host.set_switch(True)
             fleet.wait_ready(ready_timeout_s)

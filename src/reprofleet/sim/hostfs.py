@@ -46,7 +46,7 @@ def make_host_tree(paths: HostPaths, journal_persistent: bool, login_user: str =
     (paths.etc / "hw").mkdir(exist_ok=True)  # mount point for the hw dir
     if journal_persistent:
         (paths.fs("var-log") / "journal").mkdir(exist_ok=True)
-    for folder in (paths.ssh, paths.hw, paths.requests, paths.boots, paths.hw / "pstore"):
+    for folder in (paths.ssh, paths.hw, paths.requests, paths.boots, paths.hw / "pstore", paths.services):
         folder.mkdir(parents=True, exist_ok=True)
     install_tools(paths.fs("bin"), paths.fs("dist-packages"))
     if login_user != "root":
@@ -137,12 +137,24 @@ def boot_script_text(paths: HostPaths, hostname: str, dist_packages: Path, login
         'mount --bind "$2" /dev/kmsg',
         f"mount --bind {paths.hw / 'pstore'} /sys/fs/pstore",  # what a panic left (ramoops)
         *(_login_lines(paths, dist_packages) if login_user != "root" else []),
+        *_service_lines(paths),
         "mkdir -p /run/sshd",  # sshd's privilege separation dir (systemd's RuntimeDirectory)
         "cd /root",
         f"exec /usr/sbin/sshd -D -e -f {paths.sshd_config}",
         "",
     ]
     return "\n".join(lines)
+
+
+def _service_lines(paths: HostPaths) -> list[str]:
+    """The host's boot services (``<host>/services/*``, read at each boot, so a service added
+    after the fleet was built starts with the next boot): each in the background, in this
+    boot's namespaces and the host's cgroup, so it freezes with the host and dies with its power."""
+    return [
+        f'for service in {paths.services}/*; do',
+        '  [ -x "$service" ] && "$service" </dev/null >>/var/log/boot-services.log 2>&1 &',
+        "done",
+    ]
 
 
 def _login_lines(paths: HostPaths, dist_packages: Path) -> list[str]:

@@ -9,6 +9,8 @@ it from the root namespace while the host sees its own view:
     <fleet>/authorized_keys, known_hosts, inventory.yml, hardware.jsonl, hardware.log
     <fleet>/hosts/<name>/ssh/     host key (kept across reboots), sshd_config, sshd.pid, sshd.log
     <fleet>/hosts/<name>/boot.sh  what "power on" runs inside the host's namespaces
+    <fleet>/hosts/<name>/services/ the host's boot services (slurmd ...): each executable there is
+                                  started by boot.sh beside sshd, in the host's namespaces and cgroup
     <fleet>/hosts/<name>/fs/      per-host trees bind-mounted over /root, /tmp, /var/tmp,
                                   /usr/local/bin, dist-packages, /etc/reprofleet-sim, /var/log
                                   (and, for a non-root login, /home and /etc/passwd, /etc/group)
@@ -71,6 +73,11 @@ class HostPaths:
     @property
     def boot_script(self) -> Path:
         return self.root / "boot.sh"
+
+    @property
+    def services(self) -> Path:
+        """Executables boot.sh starts on every boot, before sshd (a real host's enabled units)."""
+        return self.root / "services"
 
     @property
     def spec(self) -> Path:

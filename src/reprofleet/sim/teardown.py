@@ -70,6 +70,7 @@ def teardown(run_id: str, *, hardware: ProcessRef | None, fleet_dir: Path | None
     Hosts die first so that the daemon, their parent and subreaper, reaps them.
     """
     _stop_power_simulators(fleet_dir)
+    _stop_slurm(fleet_dir)
     objects = run_objects(run_id, prefix)
     for name in objects["cgroups"]:
         FreezerGroup(name).kill_all()
@@ -102,6 +103,17 @@ def _stop_power_simulators(fleet_dir: Path | None) -> None:
 
     for workdir in sorted(p for p in folder.iterdir() if p.is_dir()):
         stop_simulator(workdir)
+
+
+def _stop_slurm(fleet_dir: Path | None) -> None:
+    """A Slurm cluster's controller side (munged, slurmctld) lives under <fleet>/slurm/
+    (sim/slurm_cluster.py); its slurmd are host processes, killed with the hosts' cgroups."""
+    folder = fleet_dir / "slurm" if fleet_dir is not None else None
+    if folder is None or not (folder / "processes.json").is_file():
+        return
+    from reprofleet.sim.power.daemons import Daemons
+
+    Daemons(folder).stop_all()
 
 
 def sweep_stale(prefix: str = PREFIX) -> list[str]:
