@@ -8,6 +8,8 @@ import socket
 import threading
 from pathlib import Path
 
+import pytest
+
 from reprofleet.liveness.witness import PartitionGuard, Witness, build_witnesses, judge
 from reprofleet.model import Host, PowerPort, frozen_mapping
 from reprofleet.power import PowerLog
@@ -121,12 +123,15 @@ def test_fifty_hosts_on_one_pdu_have_one_power_witness(tmp_path: Path) -> None:
     assert [w.name for w in found] == ["power device udp://192.0.2.250"]
 
 
-def test_an_http_device_is_asked_with_a_handshake_not_a_request(tmp_path: Path) -> None:
+@pytest.mark.parametrize("driver, outlet", [("tasmota", "9"), ("homeassistant", "switch.ws01_plug")])
+def test_an_http_device_is_asked_with_a_handshake_not_a_request(tmp_path: Path, driver: str, outlet: str,
+                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("reprofleet.liveness.witness.probe_icmp_echo", lambda *a: False)  # only the port may answer
     with socket.socket() as closed:  # a device address whose kernel answers with a RST
         closed.bind(("127.0.0.1", 0))
         port = closed.getsockname()[1]
     log = tmp_path / "power.jsonl"
-    host = Host("ws01", "192.0.2.7", pdu=PowerPort("tasmota", f"http://127.0.0.1:{port}", "9"))
+    host = Host("ws01", "192.0.2.7", pdu=PowerPort(driver, f"http://127.0.0.1:{port}", outlet))
     (pdu,) = [w for w in build_witnesses([host], PowerLog(log)) if w.name.startswith("power")]
     assert pdu.ask() is True
     assert not log.exists()  # no status read, nothing in power.jsonl

@@ -46,7 +46,10 @@ from reprofleet.liveness.probes import probe_icmp_echo, resolve, tcp_answers
 WITNESS_TIMEOUT_S = 1.0  # one witness's own timeout, and the whole check's budget
 GUARD_PERIOD_S = 3.0  # an answer is reused this long after the check that gave it finished
 MAX_WORKERS = 8  # witnesses asked at once
-HTTP_DRIVERS = frozenset({"tasmota", "shelly", "redfish", "pdudaemon"})  # a TCP handshake on the port answers
+# a TCP handshake on the port answers (Home Assistant's REST API included); a Kasa plug's port
+# depends on its transport (9999 or 80) and a fence agent's device on the agent: those get the echo,
+# then one status read
+HTTP_DRIVERS = frozenset({"tasmota", "shelly", "redfish", "pdudaemon", "homeassistant"})
 
 
 @dataclass(frozen=True)
