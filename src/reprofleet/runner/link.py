@@ -211,10 +211,10 @@ class HostLink:
 
         answer = acquire(self.lease.break_leases)
         why = "--break-lease"
-        if not answer.ok and self._left_by_a_dead_controller_here(answer.held):
-            answer, why = acquire(True), "its controller process on this machine is gone"
-        elif not answer.ok and self._left_by_this_jobs_ended_run(answer.held):
+        if not answer.ok and self._left_by_this_jobs_ended_run(answer.held):
             answer, why = acquire(True), "it was this Slurm job's earlier run, which Slurm ended when it requeued the job"
+        elif not answer.ok and self._left_by_a_dead_controller_here(answer.held):
+            answer, why = acquire(True), "its controller process on this machine is gone"
         if not answer.ok:
             raise LeaseError(self.host.name, answer.error or "the host's lease was refused")
         if answer.broken:
