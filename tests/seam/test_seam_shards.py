@@ -9,26 +9,31 @@ from __future__ import annotations
 import json
 import threading
 from contextlib import contextmanager
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Callable, Iterator, Mapping
 
 import pytest
 
 from reprofleet.campaign import pipeline, run as run_mod
-from reprofleet.campaign.run import CampaignResult
+from reprofleet.campaign.run import CampaignResult, make_plan, run_campaign
 from reprofleet.campaign.settings import ControllerConfig
+from reprofleet.campaign.shard_slices import ShardOf
 from reprofleet.campaign.shards import ShardSet, ShardSubmission, shard_request, submit_shards
 from reprofleet.cli.config import DEFAULTS
 from reprofleet.clock import VirtualClock
 from reprofleet.errors import SchedulerError, UsageError
+from reprofleet.playbook import load_playbook
 from reprofleet.records.pooling import load_pool
 from reprofleet.records.store import read_log_lines, read_records
 from reprofleet.report.write import ReportRequest, pooled_report
 from reprofleet.runner.recovery import recovery_factory
 from reprofleet.scheduler import SlurmClient
 from tests.support.fake_batch_slurm import FakeBatchSlurm
+from tests.support.fake_slurm import FakeNode, FakeSlurm
+from tests.support.fleet_campaign import write_playbook
 from tests.support.resume_folders import write_book, write_inventory
-from tests.support.seam_host import FakeHost
+from tests.support.seam_host import FakeHost, seam_settings
 
 SIX = ("n1", "n2", "n3", "n4", "n5", "n6")
 ATTEMPTS = 2
@@ -242,3 +247,22 @@ def test_a_partition_slurm_refuses_submits_nothing_and_a_refusal_part_way_cancel
     (only,) = cluster.slurm.submitted()
     assert only.state == "CANCELLED" and ("scancel", only.job_id) in cluster.slurm.calls
 
+
+
+def test_a_shard_on_slurm_nodes_drains_under_its_own_reason_and_gives_back_only_its_own(tmp_path: Path) -> None:
+    clock = VirtualClock()
+    fake = FakeHost(clock, "gpu01", script=("clean",), boot_delay_s=0.5)
+    fake.host = replace(fake.host, vars={"slurm_node": "gpu01"})
+    fake.facts = {"nvml": "ok", "gpus": [{"index": 0, "pci_bus_id": "00000000:01:00.0", "name": "NVIDIA RTX PRO 6000"}]}
+    second = "reprofleet:c1/shard-2 taken for attempts"  # what shard 2, still running, drained its node with
+    slurm = FakeSlurm(clock.monotonic, FakeNode("gpu01"), FakeNode("gpu02", flags={"DRAIN"}, reason=second))
+    book = load_playbook(write_playbook(tmp_path / "book", attempts=1, attempt_timeout=30))
+    plan = make_plan(book, [fake.host], "c1", shard=ShardOf("c1", 1, 2, ("gpu01",), job="7"))
+    result = run_campaign(plan, seam_settings(tmp_path), tmp_path / "reports", recovery_factory=recovery_factory,
+                          clock=clock, port_for=lambda ctx, h: fake.port(ctx), network_ok=lambda: True,
+                          slurm_client=SlurmClient(slurm))
+    assert result.directory.root == tmp_path / "reports" / "c1" / "shard-1"
+    (taken,) = [dict(w.split("=", 1) for w in k[2:]) for k in slurm.updates if "state=drain" in k]
+    assert taken["reason"] == "reprofleet:c1/shard-1 taken for attempts"
+    assert slurm.updates_of("gpu01") == ["drain", "resume"]  # its own node, given back at its end
+    assert slurm.updates_of("gpu02") == [] and slurm.nodes["gpu02"].reason == second  # shard 2's, left alone
