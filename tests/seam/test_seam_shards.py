@@ -19,7 +19,7 @@ from reprofleet.campaign import pipeline, run as run_mod
 from reprofleet.campaign.run import CampaignResult, make_plan, run_campaign
 from reprofleet.campaign.settings import ControllerConfig
 from reprofleet.campaign.shard_slices import ShardOf
-from reprofleet.campaign.shards import ShardSet, ShardSubmission, shard_request, submit_shards
+from reprofleet.campaign.shards import ShardSet, ShardSubmission, shard_request, submit_shards, wait_for_jobs
 from reprofleet.cli.config import DEFAULTS
 from reprofleet.clock import VirtualClock
 from reprofleet.errors import SchedulerError, UsageError
@@ -266,3 +266,27 @@ def test_a_shard_on_slurm_nodes_drains_under_its_own_reason_and_gives_back_only_
     assert taken["reason"] == "reprofleet:c1/shard-1 taken for attempts"
     assert slurm.updates_of("gpu01") == ["drain", "resume"]  # its own node, given back at its end
     assert slurm.updates_of("gpu02") == [] and slurm.nodes["gpu02"].reason == second  # shard 2's, left alone
+
+
+def test_waiting_follows_every_job_until_each_has_ended_a_requeued_one_included(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    cluster = Cluster(tmp_path, monkeypatch, names=SIX[:2])
+    _, chosen = cluster.submit(2)
+    first, second = cluster.slurm.submitted()
+    said: list[str] = []
+    polls = iter(range(10))
+
+    def sleep(seconds: float) -> None:  # between polls, the cluster moves on
+        step = next(polls)
+        if step == 0:
+            first.state, second.state = "RUNNING", "RUNNING"
+        elif step == 1:
+            cluster.slurm(("scontrol", "requeue", first.job_id), 15.0)  # pending again: not ended
+            second.state = "COMPLETED"
+        elif step == 2:
+            first.state = "COMPLETED"
+
+    last = wait_for_jobs(SlurmClient(cluster.slurm), chosen.jobs, sleep, 10.0, said.append)
+    assert last == {first.job_id: f"job {first.job_id} completed on gpu01, requeued 1x",
+                    second.job_id: f"job {second.job_id} completed on gpu01"}
+    assert f"job {first.job_id} pending on gpu01, requeued 1x" in said and next(polls) == 3  # polled until both ended

@@ -31,13 +31,15 @@ from reprofleet.campaign.run import new_campaign_id
 from reprofleet.campaign.settings import ControllerConfig
 from reprofleet.campaign.shard_slices import ShardOf, slice_hosts
 from reprofleet.errors import InputError, Location, ReprofleetError, UsageError
+from reprofleet.inventory import SOURCE_JOINER
 from reprofleet.playbook import load_playbook
 from reprofleet.power.ports import outlet_keys
 from reprofleet.records.private_files import make_folder
 from reprofleet.records.store import write_atomic
 from reprofleet.scheduler import JobSpec, SlurmClient
 
-__all__ = ["SHARDS_FILE", "ShardSet", "ShardSubmission", "job_lines", "shard_request", "submit_shards"]
+__all__ = ["SHARDS_FILE", "ShardSet", "ShardSubmission", "job_lines", "shard_request", "submit_shards",
+           "wait_for_jobs"]
 
 SHARDS_FILE = "shards.json"
 _SHARD_PREFIX = "shard-"
@@ -135,8 +137,6 @@ def submit_shards(asked: ShardSubmission, client: SlurmClient, python: str = sys
 
 def _absolute(inventory: str) -> str:
     """Each inventory source as an absolute path when it is a file here (a job's cwd may differ)."""
-    from reprofleet.inventory import SOURCE_JOINER
-
     return SOURCE_JOINER.join(str(Path(s).resolve()) if Path(s).exists() else s for s in inventory.split(SOURCE_JOINER))
 
 
