@@ -134,10 +134,22 @@ def markdown(runs: list[dict[str, Any]]) -> str:
                       f"{shard['hosts'] / max(whole['hosts'], 1):.0%} of its hosts; the imports (about "
                       f"{shard['imports_cpu_s'] or 0:.1f} CPU-s) are paid once per process, so N shards pay them "
                       "N times.", ""]
-    lines += ["What it shows and does not: the controller's cost per process (CPU, memory, threads) falls with its "
-              "share of the hosts, which is what lets one campaign go past the ~400 hosts one process takes "
-              "(the scale section); Slurm's own overhead (scheduling, the job's start) is not measured here: no "
-              "cluster ran. Each shard's records, events and leases are its own (campaign/shards.py).", MARK[1]]
+    by_size: dict[int, list[float]] = {}
+    for entry in runs:
+        if entry["whole"].get("cpu_s"):
+            by_size.setdefault(entry["shards"] * entry["per_shard"], []).append(entry["whole"]["cpu_s"])
+    for hosts, values in sorted(by_size.items()):
+        if len(values) > 1:  # the same controller on the same hosts, measured again: the noise of this machine
+            lines += [f"One controller for the same {hosts} hosts, measured {len(values)} times: "
+                      f"{min(values):.2f} to {max(values):.2f} CPU-s ({max(values) / min(values) - 1:.0%} apart), "
+                      "the machine's other load (about 8 on 2 cores while these ran) included.", ""]
+    lines += ["What it shows and does not: per process, a shard's campaign CPU-seconds, start-up and threads follow "
+              "its share of the hosts, which is what lets one campaign go past the ~400 hosts one controller process "
+              "takes (the scale section); its peak RSS hardly does, since most of it is the interpreter and its "
+              "imports, which every shard pays again (N shards: N times the memory floor and N times the import "
+              "CPU-s, on the partition's nodes instead of one machine). Slurm's own overhead (scheduling, a job's "
+              "start, a requeue's delay) is not in these numbers: no cluster ran; the shard is run from its folder "
+              "as its job runs it (campaign/shards.py).", MARK[1]]
     return "\n".join(lines)
 
 
