@@ -10,6 +10,10 @@ short power-cycle waits, but without the live terminal table (a bench has no ter
 and writes its own rusage when the campaign starts and ends, so interpreter start-up and
 imports can be told from the campaign's own cost.
 
+``--run-shard FOLDER/shard-I`` runs one controller shard instead (bench/shards.py): the slice
+and campaign id its folder's shards.json names, into its sub-folder, as the job that
+``invoke campaign --shards`` submits runs it (campaign/shards.py ``shard_request``).
+
 ``--profile FILE`` runs every thread under its own cProfile with a per-thread CPU clock
 (``time.thread_time``) and writes the merged stats: where the controller's CPU goes.
 """
@@ -118,10 +122,29 @@ def idle_connections(hosts: list[Any], transport: TransportSettings, seconds: fl
     return {"idle": {"sessions": len(sessions), "threads": threads, "before": before, "after": after}}
 
 
+def whole_plan(inventory: str, playbook: str) -> tuple[Any, tuple[Any, ...]]:
+    hosts = load_inventory(inventory).hosts
+    return make_plan(load_playbook(playbook), hosts), hosts
+
+
+def shard_plan(folder: Path) -> tuple[Any, tuple[Any, ...]]:
+    """One shard's plan, from its folder alone, as its Slurm job's first run makes it."""
+    from reprofleet.campaign.settings import ControllerConfig
+    from reprofleet.campaign.shards import shard_request
+    from reprofleet.cli.config import DEFAULTS
+
+    request = shard_request(folder, ControllerConfig(dict(DEFAULTS)), {"SLURM_JOB_ID": "bench"})
+    assert request.shard is not None and request.playbook is not None
+    by_name = {h.name: h for h in load_inventory(request.inventory).hosts}
+    hosts = tuple(by_name[name] for name in request.shard.hosts)
+    return make_plan(load_playbook(request.playbook), hosts, request.shard.campaign, shard=request.shard), hosts
+
+
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--inventory", required=True)
-    parser.add_argument("--playbook", required=True)
+    parser.add_argument("--inventory")
+    parser.add_argument("--playbook")
+    parser.add_argument("--run-shard", help="run this shard's slice (a folder <campaign>/shard-<i>) instead")
     parser.add_argument("--reports", required=True)
     parser.add_argument("--known-hosts", required=True)
     parser.add_argument("--out", required=True)
@@ -133,20 +156,19 @@ def main(argv: list[str]) -> int:
     profiles = ThreadProfiles() if args.profile else None
     if profiles is not None:
         profiles.install()
-    inventory = load_inventory(args.inventory)
-    plan = make_plan(load_playbook(args.playbook), inventory.hosts)
+    plan, hosts = shard_plan(Path(args.run_shard)) if args.run_shard else whole_plan(args.inventory, args.playbook)
     settings = RunSettings(transport=TransportSettings(known_hosts=Path(args.known_hosts)),
-                           watchdog=WatchdogSettings(), controller="scale-bench", sample_hz=args.sample_hz,
-                           **DEMO_WAITS)
+                           watchdog=WatchdogSettings(), controller=plan.shard.controller if plan.shard else "scale-bench",
+                           sample_hz=args.sample_hz, **DEMO_WAITS)
     if args.idle_s:
-        out.write_text(json.dumps(idle_connections(list(inventory.hosts), settings.transport, args.idle_s)) + "\n")
+        out.write_text(json.dumps(idle_connections(list(hosts), settings.transport, args.idle_s)) + "\n")
         return 0
-    report: dict[str, Any] = {"hosts": len(inventory.hosts), "planned": plan.total_attempts, "start": cpu_now()}
+    report: dict[str, Any] = {"hosts": len(hosts), "planned": plan.total_attempts, "start": cpu_now()}
     main_profile = cProfile.Profile(time.thread_time)
     if profiles is not None:
         main_profile.enable()
     result = run_campaign(plan, settings, Path(args.reports), recovery_factory=recovery_factory,
-                          progress=StartWatch(report, len(inventory.hosts)))
+                          progress=StartWatch(report, len(hosts)))
     if profiles is not None:
         main_profile.disable()
         profiles.dump(Path(args.profile), main_profile)

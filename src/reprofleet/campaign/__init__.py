@@ -10,7 +10,9 @@ runs), ``simulate`` (campaigns drawn from a known truth, judged by the real judg
 (``invoke facts --bug-report``: each host's nvidia-bug-report.sh archive), ``doctor`` (``invoke doctor``:
 what each host needs, and the fix), ``doctor_items`` (its items: ``Check`` and ``Status``),
 ``doctor_power`` (its items about the way back from a wedge: kdump, the plug's own behaviour), ``doctor_slurm`` (the doctor's Slurm items: slurmctld,
-munge, the rights to drain, each node's state, reason and jobs), ``cycle_test`` (``invoke doctor --cycle``'s decisions: one supervised
+munge, the rights to drain, each node's state, reason and jobs), ``shard_slices`` (which hosts each
+controller shard runs: disjoint, balanced, outlet groups kept whole), ``shards`` (``invoke campaign
+--shards``: the shards submitted as Slurm jobs, and the request each shard's job runs), ``cycle_test`` (``invoke doctor --cycle``'s decisions: one supervised
 power cycle per idle host, through a port), ``cycle_lab`` (that port over SSH, probes and the power
 drivers, and the doctor folder), ``starter`` (``reprofleet init``: a starter inventory and playbook
 for the hosts a user names), ``policy_restore`` (``invoke policy``), ``power_ops``

@@ -26,6 +26,8 @@ from reprofleet.campaign.preflight import (
 )
 from reprofleet.campaign.run import CampaignPlan, CampaignResult
 from reprofleet.campaign.settings import ControllerConfig
+from reprofleet.campaign.shard_slices import ShardOf
+from reprofleet.errors import UsageError
 from reprofleet.inventory import Inventory
 from reprofleet.model import Playbook
 from reprofleet.playbook import load_playbook
@@ -52,6 +54,7 @@ class CampaignRequest:
     check_hosts: bool = False  # with dry_run: ask every host whether it can run its plan
     limit: str | None = None  # an Ansible host pattern over the playbook's own
     resume_changed: bool = False  # --resume-changed: a resume may run a changed playbook, PoC or inventory
+    shard: ShardOf | None = None  # a controller shard's run (campaign/shards.py): its slice, into its sub-folder
 
 
 class CampaignView(Protocol):
@@ -115,6 +118,8 @@ def run_or_plan(request: CampaignRequest, view: CampaignView) -> DryRun | Campai
     else:
         book, stored = load_playbook(request.playbook or DEFAULT_PLAYBOOK, attempts_override=request.attempts), None
     whole, inventory = chosen_hosts(book, request.inventory, request.limit)
+    if request.shard is not None:
+        inventory = _slice_of(inventory, request.shard)
     inputs = resume.current_inputs(book, whole)
     request.config.configure_power()  # before the preflight builds every driver: its timings are those of invoke.yaml
     report_root = request.reports
@@ -128,12 +133,15 @@ def run_or_plan(request: CampaignRequest, view: CampaignView) -> DryRun | Campai
             view.warning(resumed.warning)
         changes = resumed.changes
         done = run_mod.completed_counts(directory, book, inputs.poc.sha256)
-        campaign_id = directory.root.name
-        report_root = directory.root.parent
+        campaign_id = directory.root.name if request.shard is None else request.shard.campaign
+        report_root = directory.root.parent if request.shard is None else request.reports
+    elif request.shard is not None:
+        campaign_id = request.shard.campaign
     # the playbook asked for its secrets by name; where each value lives is the operator's to say
     book = replace(book, env_secrets=request.config.env_secrets(book.env_secrets))
     check_playbook_against_hosts(book, inventory.hosts, report_root)
-    plan = run_mod.make_plan(book, inventory.hosts, campaign_id, done, inputs=inputs, changes=changes)
+    plan = run_mod.make_plan(book, inventory.hosts, campaign_id, done, inputs=inputs, changes=changes,
+                             shard=request.shard)
     if request.dry_run:
         return _dry_run(request, plan, book, whole, inventory, view)
     for line in observe_only_refusals(book, inventory.hosts):  # the dry run's plan text carries these itself
@@ -143,6 +151,8 @@ def run_or_plan(request: CampaignRequest, view: CampaignView) -> DryRun | Campai
             view.outlet_off(f"{name}: its outlet reads off; it is switched on before its first attempt if this "
                             "campaign saw it answer or switched it off (a resume), or with --bring-up")
     settings = request.config.run_settings(request.accept_new, request.overrides)
+    if request.shard is not None:  # its records and leases name the shard; a requeued run takes over its own leases
+        settings = replace(settings, controller=request.shard.controller, own_leases_ended=request.shard.requeued)
     observers = request.config.notify_observers()
     stop = threading.Event()
     ladder = plan.playbook.ladder  # a search's slots are chosen at run time: no per-host plan to count down
@@ -151,6 +161,18 @@ def run_or_plan(request: CampaignRequest, view: CampaignView) -> DryRun | Campai
         # through the module: it is the seam the CLI's tests replace the run at
         return run_mod.run_campaign(plan, settings, report_root, progress=progress, stop=stop,
                                     recovery_factory=recovery_factory, observers=observers)
+
+
+def _slice_of(inventory: Inventory, shard: ShardOf) -> Inventory:
+    """The inventory's hosts of this shard's slice; a host of the slice the inventory no longer
+    chooses is refused (the slice was fixed at submission: it is never recomputed here)."""
+    by_name = {host.name: host for host in inventory.hosts}
+    missing = [name for name in shard.hosts if name not in by_name]
+    if missing:
+        raise UsageError(f"shard {shard.index} of campaign {shard.campaign}: {', '.join(missing)} of its slice "
+                         f"{'is' if len(missing) == 1 else 'are'} no longer chosen by {inventory.source}; "
+                         "nothing was run (restore the inventory, or submit a new campaign)")
+    return replace(inventory, hosts=tuple(by_name[name] for name in shard.hosts))
 
 
 def _dry_run(request: CampaignRequest, plan: CampaignPlan, book: Playbook, whole: Inventory, inventory: Inventory,

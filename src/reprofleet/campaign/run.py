@@ -51,6 +51,7 @@ from reprofleet.campaign.left_off import switch_on_left_off
 from reprofleet.campaign.metrics import CampaignMetrics
 from reprofleet.campaign.observe import Ended, Observer, Watched, watching
 from reprofleet.campaign.resume import InputChange, belongs_to
+from reprofleet.campaign.shard_slices import ShardOf
 from reprofleet.records.manifest import StoredInputs
 
 
@@ -62,6 +63,7 @@ class CampaignPlan:
     per_host: Mapping[str, tuple[tuple[Cell, int], ...]]
     inputs: StoredInputs | None = None  # the playbook's text, the PoC's and inventory's digests campaign.json keeps
     changes: tuple[InputChange, ...] = ()  # what a resume changed, by request (--resume-changed)
+    shard: ShardOf | None = None  # a controller shard's run: its folder is <campaign>/shard-<i>
 
     @property
     def total_attempts(self) -> int:
@@ -97,17 +99,17 @@ def new_campaign_id(playbook: Playbook) -> str:
 
 def make_plan(playbook: Playbook, hosts: Sequence[Host], campaign_id: str | None = None,
               done: Mapping[tuple[str, str], int] | None = None, *, inputs: StoredInputs | None = None,
-              changes: Sequence[InputChange] = ()) -> CampaignPlan:
+              changes: Sequence[InputChange] = (), shard: ShardOf | None = None) -> CampaignPlan:
     """Each host's (cell, attempt index) sequence; attempts already recorded are skipped, and
     so are the cells an observe-only host refuses (``gpu_policy.refusal``: they ask for a setting).
     ``inputs``: what campaign.json keeps of the playbook, PoC and inventory; ``changes``: what a
-    resume changed, by request."""
+    resume changed, by request; ``shard``: the controller shard this plan is the slice of."""
     done = done or {}
     per_host: dict[str, tuple[tuple[Cell, int], ...]] = {}
     if playbook.ladder is not None:  # a search's slots are chosen at run time: a host is prepared for every level
         return CampaignPlan(campaign_id or new_campaign_id(playbook), playbook, tuple(hosts),
                             {h.name: tuple((c, 0) for c in playbook.cells if gpu_policy.refusal(h, c) is None)
-                             for h in hosts}, inputs, tuple(changes))
+                             for h in hosts}, inputs, tuple(changes), shard)
     for host in hosts:
         order = plan_order(playbook, host.name)
         per_host[host.name] = tuple(
@@ -115,7 +117,7 @@ def make_plan(playbook: Playbook, hosts: Sequence[Host], campaign_id: str | None
             and gpu_policy.refusal(host, playbook.cells[c]) is None
         )
     return CampaignPlan(campaign_id or new_campaign_id(playbook), playbook, tuple(hosts), per_host, inputs,
-                        tuple(changes))
+                        tuple(changes), shard)
 
 
 def _shared(cells: Sequence[Cell], attr: str) -> dict[str, Any]:
@@ -368,7 +370,7 @@ def run_campaign(
     env_secrets = resolve_env_secrets(plan.playbook.env_secrets)
     secret_digests = {name: secret_digest(name, value) for name, value in env_secrets.items()} \
         if plan.playbook.env_secrets_identity else {}
-    directory = CampaignDir(report_root / plan.campaign_id).create()
+    directory = CampaignDir(campaign_folder(report_root, plan)).create()
     with CampaignLock(directory.root), watching(Watched(plan.campaign_id, directory, plan.playbook, plan.hosts),
                                                 (CampaignMetrics(), *observers)) as watch:  # one controller per folder
         poc_digest = hashlib.sha256(poc_script).hexdigest()
@@ -446,11 +448,21 @@ def run_campaign(
     return result
 
 
+def campaign_folder(report_root: Path, plan: CampaignPlan) -> Path:
+    """Where a plan's records go: ``<reports>/<campaign>``, a shard's in its own sub-folder
+    (``<reports>/<campaign>/shard-<i>``), which ``invoke report <reports>/<campaign>`` pools."""
+    folder = report_root / plan.campaign_id
+    return folder / plan.shard.folder_name if plan.shard is not None else folder
+
+
 def _slurm(plan: CampaignPlan, client: SlurmClient | None, terms: SlurmTerms) -> SlurmNodes | None:
-    """The campaign's scheduler when any host is a Slurm node (``-i slurm:...``)."""
+    """The campaign's scheduler when any host is a Slurm node (``-i slurm:...``). A shard's
+    reasons carry its shard (``reprofleet:<campaign>/shard-<i>``): a shard that ends gives back
+    its own nodes, never those of a shard still running."""
     if not any(SLURM_VARIABLE in host.vars for host in plan.hosts):
         return None
-    return SlurmNodes(client or SlurmClient(), plan.campaign_id, terms)
+    name = f"{plan.campaign_id}/{plan.shard.folder_name}" if plan.shard is not None else plan.campaign_id
+    return SlurmNodes(client or SlurmClient(), name, terms)
 
 
 def _schedule(ctx: CampaignContext, plan: CampaignPlan, ladder_for: Callable[[LadderPlan], Ladder] | None,

@@ -13,6 +13,7 @@ import os
 import sys
 import threading
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping
 
@@ -28,6 +29,7 @@ from reprofleet.cli.terminal_text import cell, plain, safe_print
 if TYPE_CHECKING:
     from rich.console import Console
 
+    from reprofleet.campaign.pipeline import CampaignRequest
     from reprofleet.campaign.run import CampaignResult
 
 
@@ -81,10 +83,17 @@ def run_and_report(c: Any, hosts: str, playbook: str | None, attempts: int | Non
     # lazy: the runner, power drivers, paramiko and scipy: 0.92 s that `invoke --list` never pays
     from reprofleet.campaign import pipeline
 
-    view = _Terminal(as_json)
     request = pipeline.CampaignRequest(hosts, playbook, controller(c), reports(c), attempts, dry_run,
                                        Path(resume) if resume else None, accept_new, overrides, check_hosts, limit,
                                        resume_changed)
+    return run_request(request, as_json)
+
+
+def run_request(request: "CampaignRequest", as_json: bool = False) -> ExitStatus:
+    """Run (or describe) one campaign request, write its report, and summarize it."""
+    from reprofleet.campaign import pipeline
+
+    view = _Terminal(as_json)
     outcome = pipeline.run_or_plan(request, view)
     if isinstance(outcome, pipeline.DryRun):
         ready = outcome.readiness is None or outcome.readiness.ready
@@ -149,6 +158,53 @@ def _status_and_lines(result: "CampaignResult") -> tuple[ExitStatus, list[Any]]:
     return (ExitStatus.NOT_JUDGED if result.unjudged else ExitStatus.OK), lines
 
 
+@dataclass(frozen=True)
+class ShardFlags:
+    """``--shards`` and the flags that go with it, as typed."""
+
+    shards: str
+    partition: str
+    account: str
+    time: str
+    wait: bool
+
+
+def submit_shards(c: Any, hosts: str, playbook: str | None, attempts: str | None, limit: str | None,
+                  flags: ShardFlags, other_mode: bool) -> ExitStatus:
+    """``--shards N --slurm-partition P``: check everything, submit, say the job ids and how to
+    watch them; with ``--wait``, until every job has ended. A bad argument submits nothing."""
+    from reprofleet.campaign.shards import ShardSubmission, job_lines, wait_for_jobs
+    from reprofleet.campaign.shards import submit_shards as submit
+    from reprofleet.scheduler import SlurmClient
+
+    if not flags.shards:
+        raise BadArgument("--slurm-partition, --slurm-account, --slurm-time and --wait go with --shards N")
+    if other_mode:
+        raise BadArgument("--shards submits a new campaign: not with --dry-run, --resume or --check-hosts "
+                          "(a shard's job resumes its own slice by itself)")
+    count = whole_number("shards", flags.shards)
+    assert count is not None
+    client = SlurmClient()
+    asked = ShardSubmission(hosts, playbook, reports(c), count, flags.partition, flags.account or None,
+                            flags.time or None, whole_number("attempts", attempts), limit)
+    folder, chosen = submit(asked, client)
+    terminal = console()
+    for line in job_lines(folder, chosen):
+        safe_print(terminal, cell(line))
+    if not flags.wait:
+        return ExitStatus.OK
+    import time
+
+    last = wait_for_jobs(client, chosen.jobs, time.sleep, SHARD_POLL_S, lambda line: safe_print(terminal, cell(line)))
+    safe_print(terminal, cell(f"report: invoke report {folder}"))
+    # a job Slurm forgot (MinJobAge) ended in a state no one saw: not counted as completed
+    return ExitStatus.OK if all(w.startswith(f"job {j} completed") for j, w in last.items()) \
+        else ExitStatus.SOME_HOSTS_FAILED
+
+
+SHARD_POLL_S = 10.0  # how often --wait asks Slurm (scontrol show job, once per job)
+
+
 def plain_lines(text: str) -> str:
     """A multi-line text of the controller's (the dry run's plan) with the host values in it inert."""
     return "\n".join(plain(line) for line in text.split("\n"))
@@ -171,13 +227,30 @@ def plain_lines(text: str) -> str:
     "limit": "Ansible host pattern: only these hosts run (e.g. 'blackwell:!ws03', 'ws0[1-2]*', '@retry-file')",
     "json": "stdout: one JSON document at the end, the summary and verdicts (with --dry-run: the plan); the live "
             "view goes to stderr (docs/schema/campaign.schema.json)",
+    "shards": "submit the campaign as N controller jobs to Slurm (sbatch, no GPU, --requeue), each on a disjoint "
+              "slice of the hosts, into one campaign folder (one sub-folder per shard); needs --slurm-partition",
+    "slurm-partition": "with --shards: the partition the controller jobs run in",
+    "slurm-account": "with --shards: the Slurm account the controller jobs are charged to",
+    "slurm-time": "with --shards: each controller job's time limit, in Slurm's syntax (e.g. 2-00:00:00)",
+    "wait": "with --shards: wait until every controller job has ended, saying each job's state as it changes",
+    "run-shard": "run one shard's slice into its sub-folder (what each submitted job runs; a requeued job resumes)",
 })
 @handled
 def campaign(c: Context, hosts: str = "", playbook: str = "", attempts: str | None = None,
              dry_run: bool = False, resume: str | None = None, resume_changed: bool = False,
              accept_new_host_keys: bool = False, break_lease: bool = False, bring_up: bool = False,
-             check_hosts: bool = False, limit: str = "", json_: bool = False) -> ExitStatus:
+             check_hosts: bool = False, limit: str = "", json_: bool = False, shards: str = "",
+             slurm_partition: str = "", slurm_account: str = "", slurm_time: str = "", wait: bool = False,
+             run_shard: str = "") -> ExitStatus:
     """Run a reproduction campaign on every host of an inventory."""
+    if run_shard:
+        from reprofleet.campaign.shards import shard_request
+
+        return run_request(shard_request(Path(run_shard), controller(c), os.environ))
+    if shards or slurm_partition or slurm_account or slurm_time or wait:
+        return submit_shards(c, need_inventory(hosts), playbook or None, attempts, limit or None,
+                             ShardFlags(shards, slurm_partition, slurm_account, slurm_time, wait),
+                             dry_run or resume is not None or check_hosts)
     hosts = need_inventory(hosts)
     if check_hosts and not dry_run:
         raise BadArgument("--check-hosts goes with --dry-run (a campaign checks its hosts anyway)")

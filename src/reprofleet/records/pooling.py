@@ -221,7 +221,7 @@ def load_pool(paths: Iterable[Path], running: Running = CampaignLock.held) -> Po
             sources.append(str(file))
             info = read_manifest(file.parent / "campaign.json", running)
             if info is not None:
-                campaigns.setdefault(info.campaign, info)
+                campaigns[info.campaign] = _shards_joined(campaigns.get(info.campaign), info)
             for event in _stop_events(file.parent):
                 stops.setdefault(json.dumps(event, sort_keys=True, default=str), event)
             for record in read_attempts(file):
@@ -230,6 +230,19 @@ def load_pool(paths: Iterable[Path], running: Running = CampaignLock.held) -> Po
     for entry in records:  # campaigns without a manifest: the default, and a caveat in every verdict
         campaigns.setdefault(entry.campaign, missing_manifest(entry.campaign))
     return Pool(records, campaigns, tuple(stops.values()), tuple(sources))
+
+
+def _shards_joined(earlier: CampaignInfo | None, info: CampaignInfo) -> CampaignInfo:
+    """One campaign's manifest, or its controller shards' (``invoke campaign --shards``: one
+    campaign.json per shard sub-folder, each planning its own slice of the hosts) as one: the
+    plan covers every shard's hosts, and the campaign runs while any shard does. Two copies of
+    one folder plan the same hosts, so joining them changes nothing."""
+    if earlier is None:
+        return info
+    plan = earlier.plan
+    if plan is not None and info.plan is not None and plan.attempts_per_cell == info.plan.attempts_per_cell:
+        plan = replace(plan, hosts=tuple(dict.fromkeys((*plan.hosts, *info.plan.hosts))))
+    return replace(earlier, plan=plan, running=earlier.running or info.running)
 
 
 def _with_stack(record: RecordedAttempt, folder: Path) -> RecordedAttempt:

@@ -51,6 +51,7 @@ class RunSettings:
     stability_s: float = DEFAULT_TIMINGS.stability_s
     reboot_grace_s: float = DEFAULT_TIMINGS.reboot_grace_s
     break_leases: bool = False  # take hosts another campaign holds (only when a person says so)
+    own_leases_ended: bool = False  # a requeued Slurm shard: leases under this controller's own name are its ended run's
     bring_up: bool = False  # cycle a host at the start even if this campaign never saw it answer
     timings: Timings = DEFAULT_TIMINGS
 

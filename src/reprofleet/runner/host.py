@@ -85,7 +85,8 @@ class HostRunner:
         self.netconsole = netconsole_setup.HostNetconsole(self.log, host.netconsole, ctx.netconsole)
         self.link = HostLink(host, port or SshHostPort(ctx, host), self.log, ctx.fleet, ctx.clock,
                              LeaseTerms(ctx.lease_token, ctx.settings.controller, ctx.campaign_id, ctx.lease_ttl_s,
-                                        ctx.settings.break_leases), ctx.settings.watchdog.probe_timeout_s)
+                                        ctx.settings.break_leases, ctx.settings.own_leases_ended),
+                             ctx.settings.watchdog.probe_timeout_s)
         self.policy = PolicyKeeper(host, self.log)
         self.link.new_boot_listeners.extend((self.policy.forget, self.sysctls.forget))
         self.recorder = SlotRecorder(ctx, host, self.runtimes.fields, lambda: self.link.boot)

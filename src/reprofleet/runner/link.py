@@ -53,6 +53,7 @@ class LeaseTerms:
     campaign: str
     ttl_s: float
     break_leases: bool = False
+    own_ended: bool = False  # a requeued Slurm job: Slurm ended the earlier run that held leases under this name
 
 
 @dataclass
@@ -210,7 +211,9 @@ class HostLink:
 
         answer = acquire(self.lease.break_leases)
         why = "--break-lease"
-        if not answer.ok and self._left_by_a_dead_controller_here(answer.held):
+        if not answer.ok and self._left_by_this_jobs_ended_run(answer.held):
+            answer, why = acquire(True), "it was this Slurm job's earlier run, which Slurm ended when it requeued the job"
+        elif not answer.ok and self._left_by_a_dead_controller_here(answer.held):
             answer, why = acquire(True), "its controller process on this machine is gone"
         if not answer.ok:
             raise LeaseError(self.host.name, answer.error or "the host's lease was refused")
@@ -237,6 +240,13 @@ class HostLink:
             return None
         return (f"this controller last held the host's lease {idle:.0f} s ago, longer than its TTL "
                 f"({self.lease.ttl_s:.0f} s): another campaign may hold the host now")
+
+    def _left_by_this_jobs_ended_run(self, held: Mapping[str, Any] | None) -> bool:
+        """A requeued shard's own lease: same campaign, same controller name (the shard and its
+        Slurm job id, runner-independent), and Slurm says the run that held it ended. Another
+        shard's lease (another name) is never taken this way: it is refused, host by host."""
+        return bool(self.lease.own_ended and held and held.get("campaign") == self.lease.campaign
+                    and held.get("controller") == self.lease.controller)
 
     def _left_by_a_dead_controller_here(self, held: Mapping[str, Any] | None) -> bool:
         if not held or held.get("campaign") != self.lease.campaign \

@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Sequence
 
 from reprofleet.errors import SchedulerDenied, SchedulerError
+from reprofleet.scheduler.batch import BatchJob, JobSpec, parse_sbatch_parsable, parse_show_job, sbatch_argv, show_job_argv
 from reprofleet.scheduler.commands import CommandResult, CommandRunner, run_command
 from reprofleet.scheduler.jobs import SlurmJob, parse_squeue, squeue_on
 from reprofleet.scheduler.nodes import SINFO_JSON, SlurmNode, parse_sinfo_json
@@ -58,6 +59,24 @@ class SlurmClient:
 
     def _update(self, name: str, *words: str) -> None:
         self._call(("scontrol", "update", f"nodename={name}", *words))
+
+    def submit(self, spec: JobSpec) -> str:
+        """The job id of a batch job submitted as ``spec`` says (SchedulerError: nothing was submitted)."""
+        argv = sbatch_argv(spec)
+        return parse_sbatch_parsable(self._call(argv).stdout, " ".join(argv))
+
+    def job(self, job_id: str) -> BatchJob | None:
+        """What Slurm says of a job now; None when it does not know it (never, or no longer: MinJobAge)."""
+        argv = show_job_argv(job_id)
+        result = self._run(argv, self.timeout_s)
+        if not result.ok and "Invalid job id" in result.stderr:
+            return None
+        if not result.ok:
+            raise _refusal(result)
+        return parse_show_job(result.stdout, " ".join(argv))
+
+    def cancel(self, job_id: str) -> None:
+        self._call(("scancel", job_id))
 
     def ping(self) -> str:
         """slurmctld's own line (``Slurmctld(primary) at vm is UP``); SchedulerError when down."""
