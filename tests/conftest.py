@@ -45,6 +45,21 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
         item.stash[_FAILED] = report.failed
 
 
+@pytest.fixture(autouse=True)
+def _attempt_records_match_their_schema(request: pytest.FixtureRequest) -> Iterator[None]:
+    """After a fleet or seam test (the real controller writing), every attempts.jsonl line under its
+    tmp_path must match docs/schema/records/attempt.schema.json (tests/support/record_schema.py).
+    Unit tests are left out: many write odd records on purpose to test the readers."""
+    yield
+    tmp_path = getattr(request.node, "funcargs", {}).get("tmp_path")  # its folder outlives the fixture
+    if request.node.path.parent.name not in ("fleet", "seam") or not isinstance(tmp_path, Path):
+        return
+    from tests.support.record_schema import invalid_lines
+
+    bad = list(invalid_lines(tmp_path))
+    assert not bad, "attempt records the published schema refuses:\n" + "\n".join(bad[:10])
+
+
 @pytest.fixture(scope="session")
 def sim_ready() -> None:
     """Skip unless the simulated fleet can run here; sweep earlier runs' leftovers once."""

@@ -479,8 +479,66 @@ schema("facts", "invoke facts --json", "Each host's facts as its agent reports t
             "required": ["host", "status", "path", "size", "sha256", "detail", "fix"], "additionalProperties": False}]})
 
 
+# records/attempt: one line of attempts.jsonl (src/reprofleet/model/records.py, Record; amendments:
+# records/store.py, CampaignLog.amend); tests/unit/test_attempt_schema.py holds the two to the same fields
+ATTEMPT_REQUIRED = {
+    "campaign": S("the campaign's id (its folder's name)"),
+    "attempt": S("the attempt's id, unique in the campaign"),
+    "controller": S("the controller that ran it (a name, or shard i of N, slurm job J)"),
+    "host": S("the inventory name of the host"),
+    "cell": S("the cell's name in the playbook's matrix"),
+    "factors": {"type": "object", "description": "what the cell asked for: its resolved factors (clock lock, power limit, spec tokens, vLLM ...)"},
+    "policy": nul("object", "the GPU settings read back before the attempt (null: not read: observe-only, or no GPU answer)"),
+    "runtime": {"type": "object", "description": "what ran the PoC: kind (docker, venv, python), image and its digest or id, interpreter and package versions"},
+    "cache": nul("string", "the cache mode (fresh, seeded, persistent, harvest)"),
+    "attempt_index": I("the slot's index among the cell's attempts on this host", minimum=0),
+    "attempt_in_boot": I("attempts run on this host since its boot, this one included", minimum=0),
+    "cold_boot": B("the first attempt after a boot"),
+    "boot_id": nul("string", "the host's boot_id when the attempt started"),
+    "started": S("when it started (ISO 8601 UTC, the controller's clock)"),
+    "ended": S("when it ended (ISO 8601 UTC, the controller's clock)"),
+    "outcome": OUTCOME,
+    "schema": I("the record schema's version", minimum=1),
+}
+ATTEMPT_OPTIONAL = {
+    "reason": S("the outcome's reason in words (empty for clean)"),
+    "exit_code": nul("integer", "the PoC's exit status, where it exited"),
+    "detect_latency_s": nul("number", "seconds from the last line heard to the wedge being declared"),
+    "last_heartbeat": nul("string", "when the last line (heartbeats included) was heard from the host"),
+    "wedge_declared": nul("string", "when the host was declared wedged"),
+    "last_phase": nul("string", "the last vLLM engine-start phase entered"),
+    "phases": nul("array", "every phase entered, in order", items=S("a phase")),
+    "phase_note": nul("string", "where the log cannot tell before or inside the phase at risk (after kernel warmup; capture starts next)"),
+    "last_log_line": nul("string", "the last line the PoC printed (host text, bounded)"),
+    "telemetry": nul("object", "GPU samples before the end (clock, power, temperature ...)"),
+    "forensics": nul("object", "what was found after a wedge or reboot: kernel lines, Xids, BMC events, recovery rung, vmcore ..."),
+    "facts": nul("string", "sha256 of the host's facts snapshot (facts/<host>.json, facts/by-hash/)"),
+    "stream": nul("string", "the attempt's stream file, relative to the campaign folder"),
+    "poc": nul("string", "sha256 of the PoC script that ran"),
+    "cell_id": nul("string", "the cell's identity: a hash of its resolved factors, runtime and PoC"),
+    "cache_snapshot": nul("string", "seeded: the manifest hash of the snapshot the attempt started from"),
+    "host_debug": nul("object", "kernel sysctls read back (a host_debug cell)"),
+    "kernel_net": nul("array", "netconsole: the last kernel lines heard over the network",
+                      items=O("one line", {"t": N("when it was heard (seconds)"), "line": S("the kernel line")}, required=[])),
+    "forged_lines": I("stream lines without the attempt's MAC (the PoC's own writes): ignored, counted", minimum=0),
+}
+schema("records/attempt", "one line of attempts.jsonl",
+       "One attempt's record as the controller appends it to <campaign>/attempts.jsonl, or an amendment to one "
+       "(what was learnt after it was written: readers fold it into the record it names). More keys are allowed: "
+       "a later schema version may add fields.",
+       {"oneOf": [
+           {"type": "object", "description": "an attempt's record",
+            "properties": {**ATTEMPT_REQUIRED, **ATTEMPT_OPTIONAL}, "required": list(ATTEMPT_REQUIRED),
+            "not": {"required": ["amends"]}},
+           {"type": "object", "description": "an amendment of a recorded attempt",
+            "properties": {"amends": S("the attempt id it completes"), "amended": S("when (ISO 8601 UTC)"),
+                           "schema": I("the record schema's version", minimum=1)},
+            "required": ["amends", "amended", "schema"]}]})
+
+
 def main(out: Path = OUT) -> None:
     for name, text in WRITTEN.items():
+        (out / name).parent.mkdir(parents=True, exist_ok=True)
         (out / name).write_text(text)
 
 

@@ -93,13 +93,13 @@ def _described(node: Any, where: str) -> Iterator[str]:
 
 
 def test_every_schema_is_draft_2020_12_names_its_file_and_describes_every_field() -> None:
-    files = sorted(SCHEMAS.glob("*.schema.json"))
+    files = sorted(SCHEMAS.rglob("*.schema.json"))  # the tasks' shapes, and records/ (what the files hold)
     assert files
     for path in files:
         loaded = json.loads(path.read_text())
         Draft202012Validator.check_schema(loaded)
         assert loaded["$schema"] == "https://json-schema.org/draft/2020-12/schema"
-        assert loaded["$id"]== "urn:reprofleet:schema:" + path.name, path
+        assert loaded["$id"]== "urn:reprofleet:schema:" + path.relative_to(SCHEMAS).as_posix(), path
         assert loaded.get("description"), path
         assert not list(_described(loaded, path.name))
 
@@ -108,7 +108,7 @@ def test_the_schema_files_are_what_docs_schema_generate_py_writes() -> None:
     import runpy
 
     written = runpy.run_path(str(SCHEMAS / "generate.py"))["WRITTEN"]
-    assert {p.name for p in SCHEMAS.glob("*.schema.json")} == set(written)
+    assert {p.relative_to(SCHEMAS).as_posix() for p in SCHEMAS.rglob("*.schema.json")} == set(written)
     for name, text in written.items():
         assert (SCHEMAS / name).read_text() == text, f"{name}: run python docs/schema/generate.py"
 
