@@ -32,7 +32,7 @@ from reprofleet.model import Cell, Host, Outcome, Playbook, SearchBlock, StopKin
 from reprofleet.playbook import plan_order
 from reprofleet.playbook.ladder import Ladder, LadderPlan, ladder_json, ladder_plan
 from reprofleet.runner.search import LadderSchedule
-from reprofleet.runner.slurm_node import SlurmNodes, SlurmTerms
+from reprofleet.runner.slurm_node import SlurmNodes, SlurmTerms, slurm_power_problems
 from reprofleet.inventory import SLURM_VARIABLE
 from reprofleet.scheduler import SlurmClient
 from reprofleet.stats.changepoint import bad_check_attempts
@@ -41,7 +41,7 @@ from reprofleet.records.history import CampaignHistory, history_of, read_history
 from reprofleet.records.reader import RecordedAttempt, attempts_of, read_attempts
 from reprofleet.records.store import CampaignDir, CampaignLock, iso_utc, read_log_lines, utc_now, write_atomic
 from reprofleet.power import PowerLog
-from reprofleet.power.ports import outlet_keys
+from reprofleet.power.ports import PowerPreflightError, outlet_keys
 from reprofleet.liveness.watchdog import FleetLiveness
 from reprofleet.liveness.probes import resolve
 from reprofleet.liveness.silence_hold import segments_of
@@ -364,6 +364,10 @@ def run_campaign(
         poc_script = poc_path.read_bytes()
     except OSError as exc:
         raise ReprofleetError(f"{plan.playbook.path}: cannot read the PoC {poc_path}: {exc}") from exc
+    # A node cycled through Slurm on a cluster that cannot reboot a locked node: refused before anything runs.
+    problems = slurm_power_problems(plan.hosts, slurm_client or SlurmClient())
+    if problems:
+        raise PowerPreflightError(problems)
     # Read before any folder exists (an unset variable stops nothing half-made); names only from here on.
     env_secrets = resolve_env_secrets(plan.playbook.env_secrets)
     secret_digests = {name: secret_digest(name, value) for name, value in env_secrets.items()} \

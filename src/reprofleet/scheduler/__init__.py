@@ -5,7 +5,8 @@ Each query is a command plus a pure parser (pyinfra's fact shape): ``commands`` 
 through an injected runner (a real subprocess in production, golden output of a real Slurm
 22.05 in tests, ``tests/fixtures/slurm/``), ``nodes`` and ``jobs`` read what Slurm printed,
 ``hostlist`` expands Slurm's host lists (``gpu[01-04]``), ``reasons`` builds and recognises
-the campaign's drain reasons, and ``client`` puts them
+the campaign's drain reasons, ``reboot`` says whether ``scontrol reboot`` may cycle a
+node (``reboot_from_controller``) and builds its command, and ``client`` puts them
 together and turns Slurm's refusals into :class:`~reprofleet.errors.SchedulerError`. No
 decision lives here: when to take or give back a node is the runner's
 (``runner/slurm_node.py``).
@@ -21,7 +22,9 @@ from reprofleet.scheduler.client import SlurmClient
 from reprofleet.scheduler.commands import CommandResult, CommandRunner, run_command
 from reprofleet.scheduler.jobs import SlurmJob, parse_squeue
 from reprofleet.scheduler.nodes import SlurmNode, parse_sinfo_json, select_nodes
+from reprofleet.scheduler.reboot import RebootSupport, reboot_argv, reboot_support
 from reprofleet.scheduler.reasons import REASON_PREFIX, NodeReasons, clean_text
 
-__all__ = ["REASON_PREFIX", "CommandResult", "CommandRunner", "NodeReasons", "SlurmClient", "SlurmJob", "SlurmNode",
-           "clean_text", "parse_sinfo_json", "parse_squeue", "run_command", "select_nodes"]
+__all__ = ["REASON_PREFIX", "CommandResult", "CommandRunner", "NodeReasons", "RebootSupport", "SlurmClient", "SlurmJob",
+           "SlurmNode", "clean_text", "parse_sinfo_json", "parse_squeue", "reboot_argv", "reboot_support", "run_command",
+           "select_nodes"]
