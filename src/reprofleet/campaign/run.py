@@ -152,6 +152,7 @@ def describe_plan(plan: CampaignPlan) -> str:
                  f"({', '.join(f'{h}: {len(v)}' for h, v in plan.per_host.items())})"
                  + ("; at most: a cell with a stop rule ends early on a host once its rule decides" if early else ""))
     lines += gpu_policy.refusals(book, plan.hosts)  # one line per (observe-only host, cell asking a setting)
+    lines += _slurm_wait_lines(plan)
     hours = plan.expected_duration_s() / 3600
     lines.append(f"duration: at most {hours:.1f} h if every attempt ran to its {book.timeouts.attempt:g} s timeout "
                  "(plus power cycles and boots)")
@@ -343,7 +344,7 @@ def run_campaign(
     observers: Sequence[Observer] = (),
     ladder_for: Callable[[LadderPlan], Ladder] | None = None,
     slurm_client: SlurmClient | None = None,
-    slurm_terms: SlurmTerms = SlurmTerms(),
+    slurm_terms: SlurmTerms | None = None,
 ) -> CampaignResult:
     """Run every host's plan in parallel and return the records this run appended.
 
@@ -354,7 +355,8 @@ def run_campaign(
     the metrics.prom writer every campaign has. ``ladder_for``: a search's model (default: the
     real one, ``LadderPlan.ladder``), the seam a test scripts a search through. ``slurm_client``:
     how Slurm is asked when hosts are Slurm nodes (default: its commands on this controller);
-    ``slurm_terms``: how long and how often a node's jobs are waited for.
+    ``slurm_terms``: how long and how often a node's jobs are waited for (default: up to the
+    playbook's ``timeouts.slurm_jobs``).
     """
     # The playbook's connect timeout governs every connection of this campaign.
     settings = replace(settings, transport=replace(settings.transport,
@@ -407,7 +409,7 @@ def run_campaign(
             netconsole=netconsole_setup.start_receiver(plan.hosts, directory.root / "netconsole", settings.disk, disk),
             disk_budget=disk,
             env_secrets=env_secrets, secret_digests=secret_digests,
-            slurm=_slurm(plan, slurm_client, slurm_terms),
+            slurm=_slurm(plan, slurm_client, slurm_terms or SlurmTerms(job_wait_s=plan.playbook.timeouts.slurm_jobs)),
         )
         if power is not None:
             announce_power_control(fleet, ctx.event)
@@ -448,6 +450,16 @@ def run_campaign(
                                 given_back={r.host.name: r.state.given_back for r in runners})
         watch.ended = Ended(result.interrupted, result.failure, result.quarantined)
     return result
+
+
+def _slurm_wait_lines(plan: CampaignPlan) -> list[str]:
+    """Slurm nodes wait for their running jobs before their first attempt: a wait the bound below leaves out."""
+    nodes = [host.name for host in plan.hosts if SLURM_VARIABLE in host.vars]
+    if not nodes:
+        return []
+    return [f"Slurm nodes ({len(nodes)}): each waits up to {plan.playbook.timeouts.slurm_jobs:g} s "
+            "(timeouts.slurm_jobs) for the jobs running on it before its first attempt, then is refused; "
+            "not counted in the duration below"]
 
 
 def _slurm(plan: CampaignPlan, client: SlurmClient | None, terms: SlurmTerms) -> SlurmNodes | None:

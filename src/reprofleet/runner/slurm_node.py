@@ -42,8 +42,8 @@ EventSink = Callable[..., None]  # CampaignContext.event(host, what, **fields)
 
 @dataclass(frozen=True)
 class SlurmTerms:
-    """How long a node's running jobs are waited for (then its host is refused), and how often
-    ``squeue`` is asked meanwhile."""
+    """How long a node's running jobs are waited for (then its host is refused: the playbook's
+    ``timeouts.slurm_jobs``), and how often ``squeue`` is asked meanwhile."""
 
     job_wait_s: float = 3600.0
     poll_s: float = 15.0
@@ -179,12 +179,13 @@ class SlurmHold:
         self._event(CampaignEvent.SLURM_JOBS_WAITING, jobs=[job.words() for job in jobs], up_to_s=terms.job_wait_s,
                     message=f"{len(jobs)} Slurm job(s) run on {self.node}: no attempt until they end "
                             f"(up to {terms.job_wait_s:g} s)")
-        self._progress(self.host, status=f"waiting for {len(jobs)} Slurm job(s)")
+        self._progress(self.host, status=f"waiting for {len(jobs)} Slurm job(s), up to {terms.job_wait_s:g} s")
         while jobs:
             left = start + terms.job_wait_s - self.clock.monotonic()
             if left <= 0 or self.stop.is_set():
                 raise HostNotReady(self.host, [f"{len(jobs)} Slurm job(s) still run on {self.node} after "
-                                               f"{self.clock.monotonic() - start:.0f} s: "
+                                               f"{self.clock.monotonic() - start:.0f} s, the bound "
+                                               f"(timeouts.slurm_jobs {terms.job_wait_s:g} s): "
                                                + ", ".join(job.words() for job in jobs[:5])])
             if self.clock.wait(self.stop, min(terms.poll_s, left)):
                 continue  # stopped: the loop's check says so
