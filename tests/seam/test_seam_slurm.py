@@ -87,7 +87,32 @@ def test_a_job_that_outlasts_the_bound_leaves_the_host_unused(tmp_path: Path) ->
     ctx = _on_slurm(seam_context(seam_book(tmp_path, attempts=1), tmp_path, clock), slurm)
     runner = run_host(fake, ctx)
     assert fake.attempts_run == 0
-    assert "1 Slurm job(s) still run on gpu01 after 600 s: job 2 of slurmtest" in str(runner.state.quarantined)
+    assert ("1 Slurm job(s) still run on gpu01 after 600 s, the bound (timeouts.slurm_jobs 600 s): job 2 of slurmtest"
+            in str(runner.state.quarantined))
+
+
+def test_the_playbooks_slurm_jobs_bound_quarantines_a_node_whose_job_outlasts_it_and_shows_it_while_waiting(
+        tmp_path: Path) -> None:
+    clock = VirtualClock()
+    fake = _node_host(clock, "gpu01", ("clean",))
+    slurm = FakeSlurm(clock.monotonic, FakeNode("gpu01", jobs_until=clock.monotonic() + 10_000.0))
+    book = write_playbook(tmp_path / "book", attempts=1, attempt_timeout=30)
+    book.write_text(book.read_text().replace("boot: 60}", "boot: 60, slurm_jobs: 300}"))
+    plan = make_plan(load_playbook(book), [fake.host])
+    shown: list[str] = []
+    result = run_campaign(plan, seam_settings(tmp_path), tmp_path / "reports", recovery_factory=recovery_factory,
+                          clock=clock, port_for=lambda ctx, h: fake.port(ctx), network_ok=lambda: True,
+                          slurm_client=SlurmClient(slurm),
+                          progress=lambda host, **fields: shown.append(str(fields.get("status", ""))))
+    (record,) = read_records(result.directory.attempts)  # its slot, recorded as not run: nothing ran there
+    assert fake.attempts_run == 0 and record["outcome"] == "infra" and record["boot_id"] is None
+    assert record["reason"].startswith("not run: cannot run here: 1 Slurm job(s) still run on gpu01")
+    assert result.quarantined["gpu01"].endswith(
+        "1 Slurm job(s) still run on gpu01 after 300 s, the bound (timeouts.slurm_jobs 300 s): job 2 of slurmtest "
+        "(running)")
+    assert "waiting for 1 Slurm job(s), up to 300 s" in shown  # the live view's waiting line
+    (waiting,) = [e for e in read_log_lines(result.directory.events) if e["event"] == "slurm_jobs_waiting"]
+    assert waiting["up_to_s"] == 300.0
 
 
 def test_a_node_someone_else_drained_is_neither_taken_nor_resumed(tmp_path: Path) -> None:

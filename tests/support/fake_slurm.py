@@ -50,6 +50,7 @@ class FakeNode:
     reason: str = ""
     jobs_until: float | None = None  # a user's job runs on it until this virtual time
     job_on_resume_s: float | None = None  # a pending job lands the moment it is resumed, for this long
+    registers_at: float | None = None  # rebooted by scontrol reboot: its slurmd registers again at this time
 
 
 class FakeSlurm:
@@ -58,10 +59,16 @@ class FakeSlurm:
 
     JOB_LINE = golden("squeue_one_running")["stdout"].splitlines()[0]
 
-    def __init__(self, now: Callable[[], float], *nodes: FakeNode, denied: bool = False) -> None:
+    def __init__(self, now: Callable[[], float], *nodes: FakeNode, denied: bool = False,
+                 config: str = "config_plain", reboot_program: Callable[[str], None] | None = None,
+                 boot_s: float = 1.0) -> None:
         self.now = now
         self.nodes = {node.name: node for node in nodes}
         self.denied = denied
+        self.config = config  # the golden ``scontrol show config`` this cluster answers with
+        self.reboot_program = reboot_program  # the lab's RebootProgram, run by slurmctld (reboot_from_controller)
+        self.boot_s = boot_s  # how long after RebootProgram the node's slurmd registers again
+        self.reboots: list[tuple[str, ...]] = []
         self.calls: list[tuple[str, ...]] = []
         self.updates: list[tuple[str, ...]] = []
         self._document = json.loads(golden("sinfo_idle")["stdout"])
@@ -77,6 +84,10 @@ class FakeSlurm:
             return self._ok(key, self.JOB_LINE + "\n" if self._busy(node) else "")
         if key[:2] == ("scontrol", "update"):
             return self._update(key)
+        if key == ("scontrol", "show", "config"):
+            return self._captured(key, self.config)
+        if key[:2] == ("scontrol", "reboot"):
+            return self._reboot(key)
         raise AssertionError(f"FakeSlurm was not taught {key}")
 
     def _ok(self, key: tuple[str, ...], stdout: str) -> CommandResult:
@@ -94,7 +105,30 @@ class FakeSlurm:
         document["nodes"] = [self._entry(node) for node in self.nodes.values()]
         return json.dumps(document)
 
+    def _reboot(self, key: tuple[str, ...]) -> CommandResult:
+        """As 22.05 did in reboot_asap_down.json and the sinfo after it: with reboot_from_controller,
+        slurmctld runs RebootProgram at once; the node is down+DRAIN+REBOOT_ISSUED with
+        `` : reboot issued`` appended, and once its slurmd registers, down (nextstate=DOWN), DRAIN
+        cleared, `` : reboot complete`` appended. Without it, slurmd on the node would run it (a
+        locked node runs nothing): nothing happens here."""
+        node = self.nodes[key[-1]]
+        words = dict(word.split("=", 1) for word in key[2:-1] if "=" in word)
+        self.reboots.append(key)
+        node.state, node.reason = "down", words.get("reason", "reboot requested") + " : reboot issued"
+        node.flags |= {"DRAIN", "REBOOT_ISSUED"}
+        if "reboot_from_controller" in golden(self.config)["stdout"] and self.reboot_program is not None:
+            self.reboot_program(node.name)
+            node.registers_at = self.now() + self.boot_s
+        return self._captured(key, "reboot_asap_down")
+
+    def _registered(self, node: FakeNode) -> None:
+        if node.registers_at is not None and self.now() >= node.registers_at:
+            node.registers_at = None
+            node.flags -= {"DRAIN", "REBOOT_ISSUED"}
+            node.reason += " : reboot complete"
+
     def _entry(self, node: FakeNode) -> dict[str, Any]:
+        self._registered(node)
         entry = copy.deepcopy(self._template)
         state = node.state if node.state == "down" else ("mixed" if self._busy(node) else "idle")
         entry.update(name=node.name, state=state, state_flags=sorted(node.flags), reason=node.reason,

@@ -7,9 +7,10 @@ from dataclasses import replace
 
 from reprofleet.campaign.doctor import Diagnosis, Status, with_slurm
 from reprofleet.campaign.doctor_slurm import SlurmEvidence, gather, slurm_checks
-from reprofleet.model import Host
-from reprofleet.scheduler import SlurmClient
-from tests.support.fake_slurm import GoldenReplay
+from reprofleet.model import Host, PowerPort
+from reprofleet.scheduler import SlurmClient, reboot_support
+from reprofleet.scheduler.client import parse_config
+from tests.support.fake_slurm import GoldenReplay, golden
 
 GPU01 = Host("gpu01", "10.0.0.11", vars={"slurm_node": "gpu01"})
 GPU02 = Host("gpu02", "10.0.0.12", vars={"slurm_node": "gpu02"})
@@ -73,4 +74,20 @@ def test_a_dead_munge_is_missing_and_hosts_that_are_no_slurm_nodes_get_no_slurm_
     found = with_slurm([Diagnosis("gpu01", ()), Diagnosis("ws09", ())], [GPU01, PLAIN],
                        SlurmClient(GoldenReplay("ping", "config", "munge_ok", "sacctmgr_no_dbd", "sinfo_idle",
                                                 "squeue_empty")))
-    assert [len(d.checks) for d in found] == [5, 0]
+    assert [len(d.checks) for d in found] == [6, 0]  # slurm, munge, rights, node, jobs, reboot
+
+
+def test_the_doctor_says_whether_the_cluster_lets_a_node_be_rebooted_through_slurm() -> None:
+    slurm_powered = replace(GPU01, pdu=PowerPort("slurm", "slurmctld"))
+    plain = _asked("sinfo_idle", "squeue_empty")  # config.json: no reboot_from_controller, no RebootProgram
+    status, found = _items(slurm_powered, plain)["slurm reboot"]
+    assert status == Status.MISSING and "cannot reboot a hard-locked node" in found
+    (check,) = [c for c in slurm_checks(slurm_powered, plain) if c.item == "slurm reboot"]
+    assert check.fix.startswith("slurm.conf needs SlurmctldParameters=reboot_from_controller")
+    assert _items(GPU01, plain)["slurm reboot"] == (Status.OK, "the cluster does not allow scontrol reboot from the "
+                                                               "controller (this host's power goes through its own pdu)")
+    # the same lab's config with the parameter and a RebootProgram (its munge socket differs: only the config changes)
+    allowed = replace(plain, reboot=reboot_support(parse_config(golden("config_reboot_from_controller")["stdout"])))
+    assert _items(slurm_powered, allowed)["slurm reboot"] == (
+        Status.OK, "the cluster allows scontrol reboot from the controller (RebootProgram /tmp/slurmlab37/reboot.sh); "
+                   "this host cycles through it")

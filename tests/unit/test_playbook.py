@@ -197,6 +197,8 @@ HEAD = "name: t\npoc: {script: poc.py}\nattempts: 2\n"  # lines 1-3
         ("atempts: 3\nmatrix: [{name: a}]\n", "4:atempts", "did you mean 'attempts'?"),
         ("matrix: [{name: a}]\ntimeouts: {atempt: 5}\n", "5:timeouts.atempt", "did you mean 'attempt'?"),
         ("matrix: [{name: a}]\ntimeouts: {boot: -1}\n", "5:timeouts.boot", "> 0"),
+        ("matrix: [{name: a}]\ntimeouts:\n  boot: 60\n  slurm_jobs: 0\n", "7:timeouts.slurm_jobs", "> 0"),
+        ("matrix: [{name: a}]\ntimeouts: {slurm_job: 600}\n", "5:timeouts.slurm_job", "did you mean 'slurm_jobs'?"),
         ("matrix: [{name: a}]\norder: interleave\n", "5:order", "did you mean 'interleaved'?"),
         ("matrix: [{name: a}]\nseed: lucky\n", "5:seed", "integer"),
         ("matrix: [{name: a}]\nreproductions:\n  - wedge\n  - wegde\n", "7:reproductions[1]",
@@ -377,3 +379,25 @@ def test_the_demo_stays_small_and_judges_like_the_seed() -> None:
     assert [c.name for c in demo.cells] == ["default", "lgc-2800", "pl-350"]
     assert demo.attempts <= 4  # make demo has to finish in minutes
     assert (demo.order, demo.reference, demo.judging) == ("blocks", "default", seed.judging)
+
+
+def test_the_slurm_job_wait_is_a_timeout_of_the_playbook(tmp_path: Path) -> None:
+    (tmp_path / "poc.py").write_text("print('x')\n")
+    path = tmp_path / "book.yml"
+    path.write_text(HEAD + "timeouts: {slurm_jobs: 1800}\nmatrix: [{name: a}]\n")
+    assert load_playbook(path).timeouts.slurm_jobs == 1800.0
+    path.write_text(HEAD + "matrix: [{name: a}]\n")
+    assert load_playbook(path).timeouts.slurm_jobs == 3600.0  # an hour unless the playbook says otherwise
+
+
+def test_the_dry_run_plan_names_the_slurm_job_wait_it_leaves_out_of_its_bound(tmp_path: Path) -> None:
+    from reprofleet.campaign.run import describe_plan, make_plan
+
+    (tmp_path / "poc.py").write_text("print('x')\n")
+    path = tmp_path / "book.yml"
+    path.write_text(HEAD + "timeouts: {slurm_jobs: 1800}\nmatrix: [{name: a}]\n")
+    book = load_playbook(path)
+    on_slurm = describe_plan(make_plan(book, [Host("gpu01", "10.0.0.11", vars={"slurm_node": "gpu01"})]))
+    assert ("Slurm nodes (1): each waits up to 1800 s (timeouts.slurm_jobs) for the jobs running on it before its "
+            "first attempt, then is refused; not counted in the duration below") in on_slurm.splitlines()
+    assert "slurm_jobs" not in describe_plan(make_plan(book, [Host("ws01", "10.0.0.1")]))

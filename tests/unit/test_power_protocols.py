@@ -47,7 +47,7 @@ def test_every_driver_module_documents_the_yaml_that_selects_it() -> None:
 
 def test_an_unknown_driver_lists_the_known_ones() -> None:
     with pytest.raises(PowerConfigError, match="ws01: unknown pdu driver 'apc'; known drivers: command, fence, homeassistant, ipmi, kasa, "
-                                               "pdudaemon, redfish, shelly, snmp, tasmota"):
+                                               "pdudaemon, redfish, shelly, slurm, snmp, tasmota"):
         driver_for(port("apc"), "ws01", PowerLog(None))
 
 

@@ -6,7 +6,9 @@ whether this user may change nodes (root and SlurmUser always may; others need A
 Operator or Administrator in slurmdbd: without slurmdbd nobody else can); the node's state and
 reason (someone else's drain means the campaign will not take it; a ``reprofleet:`` reason of
 another campaign means that one left it); the jobs running on it (the campaign waits for them);
-and the reason prefix the campaign will write.
+the reason prefix the campaign will write; and whether the cluster lets a node be power-cycled
+through Slurm (``scontrol reboot`` with ``reboot_from_controller`` and a RebootProgram): missing
+for a host whose ``pdu:`` names ``driver: slurm`` when it does not, said for every other node.
 
 :func:`slurm_checks` decides from :class:`SlurmEvidence`, gathered once for all hosts by
 :func:`gather`, so the decisions are tested on the golden output of a real Slurm. ``doctor.py``
@@ -24,7 +26,8 @@ from typing import Callable, Mapping, Sequence, TypeVar
 from reprofleet.errors import SchedulerError
 from reprofleet.inventory import SLURM_VARIABLE
 from reprofleet.model import Host
-from reprofleet.scheduler import REASON_PREFIX, SlurmClient, SlurmJob, SlurmNode
+from reprofleet.runner.slurm_node import SLURM_POWER
+from reprofleet.scheduler import REASON_PREFIX, RebootSupport, SlurmClient, SlurmJob, SlurmNode, reboot_support
 from reprofleet.scheduler.client import munge_socket
 
 __all__ = ["SlurmCheck", "SlurmEvidence", "gather", "slurm_checks"]
@@ -67,6 +70,7 @@ class SlurmEvidence:
     nodes: Mapping[str, SlurmNode] = field(default_factory=dict)
     jobs: Mapping[str, tuple[SlurmJob, ...]] = field(default_factory=dict)
     nodes_error: str | None = None
+    reboot: RebootSupport | None = None  # from `scontrol show config`; None: it could not be read
 
 
 def gather(client: SlurmClient, hosts: Sequence[Host], user: str | None = None, uid: int | None = None) -> SlurmEvidence:
@@ -87,7 +91,8 @@ def gather(client: SlurmClient, hosts: Sequence[Host], user: str | None = None, 
     except SchedulerError as exc:
         nodes, jobs, nodes_error = {}, {}, str(exc)
     return SlurmEvidence(controller, controller_error, munge, munge_error, user, uid, config.get("SlurmUser", ""),
-                         _quiet(lambda: client.admin_level(user)), nodes, jobs, nodes_error)
+                         _quiet(lambda: client.admin_level(user)), nodes, jobs, nodes_error,
+                         reboot_support(config) if config else None)
 
 
 def _quiet(ask: Callable[[], T]) -> T | None:
@@ -115,6 +120,7 @@ def slurm_checks(host: Host, evidence: SlurmEvidence) -> list[SlurmCheck]:
     checks = [SlurmCheck("slurm", Status.OK, evidence.controller), _munge(evidence), _rights(evidence)]
     checks.append(_node(node_name, evidence))
     checks.append(_jobs(node_name, evidence))
+    checks.append(_reboot(host, evidence))
     return checks
 
 
@@ -163,3 +169,22 @@ def _jobs(name: str, evidence: SlurmEvidence) -> SlurmCheck:
         return SlurmCheck("slurm jobs", Status.OK, f"none on {name}")
     return SlurmCheck("slurm jobs", Status.WARN, f"{len(jobs)} on {name}: " + ", ".join(j.words() for j in jobs[:5]),
                  "the campaign drains the node and waits for them (up to its job wait) before the first attempt")
+
+
+def _reboot(host: Host, evidence: SlurmEvidence) -> SlurmCheck:
+    """Can this host be power-cycled through Slurm? Missing only where its pdu says it will be."""
+    through_slurm = any(port.driver == SLURM_POWER for port in (*host.power_ports, *(
+        p for level in host.power_fallbacks for p in level)))
+    support = evidence.reboot
+    if support is None:
+        return SlurmCheck("slurm reboot", Status.MISSING if through_slurm else Status.WARN,
+                          "scontrol show config could not be read", "check `scontrol show config` as this user")
+    if support.allowed:
+        return SlurmCheck("slurm reboot", Status.OK, "the cluster allows scontrol reboot from the controller "
+                          f"(RebootProgram {support.program})" + ("; this host cycles through it" if through_slurm
+                                                                  else "; pdu: {driver: slurm} may use it"))
+    if through_slurm:
+        return SlurmCheck("slurm reboot", Status.MISSING, "pdu driver slurm, but the cluster cannot reboot a "
+                          "hard-locked node from the controller", support.why_not)
+    return SlurmCheck("slurm reboot", Status.OK, "the cluster does not allow scontrol reboot from the controller "
+                      "(this host's power goes through its own pdu)")

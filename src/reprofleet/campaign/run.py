@@ -32,7 +32,7 @@ from reprofleet.model import Cell, Host, Outcome, Playbook, SearchBlock, StopKin
 from reprofleet.playbook import plan_order
 from reprofleet.playbook.ladder import Ladder, LadderPlan, ladder_json, ladder_plan
 from reprofleet.runner.search import LadderSchedule
-from reprofleet.runner.slurm_node import SlurmNodes, SlurmTerms
+from reprofleet.runner.slurm_node import SlurmNodes, SlurmTerms, slurm_power_problems
 from reprofleet.inventory import SLURM_VARIABLE
 from reprofleet.scheduler import SlurmClient
 from reprofleet.stats.changepoint import bad_check_attempts
@@ -41,7 +41,7 @@ from reprofleet.records.history import CampaignHistory, history_of, read_history
 from reprofleet.records.reader import RecordedAttempt, attempts_of, read_attempts
 from reprofleet.records.store import CampaignDir, CampaignLock, iso_utc, read_log_lines, utc_now, write_atomic
 from reprofleet.power import PowerLog
-from reprofleet.power.ports import outlet_keys
+from reprofleet.power.ports import PowerPreflightError, outlet_keys
 from reprofleet.liveness.watchdog import FleetLiveness
 from reprofleet.liveness.probes import resolve
 from reprofleet.liveness.silence_hold import segments_of
@@ -154,6 +154,7 @@ def describe_plan(plan: CampaignPlan) -> str:
                  f"({', '.join(f'{h}: {len(v)}' for h, v in plan.per_host.items())})"
                  + ("; at most: a cell with a stop rule ends early on a host once its rule decides" if early else ""))
     lines += gpu_policy.refusals(book, plan.hosts)  # one line per (observe-only host, cell asking a setting)
+    lines += _slurm_wait_lines(plan)
     hours = plan.expected_duration_s() / 3600
     lines.append(f"duration: at most {hours:.1f} h if every attempt ran to its {book.timeouts.attempt:g} s timeout "
                  "(plus power cycles and boots)")
@@ -345,7 +346,7 @@ def run_campaign(
     observers: Sequence[Observer] = (),
     ladder_for: Callable[[LadderPlan], Ladder] | None = None,
     slurm_client: SlurmClient | None = None,
-    slurm_terms: SlurmTerms = SlurmTerms(),
+    slurm_terms: SlurmTerms | None = None,
 ) -> CampaignResult:
     """Run every host's plan in parallel and return the records this run appended.
 
@@ -356,7 +357,8 @@ def run_campaign(
     the metrics.prom writer every campaign has. ``ladder_for``: a search's model (default: the
     real one, ``LadderPlan.ladder``), the seam a test scripts a search through. ``slurm_client``:
     how Slurm is asked when hosts are Slurm nodes (default: its commands on this controller);
-    ``slurm_terms``: how long and how often a node's jobs are waited for.
+    ``slurm_terms``: how long and how often a node's jobs are waited for (default: up to the
+    playbook's ``timeouts.slurm_jobs``).
     """
     # The playbook's connect timeout governs every connection of this campaign.
     settings = replace(settings, transport=replace(settings.transport,
@@ -366,6 +368,10 @@ def run_campaign(
         poc_script = poc_path.read_bytes()
     except OSError as exc:
         raise ReprofleetError(f"{plan.playbook.path}: cannot read the PoC {poc_path}: {exc}") from exc
+    # A node cycled through Slurm on a cluster that cannot reboot a locked node: refused before anything runs.
+    problems = slurm_power_problems(plan.hosts, slurm_client or SlurmClient())
+    if problems:
+        raise PowerPreflightError(problems)
     # Read before any folder exists (an unset variable stops nothing half-made); names only from here on.
     env_secrets = resolve_env_secrets(plan.playbook.env_secrets)
     secret_digests = {name: secret_digest(name, value) for name, value in env_secrets.items()} \
@@ -405,7 +411,7 @@ def run_campaign(
             netconsole=netconsole_setup.start_receiver(plan.hosts, directory.root / "netconsole", settings.disk, disk),
             disk_budget=disk,
             env_secrets=env_secrets, secret_digests=secret_digests,
-            slurm=_slurm(plan, slurm_client, slurm_terms),
+            slurm=_slurm(plan, slurm_client, slurm_terms or SlurmTerms(job_wait_s=plan.playbook.timeouts.slurm_jobs)),
         )
         if power is not None:
             announce_power_control(fleet, ctx.event)
@@ -453,6 +459,16 @@ def campaign_folder(report_root: Path, plan: CampaignPlan) -> Path:
     (``<reports>/<campaign>/shard-<i>``), which ``invoke report <reports>/<campaign>`` pools."""
     folder = report_root / plan.campaign_id
     return folder / plan.shard.folder_name if plan.shard is not None else folder
+
+
+def _slurm_wait_lines(plan: CampaignPlan) -> list[str]:
+    """Slurm nodes wait for their running jobs before their first attempt: a wait the bound below leaves out."""
+    nodes = [host.name for host in plan.hosts if SLURM_VARIABLE in host.vars]
+    if not nodes:
+        return []
+    return [f"Slurm nodes ({len(nodes)}): each waits up to {plan.playbook.timeouts.slurm_jobs:g} s "
+            "(timeouts.slurm_jobs) for the jobs running on it before its first attempt, then is refused; "
+            "not counted in the duration below"]
 
 
 def _slurm(plan: CampaignPlan, client: SlurmClient | None, terms: SlurmTerms) -> SlurmNodes | None:

@@ -167,6 +167,8 @@ def _interpreter(item: Sourced) -> str:
 
 
 FALLBACK_KEY = "fallback"
+# drivers whose device is found without an address: ``slurm`` asks the cluster scontrol finds (SLURM_CONF)
+IMPLIED_ADDRESS = {"slurm": "slurmctld"}
 PDU_BLOCK_KEYS = ("driver", "address", "outlet", "credentials", "shared", "outlets", FALLBACK_KEY)
 
 
@@ -245,12 +247,12 @@ def power_port(pdu: Any, where: Location) -> PowerPort:
                 at(key), "secrets never go into the inventory: use 'credentials: env:VAR' or 'file:/path'"
             )
     for key in ("driver", "address"):
-        if key not in pdu:
+        if key not in pdu and not (key == "address" and pdu.get("driver") in IMPLIED_ADDRESS):
             raise InventoryError(where, f"pdu needs '{key}'")
     outlet = pdu.get("outlet")
     if isinstance(outlet, bool) or not isinstance(outlet, (str, int, type(None))):
         raise InventoryError(at("outlet"), f"must be an outlet name or number, got {outlet!r}")
-    address = as_text(Sourced(pdu["address"], at("address")))
+    address = as_text(Sourced(pdu.get("address", IMPLIED_ADDRESS.get(str(pdu.get("driver")), "")), at("address")))
     if _address_has_credentials(address):  # never echo it: the part before @ is a secret
         raise InventoryError(at("address"), "the address carries credentials (user:password@): they would "
                              "reach logs and events; use 'credentials: env:VAR' or 'file:/path'")

@@ -32,6 +32,7 @@ class Timeouts:
     boot: float = 600.0
     connect: float = 10.0
     nmi_reboot: float = 300.0  # after a recovery NMI: a kdump's capture boot, its write and the reboot
+    slurm_jobs: float = 3600.0  # a Slurm node's running jobs, waited for before its attempts (then it is refused)
 
 
 @dataclass(frozen=True)

@@ -25,7 +25,7 @@ TOP_KEYS = ("name", "description", "poc", "runtime", "attempts", "timeouts", "or
             "after_budget")
 AFTER_BUDGET = ("cycle", "off")  # the first is the default
 POC_KEYS = ("script", "cache", "cache_source")
-TIMEOUT_KEYS = ("attempt", "boot", "connect", "nmi_reboot")
+TIMEOUT_KEYS = ("attempt", "boot", "connect", "nmi_reboot", "slurm_jobs")
 ORDERS = ("blocks", "interleaved", "sequential", "shuffled")  # the first is the default
 
 

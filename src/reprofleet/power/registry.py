@@ -25,13 +25,14 @@ from reprofleet.power.options import PowerConfigError
 from reprofleet.power.drivers.pdudaemon import PdudaemonDriver
 from reprofleet.power.drivers.redfish import RedfishDriver
 from reprofleet.power.drivers.shelly import ShellyDriver
+from reprofleet.power.drivers.slurm import SlurmRebootDriver
 from reprofleet.power.drivers.snmp import SnmpDriver
 from reprofleet.power.drivers.tasmota import TasmotaDriver
 
 DRIVERS: Mapping[str, type[PowerDriver]] = MappingProxyType({
     cls.name: cls
     for cls in (TasmotaDriver, ShellyDriver, SnmpDriver, RedfishDriver, IpmiDriver, PdudaemonDriver, CommandDriver,
-                FenceDriver, HomeAssistantDriver, KasaDriver)
+                FenceDriver, HomeAssistantDriver, KasaDriver, SlurmRebootDriver)
 })
 
 

@@ -32,15 +32,18 @@ from reprofleet.model import Host
 from reprofleet.model.events import CampaignEvent
 from reprofleet.scheduler import NodeReasons, SlurmClient, SlurmJob
 
-__all__ = ["SlurmHold", "SlurmNodes", "SlurmTerms", "given_back_words", "host_events", "host_hold"]
+__all__ = ["SLURM_POWER", "SlurmHold", "SlurmNodes", "SlurmTerms", "given_back_words", "host_events", "host_hold",
+           "slurm_power_problems"]
+
+SLURM_POWER = "slurm"  # the pdu driver that cycles a node by scontrol reboot (power/drivers/slurm.py)
 
 EventSink = Callable[..., None]  # CampaignContext.event(host, what, **fields)
 
 
 @dataclass(frozen=True)
 class SlurmTerms:
-    """How long a node's running jobs are waited for (then its host is refused), and how often
-    ``squeue`` is asked meanwhile."""
+    """How long a node's running jobs are waited for (then its host is refused: the playbook's
+    ``timeouts.slurm_jobs``), and how often ``squeue`` is asked meanwhile."""
 
     job_wait_s: float = 3600.0
     poll_s: float = 15.0
@@ -95,6 +98,27 @@ class SlurmNodes:
             events("", CampaignEvent.SLURM_GIVEN_BACK, resumed=resumed, left=left,
                    message=given_back_words(resumed, left))
         return tuple(resumed)
+
+
+def slurm_power_problems(hosts: Iterable[Host], client: SlurmClient) -> list[str]:
+    """One line per host whose power device is Slurm (``pdu: {driver: slurm}``, or a fallback)
+    when the cluster does not let slurmctld reboot a node itself (``reboot_from_controller`` and a
+    RebootProgram): such a cycle would ask a hard-locked node to run its own RebootProgram.
+    Slurm is asked once, and only when some host needs it."""
+    ports = {host.name: port for host in hosts
+             for port in (*host.power_ports, *(p for level in host.power_fallbacks for p in level))
+             if port.driver == SLURM_POWER}
+    if not ports:
+        return []
+    try:
+        support = client.reboot_support()
+    except SchedulerError as exc:
+        return [f"{port.where + ': ' if port.where else ''}{name}: pdu driver slurm: cannot read Slurm's "
+                f"configuration ({exc})" for name, port in ports.items()]
+    if support.allowed:
+        return []
+    return [f"{port.where + ': ' if port.where else ''}{name}: pdu driver slurm: scontrol reboot cannot cycle a "
+            f"hard-locked node on this cluster: {support.why_not}" for name, port in ports.items()]
 
 
 def given_back_words(resumed: Iterable[str], left: dict[str, str]) -> str:
@@ -155,12 +179,13 @@ class SlurmHold:
         self._event(CampaignEvent.SLURM_JOBS_WAITING, jobs=[job.words() for job in jobs], up_to_s=terms.job_wait_s,
                     message=f"{len(jobs)} Slurm job(s) run on {self.node}: no attempt until they end "
                             f"(up to {terms.job_wait_s:g} s)")
-        self._progress(self.host, status=f"waiting for {len(jobs)} Slurm job(s)")
+        self._progress(self.host, status=f"waiting for {len(jobs)} Slurm job(s), up to {terms.job_wait_s:g} s")
         while jobs:
             left = start + terms.job_wait_s - self.clock.monotonic()
             if left <= 0 or self.stop.is_set():
                 raise HostNotReady(self.host, [f"{len(jobs)} Slurm job(s) still run on {self.node} after "
-                                               f"{self.clock.monotonic() - start:.0f} s: "
+                                               f"{self.clock.monotonic() - start:.0f} s, the bound "
+                                               f"(timeouts.slurm_jobs {terms.job_wait_s:g} s): "
                                                + ", ".join(job.words() for job in jobs[:5])])
             if self.clock.wait(self.stop, min(terms.poll_s, left)):
                 continue  # stopped: the loop's check says so

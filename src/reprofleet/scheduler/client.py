@@ -15,6 +15,7 @@ from reprofleet.scheduler.batch import BatchJob, JobSpec, parse_sbatch_parsable,
 from reprofleet.scheduler.commands import CommandResult, CommandRunner, run_command
 from reprofleet.scheduler.jobs import SlurmJob, parse_squeue, squeue_on
 from reprofleet.scheduler.nodes import SINFO_JSON, SlurmNode, parse_sinfo_json
+from reprofleet.scheduler.reboot import RebootSupport, reboot_argv, reboot_support
 
 __all__ = ["SlurmClient", "munge_socket", "parse_config"]
 
@@ -56,6 +57,14 @@ class SlurmClient:
 
     def resume(self, name: str) -> None:
         self._update(name, "state=resume")
+
+    def reboot(self, name: str, reason: str) -> None:
+        """``scontrol reboot ASAP nextstate=DOWN reason=... NODE`` (scheduler/reboot.py says why those words)."""
+        self._call(reboot_argv(name, reason))
+
+    def reboot_support(self) -> RebootSupport:
+        """Whether this cluster lets slurmctld itself reboot a node (``reboot_from_controller``)."""
+        return reboot_support(self.config())
 
     def _update(self, name: str, *words: str) -> None:
         self._call(("scontrol", "update", f"nodename={name}", *words))

@@ -8,5 +8,6 @@ self-signed device trusted by its certificate's SHA-256 or a CA file), ``snmp``,
 ``redfish_errors`` (which BMC refusals are retried) and ``ipmi`` (server BMCs),
 ``pdudaemon`` (an existing pdudaemon), ``command`` (your own commands), ``fence`` and
 ``fence_agent`` (any ClusterLabs fence agent), ``kasa``, ``kasa_link`` and ``kasa_settings`` (TP-Link Kasa/Tapo
-through python-kasa), ``homeassistant`` (a Home Assistant switch entity).
+through python-kasa), ``homeassistant`` (a Home Assistant switch entity), ``slurm`` (``scontrol reboot``
+where the lab set ``reboot_from_controller``: slurmctld runs its RebootProgram).
 """
