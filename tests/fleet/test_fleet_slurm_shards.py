@@ -45,9 +45,9 @@ from tests.support.slurm_fleet import SlurmLab, slurm_fleet
 pytestmark = pytest.mark.fleet
 
 GPU, CTL = "gpu", "ctl"
-ATTEMPTS = 3
+ATTEMPTS = 2
 HOSTS = tuple(f"s{i}" for i in range(1, 7))
-SPECS = [SimHostSpec(name, script=("clean",) * ATTEMPTS, boot_delay_s=0.3, time_scale=0.1) for name in HOSTS]
+SPECS = [SimHostSpec(name, script=("clean",) * ATTEMPTS, boot_delay_s=0.3, time_scale=0.05) for name in HOSTS]
 KILL_AFTER_S = 60.0  # shard 1's first record
 JOBS_END_S = 120.0  # both jobs COMPLETED, the requeued one included
 CLI_S = 60.0
