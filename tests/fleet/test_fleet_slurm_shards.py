@@ -126,7 +126,7 @@ def played(sim_ready: None, tmp_path_factory: pytest.TempPathFactory,
         submitted = _reprofleet(env, "campaign", "-i", f"slurm:{GPU}", "-i", str(lab.fleet.inventory_path),
                                 "--playbook", str(book), "--shards", "2", "--slurm-partition", CTL)
         assert submitted.returncode == 0, submitted.stdout + submitted.stderr
-        (folder,) = [p.parent for p in (tmp / "reports").glob(f"*/shards.json")]
+        (folder,) = [p.parent for p in (tmp / "reports").glob("*/shards.json")]
         shards = ShardSet.read(folder)
         try:
             first = folder / "shard-1"
@@ -186,4 +186,7 @@ def test_the_report_pools_every_planned_slot_exactly_once(played: Played) -> Non
     assert set(slots) == planned and set(slots.values()) == {1}, slots
     (info,) = pool.campaigns.values()
     assert info.plan is not None and set(info.plan.hosts) == set(HOSTS)
-    assert played.report, played.report
+    report = played.report  # `reprofleet report --json FOLDER`: the shards' sub-folders as one campaign
+    assert report["hosts"] == list(HOSTS) and report["attempts"] == len(planned) and not report["not_run"], report
+    per_host = {(r["host"], r["judged"], r["clean"]) for r in report["rates"] if r["host"] is not None}
+    assert per_host == {(h, ATTEMPTS, ATTEMPTS) for h in HOSTS}, report["rates"]
