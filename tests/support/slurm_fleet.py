@@ -87,10 +87,12 @@ class SlurmLab:
 
 @contextmanager
 def slurm_fleet(specs: Sequence[SimHostSpec], partition: str = "gpu", *,
-                keep_files: Callable[[], bool] = lambda: False) -> Iterator[SlurmLab]:
+                keep_files: Callable[[], bool] = lambda: False,
+                control_partition: str | None = None) -> Iterator[SlurmLab]:
     """The fleet up with its cluster, every host on a Tasmota plug, every node idle; all down
-    after (its files kept as evidence when ``keep_files()`` says so at the end)."""
-    setup = SlurmClusterSetup(partition)
+    after (its files kept as evidence when ``keep_files()`` says so at the end).
+    ``control_partition``: a node for controller jobs too, beside slurmctld (sim/slurm_cluster.py)."""
+    setup = SlurmClusterSetup(partition, control_partition)
     fleet = Fleet.up(specs, before_boot=setup.start)
     broke = False
     try:

@@ -39,7 +39,7 @@ from typing import Any, Callable, Mapping, Sequence
 from reprofleet.sim.power.daemons import Daemons, free_port
 from reprofleet.sim.procs import SimError
 
-__all__ = ["SLURM_TOOLS", "SlurmCluster", "SlurmClusterSetup", "slurm_conf_text"]
+__all__ = ["CONTROL_NODE", "SLURM_TOOLS", "ControlNode", "SlurmCluster", "SlurmClusterSetup", "slurm_conf_text"]
 
 SLURM_TOOLS = ("/usr/sbin/munged", "/usr/sbin/slurmctld", "/usr/sbin/slurmd", "munge", "scontrol", "sinfo", "sbatch")
 DAEMON_PATH = "/usr/sbin:/usr/bin:/sbin:/bin"
@@ -50,6 +50,22 @@ SLURMD_PORT = 6818  # every slurmd in its own network namespace: one port for al
 # host does not have (_write_slurmd_service)
 CGROUP_CONF = "CgroupPlugin=cgroup/v1\n"
 SLURMD_TIMEOUT_S = 300  # Slurm's default: a silent node is Slurm's own DOWN only after this
+CONTROL_NODE = "rfctl"  # the controllers' node, beside slurmctld (SlurmClusterSetup.control_partition)
+CONTROL_CPUS = 4  # controller jobs run side by side on it (one CPU each: CR_Core)
+
+
+@dataclass(frozen=True)
+class ControlNode:
+    """A Slurm node in the machine's own network namespace, for jobs that must run the
+    controller (its Python, the repository) and reach the simulated hosts over SSH: the
+    controller shards of ``invoke campaign --shards``. Its slurmd listens on a port of its own
+    (the simulated hosts' slurmd each have a namespace to themselves; this one shares the
+    machine's) and is named with ``slurmd -N``, not by the machine's hostname."""
+
+    partition: str
+    address: str
+    port: int
+    name: str = CONTROL_NODE
 
 
 @dataclass(frozen=True)
@@ -61,7 +77,7 @@ class SlurmNodeLine:
 
 
 def slurm_conf_text(root: Path, cluster: str, controller: str, controller_address: str, port: int,
-                    nodes: Sequence[SlurmNodeLine], partition: str) -> str:
+                    nodes: Sequence[SlurmNodeLine], partition: str, control: ControlNode | None = None) -> str:
     """A cluster's slurm.conf, every path under ``root``. ``proctrack/linuxproc`` and
     ``task/none``: no cgroup of Slurm's own (the hosts' freezer cgroups are the simulator's).
     ``ReturnToService=1``: a node an operator (or a campaign) set down stays down when its
@@ -100,6 +116,10 @@ def slurm_conf_text(root: Path, cluster: str, controller: str, controller_addres
               for node in nodes]
     lines.append(f"PartitionName={partition} Nodes={','.join(n.name for n in nodes)} Default=YES "
                  "MaxTime=INFINITE State=UP")
+    if control is not None:
+        lines += [f"NodeName={control.name} NodeAddr={control.address} Port={control.port} CPUs={CONTROL_CPUS} "
+                  "RealMemory=100 State=UNKNOWN",
+                  f"PartitionName={control.partition} Nodes={control.name} MaxTime=INFINITE State=UP"]
     return "\n".join(lines) + "\n"
 
 
@@ -167,6 +187,7 @@ class SlurmClusterSetup:
     hosts are known, none is on yet. ``cluster`` is set once it runs."""
 
     partition: str = "gpu"
+    control_partition: str | None = None  # a ControlNode in this partition, started beside slurmctld
     cluster: SlurmCluster | None = field(default=None, init=False)
 
     def start(self, fleet: Any) -> None:
@@ -183,13 +204,16 @@ class SlurmClusterSetup:
         name = f"rfs{fleet.run_id}"
         conf = root / "slurm.conf"
         nodes = [SlurmNodeLine(host.name, host.address) for host in fleet.hosts]
+        control = ControlNode(self.control_partition, "127.0.0.1", free_port()) if self.control_partition else None
         (root / "cgroup.conf").write_text(CGROUP_CONF)  # read from slurm.conf's folder
         conf.write_text(slurm_conf_text(root, name, socket.gethostname().split(".")[0], fleet.manifest.gateway,
-                                        port, nodes, self.partition))
+                                        port, nodes, self.partition, control))
         cluster = SlurmCluster(root, name, conf, port)
         daemons = Daemons(root)
         _start_munged(daemons, cluster)
         _start_slurmctld(daemons, cluster)
+        if control is not None:
+            _start_control_slurmd(daemons, cluster, control)
         for host in fleet.hosts:
             (root / "spool" / host.name).mkdir(mode=0o755, exist_ok=True)
             _write_slurmd_service(host.paths.services / "slurmd", conf)
@@ -221,6 +245,25 @@ def _start_slurmctld(daemons: Daemons, cluster: SlurmCluster) -> None:
         return " is UP" in cluster.run(["scontrol", "ping"], timeout_s=5).stdout
 
     daemons.wait_ready("slurmctld", answers, START_TIMEOUT_S, f"slurmctld of {cluster.name} on port {cluster.port}")
+
+
+def _start_control_slurmd(daemons: Daemons, cluster: SlurmCluster, control: ControlNode) -> None:
+    """The controllers' slurmd, recorded with munged and slurmctld (stopped with them, by PID).
+    In a mount namespace of its own with an empty tmpfs on /sys/fs/cgroup, as each simulated
+    host's slurmd (_write_slurmd_service): 22.05's cgroup/v1 plugin wants one there, and the
+    machine's own (cgroup v2, or the simulator's freezer) is none of its business. ``unshare``
+    and ``sh`` exec in turn, so the recorded PID is slurmd's. Its jobs run from ``/``."""
+    (cluster.root / "spool" / control.name).mkdir(mode=0o755, exist_ok=True)
+    script = ("mount --make-rprivate / && mount -t tmpfs -o size=64k,mode=755 cgroup /sys/fs/cgroup && cd / && "
+              f"exec /usr/sbin/slurmd -D -N {control.name} -f {cluster.conf}")
+    daemons.spawn("slurmd-control", ["unshare", "--mount", "--propagation", "private", "/bin/sh", "-c", script],
+                  env={"PATH": DAEMON_PATH, "LANG": "C.UTF-8", "SLURM_CONF": str(cluster.conf)})
+
+    def registered() -> bool:
+        done = cluster.run(["sinfo", "--noheader", "-n", control.name, "-o", "%t"], timeout_s=5)
+        return done.returncode == 0 and done.stdout.strip() in ("idle", "mix", "alloc")
+
+    daemons.wait_ready("slurmd-control", registered, START_TIMEOUT_S, f"slurmd of node {control.name} registered")
 
 
 def _write_slurmd_service(path: Path, conf: Path) -> None:
