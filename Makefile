@@ -12,8 +12,9 @@ FLEET_WORKERS ?= 4
 # openipmi/ipmitool: the IPMI BMC simulator; python3-venv: Debian's venv module;
 # fence-agents: the ClusterLabs fence agents the fence driver runs (fence_ipmilan, fence_redfish ...);
 # libsystemd-dev/pkg-config/gcc/python3-dev: to build pdudaemon's systemd binding;
+# docker.io: every simulated host's own dockerd (sim/dockerd.py) and its images' docker import;
 # chromium: the headless browser the report.html test drives through Playwright (no browser download).
-APT_PACKAGES := openssh-server openssh-client iproute2 iptables openipmi ipmitool procps python3-venv fence-agents \
+APT_PACKAGES := openssh-server openssh-client iproute2 iptables openipmi ipmitool procps python3-venv fence-agents docker.io \
 	libsystemd-dev pkg-config gcc python3-dev chromium rsync
 PYTEST_ARGS ?=
 
