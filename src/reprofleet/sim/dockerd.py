@@ -15,6 +15,8 @@ reset and starts again on the next boot. What makes it the host's own:
   the host's cgroup kills them (cgroup.FreezerGroup walks the whole tree);
 * ``--iptables=false --bridge=none``: no NAT rules or bridge of its own in the host's network
   namespace (the wedge's iptables DROP stays the only rule);
+* the host's /etc/resolv.conf names a resolver that does not answer: the fleet is offline, and
+  a pull fails at once with docker's words for it;
 * ``--config-file <host>/docker/daemon.json``: the ``nvidia`` runtime (sim/rfsim/nvidia_runtime.py)
   as the default, so ``--gpus`` reaches the simulated GPU's files as NVIDIA's toolkit mounts a driver.
 
@@ -41,6 +43,9 @@ EXEC_ROOTS = REGISTRY_DIR / "dockerd"
 CGROUP_ROOT = Path("/sys/fs/cgroup")
 SERVICE_PATH = "/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"  # the toolkit's hook is looked up here
 READY_TIMEOUT_S = 30.0
+# The fleet is offline: no resolver answers, so a pull fails at once ("connection refused")
+# with docker's own words, not after 20 s of timeouts towards the machine's resolver.
+RESOLV_CONF = "# simulated host (reprofleet.sim): an offline lab, no resolver answers\nnameserver 127.0.0.1\n"
 DATA_SOURCE = "rfsim-docker"  # the data roots' tmpfs mounts are named rfsim-docker-<netns>
 DATA_ROOT_SIZE = "1g"
 APT_PACKAGE = "docker.io"
@@ -87,6 +92,7 @@ def prepare(paths: HostPaths, netns_name: str) -> None:
     data = paths.docker / "data"
     data.mkdir(parents=True, exist_ok=True)
     paths.docker_config.write_text(json.dumps(daemon_config(), indent=2, sort_keys=True) + "\n")
+    (paths.docker / "resolv.conf").write_text(RESOLV_CONF)
     if not _mounted(data):
         run(["mount", "-t", "tmpfs", "-o", f"mode=0711,size={DATA_ROOT_SIZE}", f"{DATA_SOURCE}-{netns_name}", str(data)])
 
@@ -116,7 +122,8 @@ def boot_lines(paths: HostPaths, netns_name: str, cgroup: str) -> list[str]:
     """What boot.sh runs to start this host's dockerd in the background (its log: the host's
     /var/log/dockerd.log)."""
     root = exec_root(netns_name)
-    lines = [f"mount -t tmpfs -o mode=755 cgroup {CGROUP_ROOT}"]
+    lines = [f"mount --bind {paths.docker / 'resolv.conf'} /etc/resolv.conf",
+             f"mount -t tmpfs -o mode=755 cgroup {CGROUP_ROOT}"]
     for mount_point, options in cgroup_mounts():
         lines += [f"mkdir -p {mount_point}", f"mount -t cgroup -o {options} cgroup {mount_point}"]
     lines += [
