@@ -28,6 +28,7 @@ import io
 import os
 import subprocess
 import tarfile
+import tempfile
 import zipfile
 from pathlib import Path
 from typing import Iterable, Sequence
@@ -50,6 +51,8 @@ BASE_REPO = "reprofleet-sim/python"
 VLLM_REPO = "vllm/vllm-openai"
 DEFAULT_VLLM_TAGS = ("0.25.1", "0.26.0")  # the seed's two, as the fleet tests' playbooks name them
 IMPORT_TIMEOUT_S = 120.0
+ROOTFS_LAYOUT = 2  # bump when build_rootfs lays the files out otherwise: a new cache key
+PYTHON = "/usr/bin/python3.11"  # the image's interpreter: its byte code is compiled by the same one
 
 
 def image_tag(vllm: str) -> str:
@@ -67,7 +70,7 @@ def package_versions(names: Sequence[str] = IMAGE_PACKAGES) -> str:
 
 
 def rootfs_key(versions: str) -> str:
-    return hashlib.sha256(versions.encode()).hexdigest()[:16]
+    return hashlib.sha256(f"{ROOTFS_LAYOUT}\n{versions}".encode()).hexdigest()[:16]
 
 
 def package_files(names: Sequence[str] = IMAGE_PACKAGES) -> list[Path]:
@@ -129,13 +132,14 @@ def _zippable(name: str, path: Path) -> bool:
 
 
 def _stdlib_zip(files: dict[str, Path]) -> bytes:
-    """The modules as ``python311.zip``, which Python's default sys.path searches first: one
-    file in each host's image store instead of hundreds (every host loads the image, and a
-    fleet's teardown deletes it)."""
+    """The modules and their byte code as ``python311.zip``, which Python's default sys.path
+    searches first: one file in each host's image store instead of hundreds (every host loads
+    the image, and a fleet's teardown deletes it)."""
+    sources = {arcname: path.read_bytes() for arcname, path in files.items()}
     buffer = io.BytesIO()
     with zipfile.ZipFile(buffer, "w", zipfile.ZIP_STORED) as archive:
-        for arcname, path in sorted(files.items()):
-            archive.writestr(zipfile.ZipInfo(arcname, (2020, 1, 1, 0, 0, 0)), path.read_bytes())
+        for arcname, content in sorted({**sources, **compiled(sources, legacy=True)}.items()):
+            archive.writestr(zipfile.ZipInfo(arcname, (2020, 1, 1, 0, 0, 0)), content)
     return buffer.getvalue()
 
 
@@ -162,10 +166,21 @@ def _add_dirs(archive: tarfile.TarFile, names: Iterable[str]) -> None:
             archive.addfile(info)
 
 
-def version_context(base: str, vllm: str) -> bytes:
-    """A build context (tar) whose Dockerfile adds the fake vLLM at ``vllm`` to ``base``."""
+def version_sources(vllm: str) -> dict[str, bytes]:
+    """What the per-version layer adds under dist-packages: the fake vLLM pinned to ``vllm``,
+    rfsim, pynvml and vLLM's distribution metadata."""
     files = dict(packages.vllm_wheel_files(vllm))
     files["pynvml.py"] = (HOSTFS / "dist-packages" / "pynvml.py").read_bytes()
+    meta = packages.metadata_text("vllm", vllm, packages.requirements(vllm)).encode()
+    files[f"{packages.dist_name('vllm')}-{vllm}.dist-info/METADATA"] = meta
+    return files
+
+
+def version_context(base: str, vllm: str) -> bytes:
+    """A build context (tar) whose Dockerfile adds :func:`version_sources` (and their byte code)
+    to ``base``."""
+    files = version_sources(vllm)
+    files.update(compiled(files, legacy=False))
     buffer = io.BytesIO()
     with tarfile.open(fileobj=buffer, mode="w") as archive:
         dockerfile = (f"FROM {base}\nCOPY site/ /{SITE}/\nENV RFSIM_VLLM_VERSION={vllm}\n"
@@ -173,9 +188,23 @@ def version_context(base: str, vllm: str) -> bytes:
         _add_bytes(archive, "Dockerfile", dockerfile.encode())
         for name, content in sorted(files.items()):
             _add_bytes(archive, f"site/{name}", content)
-        meta = packages.metadata_text("vllm", vllm, packages.requirements(vllm)).encode()
-        _add_bytes(archive, f"site/{packages.dist_name('vllm')}-{vllm}.dist-info/METADATA", meta)
     return buffer.getvalue()
+
+
+def compiled(sources: dict[str, bytes], *, legacy: bool) -> dict[str, bytes]:
+    """Byte code of the ``.py`` files among ``sources``, by the image's own interpreter, as
+    unchecked hash-based pycs (PEP 552: valid whatever the files' times in the image), so that
+    a container does not compile every module it imports at every start. ``legacy``: ``x.pyc``
+    beside ``x.py`` (what zipimport reads), else ``__pycache__/x.cpython-311.pyc``."""
+    with tempfile.TemporaryDirectory(prefix="rfsim-pyc-") as folder:
+        root = Path(folder)
+        for name, content in sources.items():
+            if name.endswith(".py"):
+                (root / name).parent.mkdir(parents=True, exist_ok=True)
+                (root / name).write_bytes(content)
+        run([PYTHON, "-m", "compileall", "-q", *(["-b"] if legacy else []), "--invalidation-mode",
+             "unchecked-hash", "-d", "/", str(root)], timeout_s=IMPORT_TIMEOUT_S)
+        return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*.pyc"))}
 
 
 def _add_bytes(archive: tarfile.TarFile, name: str, content: bytes) -> None:
@@ -190,7 +219,8 @@ def archive_path(cache_dir: Path, versions: Sequence[str]) -> tuple[Path, str]:
     key = rootfs_key(package_versions())
     digest = hashlib.sha256(key.encode())
     for vllm in sorted(set(versions)):
-        digest.update(version_context(f"{BASE_REPO}:{key}", vllm))
+        for name, content in sorted(version_sources(vllm).items()):  # sources: byte code is not reproducible
+            digest.update(name.encode() + b"\0" + hashlib.sha256(content).digest())
     return cache_dir / f"vllm-images-{digest.hexdigest()[:16]}.tar", key
 
 
