@@ -33,12 +33,10 @@ def _dead_udp_port() -> int:
 def test_doctor_names_each_broken_host_with_its_problem_and_fix(sim_fleet: Any, sim_inventory: Any,
                                                                 tmp_path: Path) -> None:
     fleet = sim_fleet([SimHostSpec("dr-ok"), SimHostSpec("dr-journal", journal_persistent=False),
-                       SimHostSpec("dr-runtime"), SimHostSpec("dr-pdu"),
+                       SimHostSpec("dr-runtime", nvidia_container_toolkit=False), SimHostSpec("dr-pdu"),
                        SimHostSpec("dr-sudo", login_user="lab", sudo="none"),
                        SimHostSpec("dr-sudo-smi", login_user="lab", sudo="nvidia-smi")])
     by_name = {h.name: h for h in fleet.hosts}
-    config = by_name["dr-runtime"].paths.host_config
-    config.write_text(json.dumps({**json.loads(config.read_text()), "nvidia_container_runtime": False}))
     book = write_playbook(tmp_path / "book", attempts=1, cells=DOCKER_CELLS)
     with HttpPlugServer(tmp_path / "plug", "tasmota", {str(i + 1): h.paths.power for i, h in enumerate(fleet.hosts)}) \
             as plug:

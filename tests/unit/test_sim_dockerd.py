@@ -48,13 +48,15 @@ def test_the_daemon_starts_in_the_hosts_cgroup_with_its_own_roots_and_no_iptable
     (start,) = [line for line in lines if str(dockerd.DOCKERD) in line]
     for flag in ("--iptables=false", "--bridge=none", "--cgroup-parent /rfsabc123-0/docker",
                  f"--data-root {paths.docker / 'data'}", "--exec-root /run/reprofleet-sim/dockerd/rfsabc123-0",
-                 "-H unix:///run/reprofleet-sim/dockerd/rfsabc123-0/docker.sock", f"--config-file {paths.docker_config}"):
+                 "-H unix:///run/reprofleet-sim/dockerd/rfsabc123-0.sock", f"--config-file {paths.docker_config}"):
         assert flag in start
-    assert start.endswith("&")  # in the background: boot.sh goes on to become sshd
-    assert lines.index(start) < len(lines) - 1 and "docker.sock" in lines[-1]  # sshd waits for the socket
+    assert "setsid -f " in start  # in the background, and not sshd's child: boot.sh goes on to become sshd
+    assert lines.index(start) < len(lines) - 1 and "rfsabc123-0.sock" in lines[-1]  # sshd waits for the socket
     assert json.loads(json.dumps(dockerd.daemon_config()))["default-runtime"] == "nvidia"
     wrapper = dockerd.client_wrapper_text("rfsabc123-0")
-    assert "DOCKER_HOST=unix:///run/reprofleet-sim/dockerd/rfsabc123-0/docker.sock" in wrapper
+    assert "DOCKER_HOST=unix:///run/reprofleet-sim/dockerd/rfsabc123-0.sock" in wrapper
+    lab = [line for line in dockerd.boot_lines(paths, "rfsabc123-0", "rfsabc123-0", "lab") if "setsid" in line]
+    assert "--group lab " in lab[0] and "--group" not in start  # a login that is not root: the docker group's part
 
 
 def test_the_image_is_merged_usr_as_debian_12_is() -> None:

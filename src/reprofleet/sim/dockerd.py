@@ -6,10 +6,12 @@ its freezer cgroup, before it becomes sshd, so it dies with the "machine" on a p
 reset and starts again on the next boot. What makes it the host's own:
 
 * ``--data-root <host>/docker/data``: the host's disk (images and stopped containers survive
-  a reboot), a tmpfs of the machine's (no disk writes for the images every host loads); ``--exec-root /run/reprofleet-sim/dockerd/<netns>``: its /run, emptied at every
-  boot as a tmpfs would be (a short path: unix sockets live under it);
-* ``-H unix://<exec-root>/docker.sock``: the host's ``docker`` (a wrapper first on its PATH,
-  /usr/local/bin/docker) talks to this socket and no other;
+  a reboot), a tmpfs of the machine's (no disk writes for the images every host loads);
+* ``--exec-root /run/reprofleet-sim/dockerd/<netns>``: its /run, emptied at every boot as a
+  tmpfs would be (a short path: unix sockets live under it);
+* ``-H unix:///run/reprofleet-sim/dockerd/<netns>.sock``: the host's ``docker`` (a wrapper
+  first on its PATH, /usr/local/bin/docker) talks to this socket and no other; a login that is
+  not root reaches it through its group (``--group``), as a member of ``docker`` would;
 * ``--cgroup-parent /<host cgroup>/docker``: every container's cgroup is a child of the host's
   freezer cgroup, so a wedge (FROZEN) freezes its containers too, and the power cut that kills
   the host's cgroup kills them (cgroup.FreezerGroup walks the whole tree);
@@ -49,6 +51,7 @@ RESOLV_CONF = "# simulated host (reprofleet.sim): an offline lab, no resolver an
 DATA_SOURCE = "rfsim-docker"  # the data roots' tmpfs mounts are named rfsim-docker-<netns>
 DATA_ROOT_SIZE = "1g"
 APT_PACKAGE = "docker.io"
+TOOLKIT = ("nvidia-container-runtime", "nvidia-container-runtime-hook")  # in the host's /usr/local/bin
 
 
 def exec_root(netns_name: str) -> Path:
@@ -56,7 +59,9 @@ def exec_root(netns_name: str) -> Path:
 
 
 def socket_path(netns_name: str) -> Path:
-    return exec_root(netns_name) / "docker.sock"
+    """Beside the exec root, not in it: dockerd makes its exec root 0700, and a login that is not
+    root reaches the socket through its group."""
+    return EXEC_ROOTS / f"{netns_name}.sock"
 
 
 def client_argv(netns_name: str) -> list[str]:
@@ -64,9 +69,12 @@ def client_argv(netns_name: str) -> list[str]:
     return [str(CLIENT), "-H", f"unix://{socket_path(netns_name)}"]
 
 
-def daemon_config() -> dict[str, object]:
+def daemon_config(toolkit: bool = True) -> dict[str, object]:
     """daemon.json: the ``nvidia`` runtime, and it as the default (``nvidia-ctk runtime
-    configure --set-as-default`` writes the same), so ``--gpus`` works without ``--runtime``."""
+    configure --set-as-default`` writes the same), so ``--gpus`` works without ``--runtime``;
+    nothing on a host without NVIDIA's toolkit."""
+    if not toolkit:
+        return {}
     return {
         "runtimes": {"nvidia": {"path": "/usr/local/bin/nvidia-container-runtime", "runtimeArgs": []}},
         "default-runtime": "nvidia",
@@ -85,13 +93,16 @@ def cgroup_mounts() -> list[tuple[str, str]]:
     return found
 
 
-def prepare(paths: HostPaths, netns_name: str) -> None:
+def prepare(paths: HostPaths, netns_name: str, toolkit: bool = True) -> None:
     """At fleet setup: the host's docker folder, daemon.json, and its data root: a tmpfs mounted
     in the machine's namespace, so it outlives the host's reboots as a disk does, while
     loading images and tearing the fleet down write and delete nothing on the real disk."""
     data = paths.docker / "data"
     data.mkdir(parents=True, exist_ok=True)
-    paths.docker_config.write_text(json.dumps(daemon_config(), indent=2, sort_keys=True) + "\n")
+    paths.docker_config.write_text(json.dumps(daemon_config(toolkit), indent=2, sort_keys=True) + "\n")
+    if not toolkit:  # neither the runtime nor the hook that docker's --gpus looks for
+        for tool in TOOLKIT:
+            (paths.fs("bin") / tool).unlink(missing_ok=True)
     (paths.docker / "resolv.conf").write_text(RESOLV_CONF)
     if not _mounted(data):
         run(["mount", "-t", "tmpfs", "-o", f"mode=0711,size={DATA_ROOT_SIZE}", f"{DATA_SOURCE}-{netns_name}", str(data)])
@@ -118,22 +129,26 @@ def _mounts_under(folder: Path) -> list[str]:
     return sorted(found, reverse=True)
 
 
-def boot_lines(paths: HostPaths, netns_name: str, cgroup: str) -> list[str]:
+def boot_lines(paths: HostPaths, netns_name: str, cgroup: str, login_user: str = "root") -> list[str]:
     """What boot.sh runs to start this host's dockerd in the background (its log: the host's
-    /var/log/dockerd.log)."""
+    /var/log/dockerd.log). A login that is not root may use it as a member of the ``docker``
+    group would: the socket's group is the login's own."""
     root = exec_root(netns_name)
+    group = f"--group {login_user} " if login_user != "root" else ""
     lines = [f"mount --bind {paths.docker / 'resolv.conf'} /etc/resolv.conf",
              f"mount -t tmpfs -o mode=755 cgroup {CGROUP_ROOT}"]
     for mount_point, options in cgroup_mounts():
         lines += [f"mkdir -p {mount_point}", f"mount -t cgroup -o {options} cgroup {mount_point}"]
     lines += [
-        f"rm -rf {root}",  # /run is a tmpfs: nothing of the last boot's daemon is left
+        f"rm -rf {root} {socket_path(netns_name)}",  # /run is a tmpfs: nothing of the last boot's daemon is left
         f"mkdir -p {root}",
-        f"PATH={SERVICE_PATH} {DOCKERD} --data-root {paths.docker / 'data'} --exec-root {root} "
+        # setsid -f: a service, not a child of the process that becomes sshd (a dropped SSH
+        # session must not take it down); the hardware daemon, the hosts' subreaper, is its init
+        f"PATH={SERVICE_PATH} setsid -f {DOCKERD} --data-root {paths.docker / 'data'} --exec-root {root} "
         f"--pidfile {root / 'dockerd.pid'} -H unix://{socket_path(netns_name)} "
         f"--config-file {paths.docker_config} --iptables=false --ip-masq=false --bridge=none "
-        f"--userland-proxy=false --cgroup-parent /{cgroup}/docker --log-level warn "
-        "</dev/null >>/var/log/dockerd.log 2>&1 &",
+        f"--userland-proxy=false --cgroup-parent /{cgroup}/docker --log-level warn {group}"
+        "</dev/null >>/var/log/dockerd.log 2>&1",
         # sshd answers once docker does (multi-user.target), so a booted host runs containers
         f"i=0; while [ ! -S {socket_path(netns_name)} ] && [ $i -lt {int(READY_TIMEOUT_S * 10)} ]; do "
         "sleep 0.1; i=$((i+1)); done",
@@ -174,6 +189,7 @@ def wait_ready(netns_name: str, timeout_s: float = READY_TIMEOUT_S) -> None:
 
 def remove_exec_root(netns_name: str) -> None:
     shutil.rmtree(exec_root(netns_name), ignore_errors=True)
+    socket_path(netns_name).unlink(missing_ok=True)
 
 
 def missing_tools() -> Sequence[str]:

@@ -279,7 +279,8 @@ def _build_host(paths: FleetPaths, run_id: str, index: int, spec: SimHostSpec,
     address = ipaddress.IPv4Interface(f"{subnet[10 + index]}/{subnet.prefixlen}")
     record = HostRecord(spec.name, index, name, name, str(address.ip), name, spec)
     host = paths.host(spec.name)
-    hostfs.make_host_tree(host, spec.journal_persistent, spec.login_user, paths.authorized_keys, name)
+    hostfs.make_host_tree(host, spec.journal_persistent, spec.login_user, paths.authorized_keys, name,
+                          spec.nvidia_container_toolkit)
     packages.install_host(host, spec.vllm_version)  # dist-info for the runtime probe, a wheelhouse for venvs
     hwio.write_json(host.host_config, spec.host_config())
     hwio.write_json(host.gpu_state(0), gpu.initial_state(f"{spec.name}/{spec.effective_seed}"))
@@ -287,7 +288,7 @@ def _build_host(paths: FleetPaths, run_id: str, index: int, spec: SimHostSpec,
     run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", f"root@{spec.name}", "-f", str(host.host_key)])
     host.sshd_config.write_text(hostfs.sshd_config_text(host, record.address, paths.authorized_keys, spec.login_user))
     host.boot_script.write_text(hostfs.boot_script_text(host, spec.name, dist_packages, spec.login_user,
-                                                        hostfs.boot_services(host, name)))
+                                                        hostfs.boot_services(host, name, spec.login_user)))
     FreezerGroup(name).create()
     netns.create_host_network(name, name, bridge, address)
     return record

@@ -40,7 +40,8 @@ def install_tools(bin_dir: Path, dist_packages: Path) -> None:
 
 
 def make_host_tree(paths: HostPaths, journal_persistent: bool, login_user: str = "root",
-                   authorized_keys: Path | None = None, netns_name: str | None = None) -> None:
+                   authorized_keys: Path | None = None, netns_name: str | None = None,
+                   nvidia_toolkit: bool = True) -> None:
     """Create the per-host directories that boot.sh bind-mounts over the shadowed paths
     (``netns_name``: the host's netns, whose dockerd its ``docker`` talks to)."""
     for name, _ in SHADOWED:
@@ -55,7 +56,7 @@ def make_host_tree(paths: HostPaths, journal_persistent: bool, login_user: str =
         folder.mkdir(parents=True, exist_ok=True)
     install_tools(paths.fs("bin"), paths.fs("dist-packages"))
     if netns_name is not None:
-        dockerd.prepare(paths, netns_name)
+        dockerd.prepare(paths, netns_name, nvidia_toolkit)
         wrapper = paths.fs("bin") / "docker"
         wrapper.write_text(dockerd.client_wrapper_text(netns_name))
         wrapper.chmod(0o755)
@@ -117,12 +118,12 @@ def sshd_config_text(paths: HostPaths, address: str, authorized_keys: Path, logi
     )
 
 
-def boot_services(paths: HostPaths, name: str) -> list[str]:
+def boot_services(paths: HostPaths, name: str, login_user: str = "root") -> list[str]:
     """The services a host starts at boot, in the background, before it becomes sshd: one
     entry a service (its boot.sh lines), so that adding one is adding an entry. ``name`` is
     the host's kernel-object name (its netns and cgroup)."""
     services = [
-        dockerd.boot_lines(paths, name, name),
+        dockerd.boot_lines(paths, name, name, login_user),
     ]
     return [line for service in services for line in service]
 

@@ -76,6 +76,9 @@ class SimHostSpec:
     # the BIOS's "restore on AC power loss": False is "stay off", a desktop's common default: power coming
     # back at the outlet does not start it (only its power button would)
     restores_on_ac: bool = True
+    # NVIDIA's container toolkit: False is a host whose dockerd has no ``nvidia`` runtime (``docker
+    # info`` lists none, ``--gpus`` is refused), as before ``nvidia-ctk runtime configure``
+    nvidia_container_toolkit: bool = True
 
     def __post_init__(self) -> None:
         problems = _problems(self)
