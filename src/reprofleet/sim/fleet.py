@@ -129,7 +129,7 @@ class Fleet:
 
     def install_images(self) -> None:
         """Every host's dockerd gets the images the playbooks name, built offline once per
-        machine (sim/images.py): the seed's two vLLM versions and each host's own."""
+        machine (sim/images.py): the vLLM versions the playbooks and tests name, and each host's own."""
         with ThreadPoolExecutor(max_workers=len(self.hosts)) as pool:
             list(pool.map(lambda h: dockerd.wait_ready(h.record.netns), self.hosts))
             versions = sorted({*images.DEFAULT_VLLM_TAGS, *(h.spec.vllm_version for h in self.hosts)})
