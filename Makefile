@@ -12,9 +12,10 @@ FLEET_WORKERS ?= 4
 # openipmi/ipmitool: the IPMI BMC simulator; python3-venv: Debian's venv module;
 # fence-agents: the ClusterLabs fence agents the fence driver runs (fence_ipmilan, fence_redfish ...);
 # libsystemd-dev/pkg-config/gcc/python3-dev: to build pdudaemon's systemd binding;
+# docker.io: every simulated host's own dockerd (sim/dockerd.py) and its images' docker import;
 # chromium: the headless browser the report.html test drives through Playwright (no browser download);
 # slurmctld/slurmd/munge/slurm-client: the real Slurm 22.05 of the simulated fleet (sim/slurm_cluster.py).
-APT_PACKAGES := openssh-server openssh-client iproute2 iptables openipmi ipmitool procps python3-venv fence-agents \
+APT_PACKAGES := openssh-server openssh-client iproute2 iptables openipmi ipmitool procps python3-venv fence-agents docker.io \
 	libsystemd-dev pkg-config gcc python3-dev chromium rsync slurmctld slurmd munge slurm-client
 # the user whose Slurm job the fleet tests submit (neither root nor a Slurm operator): tests/support/slurm_fleet.py
 SLURM_TEST_USER := slurmtest

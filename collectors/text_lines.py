@@ -40,6 +40,17 @@ def decode_line(raw: bytes) -> str:
     return strip_ansi(raw.decode("utf-8", "replace"))
 
 
+def complete_utf8(raw: bytes) -> int:
+    """The length of ``raw`` without a trailing UTF-8 sequence that is still incomplete."""
+    for back in range(1, min(4, len(raw)) + 1):
+        lead = raw[-back]
+        if lead & 0xC0 == 0x80:  # a continuation byte: look further back for its lead
+            continue
+        need = 2 if lead >> 5 == 0b110 else 3 if lead >> 4 == 0b1110 else 4 if lead >> 3 == 0b11110 else 1
+        return len(raw) - back if need > back else len(raw)
+    return len(raw)
+
+
 class LineSplitter:
     """Incremental splitter on ``\\n``, ``\\r\\n`` and ``\\r``.
 
@@ -72,10 +83,18 @@ class LineSplitter:
         return lines
 
     def flush_idle(self, now: float) -> List[Tuple[str, bool]]:
-        """The pending fragment, if it has waited `idle_s` for its terminator."""
-        if self._buf and now - self._since >= self._idle_s:
-            return self.flush()
-        return []
+        """The pending fragment, if it has waited `idle_s` for its terminator; a character
+        whose bytes have not all arrived stays for the next read (docker's client relays a
+        container's output in pieces that may end inside a character)."""
+        if not self._buf or now - self._since < self._idle_s:
+            return []
+        cut = complete_utf8(self._buf)
+        if cut == 0:
+            return []
+        self._buf, tail = self._buf[:cut], self._buf[cut:]
+        lines = self.flush()
+        self._buf = tail
+        return lines
 
     def flush(self) -> List[Tuple[str, bool]]:
         """Whatever is pending (at end of output), as a partial line."""

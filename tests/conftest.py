@@ -115,6 +115,10 @@ def sim_inventory(tmp_path: Path) -> Callable[..., Path]:
     return write
 
 
+UNIT_DOCKER = ("#!/usr/bin/python3\n\"\"\"docker in a unit test's host tree: rfsim's model of it.\"\"\"\n"
+               "import sys\n\nfrom rfsim.docker_cli import main\n\nsys.exit(main(sys.argv[1:]))\n")
+
+
 class SimHostTree:
     """A simulated host's fake tools and hardware files in a temporary directory, without
     namespaces: for unit tests of nvidia-smi, pynvml, docker, journalctl and the fake vLLM.
@@ -135,6 +139,8 @@ class SimHostTree:
         for folder in (self.hw / "requests", self.hw / "boots", self.home):
             folder.mkdir(parents=True, exist_ok=True)
         install_tools(self.bin, self.dist)
+        # a fleet host's docker is the real one (sim/dockerd.py); unit trees keep the model of it
+        (self.bin / "docker").write_text(UNIT_DOCKER)
         hwio.write_json(self.etc / "host.json", spec.host_config())
         hwio.write_json(self.hw / "gpu0.json", gpu.initial_state(spec.name))
         for path in [root, *root.rglob("*")]:

@@ -49,6 +49,17 @@ def test_an_open_tqdm_bar_is_emitted_as_partial_once_it_has_been_idle() -> None:
     assert splitter.feed(b"\r 100%|####| 51/51\n", now=11.0) == [(" 100%|####| 51/51", False)]
 
 
+def test_an_idle_fragment_that_ends_inside_a_character_keeps_its_bytes_for_the_next_read() -> None:
+    """Docker's client relays a container's output in pieces; one ended inside a bar's block."""
+    splitter = text_lines.LineSplitter(idle_s=0.3)
+    block = "\u2588".encode()  # three bytes
+    assert splitter.feed(b"graphs: 100%|" + block * 5 + block[:2], now=10.0) == []
+    assert splitter.flush_idle(now=10.31) == [("graphs: 100%|" + "\u2588" * 5, True)]
+    assert splitter.feed(block[2:] + block * 4 + b"| 35/35\n", now=10.5) == [("\u2588" * 5 + "| 35/35", False)]
+    assert text_lines.complete_utf8(block[:1]) == 0 and text_lines.complete_utf8(block) == 3
+    assert text_lines.complete_utf8(b"ascii") == 5 and text_lines.complete_utf8(b"\xff") == 1  # invalid: emitted
+
+
 def test_whatever_is_pending_at_the_end_is_flushed_as_partial() -> None:
     splitter = text_lines.LineSplitter()
     splitter.feed(b"no newline at the end", now=0.0)

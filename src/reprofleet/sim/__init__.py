@@ -1,4 +1,4 @@
-"""The simulated fleet: real software (OpenSSH, iptables, namespaces), fake hardware.
+"""The simulated fleet: real software (OpenSSH, dockerd, iptables, namespaces), fake hardware.
 
 Used by the fleet tests, CI and ``invoke demo``. See fleet.py for the life cycle and
 DESIGN.md ("The simulated fleet") for what a simulated host is. A host starts its boot services

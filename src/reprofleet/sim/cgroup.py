@@ -3,6 +3,11 @@
 sshd is started inside the group, so every session and every detached child of a session
 lands there too. That makes the two hardware events exact: FROZEN is a host that hangs
 (nothing runs, nothing answers), and killing every task in the group is a power cut.
+
+The host's dockerd puts its containers in child groups (``<host>/docker/<id>``, in every
+controller: sim/dockerd.py): v1's freezer is hierarchical, so FROZEN holds them too; a power
+cut kills the tasks of the whole tree, and :func:`prune` removes the emptied child groups in
+every controller, as a reboot forgets them.
 """
 
 from __future__ import annotations
@@ -15,8 +20,9 @@ from pathlib import Path
 
 from reprofleet.sim.procs import SimError, wait_until
 
-FREEZER_ROOT = Path("/sys/fs/cgroup/freezer")
-CPU_ROOT = Path("/sys/fs/cgroup/cpu")
+CGROUP_ROOT = Path("/sys/fs/cgroup")
+FREEZER_ROOT = CGROUP_ROOT / "freezer"
+CPU_ROOT = CGROUP_ROOT / "cpu"
 
 
 class FreezerGroup:
@@ -40,6 +46,16 @@ class FreezerGroup:
         except OSError:
             return []
         return [int(line) for line in text.split()]
+
+    def tree_pids(self) -> list[int]:
+        """The processes of the group and of every group below it (the host's containers)."""
+        found: list[int] = []
+        for folder in _tree(self.path):
+            try:
+                found += [int(line) for line in (folder / "cgroup.procs").read_text().split()]
+            except OSError:
+                continue
+        return found
 
     def tasks(self) -> list[int]:
         """Every thread id (for signals that must reach all of them, e.g. SIGSTOP)."""
@@ -71,21 +87,21 @@ class FreezerGroup:
             return
         deadline = time.monotonic() + timeout_s
         for _ in range(50):  # bounded: each round kills everything that existed at its start
-            pids = self.pids()
+            pids = self.tree_pids()
             if not pids:
                 return
             self.freeze()
-            for pid in self.pids():
+            for pid in self.tree_pids():
                 try:
                     os.kill(pid, signal.SIGKILL)
                 except ProcessLookupError:
                     pass
             self.thaw()
-            if wait_until(lambda: not self.pids(), 0.5, "tasks to die", fail=False):
+            if wait_until(lambda: not self.tree_pids(), 0.5, "tasks to die", fail=False):
                 return
             if time.monotonic() >= deadline:
                 break
-        raise SimError(f"cgroup {self.name} still has tasks {self.pids()} after {timeout_s:g}s")
+        raise SimError(f"cgroup {self.name} still has tasks {self.tree_pids()} after {timeout_s:g}s")
 
     def join(self, pid: int) -> None:
         (self.path / "cgroup.procs").write_text(str(pid))
@@ -94,6 +110,7 @@ class FreezerGroup:
         if not self.exists():
             return
         self.kill_all()
+        prune(self.name)
         # rmdir of an emptied cgroup can briefly fail with EBUSY while the last task exits.
         wait_until(lambda: _try_rmdir(self.path), 5.0, f"cgroup {self.name} to be removable")
 
@@ -154,7 +171,8 @@ class CpuGroup:
             if not pids:
                 break
             self._move(pids, self.root)
-        wait_until(lambda: _try_rmdir(self.path), 5.0, f"cpu cgroup {self.name} to be removable")
+        if not _children(self.path):  # a running container's group below it keeps it (quota lifted)
+            wait_until(lambda: _try_rmdir(self.path), 5.0, f"cpu cgroup {self.name} to be removable")
 
     @staticmethod
     def _move(pids: list[int], group: Path) -> None:
@@ -163,6 +181,37 @@ class CpuGroup:
                 (group / "cgroup.procs").write_text(str(pid))
             except OSError:  # it exited meanwhile
                 continue
+
+
+def prune(name: str, root: Path = CGROUP_ROOT) -> list[Path]:
+    """Remove the empty groups below ``<controller>/<name>`` in every cgroup v1 controller
+    (what a host's containers left when the power went); returns those still busy."""
+    busy = []
+    for controller in sorted(root.iterdir()) if root.is_dir() else []:
+        top = controller / name
+        for folder in reversed(_tree(top)[1:]):  # deepest first
+            if not _try_rmdir(folder):
+                busy.append(folder)
+        if controller.name not in ("freezer", "cpu") and top.is_dir() and not _children(top):
+            _try_rmdir(top)  # made by runc as the containers' parent, not by us
+    return busy
+
+
+def _children(path: Path) -> list[Path]:
+    try:
+        return [p for p in path.iterdir() if p.is_dir()]
+    except OSError:
+        return []
+
+
+def _tree(path: Path) -> list[Path]:
+    """``path`` and every group below it, parents before children."""
+    if not path.is_dir():
+        return []
+    found = [path]
+    for child in sorted(_children(path)):
+        found += _tree(child)
+    return found
 
 
 def _try_rmdir(path: Path) -> bool:

@@ -18,10 +18,11 @@ import secrets
 import shutil
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
-from reprofleet.sim import hostfs, netns, packages
+from reprofleet.sim import dockerd, hostfs, images, netns, packages
 from reprofleet.sim import manifest as manifest_io
 from reprofleet.sim.cgroup import FREEZER_ROOT, FreezerGroup
 from reprofleet.sim.host import SimHost
@@ -34,7 +35,9 @@ from reprofleet.sim.spec import SimHostSpec
 from reprofleet.sim.teardown import register, run_objects, teardown
 
 READY_TIMEOUT_S = 30.0
-TOOLS = ("ip", "iptables-restore", "unshare", "mount", "ssh-keygen", "/usr/sbin/sshd", "/usr/bin/python3")
+TOOLS = ("ip", "iptables-restore", "unshare", "mount", "ssh-keygen", "/usr/sbin/sshd", "/usr/bin/python3",
+         str(dockerd.DOCKERD), str(dockerd.CLIENT))
+IMAGE_CACHE = DEFAULT_BASE / "images"  # the images' root file system, built once per machine (sim/images.py)
 
 
 class Fleet:
@@ -113,6 +116,7 @@ class Fleet:
             for host in fleet.hosts:
                 host.set_switch(True)
             fleet.wait_ready(ready_timeout_s)
+            fleet.install_images()
             return fleet
         except BaseException:
             teardown(run_id, hardware=hardware, fleet_dir=fleet_dir, remove_files=False)
@@ -126,6 +130,16 @@ class Fleet:
         deadline = time.monotonic() + timeout_s
         for host in self.hosts:
             host.wait_ssh(max(0.1, deadline - time.monotonic()))
+
+    def install_images(self) -> None:
+        """Every host's dockerd gets the images the playbooks name, built offline once per
+        machine (sim/images.py): the vLLM versions the playbooks and tests name, and each host's own."""
+        with ThreadPoolExecutor(max_workers=len(self.hosts)) as pool:
+            list(pool.map(lambda h: dockerd.wait_ready(h.record.netns), self.hosts))
+            versions = sorted({*images.DEFAULT_VLLM_TAGS, *(h.spec.vllm_version for h in self.hosts)})
+            builder = self.hosts[0].record.netns
+            archive = images.ensure_archive(dockerd.client_argv(builder), IMAGE_CACHE, versions)
+            list(pool.map(lambda h: images.load(dockerd.client_argv(h.record.netns), archive), self.hosts))
 
     def down(self, remove_files: bool = True) -> None:
         """Kill every process by PID, delete netns/veth/bridge/cgroups, wait for the veths."""
@@ -216,7 +230,7 @@ def _preflight(specs: Sequence[SimHostSpec]) -> None:
         raise SimError("at most 240 hosts fit in one /24")
     missing = [t for t in TOOLS if shutil.which(t) is None]
     if missing:
-        raise SimError(f"missing tools: {', '.join(missing)} (apt: iproute2 iptables openssh-server)")
+        raise SimError(f"missing tools: {', '.join(missing)} (apt: iproute2 iptables openssh-server docker.io)")
     if not FREEZER_ROOT.is_dir():
         raise SimError(f"no cgroup v1 freezer mounted at {FREEZER_ROOT}")
 
@@ -269,14 +283,16 @@ def _build_host(paths: FleetPaths, run_id: str, index: int, spec: SimHostSpec,
     address = ipaddress.IPv4Interface(f"{subnet[10 + index]}/{subnet.prefixlen}")
     record = HostRecord(spec.name, index, name, name, str(address.ip), name, spec)
     host = paths.host(spec.name)
-    hostfs.make_host_tree(host, spec.journal_persistent, spec.login_user, paths.authorized_keys)
+    hostfs.make_host_tree(host, spec.journal_persistent, spec.login_user, paths.authorized_keys, name,
+                          spec.nvidia_container_toolkit)
     packages.install_host(host, spec.vllm_version)  # dist-info for the runtime probe, a wheelhouse for venvs
     hwio.write_json(host.host_config, spec.host_config())
     hwio.write_json(host.gpu_state(0), gpu.initial_state(f"{spec.name}/{spec.effective_seed}"))
     host.power.write_text("off\n")
     run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", f"root@{spec.name}", "-f", str(host.host_key)])
     host.sshd_config.write_text(hostfs.sshd_config_text(host, record.address, paths.authorized_keys, spec.login_user))
-    host.boot_script.write_text(hostfs.boot_script_text(host, spec.name, dist_packages, spec.login_user))
+    host.boot_script.write_text(hostfs.boot_script_text(host, spec.name, dist_packages, spec.login_user,
+                                                        hostfs.boot_services(host, name, spec.login_user)))
     FreezerGroup(name).create()
     netns.create_host_network(name, name, bridge, address)
     return record

@@ -39,7 +39,7 @@ from typing import Any
 
 from reprofleet.sim import manifest as manifest_io
 from reprofleet.sim import netns
-from reprofleet.sim.cgroup import FreezerGroup
+from reprofleet.sim.cgroup import FreezerGroup, prune
 from reprofleet.sim.layout import FleetPaths, HostPaths
 from reprofleet.sim.manifest import HostRecord
 from reprofleet.sim.rfsim import boots, gpu, hwio, kernel_panic, netconsole_tx, nmi, orderly_shutdown, sysfs
@@ -106,7 +106,8 @@ class Hardware:
     def power_off(self, host: HostMachine, reason: str) -> None:
         started = time.monotonic()
         self.resume(host)
-        host.cgroup.kill_all()
+        host.cgroup.kill_all()  # its dockerd and every container too: they are in its cgroup tree
+        prune(host.record.cgroup)  # the containers' emptied groups, in every controller
         host.sshd = None
         netns.clear_wedge(host.record.netns)
         netns.set_host_link(host.record.netns, False, self.manifest.gateway, host.record.address)

@@ -1,10 +1,12 @@
 """What a simulated host's file system is made of, and the script that boots it.
 
-The fake tools (``nvidia-smi``, ``docker``, ``journalctl``, ``nvidia-bug-report.sh``, ``sudo``
+The fake tools (``nvidia-smi``, ``journalctl``, ``nvidia-bug-report.sh``, ``sudo``
 for a host whose login is not root) and the fake Python modules
 (``pynvml``, ``vllm``, and the ``rfsim`` package they share) are package data under
 ``sim/hostfs/`` and ``sim/rfsim/``; they are copied into each host's own tree, so a host's
-tools can be changed or removed without touching the others.
+tools can be changed or removed without touching the others. ``docker`` is the real client,
+through a wrapper at the host's own daemon (sim/dockerd.py), and NVIDIA's container runtime
+and hook are the simulator's (rfsim/nvidia_runtime.py).
 """
 
 from __future__ import annotations
@@ -12,7 +14,9 @@ from __future__ import annotations
 import os
 import shutil
 from pathlib import Path
+from typing import Sequence
 
+from reprofleet.sim import dockerd
 from reprofleet.sim.layout import HOST_ETC, SHADOWED, TMP, VAR_TMP, HostPaths
 
 LOGIN_UID = 4242  # a non-root login's uid and gid (SimHostSpec.login_user): its own, in the host's /etc/passwd
@@ -36,8 +40,10 @@ def install_tools(bin_dir: Path, dist_packages: Path) -> None:
 
 
 def make_host_tree(paths: HostPaths, journal_persistent: bool, login_user: str = "root",
-                   authorized_keys: Path | None = None) -> None:
-    """Create the per-host directories that boot.sh bind-mounts over the shadowed paths."""
+                   authorized_keys: Path | None = None, netns_name: str | None = None,
+                   nvidia_toolkit: bool = True) -> None:
+    """Create the per-host directories that boot.sh bind-mounts over the shadowed paths
+    (``netns_name``: the host's netns, whose dockerd its ``docker`` talks to)."""
     for name, _ in SHADOWED:
         paths.fs(name).mkdir(parents=True, exist_ok=True)
     paths.fs("root").chmod(0o700)
@@ -49,6 +55,11 @@ def make_host_tree(paths: HostPaths, journal_persistent: bool, login_user: str =
     for folder in (paths.ssh, paths.hw, paths.requests, paths.boots, paths.hw / "pstore", paths.services):
         folder.mkdir(parents=True, exist_ok=True)
     install_tools(paths.fs("bin"), paths.fs("dist-packages"))
+    if netns_name is not None:
+        dockerd.prepare(paths, netns_name, nvidia_toolkit)
+        wrapper = paths.fs("bin") / "docker"
+        wrapper.write_text(dockerd.client_wrapper_text(netns_name))
+        wrapper.chmod(0o755)
     if login_user != "root":
         _make_login(paths, login_user, authorized_keys)
 
@@ -107,8 +118,20 @@ def sshd_config_text(paths: HostPaths, address: str, authorized_keys: Path, logi
     )
 
 
-def boot_script_text(paths: HostPaths, hostname: str, dist_packages: Path, login_user: str = "root") -> str:
-    """Power on, seen from inside: mount the host's own view of the world, become sshd.
+def boot_services(paths: HostPaths, name: str, login_user: str = "root") -> list[str]:
+    """The services a host starts at boot, in the background, before it becomes sshd: one
+    entry a service (its boot.sh lines), so that adding one is adding an entry. ``name`` is
+    the host's kernel-object name (its netns and cgroup)."""
+    services = [
+        dockerd.boot_lines(paths, name, name, login_user),
+    ]
+    return [line for service in services for line in service]
+
+
+def boot_script_text(paths: HostPaths, hostname: str, dist_packages: Path, login_user: str = "root",
+                     services: Sequence[str] = ()) -> str:
+    """Power on, seen from inside: mount the host's own view of the world, start its boot
+    services (``services``: boot.sh lines, from :func:`boot_services`), become sshd.
 
     Runs under ``ip netns exec <ns> unshare --mount --uts`` (private propagation, so nothing
     leaks into the root namespace); $1 is this boot's boot_id file, $2 its kernel log.
@@ -137,7 +160,8 @@ def boot_script_text(paths: HostPaths, hostname: str, dist_packages: Path, login
         'mount --bind "$2" /dev/kmsg',
         f"mount --bind {paths.hw / 'pstore'} /sys/fs/pstore",  # what a panic left (ramoops)
         *(_login_lines(paths, dist_packages) if login_user != "root" else []),
-        *_service_lines(paths),
+        *services,  # the daemons every host has (dockerd), from boot_services()
+        *_service_lines(paths),  # and those a fixture adds under <host>/services/ (slurmd)
         "mkdir -p /run/sshd",  # sshd's privilege separation dir (systemd's RuntimeDirectory)
         "cd /root",
         f"exec /usr/sbin/sshd -D -e -f {paths.sshd_config}",

@@ -14,6 +14,7 @@ it from the root namespace while the host sees its own view:
     <fleet>/hosts/<name>/fs/      per-host trees bind-mounted over /root, /tmp, /var/tmp,
                                   /usr/local/bin, dist-packages, /etc/reprofleet-sim, /var/log
                                   (and, for a non-root login, /home and /etc/passwd, /etc/group)
+    <fleet>/hosts/<name>/docker/  the host's dockerd: data root (images, containers) and daemon.json
     <fleet>/hosts/<name>/hw/      the "hardware": power switch, GPU state, boots, requests
                                   (also visible inside the host at /etc/reprofleet-sim/hw)
 """
@@ -97,6 +98,15 @@ class HostPaths:
     @property
     def hw(self) -> Path:
         return self.root / "hw"
+
+    @property
+    def docker(self) -> Path:
+        """The host's dockerd: its data root (the host's disk) and daemon.json (sim/dockerd.py)."""
+        return self.root / "docker"
+
+    @property
+    def docker_config(self) -> Path:
+        return self.docker / "daemon.json"
 
     @property
     def power(self) -> Path:

@@ -80,6 +80,9 @@ class SimHostSpec:
     # ``sysctl -w`` during a boot is forgotten at the next): e.g. (("unknown_nmi_panic", 1),)
     sysctl_conf: tuple[tuple[str, int], ...] = ()
     kdump_loaded: bool = False  # kdump-tools loads a capture kernel at boot (/sys/kernel/kexec_crash_loaded = 1)
+    # NVIDIA's container toolkit: False is a host whose dockerd has no ``nvidia`` runtime (``docker
+    # info`` lists none, ``--gpus`` is refused), as before ``nvidia-ctk runtime configure``
+    nvidia_container_toolkit: bool = True
 
     def __post_init__(self) -> None:
         problems = _problems(self)

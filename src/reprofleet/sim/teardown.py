@@ -15,7 +15,7 @@ import shutil
 import signal
 from pathlib import Path
 
-from reprofleet.sim import netns
+from reprofleet.sim import dockerd, netns
 from reprofleet.sim.cgroup import CpuGroup, FreezerGroup, groups_with_prefix
 from reprofleet.sim.layout import PREFIX, REGISTRY_DIR, registry_entry
 from reprofleet.sim.procs import ProcessRef
@@ -77,8 +77,9 @@ def teardown(run_id: str, *, hardware: ProcessRef | None, fleet_dir: Path | None
     if hardware is not None:
         hardware.stop()
     for name in objects["cgroups"]:
-        FreezerGroup(name).remove()
+        FreezerGroup(name).remove()  # and its containers' groups in every controller
         CpuGroup(name).remove()  # a starved host's cpu group, if a test left one
+        dockerd.remove_exec_root(name)
     for name in objects["netns"]:
         for pid in netns.netns_pids(name):  # stragglers not in a cgroup (ip netns exec ...)
             try:
@@ -89,6 +90,8 @@ def teardown(run_id: str, *, hardware: ProcessRef | None, fleet_dir: Path | None
     for name in objects["links"]:
         netns.delete_link(name)
     netns.wait_links_gone(objects["links"])
+    if fleet_dir is not None:
+        dockerd.unmount_data(fleet_dir)  # the hosts' docker data roots (tmpfs)
     registry_entry(run_id).unlink(missing_ok=True)
     if remove_files and fleet_dir is not None and (fleet_dir / "fleet.json").exists():
         shutil.rmtree(fleet_dir, ignore_errors=True)

@@ -1,6 +1,8 @@
-"""``docker`` on a simulated host: ``version``, ``info``, ``pull``, ``image inspect``, ``run``,
-``ps`` and ``kill`` (also as ``docker container ls|ps|run|kill``), with the seed's flags
-(images: rfsim.docker_images, files in the host's hw folder).
+"""A model of ``docker`` for the unit tests' host trees (tests/conftest.py): ``version``, ``info``,
+``pull``, ``image inspect``, ``run``, ``ps`` and ``kill`` (also as ``docker container
+ls|ps|run|kill``), with the seed's flags (images: rfsim.docker_images, files in the hw folder).
+A simulated fleet's hosts run the real daemon instead (sim/dockerd.py); this model and its
+modules (docker_*.py, container.py) stay only for those unit tests.
 
 ``docker run`` behaves as the real one does, because the container is the daemon's and not
 the client's: the container is recorded in the daemon's state on the host

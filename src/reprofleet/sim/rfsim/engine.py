@@ -35,7 +35,7 @@ import time
 from pathlib import Path
 from typing import Any, Dict, Optional
 
-from . import flashinfer_store, gpu, hwio, vllm_log, wedge
+from . import boots, flashinfer_store, gpu, hwio, vllm_log, wedge
 
 HANG_FOREVER_S = 7 * 24 * 3600.0
 
@@ -95,6 +95,10 @@ def decide(args: vllm_log.EngineArgs, attempt: int) -> wedge.Decision:
 
 
 def _boot_id() -> Optional[str]:
+    """The host's boot as its hardware records it (a container's /proc is not the host's view)."""
+    boot = boots.current(hwio.hw_dir() / "boots")
+    if boot is not None:
+        return boot.boot_id
     try:
         return Path("/proc/sys/kernel/random/boot_id").read_text().strip()
     except OSError:

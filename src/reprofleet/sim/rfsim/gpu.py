@@ -28,6 +28,7 @@ DRIVER = "610.43.03"
 CUDA = "13.3"
 CUDA_DRIVER_VERSION = 13030  # nvmlSystemGetCudaDriverVersion: 1000 * major + 10 * minor
 MEMORY_TOTAL_MIB = 97887
+HOST_PROC = Path("/etc/reprofleet-sim/host-proc")  # in a container: the host's /proc (rfsim/nvidia_runtime.py)
 POWER_DEFAULT_W = 600.0
 POWER_MIN_W = 150.0
 POWER_MAX_W = 600.0
@@ -118,9 +119,14 @@ def reset_settings(index: int = 0, hw: Optional[Path] = None) -> None:
 
 def host_pid() -> int:
     """This process's pid as the host (and so the driver) numbers it: NVML names a process
-    in a container by its host pid. In a container of the simulated docker, /proc is the
-    host's, so the first ``NSpid`` of /proc/self/status is the host's number; elsewhere it
-    is os.getpid()."""
+    in a container by its host pid. A container of the host's dockerd has a /proc of its own;
+    the nvidia runtime mounts the host's at ``HOST_PROC`` (the driver's view), where this
+    process is the one whose innermost ``NSpid`` is ours and whose command line is ours.
+    Elsewhere /proc is the host's and the first ``NSpid`` is the host's number."""
+    if HOST_PROC.is_dir():
+        found = _host_pid_of_container_process()
+        if found is not None:
+            return found
     try:
         with open("/proc/self/status") as status:
             for line in status:
@@ -129,6 +135,21 @@ def host_pid() -> int:
     except (OSError, ValueError, IndexError):
         pass
     return os.getpid()
+
+
+def _host_pid_of_container_process() -> Optional[int]:
+    own, cmdline = os.getpid(), Path("/proc/self/cmdline").read_bytes()
+    for entry in HOST_PROC.iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            nspids = [line.split()[1:] for line in (entry / "status").read_text().splitlines()
+                      if line.startswith("NSpid:")][0]
+            if len(nspids) > 1 and int(nspids[-1]) == own and (entry / "cmdline").read_bytes() == cmdline:
+                return int(entry.name)
+        except (OSError, ValueError, IndexError):
+            continue
+    return None
 
 
 def pid_alive(pid: int) -> bool:
