@@ -74,6 +74,25 @@ def test_a_fixed_claim_whose_worst_case_counts_the_hangs_in_the_phase_at_risk_ho
     assert written.audit is not None and written.audit.ok, written.audit.lines()
 
 
+def test_an_error_and_a_hang_that_stopped_where_capture_starts_are_in_the_worst_case_of_judge_and_auditor_alike(
+        tmp_path: Path) -> None:
+    """The seed's own case (issue 36 item 1): the log stops after the kernel warm-up's last line, with
+    capture next and nothing printed between ("after kernel warmup; capture starts next"). The
+    judge counts such an error or hang in capture's worst case; the auditor, reading the record's
+    phase_note, must too, or every report with one is "contradicted" (make demo was: 3 lines on
+    its pl-350 cell)."""
+    edge = ["engine_init", "model_load", "torch_compile", "cuda_graph_capture", "kv_cache", "flashinfer_autotune",
+            "attention_warmup", "kernel_warmup"]
+    records = (many(20, "default", "ws01", "wedge") + many(20, "default", "ws02", "wedge")
+               + many(20, "patched", "ws01", "clean") + many(18, "patched", "ws02", "clean")
+               + many(1, "patched", "ws02", "hang", phase="kernel_warmup", phases=edge)
+               + many(1, "patched", "ws02", "error", phase="kernel_warmup", phases=edge))
+    written = pooled_report(ReportRequest((_folder(tmp_path, records),), audit=True))
+    patched = next(v for v in written.judgement.verdicts if v.cell == "patched")  # type: ignore[union-attr]
+    assert patched.at_risk == 2
+    assert written.audit is not None and written.audit.ok, written.audit.lines()
+
+
 def test_a_fixed_claim_whose_worst_case_leaves_out_hangs_in_the_phase_at_risk_is_named(tmp_path: Path,
                                                                                          unaudited: None) -> None:
     folder = _folder(tmp_path, _fixed_with_hangs_in_capture())

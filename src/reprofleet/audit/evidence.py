@@ -13,7 +13,8 @@ and derives, per attempt, only what a claim's preconditions need, in the worst c
 - ``counted``: the attempt ran (a slot that runs again ran nothing).
 
 "Inside the phase at risk" needs no engine order: an attempt whose last phase *is* the
-phase at risk was in it under every order. Each attempt also carries what it ran under
+phase at risk was in it under every order; an error or hang whose record notes that capture
+starts next (nothing printed between) is counted in capture's worst case too, as the README says. Each attempt also carries what it ran under
 (campaign, PoC digest, image, its kernel/driver/CUDA/VBIOS as written or from its facts
 snapshot, and how its GPU settings read back), so a comparison across them can be checked
 against what its sentence names, and a claim about one stratum (``name@hash~driver 560.35.03``)
@@ -36,6 +37,7 @@ NO_MANIFEST_REPRODUCTIONS = ("wedge", "reboot")  # a folder without campaign.jso
 OLD_MANIFEST_REPRODUCTIONS = ("wedge",)  # a manifest written before roles existed counted wedges only
 RESTARTABLE = ("wedge", "reboot")  # outcomes an orderly shutdown explains
 FAILURES = ("error", "hang", "infra")  # ended without getting through: inside the phase at risk, maybe the bug
+CAPTURE = "cuda_graph_capture"  # the phase a record's phase_note ("capture starts next") is at the edge of
 
 
 @dataclass(frozen=True)
@@ -180,9 +182,14 @@ def attempt_of(record: RecordedAttempt, rules: Rules, snapshot: Mapping[str, str
     orderly = outcome in RESTARTABLE and orderly_shutdown(record.forensics) is not None
     reproduced = outcome in rules.reproductions and not orderly
     in_risk = rules.at_risk_phase is not None and _last_phase(record) == rules.at_risk_phase
+    # an error or a hang whose log stopped right where capture starts, with nothing printed between
+    # (the record's phase_note, "after kernel warmup; capture starts next"), may have stopped inside
+    # capture: the README's rule counts it in the worst case, in every cell alike; a lost host there
+    # is not (the host was lost, not the attempt seen failing)
+    at_edge = rules.at_risk_phase == CAPTURE and bool(record.phase_note) and outcome in ("error", "hang")
     counted = not record.runs_again
     stack = record.stack if any(record.stack.values()) else (snapshot or {})
-    failed = outcome in FAILURES and outcome not in rules.reproductions and in_risk and counted
+    failed = outcome in FAILURES and outcome not in rules.reproductions and (in_risk or at_edge) and counted
     return Attempt(record.campaign, record.attempt, record.host, cell_name(record.identity) or record.cell,
                    record.identity, outcome, counted, reproduced and counted, (reproduced or failed) and counted,
                    failed, record.poc or "", _image(record.runtime), str(stack.get("driver") or ""), stack,
