@@ -37,7 +37,7 @@ from tests.support.fleet_campaign import settings_for, write_playbook
 pytestmark = pytest.mark.fleet
 
 IMAGE = "vllm/vllm-openai:v0.25.1"
-QUIET = dict(p_wedge=0.0, p_error=0.0, p_hang=0.0, p_reboot=0.0, time_scale=0.02, boot_delay_s=0.3)
+QUIET = dict(real_docker=True, p_wedge=0.0, p_error=0.0, p_hang=0.0, p_reboot=0.0, time_scale=0.02, boot_delay_s=0.3)
 SPECS = (SimHostSpec(name="dk-kill", **QUIET), SimHostSpec(name="dk-init", **QUIET),
          SimHostSpec(name="dk-name", **QUIET), SimHostSpec(name="dk-agent", **QUIET),
          SimHostSpec(name="dk-hang", script=("hang",), hang_ignores_sigterm=True, **QUIET),

@@ -132,14 +132,17 @@ class Fleet:
             host.wait_ssh(max(0.1, deadline - time.monotonic()))
 
     def install_images(self) -> None:
-        """Every host's dockerd gets the images the playbooks name, built offline once per
-        machine (sim/images.py): the vLLM versions the playbooks and tests name, and each host's own."""
-        with ThreadPoolExecutor(max_workers=len(self.hosts)) as pool:
-            list(pool.map(lambda h: dockerd.wait_ready(h.record.netns), self.hosts))
-            versions = sorted({*images.DEFAULT_VLLM_TAGS, *(h.spec.vllm_version for h in self.hosts)})
-            builder = self.hosts[0].record.netns
+        """Every real dockerd (SimHostSpec.real_docker) gets the images the playbooks name, built offline
+        once per machine (sim/images.py): the vLLM versions the playbooks and tests name, and each host's own."""
+        real = [h for h in self.hosts if h.spec.real_docker]
+        if not real:
+            return
+        with ThreadPoolExecutor(max_workers=len(real)) as pool:
+            list(pool.map(lambda h: dockerd.wait_ready(h.record.netns), real))
+            versions = sorted({*images.DEFAULT_VLLM_TAGS, *(h.spec.vllm_version for h in real)})
+            builder = real[0].record.netns
             archive = images.ensure_archive(dockerd.client_argv(builder), IMAGE_CACHE, versions)
-            list(pool.map(lambda h: images.load(dockerd.client_argv(h.record.netns), archive), self.hosts))
+            list(pool.map(lambda h: images.load(dockerd.client_argv(h.record.netns), archive), real))
 
     def down(self, remove_files: bool = True) -> None:
         """Kill every process by PID, delete netns/veth/bridge/cgroups, wait for the veths."""
@@ -283,16 +286,16 @@ def _build_host(paths: FleetPaths, run_id: str, index: int, spec: SimHostSpec,
     address = ipaddress.IPv4Interface(f"{subnet[10 + index]}/{subnet.prefixlen}")
     record = HostRecord(spec.name, index, name, name, str(address.ip), name, spec)
     host = paths.host(spec.name)
-    hostfs.make_host_tree(host, spec.journal_persistent, spec.login_user, paths.authorized_keys, name,
-                          spec.nvidia_container_toolkit)
+    hostfs.make_host_tree(host, spec.journal_persistent, spec.login_user, paths.authorized_keys,
+                          name if spec.real_docker else None, spec.nvidia_container_toolkit)
     packages.install_host(host, spec.vllm_version)  # dist-info for the runtime probe, a wheelhouse for venvs
     hwio.write_json(host.host_config, spec.host_config())
     hwio.write_json(host.gpu_state(0), gpu.initial_state(f"{spec.name}/{spec.effective_seed}"))
     host.power.write_text("off\n")
     run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", f"root@{spec.name}", "-f", str(host.host_key)])
     host.sshd_config.write_text(hostfs.sshd_config_text(host, record.address, paths.authorized_keys, spec.login_user))
-    host.boot_script.write_text(hostfs.boot_script_text(host, spec.name, dist_packages, spec.login_user,
-                                                        hostfs.boot_services(host, name, spec.login_user)))
+    services = hostfs.boot_services(host, name, spec.login_user) if spec.real_docker else []
+    host.boot_script.write_text(hostfs.boot_script_text(host, spec.name, dist_packages, spec.login_user, services))
     FreezerGroup(name).create()
     netns.create_host_network(name, name, bridge, address)
     return record
