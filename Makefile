@@ -5,9 +5,10 @@ SHELL := /bin/bash
 PYTHON ?= $(shell test -x /usr/bin/python3 && echo /usr/bin/python3 || command -v python3)
 VENV := .venv
 # fleet tests that judge nothing against the wall clock, this many at a time (they mostly wait
-# on sshd, simulators and sleeps of the hosts they script: four fit on two cores; the whole
-# phase passed at load 8-11 beside other work, and at 3 it took 535 s of a 15-minute budget)
-FLEET_WORKERS ?= 4
+# on sshd, simulators and sleeps of the hosts they script; the whole phase passed at load 8-11
+# beside other work; at 3 it took 535 s of a 15-minute budget, at 4 with this stop's Slurm,
+# fence and shard modules 504 s, which put make test at 935 s: five)
+FLEET_WORKERS ?= 5
 # openssh-server: the simulated hosts' sshd; iproute2/iptables: their namespaces and links;
 # openipmi/ipmitool: the IPMI BMC simulator; python3-venv: Debian's venv module;
 # fence-agents: the ClusterLabs fence agents the fence driver runs (fence_ipmilan, fence_redfish ...);
