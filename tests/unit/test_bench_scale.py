@@ -7,26 +7,16 @@ No fleet: these pin the bench's bookkeeping on runs written by hand.
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import pytest
-from tests.support import paths
-
-BENCH = paths.REPO / "bench"
+from tests.support.bench_modules import load_bench
 
 
-def _load(name: str) -> ModuleType:
-    spec = importlib.util.spec_from_file_location(name, BENCH / f"{name}.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return module
+
+_load = load_bench
 
 
 report = _load("scale_report")

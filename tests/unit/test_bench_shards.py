@@ -7,25 +7,15 @@ No fleet: these pin the bench's bookkeeping on folders and runs written by hand.
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
-from tests.support import paths
+from tests.support.bench_modules import load_bench
 from tests.support.resume_folders import write_book, write_inventory
 
-BENCH = paths.REPO / "bench"
 
 
-def _load(name: str) -> ModuleType:
-    spec = importlib.util.spec_from_file_location(name, BENCH / f"{name}.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return module
+_load = load_bench
 
 
 def test_the_bench_runs_a_shard_from_its_folder_alone_as_its_job_would(tmp_path: Path) -> None:
