@@ -7,7 +7,7 @@ unattended-upgrades' automatic reboot records it as ``infra`` with the reason, n
 ``reboot`` or ``wedge``, and the slot runs again.
 
 Recovery reads the shutdown evidence of the boot the attempt ran in (postboot --boot) and
-model.shutdown.as_host_shutdown makes the record infra; the host runner runs the slot again at once.
+model.shutdown.as_host_shutdown makes the record infra; the host runner runs the slot again in the next boot.
 """
 
 from __future__ import annotations
@@ -70,8 +70,10 @@ def test_an_attempt_caught_by_an_automatic_upgrades_reboot_is_infra_and_its_slot
         result = run_campaign(make_plan(book, inventory), settings, tmp_path / "reports",
                               recovery_factory=recovery_factory)
         records = list(read_records(result.directory.attempts))
+        brief = [(r["outcome"], r["attempt_index"], r["attempt_in_boot"], r["boot_id"], r["reason"]) for r in records]
         shut = [r for r in records if r["outcome"] == "infra" and reason_code(r["reason"]) is ReasonCode.HOST_SHUTDOWN]
-        assert len(shut) == 1 and shut[0]["attempt_index"] == 0, records
+        assert len(shut) == 1 and shut[0]["attempt_index"] == 0, brief
+        assert all(r["boot_id"] != shut[0]["boot_id"] for r in records if r is not shut[0]), brief  # the next boot's
         assert shut[0]["reason"].startswith("the host was shut down in an orderly way during the attempt")
         assert slot_runs_again("infra", shut[0]["reason"])
         assert not [r for r in records if r["outcome"] in ("reboot", "wedge")], records  # never a reproduction

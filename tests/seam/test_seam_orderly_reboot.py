@@ -12,7 +12,7 @@ from pathlib import Path
 from reprofleet.clock import VirtualClock
 from reprofleet.model import Judging, Outcome, ReasonCode, Role, reason_code
 from reprofleet.records.reader import attempts_of
-from tests.support.seam_host import FakeHost, records, run_host, seam_book, seam_context
+from tests.support.seam_host import FakeHost, events, records, run_host, seam_book, seam_context
 
 
 def test_an_orderly_reboot_mid_attempt_is_infra_with_who_asked_and_the_slot_runs_again(tmp_path: Path) -> None:
@@ -49,3 +49,24 @@ def test_a_host_that_reboots_in_order_at_every_try_stops_after_the_bounded_rerun
     first_slot = [r for r in records(ctx) if r["attempt_index"] == 0]
     assert [r["outcome"] for r in first_slot] == ["infra", "infra", "infra"]  # tried 1 + 2 times, then on
     assert any(r["attempt_index"] == 1 for r in records(ctx))
+
+
+def test_after_the_agent_says_the_host_is_shutting_down_the_slot_runs_again_only_in_the_next_boot(
+        tmp_path: Path) -> None:
+    """The stopping host still answers for a while (systemd stops its units): a rerun started then
+    is stopped with it, and a slot's reruns spent on one shutdown would all be ``infra`` in a boot
+    that has ended (the simulated fleet's flaky case). The runner waits for the next boot."""
+    clock = VirtualClock()
+    fake = FakeHost(clock, "stopping", script=("orderly_stop", "clean", "clean"))
+    fake.stopping_s = 20.0
+    ctx = seam_context(seam_book(tmp_path, attempts=2), tmp_path, clock)
+    run_host(fake, ctx)
+    found = records(ctx)
+    assert [(r["outcome"], r["attempt_index"]) for r in found] == [("infra", 0), ("clean", 0), ("clean", 1)], found
+    assert reason_code(found[0]["reason"]) is ReasonCode.HOST_SHUTDOWN
+    assert found[0]["boot_id"] == fake.boot_ids[0]
+    assert [r["boot_id"] for r in found[1:]] == [fake.boot_ids[1]] * 2  # the rerun ran in the next boot
+    assert [r["attempt_in_boot"] for r in found[1:]] == [1, 2]
+    (awaited,) = events(ctx, "boot_awaited")
+    assert awaited["why"] == "host_shutdown" and awaited["boot_id"] == fake.boot_ids[1]
+    assert awaited["waited_s"] >= fake.stopping_s

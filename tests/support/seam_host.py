@@ -2,7 +2,10 @@
 
 A :class:`FakeHost` answers a host runner through the host seam (``runner.port.HostPort``)
 from a script: the outcome of each attempt (``clean``, ``error``, ``hang``, ``wedge``,
-``reboot``, ``orderly_reboot``: systemd reboots it for someone, ``freeze-after``: frozen after
+``reboot``, ``orderly_reboot``: systemd reboots it for someone, ``orderly_stop``: the same,
+seen by the agent: the attempt's exit says ``stopped_by: host_shutdown`` while the host stays up
+in that boot for ``stopping_s`` (systemd stopping its units; whatever starts then is stopped at
+its end too) before it reboots, ``freeze-after``: frozen after
 the attempt ended), what a probe finds, the
 outlet that feeds it and how its power device fails. Its state is a function of the
 :class:`VirtualClock` (a boot that takes 3 s is up 3 virtual seconds after power came
@@ -90,6 +93,8 @@ class FakeHost:
         self.userspace_only = False  # a freeze_userspace(): its kernel still answers probes
         self.off = False
         self.shut_down_by: dict[str, str] = {}  # boot_id -> who shut that boot down in an orderly way
+        self.stopping_s = 20.0  # orderly_stop: how long the boot stays up, stopping, after the attempt's exit
+        self.stopping_until: float | None = None  # the stopping boot reboots then
         self.attempts_run = 0
         self.phases: tuple[str, ...] = PHASES  # what each attempt's engine start prints, in order
         self.postboot_asked: list[str | None] = []  # the boot each postboot asked about
@@ -128,6 +133,9 @@ class FakeHost:
     def _settle(self) -> None:
         """Apply what time did: a scheduled rescue, a self-reset's return, a boot finishing."""
         now = self.clock.monotonic()
+        if self.stopping_until is not None and now >= self.stopping_until:
+            self.stopping_until = None
+            self._boot(now)  # systemd-shutdown's reboot: down for the boot delay, a new boot_id
         if self.frozen_at is not None and self.host.pdu is None and self.rescued_after_s is not None \
                 and now >= self.frozen_at + self.rescued_after_s:
             self._boot(self.frozen_at + self.rescued_after_s)
@@ -146,6 +154,18 @@ class FakeHost:
         for orphan in self.orphans:
             orphan["lost"] = True
         self.orphans = []
+
+    @property
+    def stopping(self) -> bool:
+        """An orderly shutdown is under way in this boot (``systemctl is-system-running``: stopping)."""
+        with self._lock:
+            self._settle()
+            return self.stopping_until is not None
+
+    def begin_stopping(self) -> None:
+        with self._lock:
+            self.shut_down_by[self.boot_id] = "unattended-upgrades (its automatic reboot after an upgrade)"
+            self.stopping_until = self.clock.monotonic() + self.stopping_s
 
     @property
     def up(self) -> bool:
@@ -576,7 +596,8 @@ class FakeAgent:
             self.fake.refused.append(attempt_id)
             return FakeStream(self.fake, attempt_id, "busy", timeout, busy_with=str(self.fake.orphans[0]["id"]))
         self.fake.started[attempt_id] = self.fake.boot_id
-        return FakeStream(self.fake, attempt_id, self.fake.next_outcome(), timeout)
+        outcome = self.fake.next_outcome()
+        return FakeStream(self.fake, attempt_id, "stopped" if self.fake.stopping else outcome, timeout)
 
     def attach(self, attempt_id: str, from_seq: int, key: Any = None) -> "FakeStream":
         self._call()
@@ -624,6 +645,10 @@ class FakeStream:
             yield {"k": "exit", "seq": next(seq), "lost": True, "rebooted": True}
             return
         yield {"k": "start", "seq": next(seq), "attempt": attempt_id}
+        if self.outcome == "stopped":  # started on a stopping host: its session's stop takes it at once
+            yield {"k": "exit", "seq": next(seq), "rc": 143, "signal": 15, "stopped_by": "host_shutdown",
+                   "shutdown": "systemctl is-system-running: stopping"}
+            return
         for phase in self.fake.phases:
             yield {"k": "phase", "seq": next(seq), "phase": phase}
             yield {"k": "log", "seq": next(seq), "line": f"entering {phase}"}
@@ -633,6 +658,10 @@ class FakeStream:
             while self.fake.clock.monotonic() < self.started + self.timeout_s:
                 yield {"k": "hb"}
             yield {"k": "exit", "seq": next(seq), "timed_out": True, "rc": -9}
+            return
+        if self.outcome == "orderly_stop":  # systemd stops the session's scope: SIGTERM, and the agent reads why
+            yield {"k": "exit", "seq": next(seq), "rc": 143, "signal": 15, "stopped_by": "host_shutdown",
+                   "shutdown": "systemctl is-system-running: stopping"}
             return
         yield {"k": "exit", "seq": next(seq), "rc": 1 if self.outcome == "error" else 0}
 
@@ -663,6 +692,8 @@ class FakeStream:
             return None
         if line["k"] == "exit":
             self.finished = True
+            if self.outcome == "orderly_stop":  # the agent's exit said so; the boot goes down a little later
+                self.fake.begin_stopping()
             if self.outcome.startswith("freeze-after"):
                 self.fake.freeze()
         return parse_event(self.fake.name, json.dumps({"t": clock.wall(), **line}))

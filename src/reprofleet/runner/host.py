@@ -44,6 +44,9 @@ from reprofleet.runner.stops import HostStops
 
 CONTROLLER_DISK_ERRORS = (errno.ENOSPC, errno.EDQUOT, errno.EROFS)  # the controller cannot write: stop all
 SHUTDOWN_RERUNS = 2  # a slot orderly reboots stopped is run at most this many more times in a row (an upgrade reboots once)
+# how long a host that said it is shutting down may take to stop its units before the boot
+# deadline starts counting: systemd's DefaultTimeoutStopSec (systemd-system.conf(5): 90 s)
+SHUTDOWN_STOP_S = 90.0
 
 __all__ = ["CampaignContext", "HostRunner", "HostState", "RunSettings", "cell_identity", "record_runtime"]
 
@@ -59,7 +62,7 @@ class HostState:
 
 def stopped_by_a_shutdown(record: Record | None) -> bool:
     """An orderly reboot stopped the slot (someone's ``reboot``, an upgrade's): it says nothing
-    of the bug, and a fixed plan runs it again at once (at most SHUTDOWN_RERUNS times in a row;
+    of the bug, and a fixed plan runs it again in the next boot (at most SHUTDOWN_RERUNS times in a row;
     a quarantined host's next record is ``not run``, which ends the loop)."""
     return record is not None and reason_code(record.reason) is ReasonCode.HOST_SHUTDOWN
 
@@ -122,13 +125,30 @@ class HostRunner:
                     if self.schedule is not None:  # a ladder would offer the same level again: this host is done
                         break
                     continue
-                for _ in range(1 + SHUTDOWN_RERUNS):  # a slot an orderly reboot stopped runs again, now
-                    if not stopped_by_a_shutdown(self.run_slot(cell, index)) or self.ctx.stop.is_set():
+                for _ in range(1 + SHUTDOWN_RERUNS):  # a slot an orderly reboot stopped runs again, in the next boot
+                    record = self.run_slot(cell, index)
+                    if not stopped_by_a_shutdown(record) or self.ctx.stop.is_set():
                         break
+                    self._await_boot_after_shutdown(record)
         except ControllerDiskError as exc:
             self.ctx.fail(str(exc))
         finally:
             self._give_back()
+
+    def _await_boot_after_shutdown(self, record: Record | None) -> None:
+        """The host is going down in order: its next attempt waits for the next boot. Run at
+        once, it would start on the stopping host (through a session or an sshd not yet
+        stopped) and be stopped with it: one slot's reruns spent on one shutdown, with the
+        attempts counted in a boot that has ended. A host still in the same boot after the stop
+        time and the boot deadline (a cancelled shutdown, a poweroff) goes on as it is: its
+        next slot finds out."""
+        old_boot = record.boot_id if record is not None else self.link.boot.boot_id
+        began = self.ctx.clock.monotonic()
+        deadline = began + SHUTDOWN_STOP_S + self.ctx.playbook.timeouts.boot
+        new_boot = self.link.await_new_boot(old_boot, deadline, self.ctx.stop,
+                                            self.ctx.settings.watchdog.probe_interval_s)
+        self.log.event(CampaignEvent.BOOT_AWAITED, why="host_shutdown", old_boot_id=old_boot, boot_id=new_boot,
+                       waited_s=round(self.ctx.clock.monotonic() - began, 1))
 
     def _give_back(self) -> None:
         """The host's settings back, its lease released, its session closed (runner/give_back.py)."""

@@ -196,6 +196,22 @@ class HostLink:
         except ReprofleetError:
             return None
 
+    def await_new_boot(self, old_boot: str | None, deadline: float, stop: threading.Event,
+                       poll_s: float) -> str | None:
+        """After the host said it is shutting down: the boot_id of the next boot once sshd
+        answers in one (noted), or None at ``deadline`` (monotonic) or a stop. A stopping host
+        may still take logins through the session or sshd it has left, and whatever starts
+        there is stopped with the rest; so nothing is run until the boot changes."""
+        self.drop()
+        while self.clock.monotonic() < deadline and not stop.is_set():
+            if self.probe() is ProbeAnswer.SSHD:
+                now = self.boot_now()
+                if now is not None and now != old_boot:
+                    return now
+                self.drop()
+            self.clock.wait(stop, poll_s)
+        return None
+
     # -- the lease ---------------------------------------------------------------------------
     def take_lease(self, agent: AgentClient) -> None:
         """No two controllers run attempts on one host: take its lease, or refuse the host.
