@@ -93,8 +93,7 @@ class HostRunner:
         self.policy = PolicyKeeper(host, self.log)
         self.link.new_boot_listeners.extend((self.policy.forget, self.sysctls.forget))
         self.recorder = SlotRecorder(ctx, host, self.runtimes.fields, lambda: self.link.boot)
-        self.attempts = AttemptRunner(ctx, host, self.link, self.policy, self.sysctls, self.netconsole,
-                                      self.recorder, self.log)
+        self.attempts = AttemptRunner(ctx, host, self.link, self.policy, self.sysctls, self.netconsole, self.recorder, self.log)
         self.budget = PowerBudget(ctx.settings.power_cycle_budget)
         self.preparation = HostPreparation(ctx, host, self.link, self.runtimes, self.recorder, self.budget, self.log)
         self.attempts.before_start = self.preparation.before_attempt  # Slurm's jobs; facts again after every boot
@@ -126,29 +125,13 @@ class HostRunner:
                         break
                     continue
                 for _ in range(1 + SHUTDOWN_RERUNS):  # a slot an orderly reboot stopped runs again, in the next boot
-                    record = self.run_slot(cell, index)
-                    if not stopped_by_a_shutdown(record) or self.ctx.stop.is_set():
+                    if not stopped_by_a_shutdown(record := self.run_slot(cell, index)) or self.ctx.stop.is_set():
                         break
-                    self._await_boot_after_shutdown(record)
+                    self.link.await_boot_after_shutdown(record, SHUTDOWN_STOP_S + self.ctx.playbook.timeouts.boot, self.ctx.stop)
         except ControllerDiskError as exc:
             self.ctx.fail(str(exc))
         finally:
             self._give_back()
-
-    def _await_boot_after_shutdown(self, record: Record | None) -> None:
-        """The host is going down in order: its next attempt waits for the next boot. Run at
-        once, it would start on the stopping host (through a session or an sshd not yet
-        stopped) and be stopped with it: one slot's reruns spent on one shutdown, with the
-        attempts counted in a boot that has ended. A host still in the same boot after the stop
-        time and the boot deadline (a cancelled shutdown, a poweroff) goes on as it is: its
-        next slot finds out."""
-        old_boot = record.boot_id if record is not None else self.link.boot.boot_id
-        began = self.ctx.clock.monotonic()
-        deadline = began + SHUTDOWN_STOP_S + self.ctx.playbook.timeouts.boot
-        new_boot = self.link.await_new_boot(old_boot, deadline, self.ctx.stop,
-                                            self.ctx.settings.watchdog.probe_interval_s)
-        self.log.event(CampaignEvent.BOOT_AWAITED, why="host_shutdown", old_boot_id=old_boot, boot_id=new_boot,
-                       waited_s=round(self.ctx.clock.monotonic() - began, 1))
 
     def _give_back(self) -> None:
         """The host's settings back, its lease released, its session closed (runner/give_back.py)."""
