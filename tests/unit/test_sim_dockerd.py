@@ -44,19 +44,21 @@ def test_the_runtime_edits_the_bundle_of_create_only(tmp_path: Path) -> None:
 
 def test_the_daemon_starts_in_the_hosts_cgroup_with_its_own_roots_and_no_iptables() -> None:
     paths = HostPaths(Path("/var/lib/reprofleet-sim/abc123/hosts/h1"))
-    lines = dockerd.boot_lines(paths, "rfsabc123-0", "rfsabc123-0")
+    site = Path("/usr/local/lib/python3/dist-packages")
+    lines = dockerd.boot_lines(paths, "rfsabc123-0", "rfsabc123-0", site)
     (start,) = [line for line in lines if str(dockerd.DOCKERD) in line]
     for flag in ("--iptables=false", "--bridge=none", "--cgroup-parent /rfsabc123-0/docker",
                  f"--data-root {paths.docker / 'data'}", "--exec-root /run/reprofleet-sim/dockerd/rfsabc123-0",
-                 "-H unix:///run/reprofleet-sim/dockerd/rfsabc123-0.sock", f"--config-file {paths.docker_config}"):
+                 "-H fd://", f"--config-file {paths.docker_config}"):
         assert flag in start
-    assert "setsid -f " in start  # in the background, and not sshd's child: boot.sh goes on to become sshd
-    assert lines.index(start) < len(lines) - 1 and "rfsabc123-0.sock" in lines[-1]  # sshd waits for the socket
+    # docker.socket first, owned by root only; dockerd handed it; boot.sh goes on to become sshd at once
+    assert "-m rfsim.docker_socket /run/reprofleet-sim/dockerd/rfsabc123-0.sock '' -- /usr/sbin/dockerd" in start
+    assert start == lines[-1] and not any("while" in line for line in lines)  # sshd does not wait for dockerd
     assert json.loads(json.dumps(dockerd.daemon_config()))["default-runtime"] == "nvidia"
     wrapper = dockerd.client_wrapper_text("rfsabc123-0")
     assert "DOCKER_HOST=unix:///run/reprofleet-sim/dockerd/rfsabc123-0.sock" in wrapper
-    lab = [line for line in dockerd.boot_lines(paths, "rfsabc123-0", "rfsabc123-0", "lab") if "setsid" in line]
-    assert "--group lab " in lab[0] and "--group" not in start  # a login that is not root: the docker group's part
+    lab = [line for line in dockerd.boot_lines(paths, "rfsabc123-0", "rfsabc123-0", site, "lab") if "docker_socket" in line]
+    assert "rfsabc123-0.sock lab -- " in lab[0]  # a login that is not root: the socket's group, the docker group's part
 
 
 def test_the_image_is_merged_usr_as_debian_12_is() -> None:

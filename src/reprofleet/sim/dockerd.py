@@ -129,12 +129,16 @@ def _mounts_under(folder: Path) -> list[str]:
     return sorted(found, reverse=True)
 
 
-def boot_lines(paths: HostPaths, netns_name: str, cgroup: str, login_user: str = "root") -> list[str]:
-    """What boot.sh runs to start this host's dockerd in the background (its log: the host's
-    /var/log/dockerd.log). A login that is not root may use it as a member of the ``docker``
-    group would: the socket's group is the login's own."""
+def boot_lines(paths: HostPaths, netns_name: str, cgroup: str, dist_packages: Path,
+               login_user: str = "root") -> list[str]:
+    """What boot.sh runs for this host's docker, as Debian's two units do (rfsim/docker_socket.py):
+    the socket first (docker.socket, in sockets.target), then dockerd beside sshd, handed the
+    socket (docker.service, ``-H fd://``); sshd does not wait for it, and a ``docker`` command
+    that comes first waits in the socket's backlog. Its log: the host's /var/log/dockerd.log.
+    A login that is not root may use it as a member of the ``docker`` group would: the socket's
+    group is the login's own."""
     root = exec_root(netns_name)
-    group = f"--group {login_user} " if login_user != "root" else ""
+    group = login_user if login_user != "root" else "''"
     lines = [f"mount --bind {paths.docker / 'resolv.conf'} /etc/resolv.conf",
              f"mount -t tmpfs -o mode=755 cgroup {CGROUP_ROOT}"]
     for mount_point, options in cgroup_mounts():
@@ -142,16 +146,14 @@ def boot_lines(paths: HostPaths, netns_name: str, cgroup: str, login_user: str =
     lines += [
         f"rm -rf {root} {socket_path(netns_name)}",  # /run is a tmpfs: nothing of the last boot's daemon is left
         f"mkdir -p {root}",
-        # setsid -f: a service, not a child of the process that becomes sshd (a dropped SSH
-        # session must not take it down); the hardware daemon, the hosts' subreaper, is its init
-        f"PATH={SERVICE_PATH} setsid -f {DOCKERD} --data-root {paths.docker / 'data'} --exec-root {root} "
-        f"--pidfile {root / 'dockerd.pid'} -H unix://{socket_path(netns_name)} "
+        # a service in a session of its own, not a child of the process that becomes sshd (a
+        # dropped SSH session must not take it down); the hardware daemon, the hosts' subreaper, is its init
+        f"PATH={SERVICE_PATH} PYTHONPATH={dist_packages} /usr/bin/python3 -m rfsim.docker_socket "
+        f"{socket_path(netns_name)} {group} -- {DOCKERD} --data-root {paths.docker / 'data'} --exec-root {root} "
+        f"--pidfile {root / 'dockerd.pid'} -H fd:// "
         f"--config-file {paths.docker_config} --iptables=false --ip-masq=false --bridge=none "
-        f"--userland-proxy=false --cgroup-parent /{cgroup}/docker --log-level warn {group}"
+        f"--userland-proxy=false --cgroup-parent /{cgroup}/docker --log-level warn "
         "</dev/null >>/var/log/dockerd.log 2>&1",
-        # sshd answers once docker does (multi-user.target), so a booted host runs containers
-        f"i=0; while [ ! -S {socket_path(netns_name)} ] && [ $i -lt {int(READY_TIMEOUT_S * 10)} ]; do "
-        "sleep 0.1; i=$((i+1)); done",
     ]
     return lines
 

@@ -294,7 +294,7 @@ def _build_host(paths: FleetPaths, run_id: str, index: int, spec: SimHostSpec,
     host.power.write_text("off\n")
     run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", f"root@{spec.name}", "-f", str(host.host_key)])
     host.sshd_config.write_text(hostfs.sshd_config_text(host, record.address, paths.authorized_keys, spec.login_user))
-    services = hostfs.boot_services(host, name, spec.login_user) if spec.real_docker else []
+    services = hostfs.boot_services(host, name, dist_packages, spec.login_user) if spec.real_docker else []
     host.boot_script.write_text(hostfs.boot_script_text(host, spec.name, dist_packages, spec.login_user, services))
     FreezerGroup(name).create()
     netns.create_host_network(name, name, bridge, address)

@@ -123,12 +123,12 @@ def sshd_config_text(paths: HostPaths, address: str, authorized_keys: Path, logi
     )
 
 
-def boot_services(paths: HostPaths, name: str, login_user: str = "root") -> list[str]:
+def boot_services(paths: HostPaths, name: str, dist_packages: Path, login_user: str = "root") -> list[str]:
     """The services a host starts at boot, in the background, before it becomes sshd: one
     entry a service (its boot.sh lines), so that adding one is adding an entry. ``name`` is
     the host's kernel-object name (its netns and cgroup)."""
     services = [
-        dockerd.boot_lines(paths, name, name, login_user),
+        dockerd.boot_lines(paths, name, name, dist_packages, login_user),
     ]
     return [line for service in services for line in service]
 

@@ -86,6 +86,7 @@ class SimHostSpec:
     # Debian's real dockerd on this host (sim/dockerd.py, issue 36 item 4) instead of rfsim's model
     # of docker: the docker fleet modules use it; every other fleet keeps the model, because a real
     # daemon per host and a real container per attempt cost more than make test's 15 minutes allow
+    # (docs/ARCHITECTURE.md, "Docker on a simulated host", has the measurement)
     real_docker: bool = False
 
     def __post_init__(self) -> None:
