@@ -49,8 +49,12 @@ def test_sigint_mid_campaign_puts_every_gpu_back_to_its_defaults(sim_fleet: Any,
         assert state["locked_graphics"] is None and state["power_limit_w"] == 600.0, host.name
     (campaign_dir,) = [p for p in (tmp_path / "reports").iterdir() if not p.name.startswith(".")]
     records = list(read_records(campaign_dir / "attempts.jsonl"))
-    assert len(records) == 2 and {r["outcome"] for r in records} == {"infra"}
-    assert all("interrupted" in r["reason"] for r in records)
+    # the attempt each host was running at the SIGINT is interrupted; one that ended before it
+    # (the two hosts' attempts need not be in step) is what it was
+    for host in fleet.hosts:
+        *before, last = [r for r in records if r["host"] == host.name]
+        assert last["outcome"] == "infra" and "interrupted" in last["reason"], records
+        assert [r["outcome"] for r in before] == ["clean"] * len(before), records
     events = [json.loads(line) for line in (campaign_dir / "events.jsonl").read_text().splitlines()]
     assert {e["host"] for e in events if e["event"] == "policy_restored"} == {"int-a", "int-b"}
 

@@ -57,7 +57,7 @@ def test_doctor_cycle_proves_each_outlet_and_names_the_host_whose_bios_stays_off
     plug = HttpPlugServer(tmp_path / "plug", "tasmota", {str(i + 1): h.paths.power for i, h in enumerate(fleet.hosts)})
     plug.start()
     (tmp_path / "invoke.yaml").write_text("reprofleet: {dwell_s: 1}\n")
-    book = write_playbook(tmp_path / "book", attempts=1, boot=8)
+    book = write_playbook(tmp_path / "book", attempts=1, boot=15)
     try:
         inventory = sim_inventory(fleet, pdu={h.name: plug.pdu_block(str(i + 1)) for i, h in enumerate(fleet.hosts)})
         result = reprofleet("doctor", "-i", str(inventory), "-p", str(book), "--cycle", "--yes", "--json", cwd=tmp_path)
