@@ -28,8 +28,8 @@ def _status(folder: Path, *extra: str) -> subprocess.CompletedProcess[str]:
 
 def test_status_reads_a_running_campaign_from_another_process_without_disturbing_it(
         sim_fleet: Any, tmp_path: Path) -> None:
-    fleet = sim_fleet([SimHostSpec("st-a", script=("clean",) * 4), SimHostSpec("st-b", script=("clean",) * 4)])
-    book = write_playbook(tmp_path / "book", attempts=4, attempt_timeout=30)
+    fleet = sim_fleet([SimHostSpec("st-a", script=("clean",) * 6), SimHostSpec("st-b", script=("clean",) * 6)])
+    book = write_playbook(tmp_path / "book", attempts=6, attempt_timeout=30)  # long enough for two reads
     env = {**os.environ, "INVOKE_REPROFLEET_REPORTS": str(tmp_path / "reports"),
            "INVOKE_REPROFLEET_KNOWN_HOSTS": str(fleet.known_hosts_path), "INVOKE_REPROFLEET_SAMPLE_HZ": "5"}
     output = open(tmp_path / "campaign.out", "w")  # a file, not a pipe nobody drains while it runs
@@ -48,16 +48,16 @@ def test_status_reads_a_running_campaign_from_another_process_without_disturbing
         assert folder is not None, "no attempt was recorded within 120 s"
         lock_before = (folder / ".controller.lock").read_text()
         seen = _status(folder, "--json")
+        text = _status(folder)  # both read while it runs, before anything is judged
         assert seen.returncode == 0, seen.stderr
         state = json.loads(seen.stdout)
         assert controller.poll() is None, "the campaign ended before status read it: make its attempts longer"
         assert state["running"] is True and state["controller"].startswith("running")
-        assert state["planned"] == 8 and {h["name"] for h in state["hosts"]} == {"st-a", "st-b"}
-        assert 1 <= state["done"] < 8
+        assert state["planned"] == 12 and {h["name"] for h in state["hosts"]} == {"st-a", "st-b"}
+        assert 1 <= state["done"] < 12
         assert state["anytime"] is True and all(v["anytime"] for v in state["verdicts"])
         assert all("the campaign is still running" in v["look"] for v in state["verdicts"])
         assert (folder / ".controller.lock").read_text() == lock_before  # its holder's pid, untouched
-        text = _status(folder)
         assert text.returncode == 0 and "running (its controller last wrote" in text.stdout
         assert controller.wait(timeout=300) == 0, (tmp_path / "campaign.out").read_text()[-3000:]
     finally:
@@ -66,6 +66,6 @@ def test_status_reads_a_running_campaign_from_another_process_without_disturbing
             controller.wait(timeout=60)
         output.close()
     done = json.loads(_status(folder, "--json").stdout)
-    assert done["running"] is False and done["done"] == 8 and done["eta_s"] is not None
+    assert done["running"] is False and done["done"] == 12 and done["eta_s"] is not None
     assert sum(h["outcomes"].get("clean", 0) for h in done["hosts"]) == len(list(read_records(folder / "attempts.jsonl")))
     assert "reprofleet_campaign_running{campaign=" in (folder / "metrics.prom").read_text()
