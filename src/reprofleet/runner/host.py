@@ -17,7 +17,7 @@ from __future__ import annotations
 import errno
 import traceback
 from dataclasses import dataclass, field, replace
-from typing import Any, Iterable, Iterator, Mapping
+from typing import Any, Iterable, Iterator, Mapping, TypeGuard
 
 from reprofleet.errors import ConnectError, ControllerDiskError, HostKeyError, HostNotReady, LeaseError, ReprofleetError
 from reprofleet.liveness.probes import ProbeAnswer
@@ -60,7 +60,7 @@ class HostState:
     given_back: str = ""  # what the host got back at the end, in words (the end message says it)
 
 
-def stopped_by_a_shutdown(record: Record | None) -> bool:
+def stopped_by_a_shutdown(record: Record | None) -> TypeGuard[Record]:
     """An orderly reboot stopped the slot (someone's ``reboot``, an upgrade's): it says nothing
     of the bug, and a fixed plan runs it again in the next boot (at most SHUTDOWN_RERUNS times in a row;
     a quarantined host's next record is ``not run``, which ends the loop)."""

@@ -212,16 +212,19 @@ class HostLink:
             self.clock.wait(stop, poll_s)
         return None
 
-    def await_boot_after_shutdown(self, record: Record | None, wait_s: float, stop: threading.Event) -> None:
+    def await_boot_after_shutdown(self, record: Record, wait_s: float, stop: threading.Event) -> None:
         """The host is going down in order: the slot's next attempt waits for the next boot. Run at
         once, it would start on the stopping host (through a session or an sshd not yet stopped)
         and be stopped with it: one slot's reruns spent on one shutdown, with the attempts counted
         in a boot that has ended. A host still in the same boot after ``wait_s`` (a cancelled
         shutdown, a poweroff) goes on as it is: its next slot finds out. It looks once a probe
-        timeout (each look is a probe, and a connection when sshd answers)."""
-        old_boot = record.boot_id if record is not None else self.boot.boot_id
+        timeout (each look is a probe, and a connection when sshd answers). A shutdown recovery
+        already saw through (the silence became a reboot) left the link in the new boot: nothing to wait for."""
+        old_boot = record.boot_id
         began = self.clock.monotonic()
-        new_boot = self.await_new_boot(old_boot, began + wait_s, stop, self.probe_timeout_s)
+        known = self.boot.boot_id
+        new_boot = known if known not in (None, old_boot) else \
+            self.await_new_boot(old_boot, began + wait_s, stop, self.probe_timeout_s)
         self.log.event(CampaignEvent.BOOT_AWAITED, why="host_shutdown", old_boot_id=old_boot, boot_id=new_boot,
                        waited_s=round(self.clock.monotonic() - began, 1))
 
