@@ -860,3 +860,25 @@ def test_a_closed_pipe_makes_the_console_quiet_instead_of_exiting_1_from_inside_
     terminal.print("report:  reports/c/report.md")
     terminal.print("a second line goes nowhere")
     assert terminal.quiet
+
+
+def test_a_character_whose_bytes_straddle_two_reads_comes_back_whole() -> None:
+    """Invoke decodes each chunk on its own: "█" (e2 96 88) cut between two reads came back as
+    U+FFFD in every command's output (seen in a log read back from a host whose docker wrote
+    a tqdm bar in another split). Our runner decodes each stream as one text; bytes that are
+    not UTF-8 still become U+FFFD, and an end cut mid-character does too."""
+    from fabric import Connection
+
+    from reprofleet.remote.transport import _BoundedRemote
+
+    runner = _BoundedRemote(context=Connection("ws01"))
+    runner.encoding = "utf-8"
+    bar = "Capturing CUDA graphs: 100%|██████████| 35/35\n".encode()
+    cut = bar.index("█".encode()) + 1  # inside the first "█"
+    for chunks, expected in (([bar[:cut], bar[cut:]], bar.decode()),
+                             ([b"a\xff", b"b"], "a\ufffdb"),
+                             ([bar[:cut]], bar[:cut - 1].decode() + "\ufffd")):
+        sent = iter(chunks)
+        buffer: list[str] = []
+        runner._handle_output(buffer, True, None, lambda size: next(sent, b""))
+        assert "".join(buffer) == expected

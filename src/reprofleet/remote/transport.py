@@ -17,6 +17,7 @@ accepts any key) gets the same known_hosts and the same strict policy as the hos
 
 from __future__ import annotations
 
+import codecs
 import fcntl
 import io
 import os
@@ -25,6 +26,7 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable, Iterator
 
 import invoke
 import paramiko
@@ -276,9 +278,25 @@ class _BoundedRemote(Remote):
     command's stdout and stderr: a host that prints a gigabyte costs the controller a
     bounded buffer (the rest is read and dropped until the command's timeout), and
     Session.run refuses the reply. Fabric's own keeps everything, and re-joins it all on
-    every chunk for its watchers (we use none)."""
+    every chunk for its watchers (we use none). It also decodes each stream as one text:
+    Invoke decodes every chunk on its own, so a character whose bytes straddle two reads
+    (a tqdm bar's "█" in a log read back) became two U+FFFD."""
 
-    def _handle_output(self, buffer_: list[str], hide: bool, output: object, reader: object) -> None:
+    def read_proc_output(self, reader: Callable[[int], bytes | None]) -> Iterator[str]:
+        decoder = codecs.getincrementaldecoder(self.encoding)("replace")
+        while True:
+            data = reader(self.read_chunk_size)
+            if not data:
+                break
+            text = decoder.decode(data)
+            if text:
+                yield text
+        tail = decoder.decode(b"", final=True)  # bytes cut off by the end of the stream: U+FFFD, as before
+        if tail:
+            yield tail
+
+    def _handle_output(self, buffer_: list[str], hide: bool, output: object,
+                       reader: Callable[[int], bytes | None]) -> None:
         kept = 0
         for data in self.read_proc_output(reader):
             if not hide:
