@@ -37,7 +37,7 @@ from tests.support.fleet_campaign import settings_for, write_playbook
 pytestmark = pytest.mark.fleet
 
 IMAGE = "vllm/vllm-openai:v0.25.1"
-QUIET = dict(real_docker=True, p_wedge=0.0, p_error=0.0, p_hang=0.0, p_reboot=0.0, time_scale=0.02, boot_delay_s=0.3)
+QUIET = dict(p_wedge=0.0, p_error=0.0, p_hang=0.0, p_reboot=0.0, time_scale=0.02, boot_delay_s=0.3)
 SPECS = (SimHostSpec(name="dk-kill", **QUIET), SimHostSpec(name="dk-init", **QUIET),
          SimHostSpec(name="dk-name", **QUIET), SimHostSpec(name="dk-agent", **QUIET),
          SimHostSpec(name="dk-hang", script=("hang",), hang_ignores_sigterm=True, **QUIET),
@@ -114,6 +114,27 @@ def wait_gone(host: Any, label: str = ATTEMPT_LABEL) -> None:
     """Until ``docker ps -a`` lists no container with the label (a --rm removal follows the end)."""
     wait_until(lambda: docker_ps(host, "-a", "-q", "--filter", f"label={label}") == [], 10,
                f"no container labelled {label} on {host.name}", interval_s=0.1)
+
+
+def test_every_daemon_starts_with_the_fleets_images_under_one_id_each_and_an_engine_id_of_its_own(
+        docker_fleet) -> None:
+    """The hosts' data roots are filled from one image store before their first boot
+    (sim/image_store.py): each daemon lists the images the playbooks name, one image id a tag on
+    every host and no repo digest (imported, as `docker load` left them), and is a daemon of its
+    own (its engine id is not the store's)."""
+    listings, engine_ids = set(), set()
+    for host in docker_fleet.hosts:
+        listed = host.ssh("docker images --no-trunc --format '{{.Repository}}:{{.Tag}} {{.ID}} {{.Digest}}' "
+                          "--filter reference='vllm/vllm-openai:*'; docker info --format '{{.ID}}'")
+        assert listed.returncode == 0, listed.stderr
+        *images, engine = listed.stdout.splitlines()
+        listings.add(tuple(sorted(images)))
+        engine_ids.add(engine)
+    assert len(listings) == 1  # the same tags, the same ids, on every host
+    (images,) = listings
+    assert {line.split()[0] for line in images} >= {f"vllm/vllm-openai:v{v}" for v in ("0.24.0", "0.25.1", "0.26.0")}
+    assert all(line.split()[1].startswith("sha256:") and line.split()[2] == "<none>" for line in images)
+    assert len(engine_ids) == len(docker_fleet.hosts)
 
 
 def test_sigkill_of_the_docker_run_client_leaves_the_container_running_until_docker_kill(docker_fleet) -> None:

@@ -21,7 +21,9 @@ from tests.support.fleet_campaign import write_playbook
 
 pytestmark = pytest.mark.fleet
 
-DOCKER_CELLS = "  - name: default\n    runtime: {kind: docker, image: 'vllm/vllm-openai:v0.25.1'}\n"
+# every host's dockerd has the images the playbooks name (sim/image_store.py); no host has 0.99.0
+DOCKER_CELLS = ("  - name: default\n    runtime: {kind: docker, image: 'vllm/vllm-openai:v0.25.1'}\n"
+                "  - name: unreleased\n    runtime: {kind: docker, image: 'vllm/vllm-openai:v0.99.0'}\n")
 
 
 def _dead_udp_port() -> int:
@@ -33,12 +35,10 @@ def _dead_udp_port() -> int:
 def test_doctor_names_each_broken_host_with_its_problem_and_fix(sim_fleet: Any, sim_inventory: Any,
                                                                 tmp_path: Path) -> None:
     fleet = sim_fleet([SimHostSpec("dr-ok"), SimHostSpec("dr-journal", journal_persistent=False),
-                       SimHostSpec("dr-runtime"), SimHostSpec("dr-pdu"),
+                       SimHostSpec("dr-runtime", nvidia_container_toolkit=False), SimHostSpec("dr-pdu"),
                        SimHostSpec("dr-sudo", login_user="lab", sudo="none"),
                        SimHostSpec("dr-sudo-smi", login_user="lab", sudo="nvidia-smi")])
     by_name = {h.name: h for h in fleet.hosts}
-    config = by_name["dr-runtime"].paths.host_config
-    config.write_text(json.dumps({**json.loads(config.read_text()), "nvidia_container_runtime": False}))
     book = write_playbook(tmp_path / "book", attempts=1, cells=DOCKER_CELLS)
     with HttpPlugServer(tmp_path / "plug", "tasmota", {str(i + 1): h.paths.power for i, h in enumerate(fleet.hosts)}) \
             as plug:
@@ -72,7 +72,7 @@ def test_doctor_names_each_broken_host_with_its_problem_and_fix(sim_fleet: Any, 
     assert found["dr-sudo-smi"]["ready"], found["dr-sudo-smi"]
     assert items("dr-sudo-smi", "ok")["privilege"]["found"] == "sudo -n /usr/local/bin/nvidia-smi without a password"
     assert items("dr-sudo-smi", "ok")["login"]["found"].startswith("lab@")
-    image = "image vllm/vllm-openai:v0.25.1"
-    for host in by_name:  # nothing pulled yet: a warning with its command, on every host
-        assert "docker pull vllm/vllm-openai:v0.25.1" in items(host, "warn")[image]["fix"]
+    for host in by_name:  # the image a host has is ok; one it lacks is a warning with its command
+        assert "image vllm/vllm-openai:v0.25.1" in items(host, "ok"), found[host]
+        assert "docker pull vllm/vllm-openai:v0.99.0" in items(host, "warn")["image vllm/vllm-openai:v0.99.0"]["fix"]
     assert not (tmp_path / "reports").exists() or not list((tmp_path / "reports").glob("*/attempts.jsonl"))

@@ -44,8 +44,8 @@ CELLS = "  - name: docker\n  - name: python\n    runtime: {kind: python}\n" + VE
 def fleet(sim_ready: None) -> Iterator[Any]:
     from reprofleet.sim import Fleet
 
-    up = Fleet.up((SimHostSpec("rt-a", script=("clean",) * 40, time_scale=0.02, real_docker=True),  # records, not
-                   SimHostSpec("rt-b", script=("clean",) * 40, time_scale=0.02, real_docker=True)))  # timing, are checked
+    up = Fleet.up((SimHostSpec("rt-a", script=("clean",) * 40, time_scale=0.02),  # records, not
+                   SimHostSpec("rt-b", script=("clean",) * 40, time_scale=0.02)))  # timing, are checked
     try:
         yield up
     finally:

@@ -19,6 +19,7 @@ from reprofleet.campaign.run import make_plan, run_campaign
 from reprofleet.inventory import load_inventory
 from reprofleet.playbook import load_playbook
 from reprofleet.records.store import read_records
+from reprofleet.runner.poc import CONTAINER_POC
 from reprofleet.runner.recovery import recovery_factory
 from reprofleet.sim.power import HttpPlugServer, IpmiBmc, PdudaemonServer, RedfishBmc, SnmpPdu
 from reprofleet.sim.spec import SimHostSpec
@@ -93,7 +94,9 @@ def test_a_campaign_with_every_driver_writes_no_secret_anywhere(
         secrets.append(HF_TOKEN)
         reports = tmp_path / "reports"
         plan = make_plan(load_playbook(book(tmp_path)), load_inventory(sim_inventory(fleet, pdu=blocks)).hosts)
-        with PsSweep(secrets) as ps:  # every command line on the machine (controller and hosts) while it runs
+        # every command line on the machine (controller and hosts) while it runs, and the token as
+        # the PoC's own process (python3 /poc.py, in its container) has it in its environment
+        with PsSweep(secrets, environ=("HF_TOKEN", f"python3 {CONTAINER_POC}")) as ps:
             result = run_campaign(plan, settings_for(fleet), reports, recovery_factory=recovery_factory)
     finally:
         for sim in sims:
@@ -107,16 +110,13 @@ def test_a_campaign_with_every_driver_writes_no_secret_anywhere(
     texts.update({str(path): path.read_bytes().decode(errors="replace")
                   for path in reports.rglob("*") if path.is_file()})
     assert len(texts) > 5
-    # Every file a host keeps (agent state, meta.json, output.log, /tmp, /var/log ...), but the
-    # simulated docker daemon's own records: like dockerd's config.v2.json they hold the
+    # Every file a host keeps (agent state, meta.json, output.log, /tmp, /var/log ...), but its
+    # docker daemon's data root: dockerd's config.v2.json and containerd's meta.db hold a
     # container's environment, which is where the token must be (checked just below).
-    daemons = [h.paths.fs("var-tmp") / "rfsim-docker" for h in fleet.hosts]
+    daemons = [h.paths.docker / "data" for h in fleet.hosts]
     kept = files_under(*(h.paths.root for h in fleet.hosts), skip=daemons)
     assert any(p.endswith("meta.json") for p in kept)
     texts.update(kept)
     assert leaks(texts, secrets) == []
     assert ps.rounds > 10 and ps.found == []
-    # containers/<id>/ and, for --rm ones after their end, removed/<id>/ (kept 600 s)
-    given = [json.loads(path.read_text())["plan"]["env"].get("HF_TOKEN") for d in daemons
-             for path in d.rglob("config.json")]
-    assert given and set(given) == {HF_TOKEN}  # every container the attempts ran had the token
+    assert ps.environ_found == {HF_TOKEN}  # the PoC's processes, in the containers the attempts ran, had the token

@@ -45,14 +45,36 @@ def command_lines() -> dict[str, str]:
     return found
 
 
-class PsSweep:
-    """Reads every command line every ``interval_s`` while a campaign runs; keeps those holding a secret."""
+def environ_values(variable: str, command_holds: str) -> set[str]:
+    """The values of ``variable`` in the environment of every process whose command line holds
+    ``command_holds``: where a secret must be (the PoC's own process, in its container)."""
+    found: set[str] = set()
+    prefix = variable.encode() + b"="
+    for where, line in command_lines().items():
+        if command_holds not in line:
+            continue
+        try:
+            environ = Path("/proc", where.removeprefix("ps "), "environ").read_bytes()
+        except OSError:
+            continue
+        found.update(item[len(prefix):].decode(errors="replace") for item in environ.split(b"\0")
+                     if item.startswith(prefix))
+    return found
 
-    def __init__(self, secrets: Iterable[str], interval_s: float = 0.05) -> None:
+
+class PsSweep:
+    """Reads every command line every ``interval_s`` while a campaign runs; keeps those holding a
+    secret. With ``environ``, (variable, command line part), it also keeps the values that
+    variable had in the environment of the processes whose command line holds that part."""
+
+    def __init__(self, secrets: Iterable[str], interval_s: float = 0.05,
+                 environ: tuple[str, str] | None = None) -> None:
         self.secrets = [s for s in secrets if s]
         self.interval_s = interval_s
+        self.environ = environ
         self.rounds = 0
         self.found: list[tuple[str, str]] = []
+        self.environ_found: set[str] = set()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="ps-sweep", daemon=True)
 
@@ -67,5 +89,7 @@ class PsSweep:
     def _run(self) -> None:
         while not self._stop.is_set():
             self.found += leaks(command_lines(), self.secrets)
+            if self.environ is not None:
+                self.environ_found |= environ_values(*self.environ)
             self.rounds += 1
             self._stop.wait(self.interval_s)

@@ -18,11 +18,10 @@ import secrets
 import shutil
 import sys
 import time
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
-from reprofleet.sim import dockerd, hostfs, images, netns, packages
+from reprofleet.sim import dockerd, hostfs, image_store, images, netns, packages
 from reprofleet.sim import manifest as manifest_io
 from reprofleet.sim.cgroup import FREEZER_ROOT, FreezerGroup
 from reprofleet.sim.host import SimHost
@@ -116,7 +115,6 @@ class Fleet:
             for host in fleet.hosts:
                 host.set_switch(True)
             fleet.wait_ready(ready_timeout_s)
-            fleet.install_images()
             return fleet
         except BaseException:
             teardown(run_id, hardware=hardware, fleet_dir=fleet_dir, remove_files=False)
@@ -130,19 +128,6 @@ class Fleet:
         deadline = time.monotonic() + timeout_s
         for host in self.hosts:
             host.wait_ssh(max(0.1, deadline - time.monotonic()))
-
-    def install_images(self) -> None:
-        """Every real dockerd (SimHostSpec.real_docker) gets the images the playbooks name, built offline
-        once per machine (sim/images.py): the vLLM versions the playbooks and tests name, and each host's own."""
-        real = [h for h in self.hosts if h.spec.real_docker]
-        if not real:
-            return
-        with ThreadPoolExecutor(max_workers=len(real)) as pool:
-            list(pool.map(lambda h: dockerd.wait_ready(h.record.netns), real))
-            versions = sorted({*images.DEFAULT_VLLM_TAGS, *(h.spec.vllm_version for h in real)})
-            builder = real[0].record.netns
-            archive = images.ensure_archive(dockerd.client_argv(builder), IMAGE_CACHE, versions)
-            list(pool.map(lambda h: images.load(dockerd.client_argv(h.record.netns), archive), real))
 
     def down(self, remove_files: bool = True) -> None:
         """Kill every process by PID, delete netns/veth/bridge/cgroups, wait for the veths."""
@@ -268,8 +253,10 @@ def _build(run_id: str, fleet_dir: Path, specs: Sequence[SimHostSpec]) -> FleetM
         gateway = ipaddress.IPv4Interface(f"{subnet[1]}/24")
         bridge = f"{PREFIX}{run_id}-br"
         netns.create_bridge(bridge, gateway)
+    # every host's dockerd starts with the images the playbooks and tests name, and each host's own
+    store = image_store.ensure_store(IMAGE_CACHE, sorted({*images.DEFAULT_VLLM_TAGS, *(s.vllm_version for s in specs)}))
     records = tuple(
-        _build_host(paths, run_id, i, spec, subnet, bridge, dist_packages)
+        _build_host(paths, run_id, i, spec, subnet, bridge, dist_packages, store)
         for i, spec in enumerate(specs)
     )
     manifest = FleetManifest(run_id, str(fleet_dir), str(subnet), str(gateway.ip), bridge,
@@ -281,20 +268,21 @@ def _build(run_id: str, fleet_dir: Path, specs: Sequence[SimHostSpec]) -> FleetM
 
 
 def _build_host(paths: FleetPaths, run_id: str, index: int, spec: SimHostSpec,
-                subnet: ipaddress.IPv4Network, bridge: str, dist_packages: Path) -> HostRecord:
+                subnet: ipaddress.IPv4Network, bridge: str, dist_packages: Path, store: Path) -> HostRecord:
     name = f"{PREFIX}{run_id}-{index}"
     address = ipaddress.IPv4Interface(f"{subnet[10 + index]}/{subnet.prefixlen}")
     record = HostRecord(spec.name, index, name, name, str(address.ip), name, spec)
     host = paths.host(spec.name)
     hostfs.make_host_tree(host, spec.journal_persistent, spec.login_user, paths.authorized_keys,
-                          name if spec.real_docker else None, spec.nvidia_container_toolkit)
+                          name, spec.nvidia_container_toolkit)
+    image_store.fill(store, host.docker / "data")  # the images its dockerd finds at its first start
     packages.install_host(host, spec.vllm_version)  # dist-info for the runtime probe, a wheelhouse for venvs
     hwio.write_json(host.host_config, spec.host_config())
     hwio.write_json(host.gpu_state(0), gpu.initial_state(f"{spec.name}/{spec.effective_seed}"))
     host.power.write_text("off\n")
     run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", f"root@{spec.name}", "-f", str(host.host_key)])
     host.sshd_config.write_text(hostfs.sshd_config_text(host, record.address, paths.authorized_keys, spec.login_user))
-    services = hostfs.boot_services(host, name, dist_packages, spec.login_user) if spec.real_docker else []
+    services = hostfs.boot_services(host, name, dist_packages, spec.login_user)
     host.boot_script.write_text(hostfs.boot_script_text(host, spec.name, dist_packages, spec.login_user, services))
     FreezerGroup(name).create()
     netns.create_host_network(name, name, bridge, address)

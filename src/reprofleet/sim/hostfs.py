@@ -26,9 +26,6 @@ SIM_DIR = Path(__file__).resolve().parent
 HOSTFS = SIM_DIR / "hostfs"
 RFSIM = SIM_DIR / "rfsim"
 IGNORE = shutil.ignore_patterns("__pycache__", "*.pyc")
-MODEL_DOCKER = ('#!/usr/bin/python3\n"""docker on a simulated host without a real dockerd: rfsim\'s model of it."""\n'
-                "import sys\n\nfrom rfsim.docker_cli import main\n\nsys.exit(main(sys.argv[1:]))\n")
-
 
 def install_tools(bin_dir: Path, dist_packages: Path) -> None:
     """Copy the fake tools and modules into a host's /usr/local/bin and dist-packages."""
@@ -45,8 +42,8 @@ def make_host_tree(paths: HostPaths, journal_persistent: bool, login_user: str =
                    authorized_keys: Path | None = None, netns_name: str | None = None,
                    nvidia_toolkit: bool = True) -> None:
     """Create the per-host directories that boot.sh bind-mounts over the shadowed paths
-    (``netns_name``: the host's netns, whose real dockerd its ``docker`` talks to; None: its
-    ``docker`` is rfsim's model)."""
+    (``netns_name``: the host's netns, whose real dockerd its ``docker`` talks to; None: a tree
+    without docker, as a unit test's)."""
     for name, _ in SHADOWED:
         paths.fs(name).mkdir(parents=True, exist_ok=True)
     paths.fs("root").chmod(0o700)
@@ -58,13 +55,11 @@ def make_host_tree(paths: HostPaths, journal_persistent: bool, login_user: str =
     for folder in (paths.ssh, paths.hw, paths.requests, paths.boots, paths.hw / "pstore", paths.services):
         folder.mkdir(parents=True, exist_ok=True)
     install_tools(paths.fs("bin"), paths.fs("dist-packages"))
-    wrapper = paths.fs("bin") / "docker"
-    if netns_name is not None:
+    if netns_name is not None:  # its dockerd: the data root, daemon.json, and its docker at that daemon
         dockerd.prepare(paths, netns_name, nvidia_toolkit)
+        wrapper = paths.fs("bin") / "docker"
         wrapper.write_text(dockerd.client_wrapper_text(netns_name))
-    else:  # rfsim's model of docker (SimHostSpec.real_docker off)
-        wrapper.write_text(MODEL_DOCKER)
-    wrapper.chmod(0o755)
+        wrapper.chmod(0o755)
     if login_user != "root":
         _make_login(paths, login_user, authorized_keys)
 

@@ -12,9 +12,10 @@ No registry is reachable from a simulated fleet, so the images a playbook names
   of it that adds the simulator's fake vLLM pinned to that version, the ``rfsim`` package it
   drives and ``pynvml`` (as a vLLM image carries ``nvidia-ml-py``), tagged as the playbooks name it.
 
-Both are built on one host's daemon, ``docker save``-d into one cached archive (keyed by every
-byte that goes in) and ``docker load``-ed by every host: the same tag is the same image id on
-every host and in every run, as an image pulled from a registry is.
+Both are built on a builder daemon (sim/image_store.py), ``docker save``-d into one cached
+archive (keyed by every byte that goes in), ``docker load``-ed once into the image store that
+every host's data root is filled from: the same tag is the same image id on every host and in
+every run, as an image pulled from a registry is.
 
 The GPU itself (the host's hardware folder, ``nvidia-smi``) is not in the image: the ``nvidia``
 runtime (sim/gpu_runtime.py) mounts it, as NVIDIA's toolkit mounts the driver. An imported image

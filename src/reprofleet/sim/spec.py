@@ -83,11 +83,6 @@ class SimHostSpec:
     # NVIDIA's container toolkit: False is a host whose dockerd has no ``nvidia`` runtime (``docker
     # info`` lists none, ``--gpus`` is refused), as before ``nvidia-ctk runtime configure``
     nvidia_container_toolkit: bool = True
-    # Debian's real dockerd on this host (sim/dockerd.py, issue 36 item 4) instead of rfsim's model
-    # of docker: the docker fleet modules use it; every other fleet keeps the model, because a real
-    # daemon per host and a real container per attempt cost more than make test's 15 minutes allow
-    # (docs/ARCHITECTURE.md, "Docker on a simulated host", has the measurement)
-    real_docker: bool = False
 
     def __post_init__(self) -> None:
         problems = _problems(self)
