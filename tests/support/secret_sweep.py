@@ -45,12 +45,13 @@ def command_lines() -> dict[str, str]:
     return found
 
 
-def environ_values(variable: str, command_holds: str) -> set[str]:
+def environ_values(variable: str, command_holds: str, lines: Mapping[str, str] | None = None) -> set[str]:
     """The values of ``variable`` in the environment of every process whose command line holds
-    ``command_holds``: where a secret must be (the PoC's own process, in its container)."""
+    ``command_holds``: where a secret must be (the PoC's own process, in its container).
+    ``lines``: a reading of :func:`command_lines` already made (else one is made)."""
     found: set[str] = set()
     prefix = variable.encode() + b"="
-    for where, line in command_lines().items():
+    for where, line in (command_lines() if lines is None else lines).items():
         if command_holds not in line:
             continue
         try:
@@ -88,8 +89,9 @@ class PsSweep:
 
     def _run(self) -> None:
         while not self._stop.is_set():
-            self.found += leaks(command_lines(), self.secrets)
+            lines = command_lines()  # one reading of /proc a round, for both searches
+            self.found += leaks(lines, self.secrets)
             if self.environ is not None:
-                self.environ_found |= environ_values(*self.environ)
+                self.environ_found |= environ_values(*self.environ, lines=lines)
             self.rounds += 1
             self._stop.wait(self.interval_s)

@@ -46,7 +46,7 @@ def test_a_sweep_of_clean_command_lines_finds_nothing() -> None:
 def test_the_environ_sweep_reads_the_variable_of_the_processes_named_and_of_no_other() -> None:
     """The fleet test proves the token reached the PoC by this reading: it must see a planted
     value in the named process and ignore the same variable in a process it was not asked about."""
-    sleeper = "import time; time.sleep(30)"
+    sleeper = "import signal; signal.pause()"  # lives until the test kills it
     env = {"PATH": "/usr/bin:/bin", "HF_TOKEN": PLANTED}
     named = subprocess.Popen([sys.executable, "-c", sleeper, "poc-marker-5e1"], env=env)
     other = subprocess.Popen([sys.executable, "-c", sleeper, "not-the-poc"], env={**env, "HF_TOKEN": "other-1"})

@@ -53,9 +53,9 @@ def test_a_builder_daemon_a_killed_build_left_is_killed_and_its_folder_removed(t
     work = tmp_path / ".build-4242" / "load"
     work.mkdir(parents=True)
     # stands in for its dockerd: a session leader whose command line names its folder
-    left = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)", "--data-root", str(work / "data")],
-                            start_new_session=True)
-    other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"], start_new_session=True)
+    pause = "import signal; signal.pause()"  # lives until it is killed: by the sweep, or by the test's end
+    left = subprocess.Popen([sys.executable, "-c", pause, "--data-root", str(work / "data")], start_new_session=True)
+    other = subprocess.Popen([sys.executable, "-c", pause], start_new_session=True)
     try:
         (work / "dockerd.pid").write_text(f"{left.pid}\n")
         (tmp_path / ".build-4243" / "build").mkdir(parents=True)

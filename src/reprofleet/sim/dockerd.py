@@ -221,8 +221,13 @@ def client_wrapper_text(netns_name: str) -> str:
 
 def answers(netns_name: str, timeout_s: float = 5.0) -> bool:
     """Whether the host's daemon answers ``docker version`` now."""
+    return client_answers(client_argv(netns_name), timeout_s)
+
+
+def client_answers(client: Sequence[str], timeout_s: float = 5.0) -> bool:
+    """Whether the daemon that ``client`` (a docker argv) talks to answers ``docker version`` now."""
     try:
-        done = subprocess.run([*client_argv(netns_name), "version", "--format", "{{.Server.Version}}"],
+        done = subprocess.run([*client, "version", "--format", "{{.Server.Version}}"],
                               capture_output=True, timeout=timeout_s, check=False)
     except subprocess.TimeoutExpired:
         return False

@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Iterator, Sequence
 
 from reprofleet.sim import images
-from reprofleet.sim.dockerd import CLIENT, DOCKERD
+from reprofleet.sim.dockerd import CLIENT, DOCKERD, client_answers
 from reprofleet.sim.procs import SimError, run
 
 KEPT = ("image", "overlay2")  # the image store; everything else a daemon makes for itself
@@ -134,9 +134,7 @@ def _wait_answers(docker: list[str], daemon: subprocess.Popen[bytes], work: Path
     while time.monotonic() < deadline:
         if daemon.poll() is not None:
             raise SimError(f"the image builder's dockerd exited with {daemon.returncode}; see {work / 'dockerd.log'}")
-        done = subprocess.run([*docker, "version", "--format", "{{.Server.Version}}"], capture_output=True,
-                              timeout=10, check=False)
-        if done.returncode == 0:
+        if client_answers(docker, 10.0):
             return
         time.sleep(0.1)
     raise SimError(f"the image builder's dockerd did not answer within {READY_TIMEOUT_S:g}s; see {work / 'dockerd.log'}")
